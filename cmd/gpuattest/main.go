@@ -1,0 +1,11 @@
+// Command gpuattest builds CUDA kernels for pinned targets, validates them on
+// the GPU and emits signed attestations that third parties verify offline.
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,109 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/invopop/jsonschema"
+)
+
+// Command is a step's run: either a shell string (run by /bin/sh -c) or an
+// argv list (run directly).
+type Command struct {
+	// Shell is the shell string form; empty when Argv is used.
+	Shell string
+	// Argv is the argv list form; nil when Shell is used.
+	Argv []string
+}
+
+// IsZero reports whether the command is empty in both forms.
+func (c Command) IsZero() bool { return c.Shell == "" && len(c.Argv) == 0 }
+
+// Args returns the argv that runs the command.
+func (c Command) Args() []string {
+	if c.Argv != nil {
+		return append([]string(nil), c.Argv...)
+	}
+	if c.Shell == "" {
+		return nil
+	}
+	return []string{"/bin/sh", "-ec", c.Shell}
+}
+
+// String returns the command as a user would read it.
+func (c Command) String() string {
+	if c.Argv != nil {
+		return fmt.Sprintf("%q", c.Argv)
+	}
+	return c.Shell
+}
+
+// UnmarshalYAML accepts a string or a list of strings.
+func (c *Command) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err == nil {
+		*c = Command{Shell: s}
+		return nil
+	}
+	var argv []string
+	if err := unmarshal(&argv); err != nil {
+		return fmt.Errorf("run: expected a shell string or a list of strings")
+	}
+	if argv == nil {
+		argv = []string{}
+	}
+	*c = Command{Argv: argv}
+	return nil
+}
+
+// MarshalYAML writes the form the command was given in.
+func (c Command) MarshalYAML() (any, error) {
+	if c.Argv != nil {
+		return c.Argv, nil
+	}
+	return c.Shell, nil
+}
+
+// MarshalJSON writes the form the command was given in.
+func (c Command) MarshalJSON() ([]byte, error) {
+	if c.Argv != nil {
+		return json.Marshal(c.Argv)
+	}
+	return json.Marshal(c.Shell)
+}
+
+// JSONSchema describes the two forms.
+func (Command) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Description: "a shell string (run by /bin/sh -ec) or an argv list",
+		OneOf: []*jsonschema.Schema{
+			{Type: "string", MinLength: ptr(uint64(1))},
+			{Type: "array", MinItems: ptr(uint64(1)), Items: &jsonschema.Schema{Type: "string"}},
+		},
+	}
+}
+
+// Duration is a Go duration string such as "90s" or "1h30m"; validation
+// reports one that does not parse, with its position.
+type Duration string
+
+// Value returns the parsed duration, zero when empty or invalid.
+func (d Duration) Value() time.Duration {
+	v, err := time.ParseDuration(string(d))
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// JSONSchema describes a duration string.
+func (Duration) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type:        "string",
+		Pattern:     `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`,
+		Description: "a duration such as 90s, 10m or 1h30m",
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,94 @@
+package pipeline
+
+// APIVersion is the only apiVersion this release of gpuattest reads.
+const APIVersion = "gpuattest.dev/v1"
+
+// KindPipeline is the kind of a pipeline document.
+const KindPipeline = "Pipeline"
+
+// Pipeline is a declarative pipeline: images, pinned CUDA targets and a DAG
+// of steps. Load fills Path, Dir and Digest; the rest comes from YAML.
+type Pipeline struct {
+	APIVersion  string            `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=gpuattest.dev/v1"`
+	Kind        string            `yaml:"kind" json:"kind" jsonschema:"enum=Pipeline"`
+	Name        string            `yaml:"name" json:"name" jsonschema:"pattern=^[a-z0-9][a-z0-9._-]*$"`
+	Description string            `yaml:"description,omitempty" json:"description,omitempty"`
+	Release     bool              `yaml:"release,omitempty" json:"release,omitempty" jsonschema:"description=refuse floating image tags and a missing or stale lock"`
+	Images      map[string]string `yaml:"images,omitempty" json:"images,omitempty" jsonschema:"description=image name to reference (registry ref, oci-layout:PATH[@digest] or docker-archive:PATH)"`
+	Targets     []string          `yaml:"targets,omitempty" json:"targets,omitempty" jsonschema:"description=pinned CUDA targets such as sm_80 and sm_90"`
+	Runner      string            `yaml:"runner,omitempty" json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap,description=default runner of every step (host when omitted)"`
+	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Preflight   *Preflight        `yaml:"preflight,omitempty" json:"preflight,omitempty"`
+	Steps       []Step            `yaml:"steps" json:"steps" jsonschema:"minItems=1"`
+
+	// Path is the file the pipeline was read from.
+	Path string `yaml:"-" json:"-"`
+	// Dir is the absolute directory of Path: commands run there by default.
+	Dir string `yaml:"-" json:"-"`
+	// Digest is "sha256:<hex>" of the file's bytes.
+	Digest string `yaml:"-" json:"-"`
+}
+
+// Step is one node of the pipeline DAG. Common fields come first; the
+// fields after them belong to one kind each (see kinds.go for which).
+type Step struct {
+	ID          string            `yaml:"id" json:"id" jsonschema:"pattern=^[a-zA-Z0-9][a-zA-Z0-9_-]*$"`
+	Kind        string            `yaml:"kind,omitempty" json:"kind,omitempty" jsonschema:"enum=exec,enum=cuda-build,enum=test,enum=benchmark,enum=burnin,enum=profile,description=step kind (exec when omitted)"`
+	Description string            `yaml:"description,omitempty" json:"description,omitempty"`
+	Needs       []string          `yaml:"needs,omitempty" json:"needs,omitempty"`
+	Runner      string            `yaml:"runner,omitempty" json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap"`
+	Image       string            `yaml:"image,omitempty" json:"image,omitempty" jsonschema:"description=name of an entry in images"`
+	GPU         bool              `yaml:"gpu,omitempty" json:"gpu,omitempty"`
+	Memory      string            `yaml:"memory,omitempty" json:"memory,omitempty" jsonschema:"description=device memory the step needs (e.g. 8GiB); preflight refuses a GPU with less free"`
+	Run         Command           `yaml:"run,omitempty" json:"run,omitempty"`
+	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=directory relative to the pipeline file"`
+	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Timeout     Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	Inputs      []string          `yaml:"inputs,omitempty" json:"inputs,omitempty" jsonschema:"description=globs relative to workdir; their digests key the build cache"`
+	Outputs     []string          `yaml:"outputs,omitempty" json:"outputs,omitempty" jsonschema:"description=globs relative to workdir; recorded, copied into the run directory and cached"`
+	Cache       *bool             `yaml:"cache,omitempty" json:"cache,omitempty" jsonschema:"description=false opts a build step out of the cache"`
+
+	// cuda-build
+
+	Sources      []string `yaml:"sources,omitempty" json:"sources,omitempty" jsonschema:"description=cuda-build: .cu files relative to workdir"`
+	Flags        []string `yaml:"flags,omitempty" json:"flags,omitempty" jsonschema:"description=cuda-build: extra nvcc flags"`
+	Output       string   `yaml:"output,omitempty" json:"output,omitempty" jsonschema:"enum=fatbin,enum=cubin,enum=ptx,enum=object,description=cuda-build: artifact type (fatbin when omitted)"`
+	OutDir       string   `yaml:"outDir,omitempty" json:"outDir,omitempty" jsonschema:"description=cuda-build: directory for artifacts relative to workdir (build when omitted)"`
+	PTX          *bool    `yaml:"ptx,omitempty" json:"ptx,omitempty" jsonschema:"description=cuda-build: embed PTX for the highest target (true when omitted)"`
+	Reproducible string   `yaml:"reproducible,omitempty" json:"reproducible,omitempty" jsonschema:"enum=check,enum=off,description=cuda-build: build twice and compare (off when omitted)"`
+
+	// test, benchmark, burnin
+
+	Results string `yaml:"results,omitempty" json:"results,omitempty" jsonschema:"description=test/benchmark/burnin: results file the command writes (gpuattest results JSON or JUnit XML)"`
+	Format  string `yaml:"format,omitempty" json:"format,omitempty" jsonschema:"enum=auto,enum=gpuattest,enum=junit"`
+
+	// benchmark
+
+	Warmup   int    `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0"`
+	Repeats  int    `yaml:"repeats,omitempty" json:"repeats,omitempty" jsonschema:"minimum=1"`
+	Seeds    []int  `yaml:"seeds,omitempty" json:"seeds,omitempty"`
+	Baseline string `yaml:"baseline,omitempty" json:"baseline,omitempty" jsonschema:"description=benchmark: baseline file to compare against"`
+	Gate     *Gate  `yaml:"gate,omitempty" json:"gate,omitempty"`
+
+	// burnin
+
+	Duration      Duration `yaml:"duration,omitempty" json:"duration,omitempty" jsonschema:"description=burnin: how long to repeat the suite"`
+	Interval      Duration `yaml:"interval,omitempty" json:"interval,omitempty" jsonschema:"description=telemetry sampling interval (1s when omitted)"`
+	LeakTolerance string   `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed, bytes per iteration (e.g. 1MiB)"`
+}
+
+// Gate configures the baseline regression gate of a benchmark step.
+type Gate struct {
+	Threshold             string  `yaml:"threshold,omitempty" json:"threshold,omitempty" jsonschema:"description=smallest slowdown that counts (3% when omitted)"`
+	Alpha                 float64 `yaml:"alpha,omitempty" json:"alpha,omitempty" jsonschema:"description=significance level (0.01 when omitted)"`
+	AllowHardwareMismatch bool    `yaml:"allowHardwareMismatch,omitempty" json:"allowHardwareMismatch,omitempty"`
+}
+
+// Preflight declares the checks run before any gpu: true step.
+type Preflight struct {
+	MinDriver          string `yaml:"minDriver,omitempty" json:"minDriver,omitempty" jsonschema:"description=lowest NVIDIA driver version accepted (e.g. 535.104)"`
+	RequireECC         *bool  `yaml:"requireECC,omitempty" json:"requireECC,omitempty"`
+	AllowMIG           bool   `yaml:"allowMIG,omitempty" json:"allowMIG,omitempty"`
+	AllowOtherProcess  bool   `yaml:"allowOtherProcesses,omitempty" json:"allowOtherProcesses,omitempty"`
+	RequirePersistence bool   `yaml:"requirePersistence,omitempty" json:"requirePersistence,omitempty"`
+}
