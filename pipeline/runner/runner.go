@@ -49,6 +49,9 @@ type Result struct {
 	ExitCode int
 	// Duration is the wall time from start to exit.
 	Duration time.Duration
+	// MaxRSSBytes is the peak resident set size of the process (and its
+	// waited-for children) when the runner can measure it, else zero.
+	MaxRSSBytes int64
 	// Notes are facts the runner wants recorded (for example "bind
 	// mounts unavailable: copied the work dir in and out").
 	Notes []string

@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Host runs processes directly on this machine, each in its own process
+// group so that cancelling kills the whole tree. It provides no isolation.
+type Host struct {
+	// KillGrace is how long a cancelled process group gets between SIGTERM
+	// and SIGKILL; zero means 2 seconds.
+	KillGrace time.Duration
+}
+
+var _ Runner = (*Host)(nil)
+
+// Name returns "host".
+func (*Host) Name() string { return "host" }
+
+// Info describes the host runner.
+func (*Host) Info() Info { return Info{Name: "host", Isolation: "none"} }
+
+// Run starts c.Args in c.Dir with exactly c.Env and waits for it. When ctx
+// is done the process group gets SIGTERM, then SIGKILL after KillGrace, and
+// Run returns only after the process has exited.
+func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
+	if len(c.Args) == 0 {
+		return nil, errors.New("host runner: empty command")
+	}
+	if c.Image != "" {
+		return nil, fmt.Errorf("host runner: step asks for image %s\nhint: use runner: docker or bwrap to run inside an image", c.Image)
+	}
+	cmd := exec.Command(c.Args[0], c.Args[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Stdout = c.Stdout
+	cmd.Stderr = c.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", c.Args[0], err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	grace := h.KillGrace
+	if grace == 0 {
+		grace = 2 * time.Second
+	}
+	var waitErr error
+	select {
+	case waitErr = <-done:
+	case <-ctx.Done():
+		pgid := cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(grace):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-done
+		}
+		// Reap anything left in the group.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return &Result{ExitCode: -1, Duration: time.Since(start)}, fmt.Errorf("%s: %w", c.Args[0], context.Cause(ctx))
+	}
+	res := &Result{Duration: time.Since(start)}
+	if waitErr != nil {
+		var ee *exec.ExitError
+		if !errors.As(waitErr, &ee) {
+			return nil, fmt.Errorf("waiting for %s: %w", c.Args[0], waitErr)
+		}
+	}
+	res.ExitCode = cmd.ProcessState.ExitCode()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		res.MaxRSSBytes = ru.Maxrss * 1024
+	}
+	// A process that exits while children of its group still hold the
+	// pipes is done; leave no stragglers behind.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	return res, nil
+}
