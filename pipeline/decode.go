@@ -1,0 +1,479 @@
+package pipeline
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+)
+
+// Load reads, decodes, validates and defaults the pipeline at path. Invalid
+// input yields Problems listing every problem with its position.
+func Load(path string) (*Pipeline, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading pipeline: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes, validates and defaults a pipeline from data; path is used
+// for positions and as the base of relative paths.
+func Parse(path string, data []byte) (*Pipeline, error) {
+	src := newSource(path, data)
+	p, probs := src.decode()
+	if p != nil {
+		probs = append(probs, validate(p, src)...)
+	}
+	if len(probs) > 0 {
+		return nil, probs.sorted()
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", path, err)
+	}
+	sum := sha256.Sum256(data)
+	p.Path = path
+	p.Dir = filepath.Dir(abs)
+	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
+	applyDefaults(p)
+	return p, nil
+}
+
+// source is a pipeline file being decoded: its lines for snippets and the
+// position of every field path seen in the YAML.
+type source struct {
+	path  string
+	data  []byte
+	lines []string
+	pos   map[string]*token.Position // field path -> value position
+	keys  map[string]*token.Position // field path -> key position
+}
+
+func newSource(path string, data []byte) *source {
+	return &source{
+		path:  path,
+		data:  data,
+		lines: strings.Split(string(data), "\n"),
+		pos:   map[string]*token.Position{},
+		keys:  map[string]*token.Position{},
+	}
+}
+
+// problem builds a Problem at the position of a field path (its value, or
+// its key when atKey), falling back to the nearest enclosing path.
+func (s *source) problem(path string, atKey bool, hint, format string, args ...any) Problem {
+	p := Problem{File: s.path, Path: path, Message: fmt.Sprintf(format, args...), Hint: hint}
+	if pos := s.lookup(path, atKey); pos != nil {
+		p.Line, p.Col = pos.Line, pos.Column
+		p.Snippet = snippet(s.lines, pos.Line, pos.Column)
+	}
+	return p
+}
+
+func (s *source) lookup(path string, atKey bool) *token.Position {
+	for path != "" {
+		if atKey {
+			if pos, ok := s.keys[path]; ok {
+				return pos
+			}
+		}
+		if pos, ok := s.pos[path]; ok {
+			return pos
+		}
+		path = parentPath(path)
+		atKey = true
+	}
+	return s.pos[""]
+}
+
+// has reports whether the YAML set the field at path.
+func (s *source) has(path string) bool {
+	_, ok := s.keys[path]
+	return ok
+}
+
+func parentPath(p string) string {
+	if i := strings.LastIndexAny(p, ".["); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+func (s *source) decode() (*Pipeline, Problems) {
+	if len(bytes.TrimSpace(s.data)) == 0 {
+		return nil, Problems{{File: s.path, Line: 1, Col: 1, Message: "empty file: expected a pipeline document",
+			Hint: "start with apiVersion: " + APIVersion + " and kind: " + KindPipeline}}
+	}
+	file, err := parser.ParseBytes(s.data, 0)
+	if err != nil {
+		return nil, Problems{s.yamlError(err)}
+	}
+	var docs []ast.Node
+	for _, d := range file.Docs {
+		if d != nil && d.Body != nil {
+			docs = append(docs, d.Body)
+		}
+	}
+	switch {
+	case len(docs) == 0:
+		return nil, Problems{{File: s.path, Line: 1, Col: 1, Message: "no YAML document: expected a pipeline"}}
+	case len(docs) > 1:
+		pos := docs[1].GetToken().Position
+		return nil, Problems{{File: s.path, Line: pos.Line, Col: pos.Column, Message: "more than one YAML document: expected exactly one pipeline",
+			Snippet: snippet(s.lines, pos.Line, pos.Column), Hint: "put each pipeline in its own file"}}
+	}
+	var probs Problems
+	s.pos[""] = docs[0].GetToken().Position
+	if !s.check(docs[0], reflect.TypeOf(Pipeline{}), "", &probs) {
+		return nil, probs
+	}
+	// check pruned every node it reported, so what is left decodes and the
+	// semantic pass can report the rest in the same run.
+	var p Pipeline
+	if err := yaml.NodeToValue(docs[0], &p); err != nil {
+		return nil, append(probs, s.yamlError(err))
+	}
+	return &p, probs
+}
+
+// yamlError turns a goccy error into a positioned problem.
+func (s *source) yamlError(err error) Problem {
+	var ye yaml.Error
+	if errors.As(err, &ye) && ye.GetToken() != nil {
+		pos := ye.GetToken().Position
+		return Problem{File: s.path, Line: pos.Line, Col: pos.Column, Message: ye.GetMessage(),
+			Snippet: snippet(s.lines, pos.Line, pos.Column)}
+	}
+	return Problem{File: s.path, Message: err.Error()}
+}
+
+var (
+	commandType  = reflect.TypeOf(Command{})
+	durationType = reflect.TypeOf(Duration(""))
+)
+
+// check walks node against Go type t, recording positions and reporting
+// unknown fields, duplicate keys and wrong types, all of them. Unknown and
+// duplicate keys are removed from their mapping; check returns false when
+// node itself has the wrong type, and the caller replaces it with null.
+func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Problems) bool {
+	node = unwrap(node)
+	if node == nil || node.Type() == ast.NullType {
+		return true
+	}
+	if _, ok := s.pos[path]; !ok || path == "" {
+		s.pos[path] = node.GetToken().Position
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == commandType:
+		switch node.Type() {
+		case ast.StringType, ast.LiteralType:
+			return true
+		case ast.SequenceType:
+			return s.check(node, reflect.TypeOf([]string{}), path, probs)
+		}
+		*probs = append(*probs, s.typeProblem(path, "a shell string or a list of strings", node))
+		return false
+	case t == durationType:
+		if node.Type() != ast.StringType {
+			hint := "use a number with a unit: 90s, 10m, 1h30m"
+			if node.Type() == ast.IntegerType {
+				hint = fmt.Sprintf("add a unit: %ss", node.GetToken().Value)
+			}
+			*probs = append(*probs, s.at(node.GetToken().Position, path, hint, "unparsable duration %s", node.GetToken().Value))
+			return false
+		}
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := node.(*ast.MappingNode)
+		if !ok {
+			if mv, isMV := node.(*ast.MappingValueNode); isMV {
+				m = &ast.MappingNode{Values: []*ast.MappingValueNode{mv}}
+			} else {
+				*probs = append(*probs, s.typeProblem(path, "a mapping", node))
+				return false
+			}
+		}
+		fields := yamlFields(t)
+		seen := map[string]*token.Position{}
+		kept := m.Values[:0:0]
+		for _, mv := range m.Values {
+			key, kpos, ok := s.key(mv, path, probs)
+			if !ok {
+				continue
+			}
+			fpath := join(path, key)
+			if first, dup := seen[key]; dup {
+				*probs = append(*probs, s.at(kpos, fpath, "", "duplicate key %q (first set at line %d)", key, first.Line))
+				continue
+			}
+			seen[key] = kpos
+			f, known := fields[key]
+			if !known {
+				*probs = append(*probs, s.at(kpos, fpath, suggest(key, fieldNames(fields)), "unknown field %q in %s", key, describe(t)))
+				continue
+			}
+			s.keys[fpath] = kpos
+			if s.check(mv.Value, f.Type, fpath, probs) {
+				kept = append(kept, mv)
+			}
+		}
+		m.Values = kept
+	case reflect.Map:
+		m, ok := node.(*ast.MappingNode)
+		if !ok {
+			if mv, isMV := node.(*ast.MappingValueNode); isMV {
+				m = &ast.MappingNode{Values: []*ast.MappingValueNode{mv}}
+			} else {
+				*probs = append(*probs, s.typeProblem(path, "a mapping", node))
+				return false
+			}
+		}
+		seen := map[string]*token.Position{}
+		kept := m.Values[:0:0]
+		for _, mv := range m.Values {
+			key, kpos, ok := s.key(mv, path, probs)
+			if !ok {
+				continue
+			}
+			fpath := join(path, key)
+			if first, dup := seen[key]; dup {
+				*probs = append(*probs, s.at(kpos, fpath, "", "duplicate key %q (first set at line %d)", key, first.Line))
+				continue
+			}
+			seen[key] = kpos
+			s.keys[fpath] = kpos
+			if s.check(mv.Value, t.Elem(), fpath, probs) {
+				kept = append(kept, mv)
+			}
+		}
+		m.Values = kept
+	case reflect.Slice:
+		seq, ok := node.(*ast.SequenceNode)
+		if !ok {
+			*probs = append(*probs, s.typeProblem(path, "a list", node))
+			return false
+		}
+		kept := seq.Values[:0:0]
+		for i, v := range seq.Values {
+			ipath := fmt.Sprintf("%s[%d]", path, i)
+			if v != nil {
+				s.keys[ipath] = unwrap(v).GetToken().Position
+			}
+			if s.check(v, t.Elem(), ipath, probs) {
+				kept = append(kept, v)
+			}
+		}
+		seq.Values = kept
+	case reflect.String:
+		if node.Type() != ast.StringType && node.Type() != ast.LiteralType {
+			p := s.typeProblem(path, "a string", node)
+			if isScalar(node) {
+				p.Hint = fmt.Sprintf("quote it: %q", node.GetToken().Value)
+			}
+			*probs = append(*probs, p)
+			return false
+		}
+	case reflect.Bool:
+		if node.Type() != ast.BoolType {
+			*probs = append(*probs, s.typeProblem(path, "true or false", node))
+			return false
+		}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		if node.Type() != ast.IntegerType {
+			*probs = append(*probs, s.typeProblem(path, "an integer", node))
+			return false
+		}
+	case reflect.Float64, reflect.Float32:
+		if node.Type() != ast.IntegerType && node.Type() != ast.FloatType {
+			*probs = append(*probs, s.typeProblem(path, "a number", node))
+			return false
+		}
+	}
+	return true
+}
+
+// key extracts a mapping key as a string.
+func (s *source) key(mv *ast.MappingValueNode, path string, probs *Problems) (string, *token.Position, bool) {
+	k := unwrap(mv.Key)
+	if k == nil {
+		return "", nil, false
+	}
+	pos := k.GetToken().Position
+	if k.Type() == ast.MergeKeyType {
+		*probs = append(*probs, s.at(pos, path, "write the fields out; merge keys hide what a step really runs", "merge keys (<<) are not supported"))
+		return "", nil, false
+	}
+	if !isScalar(k) {
+		*probs = append(*probs, s.at(pos, path, "", "mapping key must be a string"))
+		return "", nil, false
+	}
+	return k.GetToken().Value, pos, true
+}
+
+func (s *source) at(pos *token.Position, path, hint, format string, args ...any) Problem {
+	p := Problem{File: s.path, Path: path, Message: fmt.Sprintf(format, args...), Hint: hint}
+	if pos != nil {
+		p.Line, p.Col = pos.Line, pos.Column
+		p.Snippet = snippet(s.lines, pos.Line, pos.Column)
+	}
+	return p
+}
+
+func (s *source) typeProblem(path, want string, node ast.Node) Problem {
+	return s.at(node.GetToken().Position, path, "", "%s: expected %s, got %s", displayPath(path), want, nodeKind(node))
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "document"
+	}
+	return p
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func unwrap(n ast.Node) ast.Node {
+	for {
+		switch v := n.(type) {
+		case *ast.AnchorNode:
+			n = v.Value
+		case *ast.TagNode:
+			n = v.Value
+		case *ast.MappingKeyNode:
+			n = v.Value
+		default:
+			return n
+		}
+	}
+}
+
+func isScalar(n ast.Node) bool {
+	switch n.Type() {
+	case ast.StringType, ast.IntegerType, ast.FloatType, ast.BoolType, ast.NullType, ast.InfinityType, ast.NanType, ast.LiteralType:
+		return true
+	}
+	return false
+}
+
+func nodeKind(n ast.Node) string {
+	switch n.Type() {
+	case ast.StringType, ast.LiteralType:
+		return "a string"
+	case ast.IntegerType:
+		return "an integer"
+	case ast.FloatType, ast.InfinityType, ast.NanType:
+		return "a number"
+	case ast.BoolType:
+		return "a boolean"
+	case ast.MappingType, ast.MappingValueType:
+		return "a mapping"
+	case ast.SequenceType:
+		return "a list"
+	case ast.AliasType:
+		return "an alias"
+	}
+	return strings.ToLower(n.Type().String())
+}
+
+// yamlFields maps a struct's YAML keys to its fields.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || name == "" {
+			continue
+		}
+		out[name] = f
+	}
+	return out
+}
+
+func fieldNames(m map[string]reflect.StructField) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func describe(t reflect.Type) string {
+	switch t {
+	case reflect.TypeOf(Pipeline{}):
+		return "pipeline"
+	case reflect.TypeOf(Step{}):
+		return "step"
+	}
+	return strings.ToLower(t.Name())
+}
+
+// suggest returns a "did you mean" hint for a misspelt name.
+func suggest(got string, names []string) string {
+	best, bestD := "", 1<<30
+	for _, n := range names {
+		if d := levenshtein(strings.ToLower(got), strings.ToLower(n)); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best != "" && bestD <= max(1, len(got)/3) && bestD < len(got) {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	if len(names) > 0 && len(names) <= 12 {
+		return "expected one of: " + strings.Join(names, ", ")
+	}
+	return ""
+}
+
+// levenshtein is the optimal-string-alignment distance (a swap of two
+// neighbours counts as one edit).
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
+}

@@ -1,0 +1,94 @@
+package pipeline
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Problem is one thing wrong with a pipeline file, with its position.
+type Problem struct {
+	// File is the path of the pipeline file.
+	File string `json:"file"`
+	// Line and Col are 1-based; zero when the problem has no position.
+	Line int `json:"line"`
+	Col  int `json:"col"`
+	// Path is the field path, e.g. steps[2].needs[0].
+	Path string `json:"path,omitempty"`
+	// Message says what is wrong and what was expected.
+	Message string `json:"message"`
+	// Hint suggests a fix; may be empty.
+	Hint string `json:"hint,omitempty"`
+	// Snippet is the offending source line with a caret under Col.
+	Snippet string `json:"snippet,omitempty"`
+}
+
+// String renders the problem as file:line:col: message, then the snippet
+// and the hint.
+func (p Problem) String() string {
+	var b strings.Builder
+	switch {
+	case p.Line > 0:
+		fmt.Fprintf(&b, "%s:%d:%d: %s", p.File, p.Line, p.Col, p.Message)
+	default:
+		fmt.Fprintf(&b, "%s: %s", p.File, p.Message)
+	}
+	if p.Snippet != "" {
+		b.WriteString("\n")
+		b.WriteString(p.Snippet)
+	}
+	if p.Hint != "" {
+		b.WriteString("\n    hint: ")
+		b.WriteString(p.Hint)
+	}
+	return b.String()
+}
+
+// Problems is every problem found in one pass; it is the error Load and
+// Parse return for invalid input.
+type Problems []Problem
+
+// Error renders every problem, one block each.
+func (ps Problems) Error() string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (ps Problems) sorted() Problems {
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].Line != ps[j].Line {
+			return ps[i].Line < ps[j].Line
+		}
+		return ps[i].Col < ps[j].Col
+	})
+	return ps
+}
+
+// snippet renders line n of src with a caret under column col.
+func snippet(lines []string, n, col int) string {
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	text := strings.TrimRight(lines[n-1], "\r")
+	gutter := fmt.Sprintf("%5d | ", n)
+	pad := strings.Repeat(" ", len(gutter)-2) + "| "
+	caret := ""
+	if col >= 1 {
+		// Keep tabs so the caret lines up under them.
+		for i, r := range text {
+			if i >= col-1 {
+				break
+			}
+			if r == '\t' {
+				caret += "\t"
+			} else {
+				caret += " "
+			}
+		}
+		caret += "^"
+	}
+	return gutter + text + "\n" + pad + caret
+}

@@ -1,0 +1,400 @@
+package pipeline
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Architectures lists the real CUDA SASS targets a pipeline may pin.
+var Architectures = []string{
+	"sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75",
+	"sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a",
+	"sm_100", "sm_100a", "sm_101", "sm_101a", "sm_103", "sm_103a", "sm_120", "sm_120a", "sm_121", "sm_121a",
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	stepIDRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
+	driverRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+){0,2}$`)
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+var runners = []string{"host", "docker", "bwrap"}
+
+// validator collects every problem of a decoded pipeline.
+type validator struct {
+	src   *source
+	p     *Pipeline
+	probs Problems
+}
+
+func (v *validator) add(path string, atKey bool, hint, format string, args ...any) {
+	v.probs = append(v.probs, v.src.problem(path, atKey, hint, format, args...))
+}
+
+// validate checks a decoded pipeline's meaning; it never stops at the
+// first problem.
+func validate(p *Pipeline, src *source) Problems {
+	v := &validator{src: src, p: p}
+	v.header()
+	v.targets()
+	v.images()
+	v.env("env", p.Env)
+	if p.Runner != "" && !slices.Contains(runners, p.Runner) {
+		v.add("runner", false, suggest(p.Runner, runners), "unknown runner %q: expected host, docker or bwrap", p.Runner)
+	}
+	if p.Preflight != nil && p.Preflight.MinDriver != "" && !driverRE.MatchString(p.Preflight.MinDriver) {
+		v.add("preflight.minDriver", false, "write it as NVIDIA prints it, e.g. 535.104.05", "invalid driver version %q", p.Preflight.MinDriver)
+	}
+	v.steps()
+	return v.probs
+}
+
+func (v *validator) header() {
+	p := v.p
+	switch {
+	case p.APIVersion == "":
+		v.add("", false, "add apiVersion: "+APIVersion, "missing required field apiVersion")
+	case p.APIVersion != APIVersion:
+		v.add("apiVersion", false, "this gpuattest reads "+APIVersion, "unsupported apiVersion %q", p.APIVersion)
+	}
+	switch {
+	case p.Kind == "":
+		v.add("", false, "add kind: "+KindPipeline, "missing required field kind")
+	case p.Kind != KindPipeline:
+		v.add("kind", false, "", "kind %q: expected %s", p.Kind, KindPipeline)
+	}
+	switch {
+	case p.Name == "":
+		v.add("", false, "add name: my-kernels", "missing required field name")
+	case !nameRE.MatchString(p.Name):
+		v.add("name", false, "use lowercase letters, digits, '.', '_' and '-'", "invalid name %q", p.Name)
+	}
+}
+
+func (v *validator) targets() {
+	seen := map[string]bool{}
+	for i, t := range v.p.Targets {
+		path := fmt.Sprintf("targets[%d]", i)
+		if !slices.Contains(Architectures, t) {
+			hint := suggest(t, Architectures)
+			if strings.HasPrefix(t, "compute_") {
+				hint = "pin SASS targets (sm_XX); gpuattest adds the PTX itself"
+			}
+			v.add(path, false, hint, "unknown CUDA target %q: expected a real architecture such as sm_80 or sm_90", t)
+			continue
+		}
+		if seen[t] {
+			v.add(path, false, "", "target %q listed twice", t)
+		}
+		seen[t] = true
+	}
+}
+
+func (v *validator) images() {
+	names := make([]string, 0, len(v.p.Images))
+	for n := range v.p.Images {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ref := v.p.Images[n]
+		if strings.TrimSpace(ref) == "" {
+			v.add("images."+n, false, "e.g. nvidia/cuda:12.4.1-devel-ubuntu22.04", "image %q has an empty reference", n)
+		}
+	}
+}
+
+func (v *validator) env(path string, env map[string]string) {
+	for k := range env {
+		if !envKeyRE.MatchString(k) {
+			v.add(path+"."+k, true, "", "invalid environment variable name %q", k)
+		}
+	}
+}
+
+func (v *validator) steps() {
+	p := v.p
+	if len(p.Steps) == 0 {
+		v.add("steps", false, "add at least one step with an id and a run", "a pipeline needs at least one step")
+		return
+	}
+	ids := map[string]int{}
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		path := fmt.Sprintf("steps[%d]", i)
+		switch {
+		case s.ID == "":
+			v.add(path, false, "add id: build (a short name other steps use in needs)", "step %d: missing required field id", i+1)
+		case !stepIDRE.MatchString(s.ID):
+			v.add(path+".id", false, "use letters, digits, '_' and '-'", "invalid step id %q", s.ID)
+		default:
+			if first, dup := ids[s.ID]; dup {
+				v.add(path+".id", false, fmt.Sprintf("rename one of them; the first is steps[%d]", first), "duplicate step id %q", s.ID)
+			} else {
+				ids[s.ID] = i
+			}
+		}
+		v.step(i, s)
+	}
+	allIDs := make([]string, 0, len(ids))
+	for id := range ids {
+		allIDs = append(allIDs, id)
+	}
+	sort.Strings(allIDs)
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		for j, n := range s.Needs {
+			path := fmt.Sprintf("steps[%d].needs[%d]", i, j)
+			if n == s.ID {
+				v.add(path, false, "remove it", "step %q needs itself", s.ID)
+				continue
+			}
+			if _, ok := ids[n]; !ok {
+				v.add(path, false, suggest(n, allIDs), "step %q needs unknown step %q", s.ID, n)
+			}
+		}
+	}
+	v.cycles(ids)
+}
+
+func (v *validator) step(i int, s *Step) {
+	path := fmt.Sprintf("steps[%d]", i)
+	kind := s.Kind
+	if kind == "" {
+		kind = KindExec
+	}
+	spec, ok := kinds[kind]
+	if !ok {
+		v.add(path+".kind", false, suggest(kind, Kinds()), "unknown step kind %q: expected one of %s", kind, strings.Join(Kinds(), ", "))
+	} else {
+		// Kind-specific fields on the wrong kind.
+		for f, owners := range kindFields {
+			if v.src.has(path+"."+f) && !slices.Contains(spec.fields, f) {
+				v.add(path+"."+f, true, fmt.Sprintf("remove it, or use kind %s", strings.Join(owners, " or ")), "field %q is not valid for kind %s", f, kind)
+			}
+		}
+		switch {
+		case spec.run && s.Run.IsZero():
+			if v.src.has(path + ".run") {
+				v.add(path+".run", false, "give a shell string or an argv list", "step %q: empty run", s.ID)
+			} else {
+				v.add(path, false, "add run: with the command to execute", "step %q: missing required field run (kind %s runs a command)", s.ID, kind)
+			}
+		case !spec.run && !s.Run.IsZero():
+			v.add(path+".run", true, "remove it; gpuattest builds the command line itself", "field \"run\" is not valid for kind %s", kind)
+		case len(s.Run.Argv) > 0:
+			for j, a := range s.Run.Argv {
+				if j == 0 && strings.TrimSpace(a) == "" {
+					v.add(fmt.Sprintf("%s.run[%d]", path, j), false, "", "step %q: empty program name in run", s.ID)
+				}
+			}
+		}
+		if spec.validate != nil {
+			spec.validate(v, i, s)
+		}
+	}
+	runnerName := s.Runner
+	if runnerName != "" && !slices.Contains(runners, runnerName) {
+		v.add(path+".runner", false, suggest(runnerName, runners), "unknown runner %q: expected host, docker or bwrap", runnerName)
+	}
+	if runnerName == "" {
+		runnerName = v.p.Runner
+	}
+	if s.Image != "" {
+		if _, ok := v.p.Images[s.Image]; !ok {
+			names := make([]string, 0, len(v.p.Images))
+			for n := range v.p.Images {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			hint := suggest(s.Image, names)
+			if len(names) == 0 {
+				hint = "declare it under images: at the top of the pipeline"
+			}
+			v.add(path+".image", false, hint, "step %q names undeclared image %q", s.ID, s.Image)
+		}
+		if runnerName == "" || runnerName == "host" {
+			v.add(path+".image", true, "set runner: docker or runner: bwrap to run inside the image", "step %q names an image but runs on the host runner", s.ID)
+		}
+	} else if runnerName == "docker" || runnerName == "bwrap" {
+		v.add(path, false, "add image: <name from images>", "step %q runs on the %s runner but names no image", s.ID, runnerName)
+	}
+	v.duration(path+".timeout", s.Timeout, false)
+	if s.Memory != "" {
+		if _, err := ParseSize(s.Memory); err != nil {
+			v.add(path+".memory", false, "e.g. 8GiB", "%v", err)
+		}
+	}
+	if s.Workdir != "" && (strings.HasPrefix(s.Workdir, "/") || slices.Contains(strings.Split(s.Workdir, "/"), "..")) {
+		v.add(path+".workdir", false, "give a directory inside the pipeline's directory", "workdir %q must be relative and stay inside the pipeline directory", s.Workdir)
+	}
+	v.globs(path+".inputs", s.Inputs)
+	v.globs(path+".outputs", s.Outputs)
+	v.env(path+".env", s.Env)
+}
+
+func (v *validator) globs(path string, globs []string) {
+	for j, g := range globs {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		switch {
+		case strings.TrimSpace(g) == "":
+			v.add(p, false, "", "empty glob")
+		case strings.HasPrefix(g, "/") || slices.Contains(strings.Split(g, "/"), ".."):
+			v.add(p, false, "globs are relative to the step's workdir", "glob %q must stay inside the work directory", g)
+		}
+	}
+}
+
+func (v *validator) duration(path string, d Duration, required bool) {
+	if d == "" {
+		if required {
+			v.add(parentPath(path), false, "e.g. "+strings.TrimPrefix(path[strings.LastIndex(path, ".")+1:], "")+": 30s", "missing required field %s", path[strings.LastIndex(path, ".")+1:])
+		}
+		return
+	}
+	dv, err := time.ParseDuration(string(d))
+	if err != nil {
+		hint := "use a number with a unit: 90s, 10m, 1h30m"
+		if _, nerr := strconv.Atoi(string(d)); nerr == nil {
+			hint = fmt.Sprintf("add a unit: %ss", d)
+		}
+		v.add(path, false, hint, "unparsable duration %q", string(d))
+		return
+	}
+	if dv <= 0 {
+		v.add(path, false, "", "duration %q must be positive", string(d))
+	}
+}
+
+func validateCUDABuild(v *validator, i int, s *Step) {
+	path := fmt.Sprintf("steps[%d]", i)
+	if len(v.p.Targets) == 0 {
+		v.add(path, false, "add targets: [sm_80, sm_90] at the top of the pipeline", "step %q is a cuda-build but the pipeline pins no targets", s.ID)
+	}
+	if len(s.Sources) == 0 {
+		v.add(path, false, "add sources: [kernels/vector_add.cu]", "step %q: missing required field sources", s.ID)
+	}
+	for j, src := range s.Sources {
+		if strings.TrimSpace(src) == "" {
+			v.add(fmt.Sprintf("%s.sources[%d]", path, j), false, "", "empty source path")
+		}
+	}
+	if s.Output != "" && !slices.Contains([]string{"fatbin", "cubin", "ptx", "object"}, s.Output) {
+		v.add(path+".output", false, suggest(s.Output, []string{"fatbin", "cubin", "ptx", "object"}), "unknown output %q: expected fatbin, cubin, ptx or object", s.Output)
+	}
+	if s.Reproducible != "" && s.Reproducible != "check" && s.Reproducible != "off" {
+		v.add(path+".reproducible", false, "", "reproducible %q: expected check or off", s.Reproducible)
+	}
+	for j, f := range s.Flags {
+		fp := fmt.Sprintf("%s.flags[%d]", path, j)
+		if f == "-arch=native" || f == "-arch=all" || f == "-arch=all-major" || f == "--gpu-architecture=native" || f == "--gpu-architecture=all" {
+			v.add(fp, false, "pin architectures with targets: at the top of the pipeline", "flag %q builds for whatever GPU is present; releases pin their targets", f)
+		}
+		if v.p.Release && (f == "-G" || f == "--device-debug" || f == "-lineinfo" || f == "--generate-line-info") {
+			v.add(fp, false, "drop it from release pipelines, or set release: false for a debug build", "flag %q is not allowed in a release build", f)
+		}
+	}
+}
+
+func validateSuite(v *validator, i int, s *Step) {
+	path := fmt.Sprintf("steps[%d]", i)
+	if s.Results == "" {
+		v.add(path, false, "add results: out/results.json (the file the command writes)", "step %q: missing required field results (a %s passes on its results, never on the exit code alone)", s.ID, s.Kind)
+	}
+	if s.Format != "" && !slices.Contains([]string{"auto", "gpuattest", "junit"}, s.Format) {
+		v.add(path+".format", false, "", "format %q: expected auto, gpuattest or junit", s.Format)
+	}
+	if s.Warmup < 0 {
+		v.add(path+".warmup", false, "", "warmup must be 0 or more")
+	}
+	if s.Repeats < 0 {
+		v.add(path+".repeats", false, "", "repeats must be 1 or more")
+	}
+	if s.Gate != nil {
+		if s.Baseline == "" {
+			v.add(path+".gate", true, "add baseline: path/to/baseline.json", "step %q has a gate but no baseline", s.ID)
+		}
+		if s.Gate.Threshold != "" {
+			if _, err := ParsePercent(s.Gate.Threshold); err != nil {
+				v.add(path+".gate.threshold", false, "", "%v", err)
+			}
+		}
+		if s.Gate.Alpha < 0 || s.Gate.Alpha >= 1 {
+			v.add(path+".gate.alpha", false, "typical values are 0.01 or 0.05", "alpha %v must be between 0 and 1", s.Gate.Alpha)
+		}
+	}
+}
+
+func validateBurnin(v *validator, i int, s *Step) {
+	validateSuite(v, i, s)
+	path := fmt.Sprintf("steps[%d]", i)
+	v.duration(path+".duration", s.Duration, true)
+	v.duration(path+".interval", s.Interval, false)
+	if s.LeakTolerance != "" {
+		if _, err := ParseSize(s.LeakTolerance); err != nil {
+			v.add(path+".leakTolerance", false, "e.g. 1MiB (bytes per iteration)", "%v", err)
+		}
+	}
+}
+
+// cycles reports each dependency cycle once, as a -> b -> a.
+func (v *validator) cycles(ids map[string]int) {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(v.p.Steps))
+	var stack []int
+	reported := map[string]bool{}
+	var visit func(i int)
+	visit = func(i int) {
+		color[i] = grey
+		stack = append(stack, i)
+		for j, n := range v.p.Steps[i].Needs {
+			k, ok := ids[n]
+			if !ok || k == i {
+				continue
+			}
+			switch color[k] {
+			case white:
+				visit(k)
+			case grey:
+				start := slices.Index(stack, k)
+				cyc := make([]string, 0, len(stack)-start+1)
+				members := append([]int(nil), stack[start:]...)
+				for _, m := range members {
+					cyc = append(cyc, v.p.Steps[m].ID)
+				}
+				key := canonicalCycle(cyc)
+				if reported[key] {
+					continue
+				}
+				reported[key] = true
+				// Walk order is reverse of "needs": print it the way it is
+				// declared, a needs b needs ... needs a.
+				cyc = append(cyc, v.p.Steps[k].ID)
+				v.add(fmt.Sprintf("steps[%d].needs[%d]", i, j), false, "remove one of these needs", "dependency cycle: %s", strings.Join(cyc, " -> "))
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[i] = black
+	}
+	for i := range v.p.Steps {
+		if color[i] == white {
+			visit(i)
+		}
+	}
+}
+
+func canonicalCycle(c []string) string {
+	s := append([]string(nil), c...)
+	sort.Strings(s)
+	return strings.Join(s, "\x00")
+}
