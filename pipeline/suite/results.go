@@ -1,0 +1,289 @@
+package suite
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/invopop/jsonschema"
+	sjs "github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// ResultsSchemaID is the value of a results file's "schema" field.
+const ResultsSchemaID = "https://gpuattest.dev/results/v1"
+
+// Case statuses.
+const (
+	StatusPassed  = "passed"
+	StatusFailed  = "failed"
+	StatusSkipped = "skipped"
+	StatusError   = "error"
+)
+
+// Results is a results file: what the kernel harness (or any suite) writes
+// and gpuattest judges. Its JSON form is schemas/results.schema.json.
+type Results struct {
+	// Schema identifies the format: ResultsSchemaID.
+	Schema string `json:"schema" jsonschema:"enum=https://gpuattest.dev/results/v1"`
+	// Tool names the program that wrote the file, with its version.
+	Tool string `json:"tool" jsonschema:"minLength=1"`
+	// Backend is where the kernels ran: cuda or cpu.
+	Backend string `json:"backend" jsonschema:"enum=cuda,enum=cpu"`
+	// Device is the GPU model the cases ran on; omitted on cpu.
+	Device string `json:"device,omitempty"`
+	// Cases are the test or benchmark cases.
+	Cases []Case `json:"cases"`
+
+	// Format is the format the file was read from: "gpuattest" or "junit".
+	Format string `json:"-"`
+}
+
+// Case is one test or benchmark case.
+type Case struct {
+	// Name identifies the case, e.g. "vector_add/n=1048576/seed=1".
+	Name string `json:"name" jsonschema:"minLength=1"`
+	// Kernel is the kernel the case exercises.
+	Kernel string `json:"kernel,omitempty"`
+	// Status is passed, failed, skipped or error.
+	Status string `json:"status" jsonschema:"enum=passed,enum=failed,enum=skipped,enum=error"`
+	// Message says why, when the case did not pass.
+	Message string `json:"message,omitempty"`
+	// Correctness compares the output with the reference.
+	Correctness *Correctness `json:"correctness,omitempty"`
+	// SamplesNS are the raw per-iteration times in nanoseconds, after warmup.
+	SamplesNS []float64 `json:"samples_ns,omitempty" jsonschema:"description=raw per-iteration times in nanoseconds after warmup"`
+	// Flops is the floating-point operations of one iteration.
+	Flops float64 `json:"flops,omitempty" jsonschema:"minimum=0"`
+	// Bytes is the memory traffic of one iteration.
+	Bytes float64 `json:"bytes,omitempty" jsonschema:"minimum=0"`
+	// Config holds the case's parameters as strings.
+	Config map[string]string `json:"config,omitempty"`
+	// OutputSHA256 is the hex sha256 of the output tensor's bytes; burn-in
+	// compares it between iterations.
+	OutputSHA256 string `json:"output_sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// DeviceMemoryUsedBytes is the device memory in use after the case
+	// (cuda backend), zero when not measured.
+	DeviceMemoryUsedBytes int64 `json:"device_memory_used_bytes,omitempty" jsonschema:"minimum=0"`
+}
+
+// Correctness compares a kernel's output with its reference.
+type Correctness struct {
+	MaxAbsError  float64 `json:"max_abs_error" jsonschema:"minimum=0"`
+	MeanAbsError float64 `json:"mean_abs_error" jsonschema:"minimum=0"`
+	Correlation  float64 `json:"correlation"`
+	Tolerance    float64 `json:"tolerance" jsonschema:"minimum=0"`
+}
+
+// Counts tallies case statuses.
+type Counts struct {
+	Total   int `json:"total"`
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Errored int `json:"errored"`
+	Skipped int `json:"skipped"`
+}
+
+// Count tallies r's cases by status.
+func (r *Results) Count() Counts {
+	c := Counts{Total: len(r.Cases)}
+	for _, k := range r.Cases {
+		switch k.Status {
+		case StatusPassed:
+			c.Passed++
+		case StatusFailed:
+			c.Failed++
+		case StatusError:
+			c.Errored++
+		case StatusSkipped:
+			c.Skipped++
+		}
+	}
+	return c
+}
+
+// ResultsSchema returns the JSON Schema of the results format, as checked
+// in at schemas/results.schema.json.
+func ResultsSchema() *jsonschema.Schema {
+	r := &jsonschema.Reflector{}
+	s := r.Reflect(&Results{})
+	s.ID = "https://gpuattest.dev/schemas/results.schema.json"
+	s.Title = "gpuattest results"
+	s.Description = "Test and benchmark results written by the gpuattest kernel harness (or any suite) and judged by gpuattest."
+	return s
+}
+
+// ResultsSchemaJSON returns ResultsSchema as indented JSON with a final
+// newline: the bytes of schemas/results.schema.json.
+func ResultsSchemaJSON() ([]byte, error) {
+	b, err := json.MarshalIndent(ResultsSchema(), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+var compiled = sync.OnceValues(func() (*sjs.Schema, error) {
+	b, err := ResultsSchemaJSON()
+	if err != nil {
+		return nil, err
+	}
+	doc, err := sjs.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	c := sjs.NewCompiler()
+	if err := c.AddResource("results.schema.json", doc); err != nil {
+		return nil, err
+	}
+	return c.Compile("results.schema.json")
+})
+
+// Formats accepted by ReadResultsFormat.
+const (
+	FormatAuto      = "auto"
+	FormatGpuattest = "gpuattest"
+	FormatJUnit     = "junit"
+)
+
+// ReadResults reads a results file in the gpuattest JSON format or as JUnit
+// XML (pytest, ctest, gotestsum), telling them apart by extension and then
+// by content.
+func ReadResults(path string) (*Results, error) { return ReadResultsFormat(path, FormatAuto) }
+
+// ReadResultsFormat reads a results file in the given format ("auto",
+// "gpuattest" or "junit"; empty means auto). Errors name the file and, for
+// syntax errors, the line and column; schema violations name the field.
+func ReadResultsFormat(path, format string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("results file %s does not exist\nhint: the step's command must write it (results: names it, relative to the step's workdir)", path)
+		}
+		return nil, fmt.Errorf("reading results: %w", err)
+	}
+	if format == "" || format == FormatAuto {
+		format = sniff(path, b)
+	}
+	switch format {
+	case FormatGpuattest:
+		return parseResultsJSON(path, b)
+	case FormatJUnit:
+		return parseJUnit(path, b)
+	}
+	return nil, fmt.Errorf("results format %q: expected auto, gpuattest or junit", format)
+}
+
+func sniff(path string, b []byte) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".xml":
+		return FormatJUnit
+	case ".json":
+		return FormatGpuattest
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n\ufeff"); len(t) > 0 && t[0] == '<' {
+		return FormatJUnit
+	}
+	return FormatGpuattest
+}
+
+func parseResultsJSON(path string, b []byte) (*Results, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("%s: empty results file\nhint: expected a gpuattest results JSON object (schemas/results.schema.json)", path)
+	}
+	var generic any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		return nil, jsonSyntaxError(path, b, err)
+	}
+	sch, err := compiled()
+	if err != nil {
+		return nil, fmt.Errorf("compiling the results schema: %w", err)
+	}
+	// Numbers must be float64 for the validator; json.Unmarshal into any
+	// already did that.
+	if err := sch.Validate(generic); err != nil {
+		return nil, schemaError(path, err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, jsonSyntaxError(path, b, err)
+	}
+	r.Format = FormatGpuattest
+	seen := map[string]int{}
+	for i, c := range r.Cases {
+		if j, ok := seen[c.Name]; ok {
+			return nil, fmt.Errorf("%s: /cases/%d/name: %q repeats /cases/%d\nhint: case names must be unique within a file", path, i, c.Name, j)
+		}
+		seen[c.Name] = i
+		for k, v := range c.SamplesNS {
+			if !(v > 0) {
+				return nil, fmt.Errorf("%s: /cases/%d/samples_ns/%d: %v is not a positive duration", path, i, k, v)
+			}
+		}
+	}
+	return &r, nil
+}
+
+// jsonSyntaxError turns an encoding/json error into file:line:col.
+func jsonSyntaxError(path string, b []byte, err error) error {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	if off < 0 {
+		return fmt.Errorf("%s: %v\nhint: expected a gpuattest results JSON object", path, err)
+	}
+	if off > 0 {
+		off-- // the offset is just past the offending byte
+	}
+	line, col := lineCol(b, off)
+	return fmt.Errorf("%s:%d:%d: %v\nhint: expected a gpuattest results JSON object", path, line, col, err)
+}
+
+func lineCol(b []byte, off int64) (int, int) {
+	if off > int64(len(b)) {
+		off = int64(len(b))
+	}
+	pre := b[:off]
+	line := bytes.Count(pre, []byte{'\n'}) + 1
+	col := int(off) - bytes.LastIndexByte(pre, '\n')
+	return line, col
+}
+
+// schemaError flattens a validation error into one line per leaf problem,
+// each with its JSON pointer.
+func schemaError(path string, err error) error {
+	var ve *sjs.ValidationError
+	if !errors.As(err, &ve) {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	var lines []string
+	var walk func(e *sjs.ValidationError)
+	walk = func(e *sjs.ValidationError) {
+		if len(e.Causes) == 0 {
+			loc := "/" + strings.Join(e.InstanceLocation, "/")
+			lines = append(lines, fmt.Sprintf("%s: %s: %s", path, loc, leafMessage(e)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return fmt.Errorf("%s\nhint: see schemas/results.schema.json", strings.Join(lines, "\n"))
+}
+
+func leafMessage(e *sjs.ValidationError) string {
+	return e.ErrorKind.LocalizedString(message.NewPrinter(language.English))
+}
