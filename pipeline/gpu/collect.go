@@ -1,0 +1,345 @@
+package gpu
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// FakeGPUEnv is the environment variable the CLI reads to serve simulated
+// GPUs instead of the real ones (see Simulate).
+const FakeGPUEnv = "GPUATTEST_FAKE_GPU"
+
+// Option configures Collect.
+type Option func(*options) error
+
+type options struct {
+	src    Source
+	logger *slog.Logger
+	root   string
+}
+
+// WithSource reads devices from src (default: NVML("")).
+func WithSource(src Source) Option {
+	return func(o *options) error {
+		if src == nil {
+			return errors.New("gpu.WithSource: nil source")
+		}
+		o.src = src
+		return nil
+	}
+}
+
+// WithFakeGPU serves simulated GPUs described by spec (see Simulate); an
+// empty spec keeps the real NVML. The CLI passes os.Getenv(FakeGPUEnv).
+func WithFakeGPU(spec string) Option {
+	return func(o *options) error {
+		if spec == "" {
+			return nil
+		}
+		s, err := Simulate(spec)
+		if err != nil {
+			return err
+		}
+		o.src = s
+		return nil
+	}
+}
+
+// WithLogger sends diagnostics (unsupported metrics, fallbacks) to l.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return errors.New("gpu.WithLogger: nil logger")
+		}
+		o.logger = l
+		return nil
+	}
+}
+
+// WithHostRoot reads host facts (/proc, /etc/os-release) under root
+// instead of "/"; for tests.
+func WithHostRoot(root string) Option {
+	return func(o *options) error {
+		o.root = root
+		return nil
+	}
+}
+
+// SourceFromEnv returns the source the CLI uses: simulated GPUs when the
+// value of FakeGPUEnv (passed as fake) is set, the real NVML otherwise.
+func SourceFromEnv(fake string) (Source, error) {
+	if fake == "" {
+		return NVML(""), nil
+	}
+	s, err := Simulate(fake)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", FakeGPUEnv, err)
+	}
+	return s, nil
+}
+
+// Collect reads the hardware record: host facts, driver versions and every
+// GPU. With no usable GPU the record has empty GPUs and a Reason, and the
+// error is nil: "no GPU" is a fact to record, not a failure. Errors are
+// for bad options and a cancelled ctx.
+func Collect(ctx context.Context, opts ...Option) (*Record, error) {
+	o := options{logger: slog.New(slog.DiscardHandler), root: "/"}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.src == nil {
+		o.src = NVML("")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rec := &Record{
+		Simulated: o.src.Simulated(),
+		Host:      readHost(o.root, o.logger),
+		GPUs:      []GPU{},
+	}
+	lib, release, err := o.src.Open()
+	if err != nil {
+		var ue *UnavailableError
+		if !errors.As(err, &ue) {
+			return nil, fmt.Errorf("opening %s: %w", o.src, err)
+		}
+		rec.Reason = ue.Reason
+		o.logger.Info("no gpu", "source", o.src.String(), "reason", ue.Reason)
+	} else {
+		defer release()
+		if err := collectNVML(ctx, lib, rec, o.logger); err != nil {
+			return nil, err
+		}
+	}
+	d, err := ComputeDigest(rec)
+	if err != nil {
+		return nil, err
+	}
+	rec.Digest = d
+	return rec, nil
+}
+
+func collectNVML(ctx context.Context, lib nvml.Interface, rec *Record, log *slog.Logger) error {
+	q := query{log: log}
+	if v, ret := lib.SystemGetDriverVersion(); q.ok("driver_version", ret) {
+		rec.DriverVersion = v
+	}
+	if v, ret := lib.SystemGetCudaDriverVersion(); q.ok("cuda_driver_version", ret) {
+		rec.CUDADriverVersion = fmt.Sprintf("%d.%d", v/1000, (v%1000)/10)
+	}
+	if v, ret := lib.SystemGetNVMLVersion(); q.ok("nvml_version", ret) {
+		rec.NVMLVersion = v
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		rec.Reason = "NVML could not count devices: " + ret.Error()
+		return nil
+	}
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		dev, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			// A device NVML lists but cannot open (lost, no permission) is
+			// named, not skipped silently.
+			return fmt.Errorf("opening GPU %d: %s\nhint: nvidia-smi -i %d shows the device state", i, ret.Error(), i)
+		}
+		rec.GPUs = append(rec.GPUs, readGPU(i, dev, q))
+	}
+	if len(rec.GPUs) == 0 {
+		rec.Reason = "NVIDIA driver loaded but it reports zero GPUs"
+	}
+	return nil
+}
+
+// query logs metrics a device does not report and says whether ret is a
+// success.
+type query struct{ log *slog.Logger }
+
+func (q query) ok(metric string, ret nvml.Return) bool {
+	if ret == nvml.SUCCESS {
+		return true
+	}
+	q.log.Debug("metric not reported", "metric", metric, "nvml", ret.Error())
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func readGPU(i int, d nvml.Device, q query) GPU {
+	g := GPU{Index: i}
+	if v, ret := d.GetName(); q.ok("name", ret) {
+		g.Name = v
+	}
+	if v, ret := d.GetUUID(); q.ok("uuid", ret) {
+		g.UUID = v
+	}
+	if p, ret := d.GetPciInfo(); q.ok("pci", ret) {
+		g.PCIBusID = cString(p.BusId[:])
+		if p.PciDeviceId != 0 {
+			g.PCIDeviceID = fmt.Sprintf("0x%08X", p.PciDeviceId)
+		}
+	}
+	if v, ret := d.GetVbiosVersion(); q.ok("vbios", ret) {
+		g.VBIOS = v
+	}
+	if maj, min, ret := d.GetCudaComputeCapability(); q.ok("compute_capability", ret) {
+		g.ComputeCapability = fmt.Sprintf("%d.%d", maj, min)
+	}
+	if m, ret := d.GetMemoryInfo(); q.ok("memory_total_bytes", ret) {
+		g.MemoryTotalBytes = ptr(m.Total)
+	}
+	if cur, _, ret := d.GetEccMode(); q.ok("ecc_enabled", ret) {
+		g.ECCEnabled = ptr(cur == nvml.FEATURE_ENABLED)
+	}
+	if cur, _, ret := d.GetMigMode(); q.ok("mig_enabled", ret) {
+		g.MIGEnabled = ptr(cur == nvml.DEVICE_MIG_ENABLE)
+	}
+	if v, ret := d.GetPersistenceMode(); q.ok("persistence_mode", ret) {
+		g.PersistenceMode = ptr(v == nvml.FEATURE_ENABLED)
+	}
+	if mw, ret := d.GetEnforcedPowerLimit(); q.ok("power_limit_watts", ret) {
+		g.PowerLimitWatts = ptr(float64(mw) / 1000)
+	}
+	var clk Clocks
+	if v, ret := d.GetMaxClockInfo(nvml.CLOCK_SM); q.ok("max_clocks_mhz.sm", ret) {
+		clk.SM = ptr(v)
+	}
+	if v, ret := d.GetMaxClockInfo(nvml.CLOCK_MEM); q.ok("max_clocks_mhz.mem", ret) {
+		clk.Mem = ptr(v)
+	}
+	if clk.SM != nil || clk.Mem != nil {
+		g.MaxClocksMHz = &clk
+	}
+	var link PCIe
+	if v, ret := d.GetMaxPcieLinkGeneration(); q.ok("pcie.gen", ret) {
+		link.Gen = ptr(v)
+	}
+	if v, ret := d.GetMaxPcieLinkWidth(); q.ok("pcie.width", ret) {
+		link.Width = ptr(v)
+	}
+	if link.Gen != nil || link.Width != nil {
+		g.PCIe = &link
+	}
+	if v, ret := d.GetRetiredPagesPendingStatus(); q.ok("retired_pages_pending", ret) {
+		g.RetiredPagesPending = ptr(v == nvml.FEATURE_ENABLED)
+	}
+	if _, _, _, failed, ret := d.GetRemappedRows(); q.ok("remapped_rows_failed", ret) {
+		g.RemappedRowsFailed = ptr(failed)
+	}
+	return g
+}
+
+// cString converts a NUL-terminated C char array.
+func cString(b []int8) string {
+	var sb strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		sb.WriteByte(byte(c))
+	}
+	return sb.String()
+}
+
+// readHost reads host facts under root; a fact it cannot read is left
+// empty (and logged), never guessed.
+func readHost(root string, log *slog.Logger) Host {
+	var h Host
+	if f, err := os.Open(filepath.Join(root, "proc/cpuinfo")); err == nil {
+		h.CPUModel, h.CPUCores = parseCPUInfo(f)
+		f.Close()
+	} else {
+		log.Debug("host cpu", "err", err)
+	}
+	if h.CPUCores == 0 && root == "/" {
+		h.CPUCores = runtime.NumCPU()
+	}
+	if f, err := os.Open(filepath.Join(root, "proc/meminfo")); err == nil {
+		h.MemoryBytes = parseMemTotal(f)
+		f.Close()
+	} else {
+		log.Debug("host memory", "err", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "proc/sys/kernel/osrelease")); err == nil {
+		h.Kernel = strings.TrimSpace(string(b))
+	} else {
+		log.Debug("host kernel", "err", err)
+	}
+	for _, p := range []string{"etc/os-release", "usr/lib/os-release"} {
+		if f, err := os.Open(filepath.Join(root, p)); err == nil {
+			h.OS = parseOSRelease(f)
+			f.Close()
+			break
+		}
+	}
+	return h
+}
+
+func parseCPUInfo(r io.Reader) (model string, cores int) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "processor":
+			cores++
+		case "model name", "Model", "cpu model":
+			if model == "" {
+				model = strings.TrimSpace(v)
+			}
+		}
+	}
+	return model, cores
+}
+
+func parseMemTotal(r io.Reader) uint64 {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func parseOSRelease(r io.Reader) string {
+	var name string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok {
+			continue
+		}
+		v = strings.Trim(v, `"'`)
+		switch k {
+		case "PRETTY_NAME":
+			return v
+		case "NAME":
+			name = v
+		}
+	}
+	return name
+}

@@ -1,0 +1,379 @@
+package gpu
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// SimulatedModels are the values Simulate accepts (optionally with ":N").
+var SimulatedModels = []string{"h100", "a100", "h200"}
+
+// MaxSimulatedGPUs is the largest count Simulate accepts.
+const MaxSimulatedGPUs = 64
+
+// simModel holds what go-nvml's mock servers leave unset, with values of
+// the kind the real boards report. They are plausible, not measured on a
+// particular board, and every record from them says simulated.
+type simModel struct {
+	key       string
+	cfg       gpus.Config
+	newServer func(...gpus.Config) *server.Server
+	vbios     string
+	powerMW   uint32 // enforced power limit
+	maxSM     uint32 // MHz
+	maxMem    uint32 // MHz
+	idleSM    uint32 // MHz, current SM clock when idle
+	pcieGen   int
+	pcieWidth int
+	idleTempC uint32
+	idleMW    uint32
+	baseUsed  uint64 // bytes the driver reserves with no process
+	busIDs    []byte // PCI bus numbers of a DGX of this model
+}
+
+var simModels = map[string]simModel{
+	"h100": {
+		key: "h100", cfg: gpus.H100_SXM5_80GB, newServer: dgxh100.NewWithGPUs,
+		vbios: "96.00.74.00.0D", powerMW: 700_000, maxSM: 1980, maxMem: 2619, idleSM: 345,
+		pcieGen: 5, pcieWidth: 16, idleTempC: 33, idleMW: 71_000, baseUsed: 1 << 20,
+		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb},
+	},
+	"a100": {
+		key: "a100", cfg: gpus.A100_SXM4_40GB, newServer: dgxa100.NewWithGPUs,
+		vbios: "92.00.45.00.03", powerMW: 400_000, maxSM: 1410, maxMem: 1215, idleSM: 210,
+		pcieGen: 4, pcieWidth: 16, idleTempC: 30, idleMW: 54_000, baseUsed: 3 << 20,
+		busIDs: []byte{0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd},
+	},
+	"h200": {
+		key: "h200", cfg: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs,
+		vbios: "96.00.A5.00.01", powerMW: 700_000, maxSM: 1980, maxMem: 3201, idleSM: 345,
+		pcieGen: 5, pcieWidth: 16, idleTempC: 32, idleMW: 75_000, baseUsed: 1 << 20,
+		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb},
+	},
+}
+
+// Simulated is a Source of simulated GPUs served from go-nvml's mock
+// servers (pkg/nvml/mock/dgxh100, dgxa100, dgxh200). The mocks give name,
+// architecture, compute capability, memory size, PCI device id, MIG mode
+// and driver/CUDA/NVML versions; Simulate fills the rest (see
+// SimulatedFilled) and replaces the mocks' random UUIDs by UUIDs derived
+// from model and index, so two collections give the same record.
+//
+// Tests inject faults with InjectXid, InjectDoubleBitECC, SetRemapFailure,
+// SetClockEventReasons and AddProcess, or set the function fields of
+// Device(i) directly.
+type Simulated struct {
+	spec   string
+	model  simModel
+	server *server.Server
+
+	mu   sync.Mutex
+	devs []*simDevice
+	sets map[*simEventSet]struct{}
+}
+
+// SimulatedFilled lists the record and telemetry values Simulate fills
+// because the mock servers leave them unset.
+var SimulatedFilled = []string{
+	"uuid (derived from model and index)", "pci_bus_id (DGX bus numbers)", "vbios",
+	"ecc_enabled (on)", "persistence_mode (on)", "power_limit_watts", "max_clocks_mhz",
+	"pcie", "remapped_rows_failed (false)", "retired_pages_pending (not supported, as on row-remapping GPUs)",
+	"memory used/free", "temperature", "power", "current clocks", "clock-event reasons (GPU idle)",
+	"running processes (none)", "ECC counters (zero)", "Xid/ECC event sets",
+}
+
+type simDevice struct {
+	*server.Device
+	index        int
+	dbeVolatile  uint64
+	dbeAggregate uint64
+	sbeVolatile  uint64
+	remapFailed  bool
+	reasons      uint64
+	procs        []nvml.ProcessInfo
+	samples      uint32
+}
+
+type simEventSet struct {
+	mock.EventSet
+	ch   chan nvml.EventData
+	regs map[int]uint64 // device index -> registered event mask
+}
+
+// Simulate parses spec ("h100", "a100:2", "h200:8"; count 1 when omitted)
+// and returns a Source serving that many simulated GPUs.
+func Simulate(spec string) (*Simulated, error) {
+	name, count, hasCount := strings.Cut(strings.ToLower(strings.TrimSpace(spec)), ":")
+	m, ok := simModels[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown simulated GPU %q\nhint: use one of %s, optionally with a count (h100:8)", spec, strings.Join(SimulatedModels, ", "))
+	}
+	n := 1
+	if hasCount {
+		v, err := strconv.Atoi(count)
+		if err != nil || v < 1 || v > MaxSimulatedGPUs {
+			return nil, fmt.Errorf("simulated GPU %q: count %q must be a whole number from 1 to %d\nhint: for example %s:8", spec, count, MaxSimulatedGPUs, name)
+		}
+		n = v
+	}
+	s := &Simulated{
+		spec:   fmt.Sprintf("%s:%d", name, n),
+		model:  m,
+		server: m.newServer(gpus.Multiple(n, m.cfg)...),
+		sets:   map[*simEventSet]struct{}{},
+	}
+	for i, d := range s.server.Devices {
+		sd := &simDevice{Device: d.(*server.Device), index: i, reasons: nvml.ClocksEventReasonGpuIdle}
+		s.fill(sd)
+		s.devs = append(s.devs, sd)
+	}
+	s.server.EventSetCreateFunc = s.newEventSet
+	return s, nil
+}
+
+// Simulated reports true.
+func (s *Simulated) Simulated() bool { return true }
+
+// String names the source, e.g. "simulated h100:8".
+func (s *Simulated) String() string { return "simulated " + s.spec }
+
+// Open returns the mock server; its release function does nothing.
+func (s *Simulated) Open() (nvml.Interface, func(), error) {
+	return s.server, func() {}, nil
+}
+
+// Count returns the number of simulated GPUs.
+func (s *Simulated) Count() int { return len(s.devs) }
+
+// Device returns the mock device at index i, whose function fields
+// (GetTemperatureFunc, GetRemappedRowsFunc, ...) a test may replace.
+func (s *Simulated) Device(i int) *server.Device { return s.devs[i].Device }
+
+// InjectXid delivers an Xid event for GPU i to every event set registered
+// for Xid events on it, as the driver does after an Xid.
+func (s *Simulated) InjectXid(i int, xid uint64) {
+	s.deliver(i, nvml.EventTypeXidCriticalError, xid)
+}
+
+// InjectDoubleBitECC adds n uncorrected (double-bit) ECC errors to GPU i's
+// volatile and aggregate counters and delivers a double-bit ECC event.
+func (s *Simulated) InjectDoubleBitECC(i int, n uint64) {
+	s.mu.Lock()
+	s.devs[i].dbeVolatile += n
+	s.devs[i].dbeAggregate += n
+	s.mu.Unlock()
+	s.deliver(i, nvml.EventTypeDoubleBitEccError, 0)
+}
+
+// SetRemapFailure marks GPU i's row remapping as failed.
+func (s *Simulated) SetRemapFailure(i int, failed bool) {
+	s.mu.Lock()
+	s.devs[i].remapFailed = failed
+	s.mu.Unlock()
+}
+
+// SetClockEventReasons sets GPU i's current clock-event (throttle)
+// reasons mask (nvml.ClocksEventReason*).
+func (s *Simulated) SetClockEventReasons(i int, reasons uint64) {
+	s.mu.Lock()
+	s.devs[i].reasons = reasons
+	s.mu.Unlock()
+}
+
+// AddProcess makes a compute process with pid use usedBytes of GPU i's
+// memory.
+func (s *Simulated) AddProcess(i int, pid uint32, usedBytes uint64) {
+	s.mu.Lock()
+	s.devs[i].procs = append(s.devs[i].procs, nvml.ProcessInfo{Pid: pid, UsedGpuMemory: usedBytes, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF})
+	s.mu.Unlock()
+}
+
+func (s *Simulated) deliver(i int, typ uint64, data uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for set := range s.sets {
+		if set.regs[i]&typ == 0 {
+			continue
+		}
+		select {
+		case set.ch <- nvml.EventData{Device: s.devs[i].Device, EventType: typ, EventData: data, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}:
+		default: // a full set drops events, as NVML's does
+		}
+	}
+}
+
+func (s *Simulated) newEventSet() (nvml.EventSet, nvml.Return) {
+	set := &simEventSet{ch: make(chan nvml.EventData, 256), regs: map[int]uint64{}}
+	set.WaitFunc = func(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case e := <-set.ch:
+			return e, nvml.SUCCESS
+		case <-t.C:
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		}
+	}
+	set.FreeFunc = func() nvml.Return {
+		s.mu.Lock()
+		delete(s.sets, set)
+		s.mu.Unlock()
+		return nvml.SUCCESS
+	}
+	s.mu.Lock()
+	s.sets[set] = struct{}{}
+	s.mu.Unlock()
+	return set, nvml.SUCCESS
+}
+
+// simUUID derives a stable UUID-shaped id from model and index.
+func simUUID(model string, i int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("gpuattest simulated %s %d", model, i)))
+	h[6] = h[6]&0x0f | 0x80 // version 8 (custom)
+	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func (s *Simulated) fill(sd *simDevice) {
+	m, d, i := s.model, sd.Device, sd.index
+	bus := byte(i)
+	if i < len(m.busIDs) {
+		bus = m.busIDs[i]
+	}
+	d.UUID = simUUID(m.key, i)
+	d.PciBusID = fmt.Sprintf("00000000:%02X:00.0", bus)
+
+	d.GetUUIDFunc = func() (string, nvml.Return) { return d.UUID, nvml.SUCCESS }
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		p := nvml.PciInfo{Domain: 0, Bus: uint32(bus), Device: 0, PciDeviceId: d.Config.PciDeviceId, PciSubSystemId: 0x16C110DE}
+		copy(p.BusId[:], toC(d.PciBusID))
+		copy(p.BusIdLegacy[:], toC(fmt.Sprintf("0000:%02X:00.0", bus)))
+		return p, nvml.SUCCESS
+	}
+	d.GetVbiosVersionFunc = func() (string, nvml.Return) { return m.vbios, nvml.SUCCESS }
+	d.GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_ENABLED, nvml.FEATURE_ENABLED, nvml.SUCCESS
+	}
+	d.GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_ENABLED, nvml.SUCCESS }
+	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return m.powerMW, nvml.SUCCESS }
+	d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return m.powerMW, nvml.SUCCESS }
+	d.GetMaxClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		switch c {
+		case nvml.CLOCK_SM, nvml.CLOCK_GRAPHICS:
+			return m.maxSM, nvml.SUCCESS
+		case nvml.CLOCK_MEM:
+			return m.maxMem, nvml.SUCCESS
+		}
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		switch c {
+		case nvml.CLOCK_SM, nvml.CLOCK_GRAPHICS:
+			return m.idleSM, nvml.SUCCESS
+		case nvml.CLOCK_MEM:
+			return m.maxMem, nvml.SUCCESS
+		}
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return m.pcieGen, nvml.SUCCESS }
+	d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return m.pcieWidth, nvml.SUCCESS }
+	d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return m.pcieGen, nvml.SUCCESS }
+	d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return m.pcieWidth, nvml.SUCCESS }
+	// Ampere and Hopper replace page retirement by row remapping; NVML
+	// reports the retired-pages queries as not supported there.
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return 0, 0, false, sd.remapFailed, nvml.SUCCESS
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch {
+		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.VOLATILE_ECC:
+			return sd.dbeVolatile, nvml.SUCCESS
+		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.AGGREGATE_ECC:
+			return sd.dbeAggregate, nvml.SUCCESS
+		case t == nvml.MEMORY_ERROR_TYPE_CORRECTED:
+			return sd.sbeVolatile, nvml.SUCCESS
+		}
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		used := m.baseUsed
+		for _, p := range sd.procs {
+			used += p.UsedGpuMemory
+		}
+		total := d.MemoryInfo.Total
+		used = min(used, total)
+		return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return slices.Clone(sd.procs), nvml.SUCCESS
+	}
+	// Temperature and power wander deterministically over a few samples so
+	// telemetry of a simulated GPU is not a flat line; both stay idle-like
+	// because nothing runs on a simulated GPU.
+	d.GetTemperatureFunc = func(sensor nvml.TemperatureSensors) (uint32, nvml.Return) {
+		if sensor != nvml.TEMPERATURE_GPU {
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sd.samples++
+		return m.idleTempC + sd.samples%4, nvml.SUCCESS
+	}
+	d.GetPowerUsageFunc = func() (uint32, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return m.idleMW + (sd.samples%5)*1_250, nvml.SUCCESS
+	}
+	reasons := func() (uint64, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return sd.reasons, nvml.SUCCESS
+	}
+	d.GetCurrentClocksEventReasonsFunc = reasons
+	d.GetCurrentClocksThrottleReasonsFunc = reasons
+	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
+		return nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError, nvml.SUCCESS
+	}
+	d.RegisterEventsFunc = func(mask uint64, es nvml.EventSet) nvml.Return {
+		set, ok := es.(*simEventSet)
+		if !ok {
+			return nvml.ERROR_INVALID_ARGUMENT
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		set.regs[i] |= mask
+		return nvml.SUCCESS
+	}
+}
+
+func toC(s string) []int8 {
+	b := make([]int8, len(s))
+	for i := range len(s) {
+		b[i] = int8(s[i])
+	}
+	return b
+}
