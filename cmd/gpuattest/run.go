@@ -1,0 +1,216 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/spf13/cobra"
+)
+
+func init() { verbs = append(verbs, newRunCmd) }
+
+type runFlags struct {
+	out      string
+	resume   string
+	jobs     int
+	noCache  bool
+	locked   bool
+	output   *string
+	quiet    bool
+	cacheDir string
+}
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	c := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a pipeline",
+		Long: "run executes the pipeline's steps as a DAG (at most --jobs at once), writing\n" +
+			"run.json, logs and outputs into the run directory. Build steps are cached by\n" +
+			"content; tests, benchmarks and burn-ins always run. --resume DIR continues an\n" +
+			"interrupted run, re-running only the steps that did not pass.\n\n" +
+			"Exit status: 0 every step passed, 1 a step failed or the run was interrupted,\n" +
+			"2 the pipeline or the flags are invalid.",
+		Args: cobra.ExactArgs(1),
+	}
+	c.Flags().StringVar(&f.out, "out", "", "run directory (default .gpuattest/runs/<time>-<name>)")
+	c.Flags().StringVar(&f.resume, "resume", "", "continue the run in this directory")
+	c.Flags().IntVar(&f.jobs, "jobs", runtime.NumCPU(), "steps run at once")
+	c.Flags().BoolVar(&f.noCache, "no-cache", false, "do not use the build cache")
+	c.Flags().StringVar(&f.cacheDir, "cache-dir", "", "build cache directory (default $XDG_CACHE_HOME/gpuattest)")
+	c.Flags().BoolVar(&f.locked, "locked", false, "refuse floating image tags and a missing or stale lock (implied by release: true)")
+	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
+	f.output = outputFlag(c)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := checkOutput(*f.output); err != nil {
+			return err
+		}
+		if f.out != "" && f.resume != "" {
+			return usageErr("--out and --resume both name a run directory: give one")
+		}
+		if f.jobs < 1 {
+			return usageErr("--jobs %d: expected 1 or more", f.jobs)
+		}
+		p, err := pipeline.Load(args[0])
+		if err != nil {
+			var probs pipeline.Problems
+			if errors.As(err, &probs) {
+				fmt.Fprintln(c.ErrOrStderr(), probs.Error())
+				fmt.Fprintf(c.ErrOrStderr(), "%d problem%s found; nothing was run\n", len(probs), plural(len(probs)))
+				return silentExit(exitUsage)
+			}
+			return withCode(exitUsage, err)
+		}
+		opts, err := engineOptions(c, p, f)
+		if err != nil {
+			return err
+		}
+		res, err := engine.Run(c.Context(), p, opts...)
+		if err != nil {
+			return withCode(exitFailed, err)
+		}
+		if *f.output == "json" {
+			if err := writeJSON(c.OutOrStdout(), runSummary(res)); err != nil {
+				return err
+			}
+		} else {
+			printRunSummary(c.OutOrStdout(), res)
+		}
+		if !res.Passed() {
+			return silentExit(exitFailed)
+		}
+		return nil
+	}
+	return c
+}
+
+// engineOptions builds the engine's options from flags and what this
+// binary can do.
+func engineOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]engine.Option, error) {
+	opts := []engine.Option{
+		engine.WithJobs(f.jobs),
+		engine.WithVersion(buildVersion().Version),
+	}
+	if f.out != "" {
+		opts = append(opts, engine.WithOutDir(f.out))
+	}
+	if f.resume != "" {
+		opts = append(opts, engine.WithResume(f.resume))
+	}
+	if f.noCache {
+		opts = append(opts, engine.WithoutCache())
+	}
+	if f.cacheDir != "" {
+		opts = append(opts, engine.WithCacheDir(f.cacheDir))
+	}
+	if !f.quiet {
+		opts = append(opts, engine.WithProgress(progressPrinter(c.ErrOrStderr())))
+	}
+	more, err := platformOptions(c, p, f)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, more...), nil
+}
+
+// progressPrinter prints one line per step start and finish.
+func progressPrinter(w io.Writer) func(engine.Event) {
+	return func(ev engine.Event) {
+		switch ev.Type {
+		case "start":
+			fmt.Fprintf(w, "start  %-20s %s\n", ev.Step, ev.Kind)
+		case "skip":
+			fmt.Fprintf(w, "skip   %-20s %s\n", ev.Step, ev.Reason)
+		case "finish":
+			word := map[engine.State]string{engine.Passed: "pass", engine.Failed: "FAIL", engine.Error: "ERROR"}[ev.State]
+			if word == "" {
+				word = string(ev.State)
+			}
+			line := fmt.Sprintf("%-6s %-20s %8s", word, ev.Step, fmtDuration(ev.Duration))
+			if ev.Cache != "" && ev.Cache != "off" {
+				line += "  cache " + ev.Cache
+			}
+			if ev.Reason != "" && ev.State != engine.Passed {
+				line += "  " + firstLine(ev.Reason)
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	default:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+type stepSummary struct {
+	ID         string `json:"id"`
+	Kind       string `json:"kind"`
+	State      string `json:"state"`
+	DurationMS int64  `json:"duration_ms"`
+	Cache      string `json:"cache,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+type runSummaryJSON struct {
+	Dir       string        `json:"dir"`
+	Pipeline  string        `json:"pipeline"`
+	Digest    string        `json:"pipeline_digest"`
+	State     string        `json:"state"`
+	Reason    string        `json:"reason,omitempty"`
+	Simulated bool          `json:"simulated_hardware"`
+	Steps     []stepSummary `json:"steps"`
+}
+
+func runSummary(res *engine.Result) runSummaryJSON {
+	r := res.Record
+	out := runSummaryJSON{Dir: res.Dir, Pipeline: r.Pipeline.Name, Digest: r.Pipeline.Digest, State: string(r.State), Reason: r.Reason}
+	if r.Hardware != nil {
+		out.Simulated = r.Hardware.Simulated
+	}
+	for _, s := range r.Steps {
+		out.Steps = append(out.Steps, stepSummary{ID: s.ID, Kind: s.Kind, State: string(s.State), DurationMS: s.DurationMS, Cache: s.Cache, ExitCode: s.ExitCode, Reason: s.Reason})
+	}
+	return out
+}
+
+func printRunSummary(w io.Writer, res *engine.Result) {
+	r := res.Record
+	fmt.Fprintf(w, "pipeline %s: %s\n", r.Pipeline.Name, strings.ToUpper(string(r.State)))
+	if r.Hardware != nil && r.Hardware.Simulated {
+		fmt.Fprintln(w, "hardware: SIMULATED (GPUATTEST_FAKE_GPU); not a real GPU")
+	}
+	for _, s := range r.Steps {
+		cache := ""
+		if s.Cache == "hit" {
+			cache = "cached"
+		}
+		reason := ""
+		if s.State != engine.Passed && s.Reason != "" {
+			reason = firstLine(s.Reason)
+		}
+		fmt.Fprintf(w, "  %-8s %-20s %-11s %8s %-6s %s\n", s.State, s.ID, s.Kind, fmtDuration(time.Duration(s.DurationMS)*time.Millisecond), cache, reason)
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(w, "%s\n", r.Reason)
+	}
+	fmt.Fprintf(w, "run directory: %s\n", res.Dir)
+}

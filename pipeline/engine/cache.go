@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+// cache is the build cache: a content-addressed store of output files
+// (objects/<sha256>) and one manifest per key (keys/<key>.json).
+type cache struct{ dir string }
+
+// manifest is what a cache key restores.
+type manifest struct {
+	Key       string          `json:"key"`
+	Outputs   []step.File     `json:"outputs"`
+	Artifacts []step.File     `json:"artifacts,omitempty"`
+	Results   []step.File     `json:"results,omitempty"`
+	ExitCode  *int            `json:"exit_code,omitempty"`
+	Details   json.RawMessage `json:"details,omitempty"`
+}
+
+// keyInput is everything that determines a build step's outputs.
+type keyInput struct {
+	Version string            `json:"gpuattest_version"`
+	Step    pipeline.Step     `json:"step"`
+	Targets []string          `json:"targets"`
+	Release bool              `json:"release"`
+	Env     map[string]string `json:"env"`
+	Workdir string            `json:"workdir"`
+	Runner  string            `json:"runner"`
+	Image   string            `json:"image"`
+	Inputs  []step.File       `json:"inputs"`
+}
+
+// cacheKey is sha256 of the normalized step spec, the digests of its
+// inputs (declared inputs, and sources for cuda-build), its image digest
+// and the gpuattest version.
+func (e *run) cacheKey(s *pipeline.Step, sc *step.Context) (string, []string, error) {
+	norm := *s
+	norm.ID, norm.Description, norm.Needs = "", "", nil
+	in := keyInput{
+		Version: e.o.version, Step: norm, Targets: e.p.Targets, Release: e.p.Release,
+		Env: e.p.Env, Workdir: s.Workdir, Runner: s.Runner, Image: sc.Image,
+	}
+	globs := append([]string(nil), s.Inputs...)
+	globs = append(globs, s.Sources...)
+	var notes []string
+	if len(globs) == 0 {
+		notes = append(notes, "no inputs declared: the cache key covers only the step's spec")
+	}
+	paths, err := expandGlobs(sc.WorkDir, globs, "inputs")
+	if err != nil {
+		return "", nil, err
+	}
+	for _, p := range paths {
+		sum, size, err := hashFile(filepath.Join(sc.WorkDir, filepath.FromSlash(p)))
+		if err != nil {
+			return "", nil, fmt.Errorf("hashing input %s: %w", p, err)
+		}
+		in.Inputs = append(in.Inputs, step.File{Path: p, SHA256: sum, Size: size})
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", nil, err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), notes, nil
+}
+
+func (c *cache) manifestPath(key string) string {
+	return filepath.Join(c.dir, "keys", key[:2], key+".json")
+}
+
+func (c *cache) objectPath(sum string) string {
+	return filepath.Join(c.dir, "objects", sum[:2], sum)
+}
+
+func (c *cache) lookup(key string) (*manifest, bool) {
+	data, err := os.ReadFile(c.manifestPath(key))
+	if err != nil {
+		return nil, false
+	}
+	var m manifest
+	if json.Unmarshal(data, &m) != nil || m.Key != key {
+		return nil, false
+	}
+	return &m, true
+}
+
+// restore writes a manifest's outputs into wd, checking every digest.
+func (c *cache) restore(m *manifest, wd string) ([]step.File, error) {
+	for _, f := range m.Outputs {
+		obj := c.objectPath(f.SHA256)
+		sum, _, err := hashFile(obj)
+		if err != nil {
+			return nil, fmt.Errorf("object for %s: %w", f.Path, err)
+		}
+		if sum != f.SHA256 {
+			return nil, fmt.Errorf("object for %s is corrupt (sha256 %s, want %s)", f.Path, sum[:12], f.SHA256[:12])
+		}
+		dst := filepath.Join(wd, filepath.FromSlash(f.Path))
+		if cur, _, err := hashFile(dst); err == nil && cur == f.SHA256 {
+			continue
+		}
+		if err := atomicfile.Copy(dst, obj); err != nil {
+			return nil, fmt.Errorf("restoring %s: %w", f.Path, err)
+		}
+	}
+	return m.Outputs, nil
+}
+
+// store saves outputs and the manifest. The manifest is written last, so a
+// crash leaves at worst unreferenced objects.
+func (c *cache) store(key, wd string, files []step.File, sr *StepRecord) error {
+	if len(files) == 0 {
+		return errors.New("no outputs to cache")
+	}
+	for _, f := range files {
+		obj := c.objectPath(f.SHA256)
+		if _, err := os.Stat(obj); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(obj), 0o755); err != nil {
+			return err
+		}
+		if err := atomicfile.Copy(obj, filepath.Join(wd, filepath.FromSlash(f.Path))); err != nil {
+			return err
+		}
+	}
+	m := manifest{Key: key, Outputs: files, Artifacts: sr.Artifacts, Results: sr.Results, ExitCode: sr.ExitCode, Details: sr.Details}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.manifestPath(key)), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(c.manifestPath(key), b, 0o644)
+}

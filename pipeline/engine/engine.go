@@ -1,0 +1,623 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+// Result is a finished (or interrupted) run.
+type Result struct {
+	// Dir is the run directory.
+	Dir string
+	// Record is the final run.json.
+	Record *Record
+}
+
+// Passed reports whether every step passed.
+func (r *Result) Passed() bool { return r.Record.State == Passed }
+
+// Run executes p's steps as a DAG with bounded parallelism, writing the
+// run directory as it goes. A step that fails marks its dependents skipped
+// while independent branches finish. Run returns an error only when the run
+// could not be carried out (bad options, unusable run directory); failed
+// steps are in the Result.
+func Run(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Result, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
+	e := &run{o: o, p: p, byID: map[string]int{}}
+	for i := range p.Steps {
+		e.byID[p.Steps[i].ID] = i
+	}
+	if err := e.prepare(ctx); err != nil {
+		return nil, err
+	}
+	e.execute(ctx)
+	return e.finish(ctx)
+}
+
+// run is one execution of a pipeline.
+type run struct {
+	o    *options
+	p    *pipeline.Pipeline
+	dir  string
+	byID map[string]int
+	rec  *recorder
+	// keep marks steps a resume keeps as passed.
+	keep    []bool
+	cache   *cache
+	progMu  sync.Mutex
+	attempt int
+}
+
+func (e *run) prepare(ctx context.Context) error {
+	now := e.o.now().UTC()
+	var rec *Record
+	if e.o.resume != "" {
+		e.dir = e.o.resume
+		prev, err := ReadRecord(e.dir)
+		if err != nil {
+			return fmt.Errorf("resuming: %w\nhint: --resume takes a run directory written by gpuattest run", err)
+		}
+		if prev.Pipeline.Digest != e.p.Digest {
+			return fmt.Errorf("resuming %s: the pipeline changed since that run (digest %s, now %s)\nhint: start a new run; resume only continues the same pipeline", e.dir, short(prev.Pipeline.Digest), short(e.p.Digest))
+		}
+		rec = prev
+		rec.State, rec.Reason, rec.FinishedAt = Running, "", nil
+		rec.Attempts = append(rec.Attempts, Attempt{StartedAt: now, Resume: true})
+		e.keep = e.resumePlan(rec)
+	} else {
+		e.dir = e.o.outDir
+		if e.dir == "" {
+			e.dir = filepath.Join(".gpuattest", "runs", now.Format("20060102T150405Z")+"-"+e.p.Name)
+		}
+		if entries, err := os.ReadDir(e.dir); err == nil && len(entries) > 0 {
+			return fmt.Errorf("run directory %s exists and is not empty\nhint: pass --resume %s to continue that run, or choose another --out", e.dir, e.dir)
+		}
+		rec = &Record{
+			Schema:    RecordSchema,
+			Pipeline:  PipelineRef{Name: e.p.Name, Path: e.p.Path, Digest: e.p.Digest},
+			State:     Running,
+			StartedAt: now,
+			Attempts:  []Attempt{{StartedAt: now}},
+		}
+		for i := range e.p.Steps {
+			s := &e.p.Steps[i]
+			rec.Steps = append(rec.Steps, &StepRecord{ID: s.ID, Kind: s.Kind, State: Pending})
+		}
+		e.keep = make([]bool, len(e.p.Steps))
+	}
+	rec.Version = e.o.version
+	rec.LockDigest = e.o.lockDigest
+	e.attempt = len(rec.Attempts) - 1
+	if err := os.MkdirAll(filepath.Join(e.dir, "steps"), 0o755); err != nil {
+		return fmt.Errorf("creating run directory: %w", err)
+	}
+	if len(e.o.hardware) > 0 {
+		var hw struct {
+			Digest    string `json:"digest"`
+			Simulated bool   `json:"simulated"`
+		}
+		_ = json.Unmarshal(e.o.hardware, &hw)
+		if err := atomicfile.Write(filepath.Join(e.dir, "hardware.json"), e.o.hardware, 0o644); err != nil {
+			return err
+		}
+		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: "hardware.json"}
+	}
+	if e.o.toolchain != nil {
+		rec.Toolchain = e.o.toolchain(ctx)
+	}
+	if !e.o.noCache {
+		dir := e.o.cacheDir
+		if dir == "" {
+			base, err := os.UserCacheDir()
+			if err != nil {
+				base = filepath.Join(os.TempDir(), "gpuattest-cache")
+			}
+			dir = filepath.Join(base, "gpuattest")
+		}
+		e.cache = &cache{dir: dir}
+	}
+	e.rec = newRecorder(filepath.Join(e.dir, "run.json"), rec)
+	return e.rec.flush()
+}
+
+// resumePlan decides which passed steps a resume keeps: those whose
+// recorded outputs are unchanged and none of whose needs run again.
+func (e *run) resumePlan(rec *Record) []bool {
+	keep := make([]bool, len(e.p.Steps))
+	att := &rec.Attempts[len(rec.Attempts)-1]
+	// Index the record by id; steps added since cannot exist (same digest).
+	for i := range e.p.Steps {
+		s := &e.p.Steps[i]
+		sr := rec.Step(s.ID)
+		if sr == nil {
+			sr = &StepRecord{ID: s.ID, Kind: s.Kind}
+			rec.Steps = append(rec.Steps, sr)
+		}
+		if sr.State != Passed {
+			continue
+		}
+		if why := e.changedOutputs(s, sr); why != "" {
+			att.Reran = append(att.Reran, s.ID+": "+why)
+			continue
+		}
+		keep[i] = true
+	}
+	// A step runs again when any step it needs runs again.
+	for changed := true; changed; {
+		changed = false
+		for i := range e.p.Steps {
+			if !keep[i] {
+				continue
+			}
+			for _, n := range e.p.Steps[i].Needs {
+				if !keep[e.byID[n]] {
+					keep[i] = false
+					changed = true
+					att.Reran = append(att.Reran, e.p.Steps[i].ID+": needs "+n+", which runs again")
+					break
+				}
+			}
+		}
+	}
+	for i := range e.p.Steps {
+		if keep[i] {
+			continue
+		}
+		sr := rec.Step(e.p.Steps[i].ID)
+		*sr = StepRecord{ID: sr.ID, Kind: e.p.Steps[i].Kind, State: Pending, Runs: sr.Runs}
+	}
+	return keep
+}
+
+// changedOutputs re-hashes a passed step's recorded outputs in its work
+// directory; it says why when one is missing or differs.
+func (e *run) changedOutputs(s *pipeline.Step, sr *StepRecord) string {
+	wd := e.workDir(s)
+	for _, f := range sr.Outputs {
+		sum, _, err := hashFile(filepath.Join(wd, filepath.FromSlash(f.Path)))
+		if err != nil {
+			return fmt.Sprintf("output %s is missing", f.Path)
+		}
+		if sum != f.SHA256 {
+			return fmt.Sprintf("output %s changed since it was recorded (sha256 %s, now %s)", f.Path, f.SHA256[:12], sum[:12])
+		}
+	}
+	return ""
+}
+
+func (e *run) workDir(s *pipeline.Step) string {
+	if s.Workdir == "" {
+		return e.p.Dir
+	}
+	return filepath.Join(e.p.Dir, filepath.FromSlash(s.Workdir))
+}
+
+func (e *run) emit(ev Event) {
+	if e.o.progress == nil {
+		return
+	}
+	e.progMu.Lock()
+	defer e.progMu.Unlock()
+	e.o.progress(ev)
+}
+
+// execute schedules the DAG: a step starts when every step it needs has
+// passed, at most jobs at a time; a step whose need did not pass is skipped.
+func (e *run) execute(ctx context.Context) {
+	n := len(e.p.Steps)
+	state := make([]State, n)
+	for i := range state {
+		if e.keep[i] {
+			state[i] = Passed
+		} else {
+			state[i] = Pending
+		}
+	}
+	type done struct {
+		i     int
+		state State
+	}
+	finished := make(chan done)
+	running := 0
+	sem := e.o.jobs
+	for {
+		// Start or skip every step that can move.
+		progressed := true
+		for progressed {
+			progressed = false
+			for i := 0; i < n; i++ {
+				if state[i] != Pending {
+					continue
+				}
+				ready, blocked, why := true, false, ""
+				for _, need := range e.p.Steps[i].Needs {
+					switch st := state[e.byID[need]]; st {
+					case Passed:
+					case Failed, Error, Skipped:
+						blocked, why = true, fmt.Sprintf("needs %s, which %s", need, verb(st))
+					default:
+						ready = false
+					}
+				}
+				switch {
+				case blocked:
+					state[i] = Skipped
+					e.skip(i, why)
+					progressed = true
+				case ready && running < sem && ctx.Err() == nil:
+					state[i] = Running
+					running++
+					progressed = true
+					go func(i int) {
+						finished <- done{i, e.runStep(ctx, i)}
+					}(i)
+				}
+			}
+		}
+		if running == 0 {
+			return
+		}
+		d := <-finished
+		running--
+		state[d.i] = d.state
+	}
+}
+
+func verb(s State) string {
+	switch s {
+	case Failed:
+		return "failed"
+	case Error:
+		return "errored"
+	default:
+		return "was skipped"
+	}
+}
+
+func (e *run) skip(i int, why string) {
+	s := &e.p.Steps[i]
+	e.rec.update(func(r *Record) {
+		sr := r.Step(s.ID)
+		sr.State, sr.Reason = Skipped, why
+	})
+	e.emit(Event{Type: "skip", Step: s.ID, Kind: s.Kind, State: Skipped, Reason: why})
+}
+
+func (e *run) finish(ctx context.Context) (*Result, error) {
+	now := e.o.now().UTC()
+	var final *Record
+	e.rec.update(func(r *Record) {
+		r.FinishedAt = &now
+		r.Attempts[e.attempt].FinishedAt = &now
+		var failed, pending []string
+		for _, s := range r.Steps {
+			switch s.State {
+			case Failed, Error, Skipped:
+				failed = append(failed, s.ID)
+			case Pending, Running:
+				pending = append(pending, s.ID)
+			}
+		}
+		switch {
+		case ctx.Err() != nil:
+			r.State = Interrupted
+			r.Reason = "interrupted: " + context.Cause(ctx).Error()
+		case len(failed) > 0:
+			r.State = Failed
+			r.Reason = "steps not passed: " + strings.Join(failed, ", ")
+		case len(pending) > 0:
+			r.State = Error
+			r.Reason = "steps never ran: " + strings.Join(pending, ", ")
+		default:
+			r.State = Passed
+		}
+		b, _ := json.Marshal(r)
+		final = &Record{}
+		_ = json.Unmarshal(b, final)
+	})
+	if err := e.rec.close(); err != nil {
+		return nil, err
+	}
+	return &Result{Dir: e.dir, Record: final}, nil
+}
+
+// runStep runs step i to its final state.
+func (e *run) runStep(ctx context.Context, i int) State {
+	s := &e.p.Steps[i]
+	start := e.o.now().UTC()
+	e.rec.update(func(r *Record) {
+		sr := r.Step(s.ID)
+		*sr = StepRecord{ID: s.ID, Kind: s.Kind, State: Running, StartedAt: &start, Runs: sr.Runs + 1}
+	})
+	e.emit(Event{Type: "start", Step: s.ID, Kind: s.Kind, State: Running})
+
+	sr, err := e.stepBody(ctx, s)
+	if sr == nil {
+		sr = &StepRecord{}
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		sr.State, sr.Reason = Error, "interrupted: "+context.Cause(ctx).Error()
+	case err != nil:
+		sr.State, sr.Reason = Error, err.Error()
+	}
+	end := e.o.now().UTC()
+	sr.ID, sr.Kind, sr.StartedAt, sr.FinishedAt = s.ID, s.Kind, &start, &end
+	sr.DurationMS = end.Sub(start).Milliseconds()
+	e.rec.update(func(r *Record) {
+		cur := r.Step(s.ID)
+		sr.Runs = cur.Runs
+		*cur = *sr
+	})
+	e.emit(Event{Type: "finish", Step: s.ID, Kind: s.Kind, State: sr.State, Cache: sr.Cache, Duration: end.Sub(start), Reason: sr.Reason})
+	return sr.State
+}
+
+// stepBody does the work of one step and returns its record (State set
+// to Passed or Failed), or an error for a step that could not be carried out.
+func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, error) {
+	sr := &StepRecord{Cache: "off"}
+	stepDir := filepath.Join(e.dir, "steps", s.ID)
+	if err := os.RemoveAll(stepDir); err != nil {
+		return sr, fmt.Errorf("clearing %s: %w", stepDir, err)
+	}
+	if err := os.MkdirAll(stepDir, 0o755); err != nil {
+		return sr, fmt.Errorf("creating step directory: %w", err)
+	}
+	stdout, err := os.Create(filepath.Join(stepDir, "stdout.log"))
+	if err != nil {
+		return sr, err
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(stepDir, "stderr.log"))
+	if err != nil {
+		return sr, err
+	}
+	defer stderr.Close()
+
+	r, ok := e.o.runners[s.Runner]
+	if !ok {
+		return sr, fmt.Errorf("runner %q is not available\nhint: the %s runner needs its tool installed (docker or bwrap)", s.Runner, s.Runner)
+	}
+	info := runner.Info{Name: r.Name()}
+	if d, ok := r.(interface{ Info() runner.Info }); ok {
+		info = d.Info()
+	}
+	sc := &step.Context{
+		Pipeline: e.p, Step: s, Runner: r, WorkDir: e.workDir(s), StepDir: stepDir,
+		Stdout: stdout, Stderr: stderr, Logger: e.o.logger.With("step", s.ID), Hardware: e.o.hardware,
+	}
+	if s.Image != "" {
+		if e.o.images == nil {
+			return sr, fmt.Errorf("step %s needs image %s but this build cannot resolve images", s.ID, s.Image)
+		}
+		pinned, err := e.o.images(ctx, s.Image, e.p.Images[s.Image])
+		if err != nil {
+			return sr, fmt.Errorf("resolving image %s: %w", s.Image, err)
+		}
+		sc.Image, info.Image = pinned, pinned
+		e.rec.update(func(rec *Record) {
+			addImage(rec, ImageRef{Name: s.Image, Reference: e.p.Images[s.Image], Pinned: pinned})
+		})
+	}
+	sr.Runner = &info
+	if st, err := os.Stat(sc.WorkDir); err != nil || !st.IsDir() {
+		return sr, fmt.Errorf("work directory %s does not exist\nhint: steps[%s].workdir is relative to the pipeline file", sc.WorkDir, s.ID)
+	}
+	sc.Env = e.env(s, stepDir, r.Name() == "host")
+
+	exec, ok := e.o.executors[s.Kind]
+	if !ok {
+		return sr, fmt.Errorf("no executor for step kind %q in this build", s.Kind)
+	}
+
+	// Build cache.
+	var key string
+	if e.cache != nil && s.Cacheable() && (len(s.Outputs) > 0 || s.Kind == pipeline.KindCUDABuild) {
+		k, notes, err := e.cacheKey(s, sc)
+		if err != nil {
+			return sr, err
+		}
+		key, sr.CacheKey, sr.Notes = k, k, append(sr.Notes, notes...)
+		if m, ok := e.cache.lookup(key); ok {
+			if files, err := e.cache.restore(m, sc.WorkDir); err == nil {
+				sr.Cache = "hit"
+				sr.State = Passed
+				sr.ExitCode = m.ExitCode
+				sr.Outputs, sr.Artifacts, sr.Results, sr.Details = files, m.Artifacts, m.Results, m.Details
+				sr.Notes = append(sr.Notes, "restored from the build cache")
+				if err := copyOutputs(sc.WorkDir, stepDir, files); err != nil {
+					return sr, err
+				}
+				return sr, nil
+			} else {
+				sr.Notes = append(sr.Notes, "cache entry unusable, running: "+err.Error())
+			}
+		}
+		sr.Cache = "miss"
+	}
+
+	// GPU preflight and telemetry.
+	var watch Watch
+	if s.GPU && e.o.monitor != nil {
+		report, err := e.o.monitor.Preflight(ctx, e.p, s)
+		if report != nil {
+			sr.Details = mustJSON(map[string]any{"preflight": report})
+		}
+		if err != nil {
+			sr.State, sr.Reason = Failed, "preflight: "+err.Error()
+			return sr, nil
+		}
+		if watch, err = e.o.monitor.Watch(ctx, s, stepDir); err != nil {
+			return sr, fmt.Errorf("starting telemetry: %w", err)
+		}
+	}
+
+	runCtx := ctx
+	var cancel context.CancelFunc
+	if t := s.Timeout.Value(); t > 0 {
+		runCtx, cancel = context.WithTimeoutCause(ctx, t, fmt.Errorf("timed out after %s", s.Timeout))
+		defer cancel()
+	}
+	out, execErr := exec.Execute(runCtx, sc)
+	var telemetry any
+	if watch != nil {
+		summary, failure, werr := watch.Stop()
+		telemetry = summary
+		if werr != nil && execErr == nil {
+			execErr = fmt.Errorf("telemetry: %w", werr)
+		}
+		if failure != "" && out != nil {
+			out.Status, out.Reason = step.Failed, "hardware: "+failure
+		}
+	}
+	if runCtx.Err() != nil && ctx.Err() == nil {
+		sr.State, sr.Reason = Failed, context.Cause(runCtx).Error()
+		return sr, nil
+	}
+	if execErr != nil {
+		return sr, execErr
+	}
+	if out == nil {
+		return sr, fmt.Errorf("executor for %s returned no outcome", s.Kind)
+	}
+	sr.ExitCode, sr.Artifacts, sr.Results = out.ExitCode, out.Artifacts, out.Results
+	sr.Details = mergeDetails(sr.Details, out.Details, telemetry)
+	if out.Status != step.Passed {
+		sr.State, sr.Reason = Failed, out.Reason
+		if sr.Reason == "" {
+			sr.Reason = "failed"
+		}
+		return sr, nil
+	}
+	files, err := collectOutputs(sc.WorkDir, s.Outputs, out)
+	if err != nil {
+		sr.State, sr.Reason = Failed, err.Error()
+		return sr, nil
+	}
+	sr.Outputs = files
+	if err := copyOutputs(sc.WorkDir, stepDir, files); err != nil {
+		return sr, err
+	}
+	sr.State = Passed
+	if key != "" {
+		if err := e.cache.store(key, sc.WorkDir, files, sr); err != nil {
+			sr.Notes = append(sr.Notes, "not cached: "+err.Error())
+		}
+	}
+	return sr, nil
+}
+
+func addImage(r *Record, im ImageRef) {
+	for _, x := range r.Images {
+		if x.Name == im.Name {
+			return
+		}
+	}
+	r.Images = append(r.Images, im)
+	sort.Slice(r.Images, func(i, j int) bool { return r.Images[i].Name < r.Images[j].Name })
+}
+
+// env builds a step's environment: the base (host runs only), pipeline
+// env, step env, and GPUATTEST_* facts.
+func (e *run) env(s *pipeline.Step, stepDir string, host bool) []string {
+	m := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := m[k]; !ok {
+			order = append(order, k)
+		}
+		m[k] = v
+	}
+	if host {
+		base := e.o.baseEnv
+		if base == nil {
+			base = os.Environ()
+		}
+		for _, kv := range base {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				set(k, v)
+			}
+		}
+	}
+	for _, src := range []map[string]string{e.p.Env, s.Env} {
+		keys := make([]string, 0, len(src))
+		for k := range src {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			set(k, src[k])
+		}
+	}
+	absRun, _ := filepath.Abs(e.dir)
+	absStep, _ := filepath.Abs(stepDir)
+	set("GPUATTEST_RUN_DIR", absRun)
+	set("GPUATTEST_STEP_DIR", absStep)
+	set("GPUATTEST_STEP_ID", s.ID)
+	set("GPUATTEST_TARGETS", strings.Join(e.p.Targets, ","))
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+m[k])
+	}
+	return out
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// mergeDetails combines preflight (already in prev), the executor's
+// details and the telemetry summary into one JSON object.
+func mergeDetails(prev json.RawMessage, details, telemetry any) json.RawMessage {
+	if len(prev) == 0 && telemetry == nil {
+		if details == nil {
+			return nil
+		}
+		return mustJSON(details)
+	}
+	m := map[string]json.RawMessage{}
+	_ = json.Unmarshal(prev, &m)
+	if details != nil {
+		b := mustJSON(details)
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(b, &obj) == nil {
+			for k, v := range obj {
+				m[k] = v
+			}
+		} else {
+			m["result"] = b
+		}
+	}
+	if telemetry != nil {
+		m["telemetry"] = mustJSON(telemetry)
+	}
+	return mustJSON(m)
+}
+
+func short(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}

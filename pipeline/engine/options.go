@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+// Option configures Run.
+type Option func(*options) error
+
+type options struct {
+	outDir     string
+	resume     string
+	jobs       int
+	cacheDir   string
+	noCache    bool
+	logger     *slog.Logger
+	progress   func(Event)
+	version    string
+	executors  map[string]step.Executor
+	runners    map[string]runner.Runner
+	images     ImageResolver
+	hardware   json.RawMessage
+	monitor    GPUMonitor
+	lockDigest string
+	toolchain  func(ctx context.Context) any
+	baseEnv    []string
+	now        func() time.Time
+}
+
+// ImageResolver turns a pipeline image (name and reference as written) into
+// a pinned reference (name@sha256:...), enforcing the lock in release mode.
+type ImageResolver func(ctx context.Context, name, ref string) (pinned string, err error)
+
+// GPUMonitor runs preflight checks before, and telemetry around, every
+// gpu: true step. The engine calls it; pipeline/gpu implements it.
+type GPUMonitor interface {
+	// Preflight checks the hardware for step s. A non-nil error fails the
+	// step with the error's text (it names the check, the value seen and
+	// the value required). The returned report is stored in run.json.
+	Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step) (report any, err error)
+	// Watch starts telemetry for step s, writing into stepDir.
+	Watch(ctx context.Context, s *pipeline.Step, stepDir string) (Watch, error)
+}
+
+// Watch is telemetry running around one step.
+type Watch interface {
+	// Stop ends sampling and returns a summary for run.json and, when the
+	// hardware misbehaved (new double-bit ECC error, fatal Xid, row-remap
+	// failure), the reason the step must fail whatever its results say.
+	Stop() (summary any, failure string, err error)
+}
+
+// Event is one line of progress.
+type Event struct {
+	// Type is "start", "finish" or "skip".
+	Type  string
+	Step  string
+	Kind  string
+	State State
+	// Cache is "hit", "miss" or "off" on finish.
+	Cache    string
+	Duration time.Duration
+	Reason   string
+}
+
+// WithOutDir sets the run directory (default .gpuattest/runs/<time>-<name>).
+func WithOutDir(dir string) Option {
+	return func(o *options) error {
+		if dir == "" {
+			return errors.New("output directory is empty")
+		}
+		o.outDir = dir
+		return nil
+	}
+}
+
+// WithResume continues the run in dir: steps that passed and whose outputs
+// are unchanged are kept; the rest run again.
+func WithResume(dir string) Option {
+	return func(o *options) error {
+		if dir == "" {
+			return errors.New("resume directory is empty")
+		}
+		o.resume = dir
+		return nil
+	}
+}
+
+// WithJobs bounds how many steps run at once (default: the number of CPUs).
+func WithJobs(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("jobs %d: expected 1 or more", n)
+		}
+		o.jobs = n
+		return nil
+	}
+}
+
+// WithCacheDir sets the build cache directory (default
+// $XDG_CACHE_HOME/gpuattest).
+func WithCacheDir(dir string) Option {
+	return func(o *options) error { o.cacheDir = dir; return nil }
+}
+
+// WithoutCache disables the build cache for this run.
+func WithoutCache() Option {
+	return func(o *options) error { o.noCache = true; return nil }
+}
+
+// WithLogger sets the diagnostics logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l != nil {
+			o.logger = l
+		}
+		return nil
+	}
+}
+
+// WithProgress receives an event as each step starts and ends. It is called
+// from the engine's goroutines, one call at a time.
+func WithProgress(f func(Event)) Option {
+	return func(o *options) error { o.progress = f; return nil }
+}
+
+// WithVersion sets the gpuattest version recorded and keyed into the cache.
+func WithVersion(v string) Option {
+	return func(o *options) error { o.version = v; return nil }
+}
+
+// WithExecutor runs steps of kind with e (exec is built in).
+func WithExecutor(kind string, e step.Executor) Option {
+	return func(o *options) error { o.executors[kind] = e; return nil }
+}
+
+// WithRunner makes r available under r.Name() (host is built in).
+func WithRunner(r runner.Runner) Option {
+	return func(o *options) error { o.runners[r.Name()] = r; return nil }
+}
+
+// WithImageResolver pins images for container runners.
+func WithImageResolver(f ImageResolver) Option {
+	return func(o *options) error { o.images = f; return nil }
+}
+
+// WithHardware records the hardware record (JSON of pipeline/gpu.Record)
+// as hardware.json and passes it to executors.
+func WithHardware(raw json.RawMessage) Option {
+	return func(o *options) error {
+		if len(raw) > 0 && !json.Valid(raw) {
+			return errors.New("hardware record is not valid JSON")
+		}
+		o.hardware = raw
+		return nil
+	}
+}
+
+// WithGPUMonitor runs preflight and telemetry around gpu: true steps.
+func WithGPUMonitor(m GPUMonitor) Option {
+	return func(o *options) error { o.monitor = m; return nil }
+}
+
+// WithLockDigest records the digest of the lock file the run used.
+func WithLockDigest(d string) Option {
+	return func(o *options) error { o.lockDigest = d; return nil }
+}
+
+// WithToolchain records a toolchain fingerprint (computed once per run).
+func WithToolchain(f func(ctx context.Context) any) Option {
+	return func(o *options) error { o.toolchain = f; return nil }
+}
+
+// WithBaseEnv sets the environment host steps start from (default: this
+// process's environment). Pipeline and step env are added on top.
+func WithBaseEnv(env []string) Option {
+	return func(o *options) error { o.baseEnv = env; return nil }
+}
+
+func defaultOptions() *options {
+	return &options{
+		jobs:      runtime.NumCPU(),
+		logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		version:   "devel",
+		executors: map[string]step.Executor{pipeline.KindExec: Exec{}},
+		runners:   map[string]runner.Runner{"host": &runner.Host{}},
+		now:       time.Now,
+	}
+}

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+// RecordSchema identifies the run.json format.
+const RecordSchema = "https://gpuattest.dev/run/v1"
+
+// State is the state of a run or of one step.
+type State string
+
+// Step and run states. A run ends passed, failed, interrupted or error.
+const (
+	Pending     State = "pending"
+	Running     State = "running"
+	Passed      State = "passed"
+	Failed      State = "failed"
+	Skipped     State = "skipped"
+	Error       State = "error"
+	Interrupted State = "interrupted"
+)
+
+// Record is run.json: the pipeline, the state of every step, and what each
+// produced. It is rewritten atomically on every change, so it parses at any
+// instant, also after a crash.
+type Record struct {
+	Schema     string        `json:"schema"`
+	Pipeline   PipelineRef   `json:"pipeline"`
+	LockDigest string        `json:"lock_digest,omitempty"`
+	Version    string        `json:"gpuattest_version"`
+	State      State         `json:"state"`
+	Reason     string        `json:"reason,omitempty"`
+	StartedAt  time.Time     `json:"started_at"`
+	FinishedAt *time.Time    `json:"finished_at,omitempty"`
+	Hardware   *HardwareRef  `json:"hardware,omitempty"`
+	Toolchain  any           `json:"toolchain,omitempty"`
+	Images     []ImageRef    `json:"images,omitempty"`
+	Steps      []*StepRecord `json:"steps"`
+	Attempts   []Attempt     `json:"attempts"`
+}
+
+// PipelineRef names the pipeline a run executed.
+type PipelineRef struct {
+	Name   string `json:"name"`
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// HardwareRef points at hardware.json in the run directory.
+type HardwareRef struct {
+	Digest    string `json:"digest,omitempty"`
+	Simulated bool   `json:"simulated"`
+	File      string `json:"file"`
+}
+
+// ImageRef is an image a step ran in, pinned by digest.
+type ImageRef struct {
+	Name      string `json:"name"`
+	Reference string `json:"reference"`
+	Pinned    string `json:"pinned"`
+}
+
+// Attempt is one invocation of run or resume on this run directory.
+type Attempt struct {
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Resume     bool       `json:"resume"`
+	// Reran lists steps a resume ran again, with why.
+	Reran []string `json:"reran,omitempty"`
+}
+
+// StepRecord is one step's entry in run.json.
+type StepRecord struct {
+	ID         string          `json:"id"`
+	Kind       string          `json:"kind"`
+	State      State           `json:"state"`
+	Reason     string          `json:"reason,omitempty"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	DurationMS int64           `json:"duration_ms,omitempty"`
+	ExitCode   *int            `json:"exit_code,omitempty"`
+	Runner     *runner.Info    `json:"runner,omitempty"`
+	Cache      string          `json:"cache,omitempty"` // hit, miss or off
+	CacheKey   string          `json:"cache_key,omitempty"`
+	Outputs    []step.File     `json:"outputs,omitempty"`
+	Artifacts  []step.File     `json:"artifacts,omitempty"`
+	Results    []step.File     `json:"results,omitempty"`
+	Notes      []string        `json:"notes,omitempty"`
+	Details    json.RawMessage `json:"details,omitempty"`
+	Runs       int             `json:"runs"`
+}
+
+// ReadRecord reads run.json from a run directory.
+func ReadRecord(dir string) (*Record, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		return nil, fmt.Errorf("reading run record: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: invalid run record: %w", filepath.Join(dir, "run.json"), err)
+	}
+	if r.Schema != RecordSchema {
+		return nil, fmt.Errorf("%s: schema %q: expected %s", filepath.Join(dir, "run.json"), r.Schema, RecordSchema)
+	}
+	return &r, nil
+}
+
+// Step returns the record of step id, or nil.
+func (r *Record) Step(id string) *StepRecord {
+	for _, s := range r.Steps {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// recorder owns the record and writes it. Changes are made under mu; the
+// writer goroutine coalesces them so steps never wait on fsync, and flush
+// waits until what was changed so far is on disk.
+type recorder struct {
+	path string
+	mu   sync.Mutex
+	rec  *Record
+	gen  uint64 // bumped on every change
+	done uint64 // generation last written
+	err  error
+	cond *sync.Cond
+	kick chan struct{}
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newRecorder(path string, rec *Record) *recorder {
+	r := &recorder{path: path, rec: rec, kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	r.cond = sync.NewCond(&r.mu)
+	r.wg.Add(1)
+	go r.loop()
+	return r
+}
+
+// update applies f to the record under the lock and schedules a write.
+func (r *recorder) update(f func(*Record)) {
+	r.mu.Lock()
+	f(r.rec)
+	r.gen++
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) loop() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.kick:
+			r.write()
+		case <-r.quit:
+			r.write()
+			return
+		}
+	}
+}
+
+func (r *recorder) write() {
+	r.mu.Lock()
+	gen := r.gen
+	if gen == r.done && r.done != 0 {
+		r.mu.Unlock()
+		return
+	}
+	data, err := json.MarshalIndent(r.rec, "", "  ")
+	r.mu.Unlock()
+	if err == nil {
+		err = atomicfile.Write(r.path, append(data, '\n'), 0o644)
+	}
+	r.mu.Lock()
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	if gen > r.done {
+		r.done = gen
+	}
+	r.cond.Broadcast()
+	r.mu.Unlock()
+}
+
+// flush waits until every change made so far is written.
+func (r *recorder) flush() error {
+	r.mu.Lock()
+	want := r.gen
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.done < want && r.err == nil {
+		r.cond.Wait()
+	}
+	return r.err
+}
+
+// close writes the final state and stops the writer.
+func (r *recorder) close() error {
+	close(r.quit)
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
