@@ -1,0 +1,144 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/gpuattest/gpuattest/pipeline/runner"
+)
+
+// Toolchain identifies the CUDA toolchain a build used.
+type Toolchain struct {
+	// NVCC is the nvcc found in PATH (on Debian a wrapper script).
+	NVCC string `json:"nvcc"`
+	// NVCCSHA256 is the hex sha256 of NVCC.
+	NVCCSHA256 string `json:"nvcc_sha256"`
+	// NVCCBinary is the nvcc driver binary nvcc reports as its home
+	// (_HERE_/nvcc); equal to NVCC when NVCC is the binary itself.
+	NVCCBinary string `json:"nvcc_binary,omitempty"`
+	// NVCCBinarySHA256 is the hex sha256 of NVCCBinary.
+	NVCCBinarySHA256 string `json:"nvcc_binary_sha256,omitempty"`
+	// NVCCVersion is the full output of nvcc --version.
+	NVCCVersion string `json:"nvcc_version"`
+	// Release is the CUDA release, e.g. "11.8".
+	Release string `json:"release,omitempty"`
+	// HostCompiler is the host compiler nvcc invokes (e.g. gcc).
+	HostCompiler string `json:"host_compiler,omitempty"`
+	// HostCompilerVersion is the first line of its --version output.
+	HostCompilerVersion string `json:"host_compiler_version,omitempty"`
+}
+
+var (
+	releaseRE = regexp.MustCompile(`release ([0-9]+\.[0-9]+)`)
+	dryVarRE  = regexp.MustCompile(`(?m)^#\$ ([A-Za-z_]+)=(.*)$`)
+	dryCmdRE  = regexp.MustCompile(`(?m)^#\$ "?([^" =]+)"? `)
+)
+
+var hostCompilers = map[string]bool{"gcc": true, "g++": true, "cc": true, "c++": true, "clang": true, "clang++": true, "icpx": true, "nvc++": true}
+
+// Fingerprint identifies the CUDA toolchain r runs: nvcc's path and
+// digest, nvcc --version, and the host compiler nvcc would invoke (found
+// with nvcc --dryrun, honouring -ccbin given by [WithNVCCFlags]) with its
+// version. Every probe runs through r, so for container runners it
+// describes the image's toolchain.
+func Fingerprint(ctx context.Context, r runner.Runner, opts ...Option) (*Toolchain, error) {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	dir := o.tmpDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	run := func(env []string, args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		res, err := r.Run(ctx, &runner.Command{Args: args, Dir: dir, Env: env, Stdout: &stdout, Stderr: &stderr, Image: o.image})
+		if err != nil {
+			return "", "", fmt.Errorf("running %s: %w", strings.Join(args, " "), err)
+		}
+		if res.ExitCode != 0 {
+			return stdout.String(), stderr.String(), fmt.Errorf("%s: exit %d: %s", strings.Join(args, " "), res.ExitCode, strings.TrimSpace(stderr.String()))
+		}
+		return stdout.String(), stderr.String(), nil
+	}
+	tc := &Toolchain{}
+	out, _, err := run(o.env, "sh", "-c", "command -v nvcc")
+	if err != nil {
+		return nil, fmt.Errorf("finding nvcc: %w\nhint: install the CUDA toolkit (Debian: apt-get install nvidia-cuda-toolkit) or use an image that has it", err)
+	}
+	tc.NVCC = strings.TrimSpace(out)
+	if out, _, err = run(o.env, "nvcc", "--version"); err != nil {
+		return nil, err
+	}
+	tc.NVCCVersion = strings.TrimSpace(out)
+	if m := releaseRE.FindStringSubmatch(out); m != nil {
+		tc.Release = m[1]
+	}
+	dry := append([]string{"nvcc", "--dryrun", "-fatbin", "-gencode", "arch=compute_80,code=sm_80"}, o.nvccFlags...)
+	dry = append(dry, "-o", "gpuattest-fingerprint.fatbin", "gpuattest-fingerprint.cu")
+	dout, derr, err := run(o.env, dry...)
+	if err != nil {
+		return nil, fmt.Errorf("asking nvcc for its host compiler: %w", err)
+	}
+	trace := dout + derr
+	vars := map[string]string{}
+	for _, m := range dryVarRE.FindAllStringSubmatch(trace, -1) {
+		vars[m[1]] = strings.TrimSpace(m[2])
+	}
+	if here := vars["_HERE_"]; here != "" {
+		tc.NVCCBinary = path.Join(here, "nvcc")
+	}
+	for _, m := range dryCmdRE.FindAllStringSubmatch(trace, -1) {
+		if hostCompilers[path.Base(m[1])] || strings.Contains(path.Base(m[1]), "g++") || strings.Contains(path.Base(m[1]), "gcc") {
+			tc.HostCompiler = m[1]
+			break
+		}
+	}
+	files := []string{tc.NVCC}
+	if tc.NVCCBinary != "" && tc.NVCCBinary != tc.NVCC {
+		files = append(files, tc.NVCCBinary)
+	}
+	if out, _, err = run(o.env, append([]string{"sha256sum"}, files...)...); err != nil {
+		return nil, fmt.Errorf("digesting nvcc: %w", err)
+	}
+	sums := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			sums[strings.TrimPrefix(f[1], "*")] = f[0]
+		}
+	}
+	tc.NVCCSHA256 = sums[tc.NVCC]
+	if tc.NVCCBinary == tc.NVCC {
+		tc.NVCCBinary = ""
+	} else {
+		tc.NVCCBinarySHA256 = sums[tc.NVCCBinary]
+	}
+	if tc.HostCompiler != "" {
+		env := o.env
+		if p := vars["PATH"]; p != "" {
+			env = setEnv(env, "PATH", p)
+		}
+		out, _, err := run(env, tc.HostCompiler, "--version")
+		if err != nil {
+			return nil, fmt.Errorf("asking the host compiler for its version: %w", err)
+		}
+		tc.HostCompilerVersion, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
+	}
+	return tc, nil
+}
+
+// setEnv returns env with key set to val (replacing any earlier value).
+func setEnv(env []string, key, val string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+val)
+}
