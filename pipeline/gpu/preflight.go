@@ -1,0 +1,516 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+)
+
+// CheckStatus is the outcome of one preflight check.
+type CheckStatus string
+
+// The outcomes of a preflight check.
+const (
+	CheckPassed CheckStatus = "passed"
+	CheckFailed CheckStatus = "failed"
+	CheckWarned CheckStatus = "warned"
+)
+
+// The names of the preflight checks.
+const (
+	CheckGPU               = "gpu"
+	CheckDriver            = "driver"
+	CheckComputeCapability = "compute-capability"
+	CheckECC               = "ecc"
+	CheckRetiredPages      = "retired-pages"
+	CheckRowRemap          = "row-remap"
+	CheckMIG               = "mig"
+	CheckProcesses         = "processes"
+	CheckMemory            = "memory"
+	CheckPersistence       = "persistence"
+)
+
+// Check is one preflight check on one GPU (GPU set) or on the machine.
+type Check struct {
+	// Name is one of the Check* names.
+	Name string `json:"name"`
+	// GPU is the device index the check is about, absent for machine-wide
+	// checks.
+	GPU *int `json:"gpu,omitempty"`
+	// Status is passed, failed or warned.
+	Status CheckStatus `json:"status"`
+	// Seen is the value found.
+	Seen string `json:"seen,omitempty"`
+	// Required is the value the pipeline asks for.
+	Required string `json:"required,omitempty"`
+	// Message is one line naming the check, the value seen and the value
+	// required.
+	Message string `json:"message"`
+}
+
+// Live is what a device query at preflight time sees: values that change
+// from one moment to the next and so are not part of the Record.
+type Live struct {
+	// Simulated is true when the values come from simulated GPUs.
+	Simulated bool `json:"simulated"`
+	// GPUs are in NVML index order.
+	GPUs []LiveGPU `json:"gpus"`
+}
+
+// LiveGPU is the live state of one GPU.
+type LiveGPU struct {
+	// Index is the NVML device index.
+	Index int `json:"index"`
+	// UUID identifies the device (to match the record).
+	UUID string `json:"uuid,omitempty"`
+	// MemoryFreeBytes is the free device memory, nil when not reported.
+	MemoryFreeBytes *uint64 `json:"memory_free_bytes,omitempty"`
+	// MemoryUsedBytes is the used device memory, nil when not reported.
+	MemoryUsedBytes *uint64 `json:"memory_used_bytes,omitempty"`
+	// Processes are the compute processes on the GPU; nil when NVML does
+	// not report them (ProcessesKnown false).
+	Processes []Process `json:"processes,omitempty"`
+	// ProcessesKnown is whether NVML reported the process list.
+	ProcessesKnown bool `json:"processes_known"`
+}
+
+// Process is a compute process using a GPU.
+type Process struct {
+	// PID is the process id (in the host's pid namespace).
+	PID uint32 `json:"pid"`
+	// UsedMemoryBytes is the device memory it holds, when reported.
+	UsedMemoryBytes uint64 `json:"used_memory_bytes,omitempty"`
+}
+
+// Probe queries free memory and running compute processes of every GPU of
+// src, right before GPU steps run. With no GPU it returns an error
+// matching ErrNoGPU.
+func Probe(ctx context.Context, src Source) (*Live, error) {
+	lib, release, err := src.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("counting GPUs: %s", ret.Error())
+	}
+	live := &Live{Simulated: src.Simulated(), GPUs: make([]LiveGPU, 0, n)}
+	self := uint32(os.Getpid())
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("opening GPU %d: %s", i, ret.Error())
+		}
+		g := LiveGPU{Index: i}
+		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
+			g.UUID = u
+		}
+		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+			g.MemoryFreeBytes, g.MemoryUsedBytes = ptr(m.Free), ptr(m.Used)
+		}
+		if ps, ret := d.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
+			g.ProcessesKnown = true
+			for _, p := range ps {
+				if p.Pid == self {
+					continue
+				}
+				g.Processes = append(g.Processes, Process{PID: p.Pid, UsedMemoryBytes: p.UsedGpuMemory})
+			}
+		}
+		live.GPUs = append(live.GPUs, g)
+	}
+	return live, nil
+}
+
+// PreflightError is returned by Err when a check failed; its message
+// lists every failed check.
+type PreflightError struct {
+	// Failed are the failed checks.
+	Failed []Check
+}
+
+// Error lists the failed checks, one per line.
+func (e *PreflightError) Error() string {
+	var b strings.Builder
+	b.WriteString("preflight failed:")
+	for _, c := range e.Failed {
+		b.WriteString("\n  ")
+		b.WriteString(c.Message)
+	}
+	return b.String()
+}
+
+// Err returns a *PreflightError naming every failed check, or nil when
+// none failed (warned checks do not fail).
+func Err(checks []Check) error {
+	var failed []Check
+	for _, c := range checks {
+		if c.Status == CheckFailed {
+			failed = append(failed, c)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return &PreflightError{Failed: failed}
+}
+
+// BuildCode returns the code a build for targets embeds: SASS for each
+// target and, when ptx is set, PTX (compute_XY) for the highest one, as
+// cuda-build does by default. Preflight takes this list.
+func BuildCode(targets []string, ptx bool) []string {
+	out := slices.Clone(targets)
+	if !ptx {
+		return out
+	}
+	best, bestCC := "", -1
+	for _, t := range targets {
+		c, err := parseCode(t)
+		if err == nil && !c.ptx && c.cc > bestCC {
+			best, bestCC = t, c.cc
+		}
+	}
+	if best != "" {
+		out = append(out, "compute_"+strings.TrimPrefix(best, "sm_"))
+	}
+	return out
+}
+
+// code is one nvcc code target: sm_XY[a|f] (SASS) or compute_XY[a|f] (PTX).
+type code struct {
+	name     string
+	cc       int  // 10*major + minor
+	ptx      bool // compute_XY
+	specific bool // sm_90a / sm_100f: runs only on exactly that cc
+}
+
+func parseCode(t string) (code, error) {
+	c := code{name: t}
+	rest, ok := strings.CutPrefix(t, "sm_")
+	if !ok {
+		rest, ok = strings.CutPrefix(t, "compute_")
+		c.ptx = true
+	}
+	if !ok {
+		return c, fmt.Errorf("target %q: expected sm_XY or compute_XY (e.g. sm_90)", t)
+	}
+	if s, ok := strings.CutSuffix(rest, "a"); ok {
+		rest, c.specific = s, true
+	} else if s, ok := strings.CutSuffix(rest, "f"); ok {
+		rest, c.specific = s, true
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 10 || len(rest) < 2 {
+		return c, fmt.Errorf("target %q: expected sm_XY or compute_XY (e.g. sm_90)", t)
+	}
+	c.cc = n
+	return c, nil
+}
+
+func ccString(cc int) string { return fmt.Sprintf("%d.%d", cc/10, cc%10) }
+
+func parseCC(s string) (int, bool) {
+	maj, min, ok := strings.Cut(s, ".")
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(min)
+	if !ok || err1 != nil || err2 != nil || b > 9 {
+		return 0, false
+	}
+	return a*10 + b, true
+}
+
+// compareVersions compares dotted numeric versions ("550.54.15").
+func compareVersions(a, b []int) int {
+	for i := range max(len(a), len(b)) {
+		var x, y int
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return x - y
+		}
+	}
+	return 0
+}
+
+func parseVersion(s string) ([]int, bool) {
+	if s == "" {
+		return nil, false
+	}
+	var v []int
+	for _, p := range strings.Split(s, ".") {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, false
+		}
+		v = append(v, n)
+	}
+	return v, true
+}
+
+// Preflight checks rec (and live, from Probe right before the GPU steps)
+// against spec and the step's needs. embedded lists what the build embeds
+// (see BuildCode: sm_XY SASS, compute_XY PTX); memory is the step's
+// declared device memory ("" for none).
+//
+// Each device check yields one Check per GPU. Checks that need live values
+// fall back to the record with a warning when live is nil. The error is
+// for bad input only (a bad minDriver, target or memory size), naming the
+// field; failed checks are in the result (see Err).
+func Preflight(rec *Record, spec *pipeline.Preflight, embedded []string, memory string, live *Live) ([]Check, error) {
+	if spec == nil {
+		spec = &pipeline.Preflight{}
+	}
+	var errs []error
+	var minDriver []int
+	if spec.MinDriver != "" {
+		v, ok := parseVersion(spec.MinDriver)
+		if !ok {
+			errs = append(errs, fmt.Errorf("preflight.minDriver: %q: expected a driver version such as 535.104.05", spec.MinDriver))
+		}
+		minDriver = v
+	}
+	var codes []code
+	for _, t := range embedded {
+		c, err := parseCode(t)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("targets: %w", err))
+			continue
+		}
+		codes = append(codes, c)
+	}
+	var need uint64
+	if memory != "" {
+		n, err := ParseSize(memory)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("memory: %w", err))
+		}
+		need = n
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	var out []Check
+	add := func(name string, gpu *GPU, st CheckStatus, seen, required, msg string) {
+		c := Check{Name: name, Status: st, Seen: seen, Required: required}
+		prefix := name
+		if gpu != nil {
+			c.GPU = ptr(gpu.Index)
+			prefix = fmt.Sprintf("%s: gpu %d (%s)", name, gpu.Index, gpu.Name)
+		}
+		if msg == "" {
+			msg = fmt.Sprintf("seen %s, required %s", seen, required)
+		}
+		c.Message = prefix + ": " + msg
+		if rec.Simulated {
+			c.Message += " [simulated]"
+		}
+		out = append(out, c)
+	}
+
+	if len(rec.GPUs) == 0 {
+		add(CheckGPU, nil, CheckFailed, "no GPU", "at least one GPU", "seen no GPU ("+rec.Reason+"), required at least one GPU")
+		return out, nil
+	}
+	if rec.Simulated {
+		add(CheckGPU, nil, CheckWarned, fmt.Sprintf("%d simulated GPU(s)", len(rec.GPUs)), "real GPU", "devices are simulated (GPUATTEST_FAKE_GPU): results say nothing about real hardware")
+	} else {
+		add(CheckGPU, nil, CheckPassed, fmt.Sprintf("%d GPU(s)", len(rec.GPUs)), "at least one GPU", "")
+	}
+
+	if minDriver != nil {
+		req := ">= " + spec.MinDriver
+		if have, ok := parseVersion(rec.DriverVersion); !ok {
+			add(CheckDriver, nil, CheckFailed, "unknown", req, "driver version not reported, required "+req)
+		} else if compareVersions(have, minDriver) < 0 {
+			add(CheckDriver, nil, CheckFailed, rec.DriverVersion, req, "")
+		} else {
+			add(CheckDriver, nil, CheckPassed, rec.DriverVersion, req, "")
+		}
+	}
+
+	var liveBy map[int]LiveGPU
+	if live != nil {
+		liveBy = map[int]LiveGPU{}
+		for _, g := range live.GPUs {
+			liveBy[g.Index] = g
+		}
+	}
+	requireECC := spec.RequireECC != nil && *spec.RequireECC
+
+	for i := range rec.GPUs {
+		g := &rec.GPUs[i]
+		if len(codes) > 0 {
+			checkCC(g, codes, add)
+		}
+
+		switch {
+		case g.ECCEnabled == nil && requireECC:
+			add(CheckECC, g, CheckFailed, "not reported", "enabled", "")
+		case g.ECCEnabled == nil:
+			add(CheckECC, g, CheckWarned, "not reported", "not required", "ECC mode not reported (not required)")
+		case *g.ECCEnabled:
+			add(CheckECC, g, CheckPassed, "enabled", map[bool]string{true: "enabled", false: "not required"}[requireECC], "")
+		case requireECC:
+			add(CheckECC, g, CheckFailed, "disabled", "enabled", "")
+		default:
+			add(CheckECC, g, CheckWarned, "disabled", "not required", "ECC disabled (not required): memory errors go undetected")
+		}
+
+		switch {
+		case g.RetiredPagesPending == nil:
+			// Row-remapping GPUs (A100 and later) do not report it; the
+			// row-remap check covers them.
+		case *g.RetiredPagesPending:
+			add(CheckRetiredPages, g, CheckFailed, "page retirement pending", "none pending", "seen page retirement pending (reboot or reset the GPU), required none pending")
+		default:
+			add(CheckRetiredPages, g, CheckPassed, "none pending", "none pending", "")
+		}
+		switch {
+		case g.RemappedRowsFailed == nil:
+			if g.RetiredPagesPending == nil {
+				add(CheckRowRemap, g, CheckWarned, "not reported", "no failure", "neither row remapping nor page retirement reported: memory health unknown")
+			}
+		case *g.RemappedRowsFailed:
+			add(CheckRowRemap, g, CheckFailed, "row remap failure", "no failure", "seen a row-remap failure (the GPU needs service), required no failure")
+		default:
+			add(CheckRowRemap, g, CheckPassed, "no failure", "no failure", "")
+		}
+
+		migReq := "disabled"
+		if spec.AllowMIG {
+			migReq = "allowed"
+		}
+		switch {
+		case g.MIGEnabled == nil:
+			add(CheckMIG, g, CheckPassed, "not supported", migReq, "")
+		case *g.MIGEnabled && !spec.AllowMIG:
+			add(CheckMIG, g, CheckFailed, "enabled", "disabled", "seen MIG enabled, required disabled (hint: set preflight.allowMIG or disable MIG with nvidia-smi -mig 0)")
+		case *g.MIGEnabled:
+			add(CheckMIG, g, CheckWarned, "enabled", "allowed", "MIG enabled (allowed): the step sees one MIG instance, not the whole GPU")
+		default:
+			add(CheckMIG, g, CheckPassed, "disabled", migReq, "")
+		}
+
+		lg, haveLive := liveBy[g.Index]
+		if haveLive && lg.UUID != "" && g.UUID != "" && lg.UUID != g.UUID {
+			add(CheckGPU, g, CheckFailed, lg.UUID, g.UUID, "the GPU at this index changed since the hardware record was taken: seen "+lg.UUID+", required "+g.UUID)
+			continue
+		}
+
+		procReq := "none"
+		if spec.AllowOtherProcess {
+			procReq = "allowed"
+		}
+		switch {
+		case !haveLive || !lg.ProcessesKnown:
+			add(CheckProcesses, g, CheckWarned, "not probed", procReq, "running processes not reported: cannot tell whether the GPU is shared")
+		case len(lg.Processes) == 0:
+			add(CheckProcesses, g, CheckPassed, "none", procReq, "")
+		default:
+			var pids []string
+			for _, p := range lg.Processes {
+				pids = append(pids, fmt.Sprintf("pid %d (%s)", p.PID, FormatSize(p.UsedMemoryBytes)))
+			}
+			seen := fmt.Sprintf("%d other compute process(es): %s", len(lg.Processes), strings.Join(pids, ", "))
+			if spec.AllowOtherProcess {
+				add(CheckProcesses, g, CheckWarned, seen, procReq, "seen "+seen+" (allowed): timings may be disturbed")
+			} else {
+				add(CheckProcesses, g, CheckFailed, seen, procReq, "seen "+seen+", required none (hint: stop them or set preflight.allowOtherProcesses)")
+			}
+		}
+
+		if memory != "" {
+			req := ">= " + FormatSize(need) + " free"
+			switch {
+			case haveLive && lg.MemoryFreeBytes != nil:
+				free := *lg.MemoryFreeBytes
+				seen := FormatSize(free) + " free"
+				if free < need {
+					add(CheckMemory, g, CheckFailed, seen, req, fmt.Sprintf("seen %s, required %s (the step declares memory: %s)", seen, req, memory))
+				} else {
+					add(CheckMemory, g, CheckPassed, seen, req, "")
+				}
+			case g.MemoryTotalBytes != nil && *g.MemoryTotalBytes < need:
+				seen := FormatSize(*g.MemoryTotalBytes) + " total"
+				add(CheckMemory, g, CheckFailed, seen, req, fmt.Sprintf("seen %s, required %s (the step declares memory: %s)", seen, req, memory))
+			case g.MemoryTotalBytes != nil:
+				seen := FormatSize(*g.MemoryTotalBytes) + " total"
+				add(CheckMemory, g, CheckWarned, seen, req, "free memory not probed; total "+FormatSize(*g.MemoryTotalBytes)+" is enough for "+memory)
+			default:
+				add(CheckMemory, g, CheckWarned, "not reported", req, "device memory not reported: cannot check the step's "+memory)
+			}
+		}
+
+		if spec.RequirePersistence {
+			switch {
+			case g.PersistenceMode == nil:
+				add(CheckPersistence, g, CheckFailed, "not reported", "enabled", "")
+			case *g.PersistenceMode:
+				add(CheckPersistence, g, CheckPassed, "enabled", "enabled", "")
+			default:
+				add(CheckPersistence, g, CheckFailed, "disabled", "enabled", "seen disabled, required enabled (hint: nvidia-smi -pm 1 or nvidia-persistenced)")
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkCC decides whether g can run the build's code: exact SASS, SASS of
+// a lower minor of the same major (binary compatibility), or else PTX the
+// driver JIT-compiles (warned).
+func checkCC(g *GPU, codes []code, add func(string, *GPU, CheckStatus, string, string, string)) {
+	var names []string
+	for _, c := range codes {
+		names = append(names, c.name)
+	}
+	required := "one of " + strings.Join(names, ", ")
+	cc, ok := parseCC(g.ComputeCapability)
+	if !ok {
+		add(CheckComputeCapability, g, CheckFailed, "not reported", required, "compute capability not reported, required a GPU that runs "+required)
+		return
+	}
+	seen := "cc " + ccString(cc)
+	var compat, jit *code
+	for i := range codes {
+		c := &codes[i]
+		switch {
+		case !c.ptx && c.cc == cc:
+			add(CheckComputeCapability, g, CheckPassed, seen, required, fmt.Sprintf("%s SASS on cc %s", c.name, ccString(cc)))
+			return
+		case !c.ptx && !c.specific && c.cc/10 == cc/10 && c.cc < cc:
+			if compat == nil || c.cc > compat.cc {
+				compat = c
+			}
+		case c.ptx && (c.cc == cc || (!c.specific && c.cc < cc)):
+			if jit == nil || c.cc > jit.cc {
+				jit = c
+			}
+		}
+	}
+	if compat != nil {
+		add(CheckComputeCapability, g, CheckPassed, seen, required, fmt.Sprintf("%s SASS runs on %s via binary compatibility", compat.name, ccString(cc)))
+		return
+	}
+	if jit != nil {
+		add(CheckComputeCapability, g, CheckWarned, seen, required, fmt.Sprintf("no SASS for cc %s; PTX %s will be JIT-compiled by the driver at load (slower first launch, code not the one the build tested)", ccString(cc), jit.name))
+		return
+	}
+	add(CheckComputeCapability, g, CheckFailed, seen, required, fmt.Sprintf("seen %s, required a GPU that runs %s (no SASS for this major version and no PTX at or below %s)", seen, strings.Join(names, ", "), ccString(cc)))
+}

@@ -1,0 +1,312 @@
+package gpu
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+)
+
+// preflight collects a record and a live probe from a simulated machine
+// after mutate has changed it, and runs Preflight.
+func preflight(t *testing.T, spec string, mutate func(*Simulated), pf *pipeline.Preflight, code []string, memory string) []Check {
+	t.Helper()
+	s := mustSimulate(t, spec)
+	if mutate != nil {
+		mutate(s)
+	}
+	rec, err := Collect(t.Context(), WithSource(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := Probe(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, err := Preflight(rec, pf, code, memory, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checks
+}
+
+func findCheck(t *testing.T, checks []Check, name string, gpu int) Check {
+	t.Helper()
+	for _, c := range checks {
+		if c.Name == name && (c.GPU == nil || *c.GPU == gpu) {
+			return c
+		}
+	}
+	t.Fatalf("no %s check for gpu %d in %+v", name, gpu, checks)
+	return Check{}
+}
+
+func TestPreflightPass(t *testing.T) {
+	t.Parallel()
+	yes := true
+	pf := &pipeline.Preflight{MinDriver: "535.104.05", RequireECC: &yes, RequirePersistence: true}
+	checks := preflight(t, "h100:2", nil, pf, BuildCode([]string{"sm_80", "sm_90"}, true), "8GiB")
+	if err := Err(checks); err != nil {
+		t.Fatalf("preflight failed on a healthy simulated H100: %v", err)
+	}
+	var got []string
+	for _, c := range checks {
+		g := "-"
+		if c.GPU != nil {
+			g = strconv.Itoa(*c.GPU)
+		}
+		got = append(got, c.Name+"/"+string(c.Status)+"/"+g)
+	}
+	want := []string{
+		"gpu/warned/-", "driver/passed/-",
+		"compute-capability/passed/0", "ecc/passed/0", "row-remap/passed/0", "mig/passed/0", "processes/passed/0", "memory/passed/0", "persistence/passed/0",
+		"compute-capability/passed/1", "ecc/passed/1", "row-remap/passed/1", "mig/passed/1", "processes/passed/1", "memory/passed/1", "persistence/passed/1",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("checks (-want +got):\n%s", diff)
+	}
+	if c := findCheck(t, checks, CheckComputeCapability, 0); c.Message != "compute-capability: gpu 0 (NVIDIA H100 80GB HBM3): sm_90 SASS on cc 9.0 [simulated]" {
+		t.Errorf("message = %q", c.Message)
+	}
+	if c := findCheck(t, checks, CheckGPU, 0); !strings.Contains(c.Message, "simulated") {
+		t.Errorf("gpu check does not say simulated: %q", c.Message)
+	}
+}
+
+func TestPreflightFailures(t *testing.T) {
+	t.Parallel()
+	yes := true
+	tests := []struct {
+		name    string
+		spec    string
+		mutate  func(*Simulated)
+		pf      pipeline.Preflight
+		code    []string
+		memory  string
+		check   string
+		want    CheckStatus
+		wantMsg string
+	}{
+		{
+			name: "driver too old", spec: "h100", pf: pipeline.Preflight{MinDriver: "560.28"},
+			check: CheckDriver, want: CheckFailed, wantMsg: "driver: seen 550.54.15, required >= 560.28",
+		},
+		{
+			name: "sm_90 only on A100", spec: "a100", code: []string{"sm_90"},
+			check: CheckComputeCapability, want: CheckFailed, wantMsg: "seen cc 8.0, required a GPU that runs sm_90",
+		},
+		{
+			name: "sm_80 SASS on cc 8.6", spec: "a100", code: []string{"sm_80"},
+			mutate: func(s *Simulated) {
+				s.Device(0).GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 8, 6, nvml.SUCCESS }
+			},
+			check: CheckComputeCapability, want: CheckPassed, wantMsg: "sm_80 SASS runs on 8.6 via binary compatibility",
+		},
+		{
+			name: "sm_80 with PTX on H100 is JIT", spec: "h100", code: BuildCode([]string{"sm_75", "sm_80"}, true),
+			check: CheckComputeCapability, want: CheckWarned, wantMsg: "PTX compute_80 will be JIT-compiled",
+		},
+		{
+			name: "sm_90a does not run on a later minor", spec: "h100", code: []string{"sm_90a"},
+			mutate: func(s *Simulated) {
+				s.Device(0).GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 9, 1, nvml.SUCCESS }
+			},
+			check: CheckComputeCapability, want: CheckFailed, wantMsg: "seen cc 9.1, required a GPU that runs sm_90a",
+		},
+		{
+			name: "ecc disabled", spec: "h100", pf: pipeline.Preflight{RequireECC: &yes},
+			mutate: func(s *Simulated) {
+				s.Device(0).GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
+					return nvml.FEATURE_DISABLED, nvml.FEATURE_DISABLED, nvml.SUCCESS
+				}
+			},
+			check: CheckECC, want: CheckFailed, wantMsg: "ecc: gpu 0 (NVIDIA H100 80GB HBM3): seen disabled, required enabled",
+		},
+		{
+			name: "ecc disabled, not required", spec: "h100",
+			mutate: func(s *Simulated) {
+				s.Device(0).GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
+					return nvml.FEATURE_DISABLED, nvml.FEATURE_DISABLED, nvml.SUCCESS
+				}
+			},
+			check: CheckECC, want: CheckWarned, wantMsg: "ECC disabled (not required)",
+		},
+		{
+			name: "page retirement pending", spec: "h100",
+			mutate: func(s *Simulated) {
+				s.Device(0).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_ENABLED, nvml.SUCCESS }
+			},
+			check: CheckRetiredPages, want: CheckFailed, wantMsg: "seen page retirement pending (reboot or reset the GPU), required none pending",
+		},
+		{
+			name: "row remap failure", spec: "h100", mutate: func(s *Simulated) { s.SetRemapFailure(0, true) },
+			check: CheckRowRemap, want: CheckFailed, wantMsg: "seen a row-remap failure",
+		},
+		{
+			name: "mig enabled", spec: "a100", mutate: func(s *Simulated) { s.Device(0).SetMigMode(nvml.DEVICE_MIG_ENABLE) },
+			check: CheckMIG, want: CheckFailed, wantMsg: "seen MIG enabled, required disabled",
+		},
+		{
+			name: "mig enabled, allowed", spec: "a100", pf: pipeline.Preflight{AllowMIG: true},
+			mutate: func(s *Simulated) { s.Device(0).SetMigMode(nvml.DEVICE_MIG_ENABLE) },
+			check:  CheckMIG, want: CheckWarned, wantMsg: "MIG enabled (allowed)",
+		},
+		{
+			name: "other process", spec: "h100", mutate: func(s *Simulated) { s.AddProcess(0, 4242, 2<<30) },
+			check: CheckProcesses, want: CheckFailed, wantMsg: "seen 1 other compute process(es): pid 4242 (2 GiB), required none",
+		},
+		{
+			name: "other process, allowed", spec: "h100", pf: pipeline.Preflight{AllowOtherProcess: true},
+			mutate: func(s *Simulated) { s.AddProcess(0, 4242, 2<<30) },
+			check:  CheckProcesses, want: CheckWarned, wantMsg: "(allowed)",
+		},
+		{
+			name: "not enough free memory", spec: "h100", memory: "8GiB",
+			mutate: func(s *Simulated) { s.AddProcess(0, 7, 75<<30) },
+			check:  CheckMemory, want: CheckFailed, wantMsg: "memory: gpu 0 (NVIDIA H100 80GB HBM3): seen 5 GiB free, required >= 8 GiB free (the step declares memory: 8GiB)",
+		},
+		{
+			name: "more than the GPU has", spec: "a100", memory: "48GiB",
+			check: CheckMemory, want: CheckFailed, wantMsg: "required >= 48 GiB free",
+		},
+		{
+			name: "persistence off", spec: "h100", pf: pipeline.Preflight{RequirePersistence: true},
+			mutate: func(s *Simulated) {
+				s.Device(0).GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
+			},
+			check: CheckPersistence, want: CheckFailed, wantMsg: "persistence: gpu 0 (NVIDIA H100 80GB HBM3): seen disabled, required enabled",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pf := tt.pf
+			checks := preflight(t, tt.spec, tt.mutate, &pf, tt.code, tt.memory)
+			c := findCheck(t, checks, tt.check, 0)
+			if c.Status != tt.want || !strings.Contains(c.Message, tt.wantMsg) {
+				t.Errorf("%s check = %s %q, want %s containing %q", tt.check, c.Status, c.Message, tt.want, tt.wantMsg)
+			}
+			if !strings.HasPrefix(c.Message, tt.check+":") || !strings.HasSuffix(c.Message, "[simulated]") {
+				t.Errorf("message %q does not name the check and say simulated", c.Message)
+			}
+			err := Err(checks)
+			if (err != nil) != (tt.want == CheckFailed) {
+				t.Errorf("Err = %v, want failure %v", err, tt.want == CheckFailed)
+			}
+			if err != nil && !strings.Contains(err.Error(), c.Message) {
+				t.Errorf("Err %q does not carry %q", err, c.Message)
+			}
+		})
+	}
+}
+
+func TestPreflightNoGPU(t *testing.T) {
+	t.Parallel()
+	rec := &Record{GPUs: []GPU{}, Reason: "NVIDIA driver not loaded"}
+	checks, err := Preflight(rec, nil, []string{"sm_90"}, "1GiB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Check{{Name: CheckGPU, Status: CheckFailed, Seen: "no GPU", Required: "at least one GPU",
+		Message: "gpu: seen no GPU (NVIDIA driver not loaded), required at least one GPU"}}
+	if diff := cmp.Diff(want, checks); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestPreflightWithoutLive(t *testing.T) {
+	t.Parallel()
+	rec, err := Collect(t.Context(), WithFakeGPU("h100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, err := Preflight(rec, nil, nil, "8GiB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := findCheck(t, checks, CheckMemory, 0); c.Status != CheckWarned || !strings.Contains(c.Message, "free memory not probed") {
+		t.Errorf("memory = %+v", c)
+	}
+	if c := findCheck(t, checks, CheckProcesses, 0); c.Status != CheckWarned {
+		t.Errorf("processes = %+v", c)
+	}
+}
+
+func TestPreflightGPUChanged(t *testing.T) {
+	t.Parallel()
+	rec, err := Collect(t.Context(), WithFakeGPU("h100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := Probe(t.Context(), mustSimulate(t, "h200"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, err := Preflight(rec, nil, nil, "", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Err(checks); err == nil || !strings.Contains(err.Error(), "changed since the hardware record was taken") {
+		t.Errorf("Err = %v, want a changed-GPU failure", err)
+	}
+}
+
+func TestPreflightBadInput(t *testing.T) {
+	t.Parallel()
+	rec := &Record{GPUs: []GPU{}}
+	_, err := Preflight(rec, &pipeline.Preflight{MinDriver: "r550"}, []string{"sm90", "sm_90"}, "8 gigs", nil)
+	if err == nil {
+		t.Fatal("no error for bad input")
+	}
+	for _, want := range []string{`preflight.minDriver: "r550": expected a driver version`, `targets: target "sm90": expected sm_XY`, `memory: size "8 gigs": expected a number`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestBuildCode(t *testing.T) {
+	t.Parallel()
+	if diff := cmp.Diff([]string{"sm_80", "sm_90", "compute_90"}, BuildCode([]string{"sm_80", "sm_90"}, true)); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff([]string{"sm_80"}, BuildCode([]string{"sm_80"}, false)); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{in: "8GiB", want: 8 << 30},
+		{in: "512MiB", want: 512 << 20},
+		{in: "1.5GiB", want: 3 << 29},
+		{in: "2GB", want: 2e9},
+		{in: "1048576", want: 1 << 20},
+		{in: "64kib", want: 64 << 10},
+		{in: "1 TiB", want: 1 << 40},
+		{in: "0", want: 0},
+		{in: "", wantErr: true},
+		{in: "GiB", wantErr: true},
+		{in: "8 gigs", wantErr: true},
+		{in: "-1GiB", wantErr: true},
+		{in: "1e30TiB", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, err %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+	if got := FormatSize(81920 << 20); got != "80 GiB" {
+		t.Errorf("FormatSize = %q", got)
+	}
+}
