@@ -116,7 +116,7 @@ func (s *source) decode() (*Pipeline, Problems) {
 		return nil, Problems{{File: s.path, Line: 1, Col: 1, Message: "empty file: expected a pipeline document",
 			Hint: "start with apiVersion: " + APIVersion + " and kind: " + KindPipeline}}
 	}
-	file, err := parser.ParseBytes(s.data, 0)
+	file, err := parser.ParseBytes(s.data, 0, parser.AllowDuplicateMapKey())
 	if err != nil {
 		return nil, Problems{s.yamlError(err)}
 	}

@@ -377,8 +377,7 @@ func (v *validator) cycles(ids map[string]int) {
 					continue
 				}
 				reported[key] = true
-				// Walk order is reverse of "needs": print it the way it is
-				// declared, a needs b needs ... needs a.
+				// The stack follows needs edges: a needs b needs ... needs a.
 				cyc = append(cyc, v.p.Steps[k].ID)
 				v.add(fmt.Sprintf("steps[%d].needs[%d]", i, j), false, "remove one of these needs", "dependency cycle: %s", strings.Join(cyc, " -> "))
 			}
