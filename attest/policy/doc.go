@@ -1,0 +1,20 @@
+// Package policy loads verification policies and evaluates them over a
+// verified in-toto statement.
+//
+// A policy is a YAML file (schema: schemas/policy.schema.json):
+//
+//	apiVersion: gpuattest.dev/v1
+//	kind: Policy
+//	rules:
+//	  - name: all GPUs are sm_90
+//	    expr: predicate.hardware.gpus.all(g, g.compute_capability == "9.0")
+//	    message: the kernels must be validated on Hopper
+//
+// Each rule is a CEL expression (github.com/google/cel-go) that must
+// evaluate to true. It sees three variables: predicate (the predicate as a
+// JSON object), subjects (the statement's subjects: name and digest) and
+// predicateType (a string). Numbers compare across int and double, so
+// "b.throughput.value >= 2800" works on JSON numbers. Without a policy file
+// the verifier applies Default: every step passed and the hardware was not
+// simulated.
+package policy

@@ -1,0 +1,188 @@
+package attest
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ValidationPredicateType is the predicate type URI of the GPU validation
+// predicate.
+const ValidationPredicateType = "https://gpuattest.dev/gpu-validation/v1"
+
+// Result values of ValidationPredicate.Result.
+const (
+	ResultPassed = "passed"
+	ResultFailed = "failed"
+)
+
+// ValidationPredicate is the GPU validation predicate: what ran, on which
+// hardware, with which results. JSON field names are snake_case.
+type ValidationPredicate struct {
+	// Result is "passed" only when every step and preflight check passed;
+	// otherwise "failed".
+	Result string `json:"result" jsonschema:"enum=passed,enum=failed"`
+	// FailedSteps names the steps (and "preflight/<check>" entries) that did
+	// not pass; empty when Result is "passed".
+	FailedSteps []string `json:"failed_steps"`
+	// Simulated is true when the hardware record comes from a simulated GPU
+	// (GPUATTEST_FAKE_GPU); lifted from the record.
+	Simulated bool `json:"simulated"`
+	// Hardware is the run's hardware record, embedded as given.
+	Hardware json.RawMessage `json:"hardware" jsonschema:"type=object"`
+	// HardwareDigest is "sha256:<hex>" of the hardware record bytes.
+	HardwareDigest string `json:"hardware_digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	// Build holds the build facts, when the run built anything.
+	Build *BuildFacts `json:"build,omitempty"`
+	// Results lists every result file with its sha256.
+	Results []FileDigest `json:"results"`
+	// Steps lists every step with its kind and verdict.
+	Steps []StepVerdict `json:"steps"`
+	// Benchmarks summarizes each benchmark case.
+	Benchmarks []BenchmarkSummary `json:"benchmarks,omitempty"`
+	// Burnin summarizes each burn-in step.
+	Burnin []BurninSummary `json:"burnin,omitempty"`
+	// Telemetry summarizes GPU telemetry over the run.
+	Telemetry *TelemetrySummary `json:"telemetry,omitempty"`
+	// Preflight lists the preflight checks and their outcomes.
+	Preflight []PreflightCheck `json:"preflight,omitempty"`
+	// PipelineDigest is "sha256:<hex>" of the pipeline file.
+	PipelineDigest string `json:"pipeline_digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	// LockDigest is "sha256:<hex>" of the lock file, when there is one.
+	LockDigest string `json:"lock_digest,omitempty" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	// StartedAt is when the run started (RFC 3339, UTC).
+	StartedAt time.Time `json:"started_at"`
+	// FinishedAt is when the run finished (RFC 3339, UTC).
+	FinishedAt time.Time `json:"finished_at"`
+	// GpuattestVersion is the version of gpuattest that made the run.
+	GpuattestVersion string `json:"gpuattest_version"`
+}
+
+// BuildFacts are the facts of the run's cuda-build steps.
+type BuildFacts struct {
+	// Targets are the pinned CUDA targets ("sm_80", "sm_90", ...).
+	Targets []string `json:"targets"`
+	// Artifacts describes each built artifact.
+	Artifacts []BuildArtifact `json:"artifacts"`
+	// Reproducible is true when every reproducibility check found
+	// identical bytes, false when one differed, absent when none ran.
+	Reproducible *bool `json:"reproducible,omitempty"`
+}
+
+// BuildArtifact is one built artifact and what cuobjdump found in it.
+type BuildArtifact struct {
+	// Step is the id of the step that built it.
+	Step string `json:"step"`
+	// Path is the artifact's path (slash-separated, relative).
+	Path string `json:"path"`
+	// SHA256 is the hex sha256 of the artifact.
+	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// SASSArchs are the SASS architectures it holds ("sm_90", ...).
+	SASSArchs []string `json:"sass_archs"`
+	// PTXArchs are the PTX architectures it holds ("compute_90", ...).
+	PTXArchs []string `json:"ptx_archs"`
+	// Cubins are the per-architecture cubins it holds, by digest.
+	Cubins []CubinDigest `json:"cubins,omitempty"`
+}
+
+// CubinDigest is the digest of the cubin for one architecture.
+type CubinDigest struct {
+	// Arch is the SASS architecture ("sm_90").
+	Arch string `json:"arch"`
+	// SHA256 is the hex sha256 of the extracted cubin.
+	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+}
+
+// FileDigest is a file by path and sha256.
+type FileDigest struct {
+	// Path is the file's path (slash-separated, relative).
+	Path string `json:"path"`
+	// SHA256 is the hex sha256 of the file.
+	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// Step is the id of the step that produced it, when known.
+	Step string `json:"step,omitempty"`
+	// Kind says what the file is ("results", "junit", "log", ...).
+	Kind string `json:"kind,omitempty"`
+}
+
+// StepVerdict is one step's kind and final state.
+type StepVerdict struct {
+	// ID is the step id.
+	ID string `json:"id"`
+	// Kind is the step kind (cuda-build, exec, test, benchmark, ...).
+	Kind string `json:"kind"`
+	// Verdict is the step's final state (passed, failed, error, skipped,
+	// cached).
+	Verdict string `json:"verdict"`
+	// Reason says why a step that did not pass did not, in one line.
+	Reason string `json:"reason,omitempty"`
+}
+
+// BenchmarkSummary summarizes one benchmark case.
+type BenchmarkSummary struct {
+	// Step is the benchmark step's id.
+	Step string `json:"step"`
+	// Case is the benchmark case name.
+	Case string `json:"case"`
+	// MedianNS is the median time per iteration in nanoseconds.
+	MedianNS float64 `json:"median_ns"`
+	// CILowNS and CIHighNS bound the confidence interval of the median.
+	CILowNS float64 `json:"ci_low_ns"`
+	// CIHighNS is the upper bound of the confidence interval of the median.
+	CIHighNS float64 `json:"ci_high_ns"`
+	// Samples is the number of measured samples.
+	Samples int `json:"samples,omitempty"`
+	// Throughput is the case's throughput at the median, when it has one.
+	Throughput *Throughput `json:"throughput,omitempty"`
+	// Gate is the baseline gate's verdict (passed, failed, none).
+	Gate string `json:"gate,omitempty"`
+}
+
+// Throughput is a throughput value with its unit.
+type Throughput struct {
+	// Value is the throughput in Unit.
+	Value float64 `json:"value"`
+	// Unit is the unit ("GB/s", "GFLOP/s", "items/s").
+	Unit string `json:"unit"`
+}
+
+// BurninSummary summarizes one burn-in step.
+type BurninSummary struct {
+	// Step is the burn-in step's id.
+	Step string `json:"step"`
+	// DurationSeconds is how long the burn-in ran.
+	DurationSeconds float64 `json:"duration_seconds"`
+	// Iterations is how many times the suite ran.
+	Iterations int `json:"iterations"`
+	// Failures is how many iterations failed.
+	Failures int `json:"failures"`
+	// OutputConsistent is true when every iteration produced the same output.
+	OutputConsistent bool `json:"output_consistent"`
+	// LeakDetected is true when memory grew across iterations.
+	LeakDetected bool `json:"leak_detected"`
+	// Verdict is the step's verdict.
+	Verdict string `json:"verdict"`
+}
+
+// TelemetrySummary summarizes GPU telemetry taken around GPU steps.
+type TelemetrySummary struct {
+	// MaxTemperatureC is the highest GPU temperature seen, in °C.
+	MaxTemperatureC float64 `json:"max_temperature_c"`
+	// MaxPowerW is the highest power draw seen, in watts.
+	MaxPowerW float64 `json:"max_power_w"`
+	// XidEvents is the number of Xid events seen.
+	XidEvents int `json:"xid_events"`
+	// ECCErrorsDelta is the increase of ECC error counters over the run.
+	ECCErrorsDelta int64 `json:"ecc_errors_delta"`
+	// ThrottleReasons lists the clock throttle reasons seen.
+	ThrottleReasons []string `json:"throttle_reasons,omitempty"`
+}
+
+// PreflightCheck is one preflight check's outcome.
+type PreflightCheck struct {
+	// Check is the check's name.
+	Check string `json:"check"`
+	// Status is passed, failed, warned or skipped.
+	Status string `json:"status"`
+	// Message explains the status.
+	Message string `json:"message,omitempty"`
+}

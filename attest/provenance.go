@@ -1,0 +1,226 @@
+package attest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ProvenancePredicateType is the SLSA Provenance v1 predicate type.
+const ProvenancePredicateType = "https://slsa.dev/provenance/v1"
+
+// BuildType is the buildType of gpuattest's SLSA provenance; its
+// parameters are documented in the package documentation.
+const BuildType = "https://gpuattest.dev/build/v1"
+
+// Builder ids, one per trust mode of the runners that ran the build steps.
+const (
+	BuilderHost      = "https://gpuattest.dev/builder/host/v1"
+	BuilderContainer = "https://gpuattest.dev/builder/container/v1"
+)
+
+// Provenance is a SLSA Provenance v1 predicate.
+type Provenance struct {
+	// BuildDefinition says what was built and from what.
+	BuildDefinition BuildDefinition `json:"buildDefinition"`
+	// RunDetails says who built it and how the run went.
+	RunDetails RunDetails `json:"runDetails"`
+}
+
+// BuildDefinition is SLSA's buildDefinition.
+type BuildDefinition struct {
+	// BuildType is BuildType.
+	BuildType string `json:"buildType"`
+	// ExternalParameters are the pipeline and the selected steps.
+	ExternalParameters ExternalParameters `json:"externalParameters"`
+	// InternalParameters are the runner kind and the gpuattest version.
+	InternalParameters InternalParameters `json:"internalParameters"`
+	// ResolvedDependencies are the pipeline, lock, images, sources and tools.
+	ResolvedDependencies []ResourceDescriptor `json:"resolvedDependencies"`
+}
+
+// ExternalParameters are the build's external parameters.
+type ExternalParameters struct {
+	// Pipeline is the pipeline file.
+	Pipeline PipelineParam `json:"pipeline"`
+	// Steps are the selected step ids (empty: all steps).
+	Steps []string `json:"steps"`
+}
+
+// PipelineParam names the pipeline file.
+type PipelineParam struct {
+	// Path is the pipeline file's path.
+	Path string `json:"path"`
+	// Ref is an optional source ref (git commit).
+	Ref string `json:"ref,omitempty"`
+}
+
+// InternalParameters are the build's internal parameters.
+type InternalParameters struct {
+	// Runner is the runner kind of the build steps (host, docker, bwrap,
+	// or a comma-separated list when they differ).
+	Runner string `json:"runner"`
+	// GpuattestVersion is gpuattest's version.
+	GpuattestVersion string `json:"gpuattest_version"`
+}
+
+// ResourceDescriptor is an in-toto ResourceDescriptor.
+type ResourceDescriptor struct {
+	// Name names the resource.
+	Name string `json:"name,omitempty"`
+	// URI locates the resource.
+	URI string `json:"uri,omitempty"`
+	// Digest maps algorithm to hex digest.
+	Digest map[string]string `json:"digest,omitempty"`
+	// Annotations carry extra facts (tool versions).
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// RunDetails is SLSA's runDetails.
+type RunDetails struct {
+	// Builder identifies the builder.
+	Builder Builder `json:"builder"`
+	// Metadata holds the invocation id and times.
+	Metadata BuildMetadata `json:"metadata"`
+	// Byproducts are logs and reports.
+	Byproducts []ResourceDescriptor `json:"byproducts,omitempty"`
+}
+
+// Builder is SLSA's builder.
+type Builder struct {
+	// ID is BuilderHost or BuilderContainer.
+	ID string `json:"id"`
+	// Version maps component to version.
+	Version map[string]string `json:"version,omitempty"`
+}
+
+// BuildMetadata is SLSA's run metadata.
+type BuildMetadata struct {
+	// InvocationID is the run id.
+	InvocationID string `json:"invocationId,omitempty"`
+	// StartedOn is when the run started.
+	StartedOn time.Time `json:"startedOn"`
+	// FinishedOn is when the run finished.
+	FinishedOn time.Time `json:"finishedOn"`
+}
+
+// digestMap turns "sha256:<hex>" or "<hex>" into a digest map.
+func digestMap(d string) (map[string]string, error) {
+	h := strings.TrimPrefix(d, "sha256:")
+	if !hexSHA256.MatchString(h) {
+		return nil, fmt.Errorf("digest %q: expected sha256:<64 hex digits>", d)
+	}
+	return map[string]string{"sha256": h}, nil
+}
+
+// ProvenanceFor builds the SLSA Provenance v1 predicate of run's builds.
+func ProvenanceFor(run *Run) (*Provenance, error) {
+	if run == nil {
+		return nil, errors.New("nil run")
+	}
+	var errs []error
+	var deps []ResourceDescriptor
+	if d, err := digestMap(run.PipelineDigest); err != nil {
+		errs = append(errs, fmt.Errorf("pipeline_digest: %w", err))
+	} else {
+		deps = append(deps, ResourceDescriptor{Name: "pipeline", URI: run.PipelinePath, Digest: d})
+	}
+	if run.LockDigest != "" {
+		if d, err := digestMap(run.LockDigest); err != nil {
+			errs = append(errs, fmt.Errorf("lock_digest: %w", err))
+		} else {
+			deps = append(deps, ResourceDescriptor{Name: "lock", Digest: d})
+		}
+	}
+	for i, im := range run.Images {
+		d, err := digestMap(im.Digest)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("images[%d] (%s): %w", i, im.Name, err))
+			continue
+		}
+		deps = append(deps, ResourceDescriptor{Name: im.Name, URI: "oci://" + im.Ref, Digest: d})
+	}
+	for i, s := range run.Sources {
+		d, err := digestMap(s.SHA256)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sources[%d] (%s): %w", i, s.Path, err))
+			continue
+		}
+		deps = append(deps, ResourceDescriptor{Name: s.Path, Digest: d})
+	}
+	for _, t := range run.Toolchain {
+		rd := ResourceDescriptor{Name: t.Name, Annotations: map[string]string{"version": t.Version}}
+		if t.SHA256 != "" {
+			d, err := digestMap(t.SHA256)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("toolchain %s: %w", t.Name, err))
+				continue
+			}
+			rd.Digest = d
+		}
+		deps = append(deps, rd)
+	}
+	var byproducts []ResourceDescriptor
+	for i, b := range run.Byproducts {
+		d, err := digestMap(b.SHA256)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("byproducts[%d] (%s): %w", i, b.Path, err))
+			continue
+		}
+		byproducts = append(byproducts, ResourceDescriptor{Name: b.Path, Digest: d})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// The builder id is the weakest trust mode among the build steps.
+	var runners []string
+	builder := BuilderContainer
+	for _, s := range run.Steps {
+		if s.Kind != "cuda-build" {
+			continue
+		}
+		r := s.Runner
+		if r == "" {
+			r = "host"
+		}
+		if !slices.Contains(runners, r) {
+			runners = append(runners, r)
+		}
+		if r == "host" {
+			builder = BuilderHost
+		}
+	}
+	if len(runners) == 0 {
+		builder = BuilderHost
+		runners = []string{"host"}
+	}
+	steps := run.SelectedSteps
+	if steps == nil {
+		steps = []string{}
+	}
+	return &Provenance{
+		BuildDefinition: BuildDefinition{
+			BuildType:            BuildType,
+			ExternalParameters:   ExternalParameters{Pipeline: PipelineParam{Path: run.PipelinePath, Ref: run.PipelineRef}, Steps: steps},
+			InternalParameters:   InternalParameters{Runner: strings.Join(runners, ","), GpuattestVersion: run.Version},
+			ResolvedDependencies: deps,
+		},
+		RunDetails: RunDetails{
+			Builder:    Builder{ID: builder, Version: map[string]string{"gpuattest": run.Version}},
+			Metadata:   BuildMetadata{InvocationID: run.ID, StartedOn: run.StartedAt.UTC(), FinishedOn: run.FinishedAt.UTC()},
+			Byproducts: byproducts,
+		},
+	}, nil
+}
+
+// ProvenanceStatement builds the SLSA Provenance v1 statement of run's
+// builds, with run.Artifacts as subjects.
+func ProvenanceStatement(run *Run) (*Statement, error) {
+	p, err := ProvenanceFor(run)
+	if err != nil {
+		return nil, fmt.Errorf("building provenance: %w", err)
+	}
+	return newStatement(run.Artifacts, ProvenancePredicateType, p)
+}

@@ -1,0 +1,343 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"time"
+
+	intoto "github.com/in-toto/attestation/go/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// PayloadType is the DSSE payload type of an in-toto statement.
+const PayloadType = "application/vnd.in-toto+json"
+
+// StatementType is the in-toto Statement v1 type URI.
+const StatementType = intoto.StatementTypeUri
+
+// Statement is an in-toto Statement v1. The predicate is kept as raw JSON
+// so that the signed bytes are exactly the ones Marshal returns.
+type Statement struct {
+	// Type is StatementType.
+	Type string `json:"_type"`
+	// Subject lists the attested artifacts.
+	Subject []Subject `json:"subject"`
+	// PredicateType is the predicate's type URI.
+	PredicateType string `json:"predicateType"`
+	// Predicate is the predicate as JSON.
+	Predicate json.RawMessage `json:"predicate"`
+}
+
+// Subject is an attested artifact by name and digests.
+type Subject struct {
+	// Name is the artifact's name (its path relative to the run).
+	Name string `json:"name"`
+	// Digest maps algorithm ("sha256") to lowercase hex digest.
+	Digest map[string]string `json:"digest"`
+}
+
+// Marshal returns the statement's JSON, the bytes that are signed.
+func (s *Statement) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("encoding statement: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Validate checks s against in-toto's Statement v1 rules (type, subjects
+// with digests, predicate type, predicate an object).
+func (s *Statement) Validate() error {
+	b, err := s.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = ParseStatement(b)
+	return err
+}
+
+// ParseStatement decodes and validates an in-toto Statement v1.
+func ParseStatement(b []byte) (*Statement, error) {
+	var pb intoto.Statement
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &pb); err != nil {
+		return nil, fmt.Errorf("decoding in-toto statement: %w", err)
+	}
+	if err := pb.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid in-toto statement: %w", err)
+	}
+	if pb.GetType() != StatementType {
+		return nil, fmt.Errorf("statement _type %q: expected %q", pb.GetType(), StatementType)
+	}
+	var s Statement
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("decoding in-toto statement: %w", err)
+	}
+	return &s, nil
+}
+
+// Artifact is a file a run produced, by path and hex sha256.
+type Artifact struct {
+	// Path is the file's path, slash-separated and relative to the run's
+	// work dir; it becomes the subject name.
+	Path string
+	// SHA256 is the lowercase hex sha256 of the file.
+	SHA256 string
+	// Step is the id of the step that produced it.
+	Step string
+	// Kind says what it is ("fatbin", "cubin", "results", "log", ...).
+	Kind string
+}
+
+// StepRecord is one step of a run as the engine recorded it.
+type StepRecord struct {
+	// ID is the step id.
+	ID string
+	// Kind is the step kind.
+	Kind string
+	// Verdict is the final state: passed, failed, error, skipped or cached.
+	Verdict string
+	// Reason says why a step that did not pass did not.
+	Reason string
+	// Runner is the runner kind the step ran on (host, docker, bwrap).
+	Runner string
+}
+
+// Image is a container image the run used.
+type Image struct {
+	// Name is the image's name in the pipeline.
+	Name string
+	// Ref is the pinned reference (repo@sha256:...).
+	Ref string
+	// Digest is "sha256:<hex>" of the image manifest.
+	Digest string
+}
+
+// Tool is a toolchain component (nvcc, cuobjdump, gcc).
+type Tool struct {
+	// Name is the tool's name.
+	Name string
+	// Version is its version string.
+	Version string
+	// SHA256 is the hex sha256 of its binary, when known.
+	SHA256 string
+}
+
+// Run is everything the statements say about one run, filled by the engine
+// from its run record.
+type Run struct {
+	// ID identifies the run (the run directory's name).
+	ID string
+	// PipelinePath is the pipeline file's path relative to the source root.
+	PipelinePath string
+	// PipelineRef is an optional source reference (a git commit).
+	PipelineRef string
+	// PipelineDigest is "sha256:<hex>" of the pipeline file.
+	PipelineDigest string
+	// LockDigest is "sha256:<hex>" of the lock file, empty without one.
+	LockDigest string
+	// SelectedSteps are the step ids the run was limited to (empty: all).
+	SelectedSteps []string
+	// Steps are all the run's steps in pipeline order.
+	Steps []StepRecord
+	// Preflight are the preflight outcomes.
+	Preflight []PreflightCheck
+	// RunError is set when the run itself failed (not just a step).
+	RunError string
+	// Hardware is the hardware record as JSON (pipeline/gpu).
+	Hardware json.RawMessage
+	// Artifacts are the released artifacts: the statements' subjects.
+	Artifacts []Artifact
+	// Results are the result files whose sha256 the predicate binds.
+	Results []Artifact
+	// Byproducts are logs and reports (provenance byproducts).
+	Byproducts []Artifact
+	// Sources are the build's source files.
+	Sources []Artifact
+	// Build are the build facts, nil when nothing was built.
+	Build *BuildFacts
+	// Benchmarks are the benchmark summaries.
+	Benchmarks []BenchmarkSummary
+	// Burnin are the burn-in summaries.
+	Burnin []BurninSummary
+	// Telemetry is the telemetry summary, nil without GPU steps.
+	Telemetry *TelemetrySummary
+	// Images are the container images the run used.
+	Images []Image
+	// Toolchain lists the build tools.
+	Toolchain []Tool
+	// StartedAt and FinishedAt bound the run.
+	StartedAt time.Time
+	// FinishedAt is when the run finished.
+	FinishedAt time.Time
+	// Version is the gpuattest version.
+	Version string
+}
+
+var (
+	hexSHA256    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	prefixSHA256 = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// passingVerdicts are the step verdicts that count as passed.
+var passingVerdicts = []string{"passed", "cached"}
+
+// subjects returns the run's artifacts as statement subjects, sorted by
+// name, with problems collected.
+func subjects(arts []Artifact) ([]Subject, []error) {
+	var errs []error
+	seen := map[string]string{}
+	var out []Subject
+	for i, a := range arts {
+		switch {
+		case a.Path == "":
+			errs = append(errs, fmt.Errorf("artifacts[%d].path: empty", i))
+			continue
+		case !hexSHA256.MatchString(a.SHA256):
+			errs = append(errs, fmt.Errorf("artifacts[%d].sha256 %q: expected 64 lowercase hex digits", i, a.SHA256))
+			continue
+		}
+		if d, ok := seen[a.Path]; ok {
+			if d != a.SHA256 {
+				errs = append(errs, fmt.Errorf("artifacts[%d]: %s listed twice with different digests", i, a.Path))
+			}
+			continue
+		}
+		seen[a.Path] = a.SHA256
+		out = append(out, Subject{Name: a.Path, Digest: map[string]string{"sha256": a.SHA256}})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errs
+}
+
+// ValidationPredicateFor builds the GPU validation predicate of run.
+func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
+	if run == nil {
+		return nil, errors.New("nil run")
+	}
+	var errs []error
+	if len(bytes.TrimSpace(run.Hardware)) == 0 {
+		errs = append(errs, errors.New("hardware: the run has no hardware record\nhint: the engine must capture one (pipeline/gpu) even when there is no GPU"))
+	}
+	var hw struct {
+		Simulated *bool `json:"simulated"`
+	}
+	var compact bytes.Buffer
+	if len(run.Hardware) > 0 {
+		if err := json.Unmarshal(run.Hardware, &hw); err != nil {
+			errs = append(errs, fmt.Errorf("hardware: expected a JSON object: %w", err))
+		} else if err := json.Compact(&compact, run.Hardware); err != nil {
+			errs = append(errs, fmt.Errorf("hardware: %w", err))
+		}
+	}
+	if !prefixSHA256.MatchString(run.PipelineDigest) {
+		errs = append(errs, fmt.Errorf("pipeline_digest %q: expected sha256:<64 hex digits>", run.PipelineDigest))
+	}
+	if run.LockDigest != "" && !prefixSHA256.MatchString(run.LockDigest) {
+		errs = append(errs, fmt.Errorf("lock_digest %q: expected sha256:<64 hex digits>", run.LockDigest))
+	}
+	if len(run.Steps) == 0 {
+		errs = append(errs, errors.New("steps: the run has no steps"))
+	}
+	p := &ValidationPredicate{
+		Hardware:         json.RawMessage(compact.Bytes()),
+		Build:            run.Build,
+		Benchmarks:       run.Benchmarks,
+		Burnin:           run.Burnin,
+		Telemetry:        run.Telemetry,
+		Preflight:        run.Preflight,
+		PipelineDigest:   run.PipelineDigest,
+		LockDigest:       run.LockDigest,
+		StartedAt:        run.StartedAt.UTC(),
+		FinishedAt:       run.FinishedAt.UTC(),
+		GpuattestVersion: run.Version,
+		FailedSteps:      []string{},
+		Results:          []FileDigest{},
+		Steps:            []StepVerdict{},
+	}
+	if hw.Simulated != nil {
+		p.Simulated = *hw.Simulated
+	}
+	sum := sha256.Sum256(run.Hardware)
+	p.HardwareDigest = "sha256:" + hex.EncodeToString(sum[:])
+	for i, r := range run.Results {
+		if !hexSHA256.MatchString(r.SHA256) {
+			errs = append(errs, fmt.Errorf("results[%d].sha256 %q: expected 64 lowercase hex digits", i, r.SHA256))
+			continue
+		}
+		p.Results = append(p.Results, FileDigest{Path: r.Path, SHA256: r.SHA256, Step: r.Step, Kind: r.Kind})
+	}
+	for i, s := range run.Steps {
+		if s.ID == "" || s.Verdict == "" {
+			errs = append(errs, fmt.Errorf("steps[%d]: id and verdict are required", i))
+			continue
+		}
+		p.Steps = append(p.Steps, StepVerdict{ID: s.ID, Kind: s.Kind, Verdict: s.Verdict, Reason: s.Reason})
+		if !slices.Contains(passingVerdicts, s.Verdict) {
+			p.FailedSteps = append(p.FailedSteps, s.ID)
+		}
+	}
+	for _, c := range run.Preflight {
+		if c.Status == "failed" {
+			p.FailedSteps = append(p.FailedSteps, "preflight/"+c.Check)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	p.Result = ResultPassed
+	if len(p.FailedSteps) > 0 || run.RunError != "" {
+		p.Result = ResultFailed
+	}
+	return p, nil
+}
+
+// ValidationStatement builds the GPU validation statement of run: subjects
+// are run.Artifacts, the predicate is ValidationPredicateFor(run). A run
+// that did not pass yields result "failed" with its failed steps.
+func ValidationStatement(run *Run) (*Statement, error) {
+	p, err := ValidationPredicateFor(run)
+	if err != nil {
+		return nil, fmt.Errorf("building validation predicate: %w", err)
+	}
+	return newStatement(run.Artifacts, ValidationPredicateType, p)
+}
+
+// NewStatement builds a statement over subjects with any JSON predicate.
+func NewStatement(subjects []Artifact, predicateType string, predicate any) (*Statement, error) {
+	return newStatement(subjects, predicateType, predicate)
+}
+
+func newStatement(arts []Artifact, predicateType string, predicate any) (*Statement, error) {
+	subj, errs := subjects(arts)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(subj) == 0 {
+		return nil, errors.New("no subjects: the run released no artifacts\nhint: cuda-build steps list their outputs as artifacts")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(predicate); err != nil {
+		return nil, fmt.Errorf("encoding predicate: %w", err)
+	}
+	s := &Statement{
+		Type:          StatementType,
+		Subject:       subj,
+		PredicateType: predicateType,
+		Predicate:     json.RawMessage(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))),
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

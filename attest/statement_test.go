@@ -1,0 +1,231 @@
+package attest_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+func TestValidationStatement(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		edit       func(*attest.Run)
+		wantResult string
+		wantFailed []string
+		wantErr    string
+	}{
+		{name: "passed", wantResult: "passed", wantFailed: []string{}},
+		{name: "cached counts as passed", edit: func(r *attest.Run) { r.Steps[0].Verdict = "cached" }, wantResult: "passed", wantFailed: []string{}},
+		{name: "failed step", edit: func(r *attest.Run) { r.Steps[1].Verdict = "failed"; r.Steps[1].Reason = "2 tests failed" }, wantResult: "failed", wantFailed: []string{"test"}},
+		{name: "skipped and error steps", edit: func(r *attest.Run) { r.Steps[1].Verdict = "error"; r.Steps[2].Verdict = "skipped" }, wantResult: "failed", wantFailed: []string{"test", "bench"}},
+		{name: "failed preflight", edit: func(r *attest.Run) {
+			r.Preflight = []attest.PreflightCheck{{Check: "ecc", Status: "failed", Message: "ECC disabled"}, {Check: "clocks", Status: "passed"}}
+		}, wantResult: "failed", wantFailed: []string{"preflight/ecc"}},
+		{name: "run error", edit: func(r *attest.Run) { r.RunError = "interrupted" }, wantResult: "failed", wantFailed: []string{}},
+		{name: "no hardware", edit: func(r *attest.Run) { r.Hardware = nil }, wantErr: "no hardware record"},
+		{name: "hardware not an object", edit: func(r *attest.Run) { r.Hardware = json.RawMessage(`[1`) }, wantErr: "hardware: expected a JSON object"},
+		{name: "bad pipeline digest", edit: func(r *attest.Run) { r.PipelineDigest = "abc" }, wantErr: "pipeline_digest \"abc\""},
+		{name: "no artifacts", edit: func(r *attest.Run) { r.Artifacts = nil }, wantErr: "no subjects"},
+		{name: "bad artifact digest", edit: func(r *attest.Run) { r.Artifacts[0].SHA256 = "XYZ" }, wantErr: "artifacts[0].sha256"},
+		{name: "no steps", edit: func(r *attest.Run) { r.Steps = nil }, wantErr: "steps: the run has no steps"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			run := sampleRun()
+			if tt.edit != nil {
+				tt.edit(run)
+			}
+			st, err := attest.ValidationStatement(run)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p attest.ValidationPredicate
+			if err := json.Unmarshal(st.Predicate, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Result != tt.wantResult {
+				t.Errorf("result = %q, want %q", p.Result, tt.wantResult)
+			}
+			if diff := cmp.Diff(tt.wantFailed, p.FailedSteps); diff != "" {
+				t.Errorf("failed_steps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidationStatementContent(t *testing.T) {
+	t.Parallel()
+	run := sampleRun()
+	st, err := attest.ValidationStatement(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSubj := []attest.Subject{{Name: "build/kernels.fatbin", Digest: map[string]string{"sha256": hexOf('c')}}}
+	if diff := cmp.Diff(wantSubj, st.Subject); diff != "" {
+		t.Errorf("subjects (-want +got):\n%s", diff)
+	}
+	if st.Type != "https://in-toto.io/Statement/v1" || st.PredicateType != "https://gpuattest.dev/gpu-validation/v1" {
+		t.Errorf("type %q predicateType %q", st.Type, st.PredicateType)
+	}
+	var p attest.ValidationPredicate
+	if err := json.Unmarshal(st.Predicate, &p); err != nil {
+		t.Fatal(err)
+	}
+	// The hardware record is embedded byte for byte and its digest is the
+	// sha256 of the record's bytes.
+	if !bytes.Equal(p.Hardware, run.Hardware) {
+		t.Errorf("hardware not byte-faithful:\n got %s\nwant %s", p.Hardware, run.Hardware)
+	}
+	sum := sha256.Sum256(run.Hardware)
+	if want := "sha256:" + hex.EncodeToString(sum[:]); p.HardwareDigest != want {
+		t.Errorf("hardware_digest = %s, want %s", p.HardwareDigest, want)
+	}
+	if !p.Simulated {
+		t.Error("simulated not lifted from the hardware record")
+	}
+	if p.Build == nil || p.Build.Reproducible == nil || !*p.Build.Reproducible || len(p.Build.Artifacts[0].Cubins) != 2 {
+		t.Errorf("build facts lost: %+v", p.Build)
+	}
+	if len(p.Benchmarks) != 1 || p.Benchmarks[0].Throughput.Value != 2950 {
+		t.Errorf("benchmarks lost: %+v", p.Benchmarks)
+	}
+	// snake_case keys.
+	for _, k := range []string{`"hardware_digest"`, `"failed_steps"`, `"pipeline_digest"`, `"gpuattest_version"`, `"median_ns"`, `"ci_low_ns"`, `"sass_archs"`} {
+		if !bytes.Contains(st.Predicate, []byte(k)) {
+			t.Errorf("predicate lacks key %s", k)
+		}
+	}
+	// Marshal round-trips through in-toto's own Statement validation.
+	b, err := st.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := attest.ParseStatement(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestPredicateMatchesSchema(t *testing.T) {
+	t.Parallel()
+	c := jsonschema.NewCompiler()
+	sch, err := c.Compile("../schemas/predicate.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, verdict := range []string{"passed", "failed"} {
+		run := sampleRun()
+		run.Steps[1].Verdict = verdict
+		st, err := attest.ValidationStatement(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(st.Predicate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.Validate(v); err != nil {
+			t.Errorf("%s predicate does not match schema: %v", verdict, err)
+		}
+	}
+	// And the schema rejects a predicate with an invalid result.
+	v, _ := jsonschema.UnmarshalJSON(strings.NewReader(`{"result":"maybe"}`))
+	if err := sch.Validate(v); err == nil {
+		t.Error("schema accepted result \"maybe\"")
+	}
+}
+
+func TestPredicateSchemaUpToDate(t *testing.T) {
+	t.Parallel()
+	want, err := attest.PredicateSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../schemas/predicate.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("schemas/predicate.schema.json is stale\nhint: run go generate ./attest")
+	}
+}
+
+func TestProvenanceStatement(t *testing.T) {
+	t.Parallel()
+	run := sampleRun()
+	st, err := attest.ProvenanceStatement(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PredicateType != "https://slsa.dev/provenance/v1" {
+		t.Errorf("predicateType = %q", st.PredicateType)
+	}
+	var p attest.Provenance
+	if err := json.Unmarshal(st.Predicate, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.BuildDefinition.BuildType != "https://gpuattest.dev/build/v1" {
+		t.Errorf("buildType = %q", p.BuildDefinition.BuildType)
+	}
+	if p.RunDetails.Builder.ID != attest.BuilderContainer {
+		t.Errorf("builder.id = %q, want container builder (build ran in docker)", p.RunDetails.Builder.ID)
+	}
+	var names []string
+	for _, d := range p.BuildDefinition.ResolvedDependencies {
+		names = append(names, d.Name)
+	}
+	if diff := cmp.Diff([]string{"pipeline", "lock", "cuda", "nvcc"}, names); diff != "" {
+		t.Errorf("resolvedDependencies (-want +got):\n%s", diff)
+	}
+	if len(p.RunDetails.Byproducts) != 1 {
+		t.Errorf("byproducts = %+v", p.RunDetails.Byproducts)
+	}
+	run.Steps[0].Runner = "host"
+	st, err = attest.ProvenanceStatement(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(st.Predicate, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.RunDetails.Builder.ID != attest.BuilderHost {
+		t.Errorf("builder.id = %q, want host builder", p.RunDetails.Builder.ID)
+	}
+	run.Images[0].Digest = "latest"
+	if _, err := attest.ProvenanceStatement(run); err == nil || !strings.Contains(err.Error(), "images[0] (cuda)") {
+		t.Errorf("err = %v, want images[0] error", err)
+	}
+}
+
+func TestParseStatementRejects(t *testing.T) {
+	t.Parallel()
+	for name, in := range map[string]string{
+		"not json":          `{`,
+		"wrong type":        `{"_type":"https://example.com/x","subject":[{"name":"a","digest":{"sha256":"00"}}],"predicateType":"p","predicate":{}}`,
+		"no subject":        `{"_type":"https://in-toto.io/Statement/v1","subject":[],"predicateType":"p","predicate":{}}`,
+		"no predicate type": `{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"a","digest":{"sha256":"00"}}],"predicate":{}}`,
+	} {
+		if _, err := attest.ParseStatement([]byte(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
