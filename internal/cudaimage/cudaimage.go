@@ -70,8 +70,12 @@ func StartRegistry(t testing.TB) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// Push pushes img to host (a registry on 127.0.0.1) as repository
-// cuda-build and returns the reference host/cuda-build@sha256:....
+// Tag is the tag Push gives the image, so tests can resolve (lock) it.
+const Tag = "11.8"
+
+// Push pushes img to host (a registry on 127.0.0.1) as
+// host/cuda-build:11.8 and returns the digest reference
+// host/cuda-build@sha256:....
 func Push(t testing.TB, img v1.Image, host string) string {
 	t.Helper()
 	d, err := img.Digest()
@@ -82,10 +86,14 @@ func Push(t testing.TB, img v1.Image, host string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tag, err := name.NewTag(host+"/cuda-build:"+Tag, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+	if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
 		t.Fatalf("pushing the CUDA image to %s: %v", host, err)
 	}
 	t.Logf("pushed %s in %v", ref, time.Since(start).Round(time.Millisecond))

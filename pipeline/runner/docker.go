@@ -31,6 +31,7 @@ import (
 // reach the engine (a remote engine) the work dir is copied in and out.
 type Docker struct {
 	bin       string
+	prefix    string
 	logger    *slog.Logger
 	forceCopy bool
 	hasGPU    func() bool
@@ -67,6 +68,18 @@ func WithDockerLogger(l *slog.Logger) DockerOption {
 	}
 }
 
+// WithDockerNamePrefix sets the prefix of container names (default
+// "gpuattest-"); a random suffix follows it.
+func WithDockerNamePrefix(prefix string) DockerOption {
+	return func(d *Docker) error {
+		if prefix == "" {
+			return errors.New("empty container name prefix")
+		}
+		d.prefix = prefix
+		return nil
+	}
+}
+
 // WithDockerCopy makes the runner copy the work dir into the container
 // and back out instead of bind-mounting it, as it does by itself when the
 // engine cannot see host paths.
@@ -88,7 +101,7 @@ func WithDockerGPUCheck(hasGPU func() bool) DockerOption {
 
 // NewDocker returns a docker runner. It does not contact the engine.
 func NewDocker(opts ...DockerOption) (*Docker, error) {
-	d := &Docker{bin: "docker", logger: slog.New(slog.DiscardHandler), hasGPU: HostHasGPU}
+	d := &Docker{bin: "docker", prefix: "gpuattest-", logger: slog.New(slog.DiscardHandler), hasGPU: HostHasGPU}
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, fmt.Errorf("docker runner: %w", err)
@@ -177,7 +190,7 @@ func (d *Docker) Run(ctx context.Context, c *Command) (*Result, error) {
 	if err := writeEnvFile(envFile, c.Env); err != nil {
 		return nil, err
 	}
-	cname := "gpuattest-" + randomHex(8)
+	cname := d.prefix + randomHex(8)
 	args := []string{
 		"--name", cname, "--network", "none",
 		"--user", strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid()),
@@ -493,7 +506,7 @@ func (d *Docker) probeBind(ctx context.Context, image string) (bool, error) {
 	if err := os.WriteFile(filepath.Join(dir, "marker"), []byte(marker), 0o644); err != nil {
 		return false, err
 	}
-	cname := "gpuattest-probe-" + randomHex(8)
+	cname := d.prefix + "probe-" + randomHex(8)
 	defer d.remove(cname)
 	if out, err := d.cli(ctx, nil, "create", "--name", cname, "--network", "none", "--volume", dir+":/gpuattest-probe:ro", image, "probe"); err != nil {
 		return false, fmt.Errorf("creating the probe container: %w: %s", err, out)

@@ -1,0 +1,460 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline/image"
+)
+
+// Bwrap runs each command under bubblewrap in the extracted file system of
+// its image: no daemon, no network, the image read-only, the work dir
+// read-write at the same path. The image (name@sha256:..., or a pinned
+// oci-layout: or docker-archive: source) is pulled with
+// go-containerregistry and extracted safely into a digest-keyed cache
+// (pipeline/image.Extract). With Command.GPU the NVIDIA device nodes and
+// the host driver libraries are bound in.
+type Bwrap struct {
+	bin       string
+	cacheDir  string
+	logger    *slog.Logger
+	hasGPU    func() bool
+	imageOpts []image.Option
+
+	mu       sync.Mutex
+	prepared map[string]*bwrapImage
+}
+
+var _ Runner = (*Bwrap)(nil)
+
+// bwrapImage is an image ready to run: its root file system and the
+// environment from its config.
+type bwrapImage struct {
+	rootfs string
+	env    []string
+}
+
+// DriverLibDir is where the host's NVIDIA driver libraries appear inside a
+// bwrap sandbox run with a GPU (it is put first in LD_LIBRARY_PATH), the
+// same directory NVIDIA's CUDA images list in LD_LIBRARY_PATH.
+const DriverLibDir = "/usr/local/nvidia/lib64"
+
+// BwrapOption configures a Bwrap runner.
+type BwrapOption func(*Bwrap) error
+
+// WithBwrapBinary sets the bwrap binary (default: bwrap in PATH).
+func WithBwrapBinary(path string) BwrapOption {
+	return func(b *Bwrap) error {
+		if path == "" {
+			return errors.New("bwrap binary path is empty")
+		}
+		b.bin = path
+		return nil
+	}
+}
+
+// WithBwrapCacheDir sets gpuattest's cache dir; root file systems go in
+// its rootfs/ (default: image.DefaultCacheDir(), $XDG_CACHE_HOME/gpuattest).
+func WithBwrapCacheDir(dir string) BwrapOption {
+	return func(b *Bwrap) error {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("cache dir %q is not absolute", dir)
+		}
+		b.cacheDir = dir
+		return nil
+	}
+}
+
+// WithBwrapLogger sets the logger for pulls and extraction.
+func WithBwrapLogger(l *slog.Logger) BwrapOption {
+	return func(b *Bwrap) error {
+		if l == nil {
+			return errors.New("nil logger")
+		}
+		b.logger = l
+		return nil
+	}
+}
+
+// WithBwrapImageOptions passes options to image.Pull and image.Extract
+// (keychain, transport, base dir of relative layout paths).
+func WithBwrapImageOptions(opts ...image.Option) BwrapOption {
+	return func(b *Bwrap) error { b.imageOpts = append(b.imageOpts, opts...); return nil }
+}
+
+// WithBwrapGPUCheck replaces the check for a GPU on this machine
+// (default: HostHasGPU).
+func WithBwrapGPUCheck(hasGPU func() bool) BwrapOption {
+	return func(b *Bwrap) error {
+		if hasGPU == nil {
+			return errors.New("nil GPU check")
+		}
+		b.hasGPU = hasGPU
+		return nil
+	}
+}
+
+// NewBwrap returns a bubblewrap runner.
+func NewBwrap(opts ...BwrapOption) (*Bwrap, error) {
+	b := &Bwrap{bin: "bwrap", logger: slog.New(slog.DiscardHandler), hasGPU: HostHasGPU, prepared: map[string]*bwrapImage{}}
+	for _, o := range opts {
+		if err := o(b); err != nil {
+			return nil, fmt.Errorf("bwrap runner: %w", err)
+		}
+	}
+	if b.cacheDir == "" {
+		d, err := image.DefaultCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("bwrap runner: %w", err)
+		}
+		b.cacheDir = d
+	}
+	return b, nil
+}
+
+// Name returns "bwrap".
+func (*Bwrap) Name() string { return "bwrap" }
+
+// Info describes the bwrap runner.
+func (*Bwrap) Info() Info { return Info{Name: "bwrap", Isolation: "namespace"} }
+
+// Prepare pulls and extracts ref (when not done yet) and returns the root
+// file system directory. Run calls it; callers may call it first to keep
+// the pull out of a step's timing.
+func (b *Bwrap) Prepare(ctx context.Context, ref string) (string, error) {
+	im, err := b.prepare(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	return im.rootfs, nil
+}
+
+func (b *Bwrap) prepare(ctx context.Context, ref string) (*bwrapImage, error) {
+	src, err := image.ParseSource(ref)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap runner: %w", err)
+	}
+	if src.Floating() {
+		return nil, fmt.Errorf("bwrap runner: image %q is not pinned by digest\nhint: use NAME@sha256:<digest> (or oci-layout:PATH@sha256:...); gpuattest lock resolves tags to digests", ref)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if im, ok := b.prepared[ref]; ok {
+		return im, nil
+	}
+	opts := append([]image.Option{image.WithLogger(b.logger)}, b.imageOpts...)
+	img, _, err := image.Pull(ctx, ref, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap runner: %w", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("bwrap runner: reading the config of %s: %w", ref, err)
+	}
+	rootfs, err := image.Extract(ctx, img, b.cacheDir, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap runner: %w", err)
+	}
+	im := &bwrapImage{rootfs: rootfs, env: cfg.Config.Env}
+	b.prepared[ref] = im
+	return im, nil
+}
+
+// Run runs c under bwrap in c.Image's root file system. The exit status
+// of the process is Result.ExitCode; a sandbox that could not be set up,
+// or a command that could not be started in it, is an error.
+func (b *Bwrap) Run(ctx context.Context, c *Command) (*Result, error) {
+	if err := checkCommand("bwrap", c); err != nil {
+		return nil, err
+	}
+	if c.Image == "" {
+		return nil, errors.New("bwrap runner: the step has no image\nhint: set image: NAME@sha256:... (run gpuattest lock to pin a tag)")
+	}
+	if c.GPU && !b.hasGPU() {
+		return nil, fmt.Errorf("bwrap runner: %w", ErrNoGPU)
+	}
+	im, err := b.prepare(ctx, c.Image)
+	if err != nil {
+		return nil, err
+	}
+	var gpu *gpuBinds
+	if c.GPU {
+		if gpu, err = hostGPUBinds(ctx); err != nil {
+			return nil, fmt.Errorf("bwrap runner: %w", err)
+		}
+	}
+	args, err := bwrapArgs(im, c, gpu)
+	if err != nil {
+		return nil, err
+	}
+	return b.exec(ctx, args, c)
+}
+
+// gpuBinds are the host's GPU device nodes and driver libraries.
+type gpuBinds struct {
+	devices []string
+	// libs maps a library name (soname) to its host path.
+	libs map[string]string
+}
+
+var driverLib = regexp.MustCompile(`^(libcuda\.so|libnvidia-[A-Za-z0-9_.-]+\.so|libnvcuvid\.so)`)
+
+// hostGPUBinds finds /dev/nvidia* and the driver libraries in ldconfig's
+// cache.
+func hostGPUBinds(ctx context.Context) (*gpuBinds, error) {
+	devs, _ := filepath.Glob("/dev/nvidia*")
+	g := &gpuBinds{devices: devs, libs: map[string]string{}}
+	out, err := exec.CommandContext(ctx, "ldconfig", "-p").Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing driver libraries (ldconfig -p): %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		name, rest, ok := strings.Cut(line, " ")
+		if !ok || !driverLib.MatchString(name) || !strings.Contains(rest, "x86-64") {
+			continue
+		}
+		_, p, ok := strings.Cut(rest, "=> ")
+		if !ok {
+			continue
+		}
+		if _, dup := g.libs[name]; !dup {
+			g.libs[name] = strings.TrimSpace(p)
+		}
+	}
+	if _, ok := g.libs["libcuda.so.1"]; !ok {
+		return nil, errors.New("the machine has GPU device nodes but no libcuda.so.1 in the ldconfig cache\nhint: install the NVIDIA driver's user-space libraries (libcuda1)")
+	}
+	return g, nil
+}
+
+// bwrapArgs builds bwrap's argument list.
+//
+// The image's top-level entries are bound read-only one by one onto
+// bwrap's own (tmpfs) root rather than binding the rootfs at /, so that
+// mount points for the work dir and other binds can be created even where
+// the image has no such directory: every directory on the way to a bind
+// target is recreated as a tmpfs directory whose other entries are bound
+// from the image. The skeleton is remounted read-only at the end.
+func bwrapArgs(im *bwrapImage, c *Command, gpu *gpuBinds) ([]string, error) {
+	args := []string{
+		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+		"--json-status-fd", "3",
+	}
+	special := map[string]bool{"/proc": true, "/dev": true, "/tmp": true}
+	targets := append([]string{filepath.Clean(c.Dir)}, c.ReadOnly...)
+	if gpu != nil {
+		for n := range gpu.libs {
+			targets = append(targets, filepath.Join(DriverLibDir, n))
+		}
+	}
+	expand := map[string]bool{}
+	for _, t := range targets {
+		if special[topLevel(t)] {
+			continue
+		}
+		for d := filepath.Dir(t); d != "/"; d = filepath.Dir(d) {
+			expand[d] = true
+		}
+	}
+	isTarget := map[string]bool{}
+	for _, t := range targets {
+		isTarget[filepath.Clean(t)] = true
+	}
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		entries, err := os.ReadDir(filepath.Join(im.rootfs, dir))
+		if err != nil {
+			return fmt.Errorf("bwrap runner: reading the image root file system: %w", err)
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			if special[p] || isTarget[p] {
+				continue
+			}
+			host := filepath.Join(im.rootfs, p)
+			switch {
+			case e.Type()&os.ModeSymlink != 0:
+				target, err := os.Readlink(host)
+				if err != nil {
+					return err
+				}
+				args = append(args, "--symlink", target, p)
+			case e.IsDir() && expand[p]:
+				fi, err := e.Info()
+				if err != nil {
+					return err
+				}
+				args = append(args, "--perms", fmt.Sprintf("%04o", fi.Mode().Perm()), "--dir", p)
+				if err := walk(p); err != nil {
+					return err
+				}
+			case e.IsDir() || e.Type().IsRegular():
+				args = append(args, "--ro-bind", host, p)
+			}
+		}
+		return nil
+	}
+	if err := walk("/"); err != nil {
+		return nil, err
+	}
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+
+	env := mergeEnv(im.env, c.Env)
+	if gpu != nil {
+		for _, d := range gpu.devices {
+			args = append(args, "--dev-bind", d, d)
+		}
+		names := make([]string, 0, len(gpu.libs))
+		for n := range gpu.libs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			args = append(args, "--ro-bind", gpu.libs[n], filepath.Join(DriverLibDir, n))
+		}
+		ld := DriverLibDir
+		if old := envValue(env, "LD_LIBRARY_PATH"); old != "" {
+			ld += ":" + old
+		}
+		env = mergeEnv(env, []string{"LD_LIBRARY_PATH=" + ld})
+	}
+	for _, p := range c.ReadOnly {
+		args = append(args, "--ro-bind", p, p)
+	}
+	args = append(args, "--bind", c.Dir, c.Dir, "--remount-ro", "/", "--chdir", c.Dir)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "--setenv", k, v)
+	}
+	args = append(args, "--")
+	return append(args, c.Args...), nil
+}
+
+func topLevel(p string) string {
+	p = filepath.Clean(p)
+	if i := strings.IndexByte(p[1:], '/'); i >= 0 {
+		return p[:i+1]
+	}
+	return p
+}
+
+// mergeEnv returns base with the entries of over added or replacing
+// those with the same key, order kept.
+func mergeEnv(base, over []string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	idx := map[string]int{}
+	for _, kv := range append(append([]string{}, base...), over...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// bwrapStatus is one JSON document bwrap writes to --json-status-fd.
+type bwrapStatus struct {
+	ChildPID *int `json:"child-pid"`
+	ExitCode *int `json:"exit-code"`
+}
+
+func (b *Bwrap) exec(ctx context.Context, args []string, c *Command) (*Result, error) {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer statusR.Close()
+	var errTail tailBuffer
+	cmd := exec.Command(b.bin, args...)
+	cmd.Env = []string{}
+	cmd.Stdout = orDiscard(c.Stdout)
+	cmd.Stderr = io.MultiWriter(orDiscard(c.Stderr), &errTail)
+	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		statusW.Close()
+		return nil, fmt.Errorf("bwrap runner: starting %s: %w\nhint: install bubblewrap (apt-get install bubblewrap)", b.bin, err)
+	}
+	statusW.Close()
+	statusDone := make(chan bwrapStatus, 1)
+	go func() {
+		var st bwrapStatus
+		dec := json.NewDecoder(statusR)
+		for {
+			var s bwrapStatus
+			if dec.Decode(&s) != nil {
+				break
+			}
+			if s.ChildPID != nil {
+				st.ChildPID = s.ChildPID
+			}
+			if s.ExitCode != nil {
+				st.ExitCode = s.ExitCode
+			}
+		}
+		statusDone <- st
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-ctx.Done():
+		// bwrap holds pid 1 of the sandbox's pid namespace with
+		// --die-with-parent: killing bwrap takes the whole sandbox down.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return &Result{ExitCode: -1, Duration: time.Since(start)}, fmt.Errorf("bwrap runner: %s: %w", c.Args[0], context.Cause(ctx))
+	}
+	res := &Result{Duration: time.Since(start)}
+	st := <-statusDone
+	if werr != nil {
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) {
+			return nil, fmt.Errorf("bwrap runner: waiting for bwrap: %w", werr)
+		}
+	}
+	msg := errTail.String()
+	if st.ChildPID == nil {
+		return nil, fmt.Errorf("bwrap runner: setting up the sandbox failed: %s\nhint: bwrap needs user namespaces (sysctl kernel.unprivileged_userns_clone=1) or root", strings.TrimSpace(lastLines(msg, 5)))
+	}
+	if i := strings.LastIndex(msg, "bwrap: execvp "); i >= 0 && cmd.ProcessState.ExitCode() == 1 {
+		return nil, fmt.Errorf("bwrap runner: starting %s in the image: %s", c.Args[0], strings.TrimSpace(msg[i:]))
+	}
+	res.ExitCode = cmd.ProcessState.ExitCode()
+	if st.ExitCode != nil {
+		res.ExitCode = *st.ExitCode
+	}
+	return res, nil
+}

@@ -1,0 +1,128 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpuattest/gpuattest/internal/testenv"
+)
+
+func TestBwrapArgs(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"usr/bin", "etc", "var/cache/apt", "var/lib", "tmp", "proc", "dev"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink("usr/bin", filepath.Join(root, "bin"))
+	os.WriteFile(filepath.Join(root, "etc-file"), nil, 0o644)
+
+	im := &bwrapImage{rootfs: root, env: []string{"PATH=/usr/bin:/bin", "LANG=C"}}
+	c := &Command{
+		Args:     []string{"nvcc", "--version"},
+		Dir:      "/var/cache/work",
+		Env:      []string{"LANG=C.UTF-8", "X=1"},
+		ReadOnly: []string{"/tmp/inputs"},
+	}
+	got, err := bwrapArgs(im, c, &gpuBinds{
+		devices: []string{"/dev/nvidia0", "/dev/nvidiactl"},
+		libs:    map[string]string{"libcuda.so.1": "/usr/lib/x86_64-linux-gnu/libcuda.so.535.1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := func(p string) string { return filepath.Join(root, p) }
+	want := []string{
+		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--json-status-fd", "3",
+		"--symlink", "usr/bin", "/bin",
+		"--ro-bind", r("etc"), "/etc",
+		"--ro-bind", r("etc-file"), "/etc-file",
+		"--perms", "0755", "--dir", "/usr",
+		"--ro-bind", r("usr/bin"), "/usr/bin",
+		"--perms", "0755", "--dir", "/var",
+		"--perms", "0755", "--dir", "/var/cache",
+		"--ro-bind", r("var/cache/apt"), "/var/cache/apt",
+		"--ro-bind", r("var/lib"), "/var/lib",
+		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--dev-bind", "/dev/nvidia0", "/dev/nvidia0",
+		"--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl",
+		"--ro-bind", "/usr/lib/x86_64-linux-gnu/libcuda.so.535.1", "/usr/local/nvidia/lib64/libcuda.so.1",
+		"--ro-bind", "/tmp/inputs", "/tmp/inputs",
+		"--bind", "/var/cache/work", "/var/cache/work",
+		"--remount-ro", "/", "--chdir", "/var/cache/work",
+		"--setenv", "PATH", "/usr/bin:/bin",
+		"--setenv", "LANG", "C.UTF-8",
+		"--setenv", "X", "1",
+		"--setenv", "LD_LIBRARY_PATH", "/usr/local/nvidia/lib64",
+		"--", "nvcc", "--version",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bwrap args (-want +got):\n%s", diff)
+	}
+}
+
+func TestBwrapRefusesFloating(t *testing.T) {
+	b, err := NewBwrap(WithBwrapCacheDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"127.0.0.1:1/cuda-build:11.8", "oci-layout:/nonexistent"} {
+		_, err := b.Run(t.Context(), &Command{Args: []string{"true"}, Dir: t.TempDir(), Image: ref})
+		if err == nil || !strings.Contains(err.Error(), "not pinned by digest") || !strings.Contains(err.Error(), "hint:") {
+			t.Errorf("%s: got %v, want a not-pinned error with a hint", ref, err)
+		}
+	}
+}
+
+func TestBwrapCUDA(t *testing.T) {
+	testenv.RequireTool(t, "bwrap")
+	ref := cudaImage(t)
+	b, err := NewBwrap(WithBwrapCacheDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rootfs, err := b.Prepare(t.Context(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pull + extract of %s into %s took %v", ref, rootfs, time.Since(start).Round(time.Millisecond))
+
+	checkRunnerBehaviour(t, b, ref, nil)
+
+	t.Run("image is read-only", func(t *testing.T) {
+		res, _, stderr, err := runIn(t, t.Context(), b, ref, t.TempDir(), nil, "bash", "-c", "touch /usr/bin/x || touch /x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode == 0 {
+			t.Fatal("wrote into the image")
+		}
+		if _, err := os.Stat(filepath.Join(rootfs, "usr/bin/x")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the cached rootfs was modified (stderr %q)", stderr)
+		}
+	})
+
+	t.Run("work dir outside the image's tree", func(t *testing.T) {
+		// /var/cache/... exists in the image; a work dir under it needs the
+		// skeleton expansion to get a mount point.
+		base := filepath.Join("/var/cache", "gpuattest-bwrap-test-"+randomHex(4))
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			t.Skip(err)
+		}
+		defer os.RemoveAll(base)
+		res, stdout, stderr, err := runIn(t, t.Context(), b, ref, base, nil, "bash", "-c", "pwd > where && ls /var/cache/apt >/dev/null && cat where")
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v %+v %s", err, res, stderr)
+		}
+		if strings.TrimSpace(stdout) != base {
+			t.Errorf("pwd inside %q, want %q", stdout, base)
+		}
+	})
+}
