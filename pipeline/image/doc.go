@@ -19,3 +19,5 @@
 // every tar entry that could write outside it, and never leaves a
 // half-extracted root file system under its final name.
 package image
+
+//go:generate go run ./internal/genschema ../../schemas/lock.schema.json

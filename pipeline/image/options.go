@@ -27,6 +27,10 @@ type options struct {
 	baseDir   string
 	logger    *slog.Logger
 	now       func() time.Time
+
+	// CheckLock only.
+	pipelineFile string
+	skipSources  bool
 }
 
 func applyOptions(opts []Option) (*options, error) {
