@@ -1,0 +1,127 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+// Test executes test steps. A test passes only when its command exits 0
+// AND its results file exists, parses, holds at least one case and no case
+// failed or errored. A missing or invalid results file is an error (the
+// engine records the step as errored); skipped cases are counted and
+// reported, never silently passed.
+type Test struct{}
+
+var _ step.Executor = Test{}
+
+// TestDetails is a test step's facts (Outcome.Details).
+type TestDetails struct {
+	// Results is the results file as the step names it; Format how it was read.
+	Results string `json:"results"`
+	Format  string `json:"format"`
+	// Tool, Backend and Device come from a gpuattest results file.
+	Tool    string `json:"tool,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	Device  string `json:"device,omitempty"`
+	// Counts tallies the cases.
+	Counts Counts `json:"counts"`
+	// Failures lists the cases that failed or errored, with their message.
+	Failures []CaseStatus `json:"failures,omitempty"`
+	// Skipped lists the skipped cases, with their reason.
+	Skipped []CaseStatus `json:"skipped,omitempty"`
+}
+
+// CaseStatus names a case with its status and message.
+type CaseStatus struct {
+	Name    string `json:"name"`
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// Execute runs the test step s.Step.
+func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error) {
+	resPath, err := resultsPath(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := removeStale(resPath); err != nil {
+		return nil, err
+	}
+	res, err := runStep(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	out := &step.Outcome{ExitCode: exitPtr(res)}
+	r, err := ReadResultsFormat(resPath, s.Step.Format)
+	if err != nil {
+		if res.ExitCode != 0 {
+			return nil, fmt.Errorf("command exited %d and left no usable results: %w", res.ExitCode, err)
+		}
+		return nil, err
+	}
+	if f, err := workFile(s, resPath, resultsKind(r)); err == nil {
+		out.Results = append(out.Results, f)
+	} else {
+		return nil, err
+	}
+	if _, err := copyToStep(s, resPath, "results"+filepath.Ext(resPath), resultsKind(r)); err != nil {
+		return nil, err
+	}
+	d := &TestDetails{Results: s.Step.Results, Format: r.Format, Tool: r.Tool, Backend: r.Backend, Device: r.Device, Counts: r.Count()}
+	if r.Format == FormatJUnit {
+		d.Tool = ""
+	}
+	for _, c := range r.Cases {
+		switch c.Status {
+		case StatusFailed, StatusError:
+			d.Failures = append(d.Failures, CaseStatus{c.Name, c.Status, c.Message})
+		case StatusSkipped:
+			d.Skipped = append(d.Skipped, CaseStatus{c.Name, c.Status, c.Message})
+		}
+	}
+	out.Details = d
+	if d.Counts.Total == 0 {
+		return nil, fmt.Errorf("results %s hold no case: a test passes on its results, never on the exit code alone\nhint: check that the suite found its tests", s.Step.Results)
+	}
+	c := d.Counts
+	summary := fmt.Sprintf("%d cases: %d passed, %d failed, %d errored, %d skipped", c.Total, c.Passed, c.Failed, c.Errored, c.Skipped)
+	var why []string
+	if res.ExitCode != 0 {
+		why = append(why, fmt.Sprintf("command exited %d", res.ExitCode))
+	}
+	if len(d.Failures) > 0 {
+		var names []string
+		for i, f := range d.Failures {
+			if i == 3 {
+				names = append(names, fmt.Sprintf("and %d more", len(d.Failures)-3))
+				break
+			}
+			n := f.Name + " " + f.Status
+			if f.Message != "" {
+				n += ": " + firstLine(f.Message)
+			}
+			names = append(names, n)
+		}
+		why = append(why, strings.Join(names, "; "))
+	}
+	if c.Passed == 0 && len(why) == 0 {
+		why = append(why, "every case was skipped: nothing was tested")
+	}
+	if len(why) > 0 {
+		out.Status = step.Failed
+		out.Reason = summary + " (" + strings.Join(why, "; ") + ")"
+		return out, nil
+	}
+	out.Status = step.Passed
+	out.Reason = summary
+	return out, nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}
