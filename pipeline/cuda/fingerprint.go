@@ -123,7 +123,8 @@ func Fingerprint(ctx context.Context, r runner.Runner, opts ...Option) (*Toolcha
 		if p := vars["PATH"]; p != "" {
 			env = setEnv(env, "PATH", p)
 		}
-		out, _, err := run(env, tc.HostCompiler, "--version")
+		// Through sh so the lookup uses nvcc's PATH, not this process's.
+		out, _, err := run(env, "sh", "-c", `exec "$0" --version`, tc.HostCompiler)
 		if err != nil {
 			return nil, fmt.Errorf("asking the host compiler for its version: %w", err)
 		}

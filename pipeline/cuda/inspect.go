@@ -230,7 +230,7 @@ func WithTempDir(dir string) Option {
 
 // cubinArch reads the SASS architecture of a device ELF from e_flags.
 func cubinArch(b []byte) (string, error) {
-	f, err := elf.NewFile(bytes.NewReader(b))
+	f, err := openELF(b)
 	if err != nil {
 		return "", fmt.Errorf("not an ELF file: %w", err)
 	}
@@ -257,7 +257,7 @@ func cubinArch(b []byte) (string, error) {
 func isELF(b []byte) bool { return len(b) > 20 && string(b[:4]) == "\x7fELF" }
 
 func elfMachine(b []byte) uint16 {
-	f, err := elf.NewFile(bytes.NewReader(b))
+	f, err := openELF(b)
 	if err != nil {
 		return 0
 	}
@@ -298,4 +298,29 @@ func fileDigest(p string) (string, int64, error) {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// openELF parses b as ELF. NVIDIA cubins put the CUDA ELF ABI version
+// (e.g. 118) in e_version, which debug/elf refuses; the parse uses a copy
+// with e_version set to EV_CURRENT, leaving every other byte as it is.
+func openELF(b []byte) (*elf.File, error) {
+	if len(b) >= 24 && b[6] == 1 {
+		var v uint32
+		switch b[5] {
+		case 1: // little endian
+			v = uint32(b[20]) | uint32(b[21])<<8 | uint32(b[22])<<16 | uint32(b[23])<<24
+		case 2:
+			v = uint32(b[23]) | uint32(b[22])<<8 | uint32(b[21])<<16 | uint32(b[20])<<24
+		}
+		if v != 1 {
+			c := append([]byte(nil), b...)
+			if b[5] == 1 {
+				c[20], c[21], c[22], c[23] = 1, 0, 0, 0
+			} else {
+				c[20], c[21], c[22], c[23] = 0, 0, 0, 1
+			}
+			b = c
+		}
+	}
+	return elf.NewFile(bytes.NewReader(b))
 }

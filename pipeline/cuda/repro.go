@@ -113,11 +113,11 @@ func compareBytes(name string, a, b []byte) *FileDiff {
 }
 
 func diffSections(a, b []byte) ([]SectionDiff, error) {
-	fa, err := elf.NewFile(bytes.NewReader(a))
+	fa, err := openELF(a)
 	if err != nil {
 		return nil, fmt.Errorf("first: %w", err)
 	}
-	fb, err := elf.NewFile(bytes.NewReader(b))
+	fb, err := openELF(b)
 	if err != nil {
 		return nil, fmt.Errorf("second: %w", err)
 	}

@@ -1,0 +1,152 @@
+package cuda
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpuattest/gpuattest/pipeline"
+)
+
+func TestCheckStep(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		release bool
+		targets []string
+		step    pipeline.Step
+		want    []string // "path: substring of message"
+	}{
+		{name: "clean", step: pipeline.Step{Sources: []string{"a.cu", "dir/b.cu"}, Flags: []string{"-O3", "-ccbin", "g++-11", "--use_fast_math", "-Xptxas", "-v"}}},
+		{name: "gencode sneaks in sm_86", step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"-O3", "-gencode=arch=compute_86,code=sm_86"}},
+			want: []string{"steps[0].flags[1]: adds architecture sm_86, which is not a pinned target"}},
+		{name: "separate arch value", step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"-arch", "sm_86", "-O2"}},
+			want: []string{"steps[0].flags[0]: adds architecture sm_86"}},
+		{name: "generate-code long form", step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"--generate-code", "arch=compute_89,code=[sm_89,compute_89]"}},
+			want: []string{"steps[0].flags[0]: adds architecture sm_89"}},
+		{name: "native", step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"-arch=native"}},
+			want: []string{"steps[0].flags[0]: builds for whatever GPUs"}},
+		{name: "all-major", step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"--gpu-architecture=all-major"}},
+			want: []string{"steps[0].flags[0]: builds for whatever GPUs"}},
+		{name: "pinned arch still refused", step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"-code=sm_80"}},
+			want: []string{"steps[0].flags[0]: selects architectures"}},
+		{name: "output flags", step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"-o", "x", "-cubin"}},
+			want: []string{"steps[0].flags[0]: decides nvcc's output", "steps[0].flags[2]: decides nvcc's output"}},
+		{name: "debug allowed outside release", step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"-G", "-lineinfo"}}},
+		{name: "debug refused in release", release: true, step: pipeline.Step{Sources: []string{"a.cu"}, Flags: []string{"-G", "-lineinfo", "-g"}},
+			want: []string{"steps[0].flags[0]: is refused in a release pipeline", "steps[0].flags[1]: is refused in a release pipeline", "steps[0].flags[2]: is refused in a release pipeline"}},
+		{name: "colliding outputs", step: pipeline.Step{Sources: []string{"a/k.cu", "b/k.cu"}},
+			want: []string{"steps[0].sources[1]: would both write k.*"}},
+		{name: "escaping source", step: pipeline.Step{Sources: []string{"../k.cu", "/abs/k2.cu"}},
+			want: []string{"steps[0].sources[0]: is outside", "steps[0].sources[1]: is outside"}},
+		{name: "no sources, bad enums", step: pipeline.Step{Output: "exe", Reproducible: "yes"},
+			want: []string{"steps[0].sources: needs at least one source", "steps[0].output: unknown output", "steps[0].reproducible: unknown value"}},
+		{name: "no targets", targets: []string{}, step: pipeline.Step{Sources: []string{"a.cu"}},
+			want: []string{"targets: no pinned targets"}},
+		{name: "bad target", targets: []string{"sm80"}, step: pipeline.Step{Sources: []string{"a.cu"}},
+			want: []string{"targets: target \"sm80\""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			targets := tt.targets
+			if targets == nil {
+				targets = []string{"sm_80", "sm_90"}
+			}
+			tt.step.ID = "build"
+			tt.step.Kind = "cuda-build"
+			p := &pipeline.Pipeline{Release: tt.release, Targets: targets, Steps: []pipeline.Step{tt.step}}
+			got := CheckStep(p, 0)
+			if len(got) != len(tt.want) {
+				t.Fatalf("CheckStep: got %d issues, want %d:\n%v", len(got), len(tt.want), got)
+			}
+			for i, w := range tt.want {
+				path, sub, _ := strings.Cut(w, ": ")
+				if got[i].Path != path || !strings.Contains(got[i].Message, sub) {
+					t.Errorf("issue %d = %q, want path %q and message containing %q", i, got[i].String(), path, sub)
+				}
+				if strings.Contains(w, "sm_86") && !strings.Contains(got[i].Hint, "add sm_86 to the pipeline's targets") {
+					t.Errorf("issue %d hint = %q, want it to say how to add sm_86", i, got[i].Hint)
+				}
+			}
+		})
+	}
+}
+
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	no := false
+	tests := []struct {
+		name string
+		step pipeline.Step
+		want []Job
+	}{
+		{name: "fatbin with ptx", step: pipeline.Step{Sources: []string{"src/k.cu"}, Flags: []string{"-O3"}},
+			want: []Job{{Source: "src/k.cu", Outputs: []string{"build/k.fatbin"}, Args: []string{"nvcc", "-fatbin",
+				"-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90",
+				"-O3", "-o", "build/k.fatbin", "src/k.cu"}}}},
+		{name: "object without ptx", step: pipeline.Step{Sources: []string{"k.cu"}, Output: "object", PTX: &no, OutDir: "out/"},
+			want: []Job{{Source: "k.cu", Outputs: []string{"out/k.o"}, Args: []string{"nvcc", "-c",
+				"-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-o", "out/k.o", "k.cu"}}}},
+		{name: "cubin per target", step: pipeline.Step{Sources: []string{"k.cu"}, Output: "cubin"},
+			want: []Job{
+				{Source: "k.cu", Target: "sm_80", Outputs: []string{"build/k.sm_80.cubin"}, Args: []string{"nvcc", "-cubin", "-gencode", "arch=compute_80,code=sm_80", "-o", "build/k.sm_80.cubin", "k.cu"}},
+				{Source: "k.cu", Target: "sm_90", Outputs: []string{"build/k.sm_90.cubin"}, Args: []string{"nvcc", "-cubin", "-gencode", "arch=compute_90,code=sm_90", "-o", "build/k.sm_90.cubin", "k.cu"}},
+			}},
+		{name: "ptx per target", step: pipeline.Step{Sources: []string{"k.cu"}, Output: "ptx"},
+			want: []Job{
+				{Source: "k.cu", Target: "sm_80", Outputs: []string{"build/k.compute_80.ptx"}, Args: []string{"nvcc", "-ptx", "-gencode", "arch=compute_80,code=compute_80", "-o", "build/k.compute_80.ptx", "k.cu"}},
+				{Source: "k.cu", Target: "sm_90", Outputs: []string{"build/k.compute_90.ptx"}, Args: []string{"nvcc", "-ptx", "-gencode", "arch=compute_90,code=compute_90", "-o", "build/k.compute_90.ptx", "k.cu"}},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// Targets out of order: the plan sorts them.
+			p := &pipeline.Pipeline{Targets: []string{"sm_90", "sm_80"}, Steps: []pipeline.Step{tt.step}}
+			got, err := Plan(p, &p.Steps[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Plan mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetDiff(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		got, want []string
+		wantMsg   string
+	}{
+		{name: "equal", got: []string{"sm_80", "sm_90"}, want: []string{"sm_80", "sm_90"}},
+		{name: "extra", got: []string{"sm_80", "sm_86", "sm_90"}, want: []string{"sm_80", "sm_90"}, wantMsg: "SASS architectures [sm_80 sm_86 sm_90] do not match the expected [sm_80 sm_90]: extra sm_86"},
+		{name: "missing", got: []string{"sm_80"}, want: []string{"sm_80", "sm_90"}, wantMsg: "SASS architectures [sm_80] do not match the expected [sm_80 sm_90]: missing sm_90"},
+		{name: "both", got: []string{"sm_75"}, want: []string{"sm_80"}, wantMsg: "SASS architectures [sm_75] do not match the expected [sm_80]: extra sm_75, missing sm_80"},
+	}
+	for _, tt := range tests {
+		if got := setDiff("SASS", tt.got, tt.want); got != tt.wantMsg {
+			t.Errorf("%s: setDiff = %q, want %q", tt.name, got, tt.wantMsg)
+		}
+	}
+}
+
+func TestPrintableRuns(t *testing.T) {
+	t.Parallel()
+	a := []byte("\x00\x01tmpxft_000020a7_00000000-6_main.cudafe1.cpp\x00short\x00common-string\x00")
+	b := []byte("\x00\x01tmpxft_000020b2_00000000-6_main.cudafe1.cpp\x00short\x00common-string\x00")
+	onlyA, onlyB := diffStrings(a, b)
+	if diff := cmp.Diff([]string{"tmpxft_000020a7_00000000-6_main.cudafe1.cpp"}, onlyA); diff != "" {
+		t.Errorf("only in first (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"tmpxft_000020b2_00000000-6_main.cudafe1.cpp"}, onlyB); diff != "" {
+		t.Errorf("only in second (-want +got):\n%s", diff)
+	}
+	d := compareBytes("x", a, b)
+	if d.Identical || d.FirstDifference != 15 || d.Note == "" {
+		t.Errorf("compareBytes = %+v, want a difference at byte 15 with a not-ELF note", d)
+	}
+}
