@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
+)
+
+func init() { verbs = append(verbs, newInspectCmd) }
+
+// inspectResult is the JSON form of one inspected file.
+type inspectResult struct {
+	*cuda.Inspection
+	// Problem is set when --targets was given and the file does not match.
+	Problem string `json:"problem,omitempty"`
+}
+
+func newInspectCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "inspect FILE...",
+		Short: "List the SASS and PTX architectures and cubin digests in CUDA binaries",
+		Long: "inspect runs cuobjdump (--list-elf, --list-ptx, --extract-elf) on each file\n" +
+			"(fatbin, cubin, object, executable or PTX) and prints its sha256, the SASS\n" +
+			"architectures, the PTX architectures and the sha256 of every embedded cubin.\n" +
+			"With --targets it exits 1 unless each file's SASS set equals those targets.",
+		Example: "  gpuattest inspect build/sgemm.fatbin\n  gpuattest inspect --targets sm_80,sm_90 -o json build/*.fatbin",
+		Args:    cobra.MinimumNArgs(1),
+	}
+	out := outputFlag(c)
+	targets := c.Flags().StringSlice("targets", nil, "fail unless each file's SASS architectures equal these (e.g. sm_80,sm_90)")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		var want []string
+		if len(*targets) > 0 {
+			ts, err := cuda.ParseTargets(*targets)
+			if err != nil {
+				return usageErr("--targets: %v", err)
+			}
+			for _, t := range ts {
+				want = append(want, t.SM())
+			}
+		}
+		if _, err := exec.LookPath("cuobjdump"); err != nil {
+			return withCode(exitFailed, errors.New("cuobjdump not found in PATH\nhint: install the CUDA toolkit (Debian: apt-get install nvidia-cuda-toolkit)"))
+		}
+		var results []inspectResult
+		failed := false
+		for _, f := range args {
+			in, err := cuda.Inspect(c.Context(), &runner.Host{}, f, cuda.WithEnv(os.Environ()))
+			if err != nil {
+				return withCode(exitFailed, err)
+			}
+			r := inspectResult{Inspection: in}
+			if want != nil && strings.Join(in.SASS, ",") != strings.Join(want, ",") {
+				r.Problem = fmt.Sprintf("SASS architectures [%s] do not equal --targets [%s]", strings.Join(in.SASS, " "), strings.Join(want, " "))
+				failed = true
+			}
+			results = append(results, r)
+		}
+		w := c.OutOrStdout()
+		if *out == "json" {
+			if err := writeJSON(w, results); err != nil {
+				return err
+			}
+		} else {
+			for i, r := range results {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintf(w, "%s\n  sha256  %s\n  size    %d\n  sass    %s\n  ptx     %s\n", r.Path, r.SHA256, r.Size, orNone(r.SASS), orNone(r.PTX))
+				for _, cb := range r.Cubins {
+					fmt.Fprintf(w, "  cubin   %-7s %s  %s\n", cb.Arch, cb.SHA256, cb.Name)
+				}
+				if r.Problem != "" {
+					fmt.Fprintf(w, "  FAILED  %s\n", r.Problem)
+				}
+			}
+		}
+		if failed {
+			return silentExit(exitFailed)
+		}
+		return nil
+	}
+	return c
+}
+
+func orNone(ss []string) string {
+	if len(ss) == 0 {
+		return "(none)"
+	}
+	return strings.Join(ss, " ")
+}
