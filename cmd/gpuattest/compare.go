@@ -1,0 +1,150 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/suite"
+	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/spf13/cobra"
+)
+
+func init() { verbs = append(verbs, newCompareCmd) }
+
+func newCompareCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "compare --baseline FILE --candidate FILE",
+		Short: "Compare benchmark samples against a baseline (exit 1 on any SLOWER)",
+		Long: `compare judges each case of a candidate against a baseline: median delta
+(Hodges-Lehmann shift) with its confidence interval, a Mann-Whitney U
+p-value, and a verdict SAME | FASTER | SLOWER | AMBIGUOUS. SLOWER needs both
+p < alpha and a slowdown beyond the threshold; fewer than 10 samples a side
+is AMBIGUOUS, never SAME. A case in the baseline but not the candidate is
+MISSING and fails like SLOWER.
+
+Files may be results files, a benchmark step's benchmark.json or a baseline
+(gpuattest baseline save). Samples from different hardware are refused
+unless --allow-hardware-mismatch is given.
+
+Exit codes: 0 no regression, 1 a SLOWER or MISSING case or an unreadable
+file (a missing baseline is an error, never a skip), 2 usage.`,
+		Args: cobra.NoArgs,
+	}
+	var (
+		baseline, candidate, threshold string
+		alpha                          float64
+		allowMismatch                  bool
+	)
+	c.Flags().StringVar(&baseline, "baseline", "", "baseline file (baseline, benchmark.json or results JSON)")
+	c.Flags().StringVar(&candidate, "candidate", "", "candidate file (benchmark.json or results JSON)")
+	c.Flags().StringVar(&threshold, "threshold", "3%", "smallest slowdown that counts")
+	c.Flags().Float64Var(&alpha, "alpha", stats.DefaultAlpha, "significance level of the Mann-Whitney test")
+	c.Flags().BoolVar(&allowMismatch, "allow-hardware-mismatch", false, "compare samples taken on different hardware (said loudly)")
+	out := outputFlag(c)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		if baseline == "" || candidate == "" {
+			return usageErr("compare needs --baseline FILE and --candidate FILE")
+		}
+		thr, err := pipeline.ParsePercent(threshold)
+		if err != nil {
+			return usageErr("--threshold: %v", err)
+		}
+		opts := []suite.CompareOption{suite.WithThreshold(thr), suite.WithAlpha(alpha)}
+		if allowMismatch {
+			opts = append(opts, suite.AllowHardwareMismatch())
+		}
+		if alpha <= 0 || alpha >= 1 {
+			return usageErr("--alpha %v: expected a level between 0 and 1, such as 0.01", alpha)
+		}
+		if thr >= 1 {
+			return usageErr("--threshold %s: expected a slowdown below 100%%", threshold)
+		}
+		base, err := suite.LoadSampleSet(baseline, "baseline")
+		if err != nil {
+			return withCode(exitFailed, err)
+		}
+		cand, err := suite.LoadSampleSet(candidate, "candidate")
+		if err != nil {
+			return withCode(exitFailed, err)
+		}
+		rep, err := suite.Compare(base, cand, opts...)
+		if err != nil {
+			if errors.Is(err, suite.ErrHardwareMismatch) {
+				return withCode(exitFailed, err)
+			}
+			return withCode(exitFailed, fmt.Errorf("comparing: %w", err))
+		}
+		if len(rep.HardwareMismatch) > 0 {
+			fmt.Fprintf(c.ErrOrStderr(), "WARNING: COMPARING ACROSS DIFFERENT HARDWARE (--allow-hardware-mismatch): %s\n", strings.Join(rep.HardwareMismatch, "; "))
+		}
+		if *out == "json" {
+			if err := writeJSON(c.OutOrStdout(), rep); err != nil {
+				return err
+			}
+		} else if err := renderCompare(c.OutOrStdout(), rep); err != nil {
+			return err
+		}
+		if rep.Failed {
+			return silentExit(exitFailed)
+		}
+		return nil
+	}
+	return c
+}
+
+func renderCompare(w io.Writer, rep *suite.Report) error {
+	fmt.Fprintf(w, "baseline:  %s (%s: %s)\n", rep.Baseline.Path, rep.Baseline.Kind, rep.Baseline.Hardware)
+	fmt.Fprintf(w, "candidate: %s (%s: %s)\n", rep.Candidate.Path, rep.Candidate.Kind, rep.Candidate.Hardware)
+	fmt.Fprintf(w, "gate: threshold %.2f%%, alpha %g\n", 100*rep.Gate.Threshold, rep.Gate.Alpha)
+	if len(rep.HardwareMismatch) > 0 {
+		fmt.Fprintf(w, "WARNING: DIFFERENT HARDWARE, compared anyway: %s\n", strings.Join(rep.HardwareMismatch, "; "))
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tVERDICT\tDELTA\tCI\tP\tBASELINE\tCANDIDATE")
+	for _, c := range rep.Cases {
+		delta, ci, p := "-", "-", "-"
+		if c.BaselineN > 0 && c.CandidateN > 0 {
+			delta = fmt.Sprintf("%+.2f%%", 100*c.Shift.Delta)
+			ci = fmt.Sprintf("[%+.2f%%, %+.2f%%]", 100*c.Shift.CI.Lo, 100*c.Shift.CI.Hi)
+			p = fmt.Sprintf("%.2g", c.Test.P)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Verdict, delta, ci, p,
+			sideStr(c.BaselineN, c.BaselineMedian), sideStr(c.CandidateN, c.CandidateMedian))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, c := range rep.Cases {
+		if c.Verdict != stats.Same {
+			fmt.Fprintf(w, "%s: %s: %s\n", c.Name, c.Verdict, c.Reason)
+		}
+	}
+	var parts []string
+	for _, v := range []stats.Verdict{stats.Same, stats.Faster, stats.Slower, stats.Ambiguous, suite.Missing, suite.New} {
+		if n := rep.Counts[v]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, v))
+		}
+	}
+	result := "PASS"
+	if rep.Failed {
+		result = "FAIL"
+	}
+	_, err := fmt.Fprintf(w, "%s: %s\n", result, strings.Join(parts, ", "))
+	return err
+}
+
+func sideStr(n int, median float64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fns (n=%d)", median, n)
+}
