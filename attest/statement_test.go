@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/internal/attesttest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -41,7 +42,7 @@ func TestValidationStatement(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			run := sampleRun()
+			run := attesttest.Run(true, hexOf('c'))
 			if tt.edit != nil {
 				tt.edit(run)
 			}
@@ -71,7 +72,7 @@ func TestValidationStatement(t *testing.T) {
 
 func TestValidationStatementContent(t *testing.T) {
 	t.Parallel()
-	run := sampleRun()
+	run := attesttest.Run(true, hexOf('c'))
 	st, err := attest.ValidationStatement(run)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestPredicateMatchesSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, verdict := range []string{"passed", "failed"} {
-		run := sampleRun()
+		run := attesttest.Run(true, hexOf('c'))
 		run.Steps[1].Verdict = verdict
 		st, err := attest.ValidationStatement(run)
 		if err != nil {
@@ -171,7 +172,7 @@ func TestPredicateSchemaUpToDate(t *testing.T) {
 
 func TestProvenanceStatement(t *testing.T) {
 	t.Parallel()
-	run := sampleRun()
+	run := attesttest.Run(true, hexOf('c'))
 	st, err := attest.ProvenanceStatement(run)
 	if err != nil {
 		t.Fatal(err)
@@ -229,3 +230,5 @@ func TestParseStatementRejects(t *testing.T) {
 		}
 	}
 }
+
+func hexOf(c byte) string { return attesttest.Hex(c) }

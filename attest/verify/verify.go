@@ -483,7 +483,11 @@ func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Arti
 			c.Detail = "sha256:" + a.SHA256 + " is subject " + strings.Join(names, ", ")
 		} else {
 			c.Detail = "sha256:" + a.SHA256 + " is not a subject of any verified " + v.opts.predicateType + " bundle"
-			r.fail(CodeSubject)
+			if len(typed) > 0 {
+				// Without any bundle of the type the predicate type
+				// check already failed; that is the cause to report.
+				r.fail(CodeSubject)
+			}
 		}
 		r.add(c)
 	}

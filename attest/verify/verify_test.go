@@ -1,0 +1,408 @@
+package verify_test
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/internal/attesttest"
+	"github.com/gpuattest/gpuattest/attest/policy"
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/attest/verify"
+)
+
+// fixture is a key pair, an artifact and a bundle over it.
+type fixture struct {
+	dir      string
+	kp       *sign.Keypair
+	pubPath  string
+	artifact verify.Artifact
+	bundle   []byte
+}
+
+// newKey makes a key pair without the (deliberately slow) scrypt
+// encryption; sign's own tests cover the key files.
+func newKey(t testing.TB, dir, name string) (*sign.Keypair, string) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := sign.NewKeypair(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubPEM, err := kp.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(dir, name+".pub")
+	if err := os.WriteFile(pub, []byte(pubPEM), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return kp, pub
+}
+
+func writeArtifact(t testing.TB, dir, name, content string) verify.Artifact {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := verify.DigestFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func signRun(t testing.TB, kp *sign.Keypair, run *attest.Run) []byte {
+	t.Helper()
+	st, err := attest.ValidationStatement(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signStatement(t, kp, st)
+}
+
+func signStatement(t testing.TB, kp *sign.Keypair, st *attest.Statement) []byte {
+	t.Helper()
+	s, err := sign.NewKeySigner(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Sign(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	kp, pub := newKey(t, dir, "release")
+	a := writeArtifact(t, dir, "kernels.fatbin", "fatbin bytes")
+	return &fixture{dir: dir, kp: kp, pubPath: pub, artifact: a, bundle: signRun(t, kp, attesttest.Run(false, a.SHA256))}
+}
+
+func (f *fixture) verify(t testing.TB, bundles []byte, arts []verify.Artifact, opts ...verify.Option) *verify.Report {
+	t.Helper()
+	pub, err := sign.LoadPublicKey(f.pubPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verify.New(append([]verify.Option{verify.WithKey(pub, f.pubPath)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := verify.ParseBundles("bundle.json", bundles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Verify(t.Context(), entries, arts)
+}
+
+// editPayload decodes the bundle's DSSE payload, applies edit, and puts
+// it back without re-signing.
+func editPayload(t testing.TB, bundle []byte, edit func([]byte) []byte) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(bundle, &m); err != nil {
+		t.Fatal(err)
+	}
+	env := m["dsseEnvelope"].(map[string]any)
+	p, err := base64.StdEncoding.DecodeString(env["payload"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env["payload"] = base64.StdEncoding.EncodeToString(edit(p))
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func failedChecks(r *verify.Report) []string {
+	var out []string
+	for _, c := range r.Checks {
+		if !c.Passed {
+			out = append(out, c.Check+": "+c.Detail)
+		}
+	}
+	return out
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := f.verify(t, f.bundle, []verify.Artifact{f.artifact})
+	if !r.Verified || r.Code != 0 || r.VerificationResult != "PASSED" {
+		t.Fatalf("not verified (code %d): %v", r.Code, failedChecks(r))
+	}
+	want := map[string]bool{verify.CheckSignature: false, verify.CheckPredicateType: false, verify.CheckSubject: false, verify.CheckPolicy: false}
+	for _, c := range r.Checks {
+		if _, ok := want[c.Check]; ok && c.Passed {
+			want[c.Check] = true
+		}
+	}
+	for k, seen := range want {
+		if !seen {
+			t.Errorf("no passing %s check in report", k)
+		}
+	}
+	// The criteria are stated: signature, tlog/timestamps, predicate type,
+	// the two default policy rules, and the subject.
+	var crit []string
+	for _, c := range r.Criteria {
+		crit = append(crit, c.Check)
+	}
+	if got := strings.Join(crit, ","); got != "signature,tlog/timestamps,predicate type,policy,policy,subject" {
+		t.Errorf("criteria = %s", got)
+	}
+	if r.Bundles[0].Result != "passed" {
+		t.Errorf("bundle result = %q", r.Bundles[0].Result)
+	}
+}
+
+func TestTamper(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	other := writeArtifact(t, f.dir, "other.fatbin", "other bytes")
+	otherKey, _ := newKey(t, f.dir, "attacker")
+	tests := []struct {
+		name     string
+		bundle   func() []byte
+		artifact verify.Artifact
+		opts     []verify.Option
+		wantCode int
+	}{
+		{
+			name: "flipped payload byte",
+			bundle: func() []byte {
+				return editPayload(t, f.bundle, func(p []byte) []byte {
+					p = bytes.Clone(p)
+					p[len(p)/2] ^= 0x01
+					return p
+				})
+			},
+			wantCode: verify.CodeSignature,
+		},
+		{
+			name: "changed subject digest",
+			bundle: func() []byte {
+				return editPayload(t, f.bundle, func(p []byte) []byte {
+					return bytes.Replace(p, []byte(f.artifact.SHA256), []byte(other.SHA256), 1)
+				})
+			},
+			artifact: other,
+			wantCode: verify.CodeSignature,
+		},
+		{
+			name: "changed predicate field",
+			bundle: func() []byte {
+				return editPayload(t, f.bundle, func(p []byte) []byte {
+					return bytes.Replace(p, []byte(`"median_ns":1200`), []byte(`"median_ns":900`), 1)
+				})
+			},
+			wantCode: verify.CodeSignature,
+		},
+		{
+			name: "policy weakened by editing the predicate (simulated run claims real hardware)",
+			bundle: func() []byte {
+				b := signRun(t, f.kp, attesttest.Run(true, f.artifact.SHA256))
+				return editPayload(t, b, func(p []byte) []byte {
+					return bytes.Replace(p, []byte(`"simulated":true`), []byte(`"simulated":false`), -1)
+				})
+			},
+			wantCode: verify.CodeSignature,
+		},
+		{
+			name: "payload type changed",
+			bundle: func() []byte {
+				return bytes.Replace(f.bundle, []byte(`"payloadType":"application/vnd.in-toto+json"`), []byte(`"payloadType":"application/json"`), 1)
+			},
+			wantCode: verify.CodeSignature,
+		},
+		{
+			name: "re-signed with another key",
+			bundle: func() []byte {
+				return signRun(t, otherKey, attesttest.Run(false, f.artifact.SHA256))
+			},
+			wantCode: verify.CodeSignature,
+		},
+		{
+			name:     "bundle swapped between artifacts",
+			bundle:   func() []byte { return f.bundle },
+			artifact: other,
+			wantCode: verify.CodeSubject,
+		},
+		{
+			name: "signed simulated run fails the default policy",
+			bundle: func() []byte {
+				return signRun(t, f.kp, attesttest.Run(true, f.artifact.SHA256))
+			},
+			wantCode: verify.CodePolicy,
+		},
+		{
+			name: "signed failed run fails the default policy",
+			bundle: func() []byte {
+				run := attesttest.Run(false, f.artifact.SHA256)
+				run.Steps[1].Verdict = "failed"
+				return signRun(t, f.kp, run)
+			},
+			wantCode: verify.CodePolicy,
+		},
+		{
+			name:     "other predicate type wanted",
+			bundle:   func() []byte { return f.bundle },
+			opts:     []verify.Option{verify.WithPredicateType(attest.ProvenancePredicateType)},
+			wantCode: verify.CodePolicy,
+		},
+		{
+			name: "signature removed",
+			bundle: func() []byte {
+				var m map[string]any
+				_ = json.Unmarshal(f.bundle, &m)
+				m["dsseEnvelope"].(map[string]any)["signatures"] = []any{}
+				b, _ := json.Marshal(m)
+				return b
+			},
+			wantCode: verify.CodeSignature,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a := f.artifact
+			if tt.artifact.Name != "" {
+				a = tt.artifact
+			}
+			r := f.verify(t, tt.bundle(), []verify.Artifact{a}, tt.opts...)
+			if r.Verified || r.Code != tt.wantCode {
+				t.Fatalf("code = %d (verified %v), want %d; failed checks: %v", r.Code, r.Verified, tt.wantCode, failedChecks(r))
+			}
+		})
+	}
+}
+
+func TestJSONLRelease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	// A release of 5 artifacts, each with its own bundle, plus a
+	// provenance bundle, in one JSONL file.
+	var arts []verify.Artifact
+	var bundles [][]byte
+	for i := range 5 {
+		a := writeArtifact(t, f.dir, "k"+string(rune('0'+i))+".cubin", strings.Repeat("x", i+1))
+		arts = append(arts, a)
+		run := attesttest.Run(false, a.SHA256)
+		bundles = append(bundles, signRun(t, f.kp, run))
+		if i == 0 {
+			st, err := attest.ProvenanceStatement(run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bundles = append(bundles, signStatement(t, f.kp, st))
+		}
+	}
+	path := filepath.Join(f.dir, sign.JSONLName)
+	if err := sign.AppendJSONL(path, bundles[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sign.AppendJSONL(path, bundles[3:]); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(data, []byte("\n")); n != 6 {
+		t.Fatalf("%d lines, want 6", n)
+	}
+	r := f.verify(t, data, arts)
+	if !r.Verified {
+		t.Fatalf("release not verified (code %d): %v", r.Code, failedChecks(r))
+	}
+	if len(r.Bundles) != 6 {
+		t.Errorf("%d bundles read, want 6", len(r.Bundles))
+	}
+	// The provenance statement verifies with its own predicate type.
+	r = f.verify(t, data, arts[:1], verify.WithPredicateType(attest.ProvenancePredicateType))
+	if !r.Verified {
+		t.Fatalf("provenance not verified (code %d): %v", r.Code, failedChecks(r))
+	}
+	// One unknown artifact fails the whole call with 11.
+	stranger := writeArtifact(t, f.dir, "stranger", "?")
+	r = f.verify(t, data, append(arts, stranger))
+	if r.Code != verify.CodeSubject {
+		t.Fatalf("code = %d, want 11", r.Code)
+	}
+}
+
+func TestPolicyFile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pol := func(expr string) *policy.Policy {
+		p, err := policy.Parse("policy.yaml", []byte("apiVersion: gpuattest.dev/v1\nkind: Policy\nrules:\n  - name: r\n    expr: '"+expr+"'\n    message: m\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		expr string
+		want int
+	}{
+		{`predicate.hardware.gpus.all(g, g.compute_capability == "9.0")`, 0},
+		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 2800)`, 0},
+		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 3000)`, 12},
+		{`predicate.build.reproducible`, 0},
+		{`subjects.exists(s, s.name == "build/kernels.fatbin")`, 0},
+		{`predicateType == "https://gpuattest.dev/gpu-validation/v1"`, 0},
+		{`predicate.no_such_field == 1`, 12},
+	}
+	for _, tt := range tests {
+		r := f.verify(t, f.bundle, []verify.Artifact{f.artifact}, verify.WithPolicy(pol(tt.expr)))
+		if r.Code != tt.want {
+			t.Errorf("%s: code %d, want %d: %v", tt.expr, r.Code, tt.want, failedChecks(r))
+		}
+	}
+}
+
+func TestNewRequiresMaterial(t *testing.T) {
+	t.Parallel()
+	if _, err := verify.New(); err == nil || !strings.Contains(err.Error(), "no verification material") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := verify.New(verify.WithCertificateIdentity("a@b", "", "", "")); err == nil || !strings.Contains(err.Error(), "issuer") {
+		t.Errorf("identity without issuer: err = %v", err)
+	}
+	if _, err := verify.New(verify.WithCertificateIdentity("a@b", "", "https://issuer", "")); err == nil || !strings.Contains(err.Error(), "--trusted-root") {
+		t.Errorf("keyless without trusted root: err = %v", err)
+	}
+}
+
+func TestParseBundles(t *testing.T) {
+	t.Parallel()
+	if _, err := verify.ParseBundles("x.jsonl", []byte("{}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "x.jsonl:2") {
+		t.Errorf("err = %v, want x.jsonl:2", err)
+	}
+	es, err := verify.ParseBundles("x.json", []byte("{\n  \"a\": 1\n}\n"))
+	if err != nil || len(es) != 1 {
+		t.Errorf("indented single bundle: %v %d", err, len(es))
+	}
+	sum := sha256.Sum256([]byte("fatbin bytes"))
+	_ = hex.EncodeToString(sum[:])
+}
