@@ -59,6 +59,7 @@ type source struct {
 	lines []string
 	pos   map[string]*token.Position // field path -> value position
 	keys  map[string]*token.Position // field path -> key position
+	bad   map[string]bool            // field paths already reported as malformed
 }
 
 func newSource(path string, data []byte) *source {
@@ -68,6 +69,7 @@ func newSource(path string, data []byte) *source {
 		lines: strings.Split(string(data), "\n"),
 		pos:   map[string]*token.Position{},
 		keys:  map[string]*token.Position{},
+		bad:   map[string]bool{},
 	}
 }
 
@@ -135,7 +137,7 @@ func (s *source) decode() (*Pipeline, Problems) {
 			Snippet: snippet(s.lines, pos.Line, pos.Column), Hint: "put each pipeline in its own file"}}
 	}
 	var probs Problems
-	s.pos[""] = docs[0].GetToken().Position
+	s.pos[""] = nodePos(docs[0])
 	if !s.check(docs[0], reflect.TypeOf(Pipeline{}), "", &probs) {
 		return nil, probs
 	}
@@ -174,7 +176,7 @@ func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Proble
 		return true
 	}
 	if _, ok := s.pos[path]; !ok || path == "" {
-		s.pos[path] = node.GetToken().Position
+		s.pos[path] = nodePos(node)
 	}
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -233,6 +235,8 @@ func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Proble
 			s.keys[fpath] = kpos
 			if s.check(mv.Value, f.Type, fpath, probs) {
 				kept = append(kept, mv)
+			} else {
+				s.bad[fpath] = true
 			}
 		}
 		m.Values = kept
@@ -353,6 +357,22 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// nodePos is where a node starts: a block mapping's token is the colon of
+// its first entry, so use that entry's key instead.
+func nodePos(n ast.Node) *token.Position {
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		if !m.IsFlowStyle && len(m.Values) > 0 && m.Values[0].Key != nil {
+			return m.Values[0].Key.GetToken().Position
+		}
+	case *ast.MappingValueNode:
+		if m.Key != nil {
+			return m.Key.GetToken().Position
+		}
+	}
+	return n.GetToken().Position
 }
 
 func unwrap(n ast.Node) ast.Node {

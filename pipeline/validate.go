@@ -34,6 +34,9 @@ type validator struct {
 }
 
 func (v *validator) add(path string, atKey bool, hint, format string, args ...any) {
+	if v.src.bad[path] {
+		return // already reported as malformed
+	}
 	v.probs = append(v.probs, v.src.problem(path, atKey, hint, format, args...))
 }
 

@@ -1,0 +1,181 @@
+package pipeline
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const header = "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: demo\n"
+
+// where is a problem's position and the start of its message.
+type where struct {
+	Line, Col int
+	Msg       string
+}
+
+func problemsOf(t *testing.T, src string) []where {
+	t.Helper()
+	_, err := Parse("p.yaml", []byte(src))
+	if err == nil {
+		return nil
+	}
+	var probs Problems
+	if !errors.As(err, &probs) {
+		t.Fatalf("error is %T, want Problems: %v", err, err)
+	}
+	out := make([]where, len(probs))
+	for i, p := range probs {
+		msg := p.Message
+		if len(msg) > 40 {
+			msg = msg[:40]
+		}
+		out[i] = where{p.Line, p.Col, msg}
+	}
+	return out
+}
+
+func TestParseProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []where
+	}{
+		{
+			name: "valid",
+			src:  header + "steps:\n  - id: a\n    run: echo a\n",
+		},
+		{
+			name: "missing header fields",
+			src:  "steps:\n  - id: a\n    run: echo a\n",
+			want: []where{{1, 1, "missing required field apiVersion"}, {1, 1, "missing required field kind"}, {1, 1, "missing required field name"}},
+		},
+		{
+			name: "unknown field and unknown target and bad duration",
+			src:  header + "targets: [sm_80, sm_91]\nsteps:\n  - id: a\n    run: echo\n    timeout: 5x\n    nedds: [b]\n",
+			want: []where{{4, 18, `unknown CUDA target "sm_91": expected a `}, {8, 14, `unparsable duration "5x"`}, {9, 5, `unknown field "nedds" in step`}},
+		},
+		{
+			name: "needs unknown, self, duplicate id",
+			src:  header + "steps:\n  - id: a\n    run: x\n    needs: [a, q]\n  - id: a\n    run: y\n",
+			want: []where{{7, 13, `step "a" needs itself`}, {7, 16, `step "a" needs unknown step "q"`}, {8, 9, `duplicate step id "a"`}},
+		},
+		{
+			name: "cycle",
+			src:  header + "steps:\n  - {id: a, run: x, needs: [b]}\n  - {id: b, run: x, needs: [a]}\n",
+			want: []where{{6, 29, "dependency cycle: a -> b -> a"}},
+		},
+		{
+			name: "image rules",
+			src:  header + "images:\n  cuda: nvidia/cuda:12.4.1-devel-ubuntu22.04\nsteps:\n  - {id: a, run: x, image: cdua, runner: docker}\n  - {id: b, run: x, runner: bwrap}\n  - {id: c, run: x, image: cuda}\n",
+			want: []where{{7, 28, `step "a" names undeclared image "cdua"`}, {8, 5, `step "b" runs on the bwrap runner but na`}, {9, 21, `step "c" names an image but runs on the `}},
+		},
+		{
+			name: "kind rules",
+			src: header + "targets: [sm_90]\nsteps:\n  - {id: a, kind: exec, run: x, sources: [k.cu]}\n  - {id: b, kind: cuda-build, run: make}\n" +
+				"  - {id: c, kind: test, run: x}\n  - {id: d, kind: burnin, run: x, results: r.json}\n  - {id: e, kind: banana, run: x}\n",
+			want: []where{
+				{6, 33, `field "sources" is not valid for kind ex`},
+				{7, 5, `step "b": missing required field sources`},
+				{7, 31, `field "run" is not valid for kind cuda-b`},
+				{8, 5, `step "c": missing required field results`},
+				{9, 5, "missing required field duration"},
+				{10, 19, `unknown step kind "banana": expected one`},
+			},
+		},
+		{
+			name: "wrong types are all reported",
+			src:  header + "steps:\n  - id: a\n    run: {x: 1}\n    gpu: maybe\n    needs: b\n    repeats: many\n",
+			want: []where{{6, 10, "steps[0].run: expected a shell string or"}, {7, 10, "steps[0].gpu: expected true or false, go"}, {8, 12, "steps[0].needs: expected a list, got a s"}, {9, 14, "steps[0].repeats: expected an integer, g"}},
+		},
+		{
+			name: "release refuses debug flags and native arch",
+			src:  header + "release: true\ntargets: [sm_80]\nsteps:\n  - {id: b, kind: cuda-build, sources: [k.cu], flags: [-G, -arch=native]}\n",
+			want: []where{{7, 56, `flag "-G" is not allowed in a release bu`}, {7, 60, `flag "-arch=native" builds for whatever `}},
+		},
+		{
+			name: "syntax error",
+			src:  header + "steps:\n  - id: a\n   run: [x\n",
+			want: []where{{6, 8, ""}},
+		},
+		{
+			name: "empty file",
+			src:  "   \n",
+			want: []where{{1, 1, "empty file: expected a pipeline document"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := problemsOf(t, tt.src)
+			if tt.name == "syntax error" {
+				if len(got) != 1 {
+					t.Fatalf("got %v, want one syntax problem", got)
+				}
+				return
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProblemRendering(t *testing.T) {
+	_, err := Parse("p.yaml", []byte(header+"steps:\n  - id: a\n    rnu: echo\n"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	want := `p.yaml:6:5: unknown field "rnu" in step
+    6 |     rnu: echo
+      |     ^
+    hint: did you mean "run"?`
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("rendering:\n%s\nwant it to contain:\n%s", err, want)
+	}
+}
+
+func TestDefaultsAndCommand(t *testing.T) {
+	p, err := Parse("dir/p.yaml", []byte(header+"targets: [sm_80, sm_90]\nsteps:\n  - {id: b, kind: cuda-build, sources: [k.cu]}\n  - {id: t, kind: test, run: [./h, --x], results: r.json, needs: [b]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, tst := p.Steps[0], p.Steps[1]
+	if b.Runner != "host" || b.Output != "fatbin" || b.OutDir != "build" || b.PTX == nil || !*b.PTX || b.Reproducible != "off" {
+		t.Errorf("cuda-build defaults not applied: %+v", b)
+	}
+	if !b.Cacheable() || tst.Cacheable() {
+		t.Errorf("cacheable: build %v test %v, want true false", b.Cacheable(), tst.Cacheable())
+	}
+	if diff := cmp.Diff([]string{"./h", "--x"}, tst.Run.Args()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(p.Digest, "sha256:") || !strings.HasSuffix(p.Dir, "/dir") {
+		t.Errorf("digest %q dir %q", p.Digest, p.Dir)
+	}
+}
+
+func TestParseSizeAndPercent(t *testing.T) {
+	for in, want := range map[string]int64{"8GiB": 8 << 30, "512MiB": 512 << 20, "1.5GB": 1500000000, "4096": 4096} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := ParseSize("lots"); err == nil {
+		t.Error("ParseSize(lots) succeeded")
+	}
+	if got, err := ParsePercent("3%"); err != nil || got != 0.03 {
+		t.Errorf("ParsePercent(3%%) = %v, %v", got, err)
+	}
+}
+
+// FuzzParse checks that no input makes Parse panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(header + "steps:\n  - id: a\n    run: echo a\n"))
+	f.Add([]byte(header + "steps:\n  - {id: a, run: x, needs: [b]}\n  - {id: b, run: x, needs: [a]}\n"))
+	f.Add([]byte("a: &x [*x]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = Parse("f.yaml", data)
+	})
+}
