@@ -1,0 +1,22 @@
+package main
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestGoal checks the statistics benchmark's goal on fewer trials than
+// the full table: false positives ≤ 1 % and power ≥ 95 % for a true 5 %
+// slowdown at CV 2 % with 50 samples a side, and false positives ≤ 1 % at
+// CV 5 % with frequent throttling.
+func TestGoal(t *testing.T) {
+	r := rand.New(rand.NewPCG(42, 7))
+	c := run(r, noise{cv: 0.02, outlierRate: 0.01}, 50, 600, 0.05)
+	if c.fpGate > 0.01 || c.pwGate < 0.95 {
+		t.Errorf("CV 2%%, n=50: FP %.3f (≤ 0.01), power %.3f (≥ 0.95)", c.fpGate, c.pwGate)
+	}
+	c = run(r, noise{cv: 0.05, outlierRate: 0.05}, 50, 600, 0.05)
+	if c.fpGate > 0.01 {
+		t.Errorf("CV 5%%, 5%% outliers, n=50: FP %.3f > 0.01", c.fpGate)
+	}
+}
