@@ -178,7 +178,7 @@ func (d *Docker) Run(ctx context.Context, c *Command) (*Result, error) {
 	res := &Result{}
 	bind := !d.forceCopy && d.bindMountsWork(ctx, ref.String())
 	if !bind {
-		res.Notes = append(res.Notes, "bind mounts unavailable: copied the work dir into the container and back out")
+		res.Notes = append(res.Notes, "bind mounts unavailable: copied the work dir into the container and back out (process ran as root inside; files written back as the invoking user)")
 	}
 
 	tmp, err := os.MkdirTemp("", "gpuattest-docker-")
@@ -191,9 +191,17 @@ func (d *Docker) Run(ctx context.Context, c *Command) (*Result, error) {
 		return nil, err
 	}
 	cname := d.prefix + randomHex(8)
+	// Bind mounts: the process runs as the invoking user so that what it
+	// writes is theirs. Copy mode: files come back through copyOut, which
+	// writes them as the invoking user; inside, the copied tree belongs
+	// to root (docker cp cannot chown to a uid the image's passwd lacks),
+	// so the process runs as root there.
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	if !bind {
+		user = "0:0"
+	}
 	args := []string{
-		"--name", cname, "--network", "none",
-		"--user", strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid()),
+		"--name", cname, "--network", "none", "--user", user,
 		"--workdir", c.Dir, "--env-file", envFile,
 	}
 	if c.GPU {
@@ -295,11 +303,11 @@ func (d *Docker) copied(ctx context.Context, cname string, args []string, c *Com
 }
 
 // copyIn streams a tar of the host path p into the container at the same
-// path, owned by the invoking user.
+// path (owned by root in the container).
 func (d *Docker) copyIn(ctx context.Context, cname, p string) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeTree(pw, p)) }()
-	out, err := d.cli(ctx, pr, "cp", "--archive", "-", cname+":/")
+	out, err := d.cli(ctx, pr, "cp", "-", cname+":/")
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
 		return fmt.Errorf("docker runner: copying %s into the container: %w: %s", p, err, out)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,8 +213,8 @@ func checkRunnerBehaviour(t *testing.T, r Runner, ref string, afterCancel func(t
 			t.Fatalf("fatbin built inside (%d bytes) differs from the host build (%d bytes)", len(got), len(hostFatbin))
 		}
 		fi, _ := os.Stat(out)
-		if st := fi.Sys().(interface{ Uid() uint32 }); st != nil && int(st.Uid()) != os.Getuid() {
-			t.Errorf("output owned by uid %d, want %d", st.Uid(), os.Getuid())
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+			t.Errorf("output owned by %+v, want uid %d", fi.Sys(), os.Getuid())
 		}
 	})
 
@@ -282,9 +283,11 @@ func checkRunnerBehaviour(t *testing.T, r Runner, ref string, afterCancel func(t
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		cancelled := time.Now()
 		cancel()
 		select {
 		case err := <-errc:
+			t.Logf("Run returned %v after cancel", time.Since(cancelled).Round(time.Millisecond))
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Run returned %v, want context.Canceled", err)
 			}
