@@ -43,7 +43,9 @@ func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
 	}
 	cmd.Stdout = c.Stdout
 	cmd.Stderr = c.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Own process group, so cancelling kills the whole tree; and the child
+	// dies with gpuattest even when gpuattest is SIGKILLed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", c.Args[0], err)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+)
+
+// selfAsGpuattest links this test binary as "gpuattest" (testscript.Main
+// then runs the CLI) and returns its path.
+func selfAsGpuattest(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "gpuattest")
+	if err := os.Symlink(exe, bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// crashPipeline is 10 steps: two chains of four joined by two final steps.
+func crashPipeline() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: crash\nsteps:\n")
+	step := func(id string, needs ...string) {
+		fmt.Fprintf(&b, "  - id: %s\n    run: sleep 0.12; mkdir -p out; echo %s >> ran.log; echo %s > out/%s\n    outputs: [out/%s]\n", id, id, id, id, id)
+		if len(needs) > 0 {
+			fmt.Fprintf(&b, "    needs: [%s]\n", strings.Join(needs, ", "))
+		}
+	}
+	step("a1")
+	step("a2", "a1")
+	step("a3", "a2")
+	step("a4", "a3")
+	step("b1")
+	step("b2", "b1")
+	step("b3", "b2")
+	step("b4", "b3")
+	step("join", "a4", "b4")
+	step("final", "join")
+	return b.String()
+}
+
+func ranCounts(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "ran.log"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, l := range strings.Fields(string(data)) {
+		counts[l]++
+	}
+	return counts
+}
+
+// TestSIGKILLAndResume kills gpuattest run with SIGKILL at several points;
+// after each kill run.json must parse, and resume must finish with every
+// step passed, never re-running a step that was recorded as passed.
+func TestSIGKILLAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills real processes; takes a few seconds")
+	}
+	bin := selfAsGpuattest(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(crashPipeline()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "r")
+	type frozen struct {
+		step  string
+		count int
+	}
+	var mustStay []frozen
+	delays := []time.Duration{400 * time.Millisecond, 250 * time.Millisecond, 330 * time.Millisecond, 180 * time.Millisecond, 270 * time.Millisecond}
+	kills := 0
+	for i, d := range delays {
+		args := []string{"run", "p.yaml", "--no-cache", "--jobs", "2", "-q"}
+		if i == 0 {
+			args = append(args, "--out", "r")
+		} else {
+			args = append(args, "--resume", "r")
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		err := cmd.Wait()
+		if err == nil {
+			// Finished before the kill: nothing left to interrupt.
+			break
+		}
+		kills++
+		raw, rerr := os.ReadFile(filepath.Join(runDir, "run.json"))
+		if rerr != nil {
+			t.Fatalf("kill %d after %v: run.json unreadable: %v (stderr: %s)", i, d, rerr, stderr.String())
+		}
+		if !json.Valid(raw) {
+			t.Fatalf("kill %d after %v: run.json is not valid JSON:\n%s", i, d, raw)
+		}
+		rec, rerr := engine.ReadRecord(runDir)
+		if rerr != nil {
+			t.Fatalf("kill %d: %v", i, rerr)
+		}
+		counts := ranCounts(t, dir)
+		for _, s := range rec.Steps {
+			if s.State == engine.Passed {
+				mustStay = append(mustStay, frozen{s.ID, counts[s.ID]})
+			}
+		}
+	}
+	if kills < 3 {
+		t.Fatalf("only %d kills landed mid-run; the test needs slower steps", kills)
+	}
+	cmd := exec.Command(bin, "run", "p.yaml", "--resume", "r", "--no-cache", "-o", "json", "-q")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("final resume: %v\n%s", err, out)
+	}
+	rec, err := engine.ReadRecord(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != engine.Passed {
+		t.Fatalf("final state %s: %s", rec.State, rec.Reason)
+	}
+	for _, s := range rec.Steps {
+		if s.State != engine.Passed {
+			t.Errorf("step %s: %s", s.ID, s.State)
+		}
+	}
+	final := ranCounts(t, dir)
+	for _, f := range mustStay {
+		if final[f.step] != f.count {
+			t.Errorf("step %s was recorded passed (ran %d times) but ran again (now %d)", f.step, f.count, final[f.step])
+		}
+	}
+	t.Logf("%d kills; runs per step: %v; %d attempts recorded", kills, final, len(rec.Attempts))
+}
