@@ -146,7 +146,7 @@ func collectNVML(ctx context.Context, lib nvml.Interface, rec *Record, log *slog
 	}
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		rec.Reason = "NVML could not count devices: " + ret.Error()
+		rec.Reason = "NVML could not count devices: " + retText(ret)
 		return nil
 	}
 	for i := 0; i < n; i++ {
@@ -157,7 +157,7 @@ func collectNVML(ctx context.Context, lib nvml.Interface, rec *Record, log *slog
 		if ret != nvml.SUCCESS {
 			// A device NVML lists but cannot open (lost, no permission) is
 			// named, not skipped silently.
-			return fmt.Errorf("opening GPU %d: %s\nhint: nvidia-smi -i %d shows the device state", i, ret.Error(), i)
+			return fmt.Errorf("opening GPU %d: %s\nhint: nvidia-smi -i %d shows the device state", i, retText(ret), i)
 		}
 		rec.GPUs = append(rec.GPUs, readGPU(i, dev, q))
 	}
@@ -175,7 +175,7 @@ func (q query) ok(metric string, ret nvml.Return) bool {
 	if ret == nvml.SUCCESS {
 		return true
 	}
-	q.log.Debug("metric not reported", "metric", metric, "nvml", ret.Error())
+	q.log.Debug("metric not reported", "metric", metric, "nvml", retText(ret))
 	return false
 }
 

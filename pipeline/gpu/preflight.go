@@ -101,7 +101,7 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 	defer release()
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("counting GPUs: %s", ret.Error())
+		return nil, fmt.Errorf("counting GPUs: %s", retText(ret))
 	}
 	live := &Live{Simulated: src.Simulated(), GPUs: make([]LiveGPU, 0, n)}
 	self := uint32(os.Getpid())
@@ -111,7 +111,7 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 		}
 		d, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("opening GPU %d: %s", i, ret.Error())
+			return nil, fmt.Errorf("opening GPU %d: %s", i, retText(ret))
 		}
 		g := LiveGPU{Index: i}
 		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {

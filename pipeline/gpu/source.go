@@ -56,9 +56,17 @@ func NVML(libraryPath string) Source {
 
 type nvmlSource struct {
 	path string
+}
 
-	mu  sync.Mutex
-	lib nvml.Interface
+// go-nvml keeps package-level state (symbol table, error strings) that it
+// rewrites whenever a library instance is (re)loaded. So every source of
+// one path shares one instance, Init and Shutdown are serialised, and the
+// first successful Init is pinned for the life of the process: the library
+// is loaded once and never reloaded under a running reader.
+var shared struct {
+	sync.Mutex
+	libs   map[string]nvml.Interface
+	pinned map[string]bool
 }
 
 func (s *nvmlSource) Simulated() bool { return false }
@@ -66,28 +74,38 @@ func (s *nvmlSource) Simulated() bool { return false }
 func (s *nvmlSource) String() string { return "nvml (" + s.path + ")" }
 
 func (s *nvmlSource) Open() (nvml.Interface, func(), error) {
-	s.mu.Lock()
-	if s.lib == nil {
-		s.lib = nvml.New(nvml.WithLibraryPath(s.path))
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.libs == nil {
+		shared.libs, shared.pinned = map[string]nvml.Interface{}, map[string]bool{}
 	}
-	lib := s.lib
-	s.mu.Unlock()
-
+	lib, ok := shared.libs[s.path]
+	if !ok {
+		lib = nvml.New(nvml.WithLibraryPath(s.path))
+		shared.libs[s.path] = lib
+	}
 	ret := lib.Init()
 	if ret != nvml.SUCCESS {
 		// Shutdown must not be called: the library may not even be loaded.
 		return nil, nil, initError(s.path, ret)
 	}
-	release := sync.OnceFunc(func() { lib.Shutdown() })
+	if !shared.pinned[s.path] && lib.Init() == nvml.SUCCESS {
+		shared.pinned[s.path] = true
+	}
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		release()
-		return nil, nil, &UnavailableError{Reason: "NVML could not count devices: " + ret.Error(), Return: ret}
+		lib.Shutdown()
+		return nil, nil, &UnavailableError{Reason: "NVML could not count devices: " + retText(ret), Return: ret}
 	}
 	if n == 0 {
-		release()
+		lib.Shutdown()
 		return nil, nil, &UnavailableError{Reason: "NVIDIA driver loaded but it reports zero GPUs", Return: nvml.SUCCESS}
 	}
+	release := sync.OnceFunc(func() {
+		shared.Lock()
+		defer shared.Unlock()
+		lib.Shutdown()
+	})
 	return lib, release, nil
 }
 
@@ -104,7 +122,41 @@ func initError(path string, ret nvml.Return) error {
 	case nvml.ERROR_LIB_RM_VERSION_MISMATCH:
 		reason = "NVML library and NVIDIA kernel module versions differ (reboot or reload the driver)"
 	default:
-		reason = "NVML initialisation failed: " + ret.Error()
+		reason = "NVML initialisation failed: " + retText(ret)
 	}
 	return &UnavailableError{Reason: reason, Return: ret}
+}
+
+// nvmlReturnText names NVML return codes without go-nvml's Return.Error,
+// which reads package state that loading the library rewrites.
+var nvmlReturnText = map[nvml.Return]string{
+	nvml.ERROR_UNINITIALIZED:           "NVML not initialised",
+	nvml.ERROR_INVALID_ARGUMENT:        "invalid argument",
+	nvml.ERROR_NOT_SUPPORTED:           "not supported",
+	nvml.ERROR_NO_PERMISSION:           "no permission",
+	nvml.ERROR_NOT_FOUND:               "not found",
+	nvml.ERROR_INSUFFICIENT_SIZE:       "insufficient size",
+	nvml.ERROR_INSUFFICIENT_POWER:      "insufficient power",
+	nvml.ERROR_DRIVER_NOT_LOADED:       "driver not loaded",
+	nvml.ERROR_TIMEOUT:                 "timeout",
+	nvml.ERROR_IRQ_ISSUE:               "interrupt problem",
+	nvml.ERROR_LIBRARY_NOT_FOUND:       "library not found",
+	nvml.ERROR_FUNCTION_NOT_FOUND:      "function not found in the library",
+	nvml.ERROR_CORRUPTED_INFOROM:       "corrupted infoROM",
+	nvml.ERROR_GPU_IS_LOST:             "GPU is lost",
+	nvml.ERROR_RESET_REQUIRED:          "GPU reset required",
+	nvml.ERROR_OPERATING_SYSTEM:        "operating system error",
+	nvml.ERROR_LIB_RM_VERSION_MISMATCH: "library and kernel module versions differ",
+	nvml.ERROR_IN_USE:                  "in use",
+	nvml.ERROR_MEMORY:                  "out of memory",
+	nvml.ERROR_NO_DATA:                 "no data",
+	nvml.ERROR_UNKNOWN:                 "unknown error",
+}
+
+// retText describes an NVML return code, e.g. "not supported (NVML 3)".
+func retText(ret nvml.Return) string {
+	if s, ok := nvmlReturnText[ret]; ok {
+		return fmt.Sprintf("%s (NVML %d)", s, int32(ret))
+	}
+	return fmt.Sprintf("NVML error %d", int32(ret))
 }

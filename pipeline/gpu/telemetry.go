@@ -1,0 +1,551 @@
+package gpu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// DefaultInterval is the telemetry sampling interval when none is given.
+const DefaultInterval = time.Second
+
+// eventWait is how long the event goroutine blocks in one NVML wait; it
+// bounds how long Stop takes.
+const eventWait = 200 * time.Millisecond
+
+// clockReasonNames names the bits of NVML's clock-event (throttle)
+// reasons mask.
+var clockReasonNames = []struct {
+	bit  uint64
+	name string
+}{
+	{nvml.ClocksEventReasonGpuIdle, "gpu_idle"},
+	{nvml.ClocksEventReasonApplicationsClocksSetting, "applications_clocks_setting"},
+	{nvml.ClocksEventReasonSwPowerCap, "sw_power_cap"},
+	{nvml.ClocksThrottleReasonHwSlowdown, "hw_slowdown"},
+	{nvml.ClocksEventReasonSyncBoost, "sync_boost"},
+	{nvml.ClocksEventReasonSwThermalSlowdown, "sw_thermal_slowdown"},
+	{nvml.ClocksThrottleReasonHwThermalSlowdown, "hw_thermal_slowdown"},
+	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
+	{nvml.ClocksEventReasonDisplayClockSetting, "display_clock_setting"},
+}
+
+// ThrottleMask are the clock-event reasons that count a sample as
+// throttled: power cap, thermal and hardware slowdowns. Idle, application
+// clocks, sync boost and display settings do not.
+const ThrottleMask uint64 = nvml.ClocksEventReasonSwPowerCap | nvml.ClocksThrottleReasonHwSlowdown |
+	nvml.ClocksEventReasonSwThermalSlowdown | nvml.ClocksThrottleReasonHwThermalSlowdown |
+	nvml.ClocksThrottleReasonHwPowerBrakeSlowdown
+
+// ClockEventReasons names the bits set in mask.
+func ClockEventReasons(mask uint64) []string {
+	var out []string
+	for _, r := range clockReasonNames {
+		if mask&r.bit != 0 {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// Line is one line of telemetry.jsonl: a sample of one GPU (Kind
+// "sample") or an event NVML delivered (Kind "xid" or "ecc_dbe").
+type Line struct {
+	// Time is when the sample was taken or the event received.
+	Time time.Time `json:"time"`
+	// Kind is "sample", "xid" or "ecc_dbe".
+	Kind string `json:"kind"`
+	// GPU is the device index.
+	GPU int `json:"gpu"`
+	// TemperatureC is the GPU core temperature.
+	TemperatureC *uint32 `json:"temperature_c,omitempty"`
+	// PowerWatts is the board power draw.
+	PowerWatts *float64 `json:"power_watts,omitempty"`
+	// SMClockMHz is the current SM clock.
+	SMClockMHz *uint32 `json:"sm_clock_mhz,omitempty"`
+	// MemClockMHz is the current memory clock.
+	MemClockMHz *uint32 `json:"mem_clock_mhz,omitempty"`
+	// ClockEventMask is NVML's clock-event (throttle) reasons mask.
+	ClockEventMask *uint64 `json:"clock_event_mask,omitempty"`
+	// ClockEventReasons names the bits of ClockEventMask.
+	ClockEventReasons []string `json:"clock_event_reasons,omitempty"`
+	// Throttled is whether a reason in ThrottleMask is set.
+	Throttled bool `json:"throttled,omitempty"`
+	// MemoryUsedBytes is the used device memory.
+	MemoryUsedBytes *uint64 `json:"memory_used_bytes,omitempty"`
+	// Xid is the Xid code of an "xid" line.
+	Xid *uint64 `json:"xid,omitempty"`
+	// Simulated is true for lines from simulated GPUs.
+	Simulated bool `json:"simulated,omitempty"`
+}
+
+// Summary is what telemetry saw around one step.
+type Summary struct {
+	// Simulated is true when the GPUs were simulated.
+	Simulated bool `json:"simulated"`
+	// IntervalSeconds is the sampling interval.
+	IntervalSeconds float64 `json:"interval_s"`
+	// DurationSeconds is the time from start to stop.
+	DurationSeconds float64 `json:"duration_s"`
+	// Samples is the number of per-GPU samples taken.
+	Samples int `json:"samples"`
+	// TemperatureMinC and TemperatureMaxC span all GPUs and samples.
+	TemperatureMinC *uint32 `json:"temperature_min_c,omitempty"`
+	// TemperatureMaxC is the highest temperature seen.
+	TemperatureMaxC *uint32 `json:"temperature_max_c,omitempty"`
+	// PowerMaxWatts is the highest power draw seen.
+	PowerMaxWatts *float64 `json:"power_max_w,omitempty"`
+	// ThrottledSamples counts samples with a reason in ThrottleMask.
+	ThrottledSamples int `json:"throttled_samples"`
+	// ThrottleShare is ThrottledSamples / Samples (0 with no samples).
+	ThrottleShare float64 `json:"throttle_share"`
+	// ThrottleReasons counts samples per throttling reason.
+	ThrottleReasons map[string]int `json:"throttle_reasons,omitempty"`
+	// MemoryUsedMaxBytes is the most device memory used on any GPU.
+	MemoryUsedMaxBytes *uint64 `json:"memory_used_max_bytes,omitempty"`
+	// GPUs are the per-GPU health counters before and after.
+	GPUs []Health `json:"gpus"`
+	// XidEvents are the Xid events received, in order.
+	XidEvents []XidEvent `json:"xid_events,omitempty"`
+	// Notes say what could not be watched (events not supported, ...).
+	Notes []string `json:"notes,omitempty"`
+	// Verdict is failed on a new double-bit ECC error, a row-remap failure
+	// or a fatal Xid.
+	Verdict Verdict `json:"verdict"`
+}
+
+// Health is one GPU's error counters before and after the step. A nil
+// counter was not reported.
+type Health struct {
+	// Index is the device index.
+	Index int `json:"index"`
+	// UUID identifies the device.
+	UUID string `json:"uuid,omitempty"`
+	// DoubleBitBefore is the volatile uncorrected (double-bit) ECC count
+	// at start.
+	DoubleBitBefore *uint64 `json:"ecc_double_bit_before,omitempty"`
+	// DoubleBitAfter is the same count at stop.
+	DoubleBitAfter *uint64 `json:"ecc_double_bit_after,omitempty"`
+	// DoubleBitEvents counts double-bit ECC events received.
+	DoubleBitEvents int `json:"ecc_double_bit_events,omitempty"`
+	// RemappedRowsBefore is the uncorrectable-error remapped row count at
+	// start.
+	RemappedRowsBefore *int `json:"remapped_rows_uncorrectable_before,omitempty"`
+	// RemappedRowsAfter is the same count at stop.
+	RemappedRowsAfter *int `json:"remapped_rows_uncorrectable_after,omitempty"`
+	// RemapFailedBefore is whether a row remapping had failed at start.
+	RemapFailedBefore *bool `json:"remap_failed_before,omitempty"`
+	// RemapFailedAfter is whether a row remapping had failed at stop.
+	RemapFailedAfter *bool `json:"remap_failed_after,omitempty"`
+	// RetiredPagesPendingBefore is the pending page-retirement flag at start.
+	RetiredPagesPendingBefore *bool `json:"retired_pages_pending_before,omitempty"`
+	// RetiredPagesPendingAfter is the same flag at stop.
+	RetiredPagesPendingAfter *bool `json:"retired_pages_pending_after,omitempty"`
+}
+
+// XidEvent is one Xid event.
+type XidEvent struct {
+	// Time is when it was received.
+	Time time.Time `json:"time"`
+	// GPU is the device index.
+	GPU int `json:"gpu"`
+	// Xid is the code.
+	Xid uint64 `json:"xid"`
+	// Fatal is whether the code fails the step (see FatalXids).
+	Fatal bool `json:"fatal"`
+	// Description says what the code means.
+	Description string `json:"description"`
+}
+
+// VerdictStatus is passed or failed.
+type VerdictStatus string
+
+// The telemetry verdicts.
+const (
+	VerdictPassed VerdictStatus = "passed"
+	VerdictFailed VerdictStatus = "failed"
+)
+
+// Verdict is telemetry's judgement of a step.
+type Verdict struct {
+	// Status is passed or failed.
+	Status VerdictStatus `json:"status"`
+	// Reasons say why it failed, one line per cause.
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Telemetry samples GPUs in the background until Stop.
+type Telemetry struct {
+	simulated bool
+	interval  time.Duration
+	start     time.Time
+	lib       nvml.Interface
+	release   func()
+	devs      []nvml.Device
+	set       nvml.EventSet
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopOnce  sync.Once
+	stopped   *Summary
+	stopErr   error
+
+	mu       sync.Mutex
+	f        *os.File
+	writeErr error
+	sum      Summary
+	index    map[nvml.Device]int
+}
+
+// StartTelemetry opens src, reads each GPU's error counters, registers for
+// Xid and double-bit ECC events, and samples every interval (DefaultInterval
+// when <= 0) into a new JSONL file at path (its directory must exist),
+// one line per GPU per sample, each written through at once. It samples
+// once right away and once more at Stop. Sampling also ends when ctx is
+// done; Stop must still be called. With no GPU the error matches ErrNoGPU.
+func StartTelemetry(ctx context.Context, src Source, path string, interval time.Duration) (*Telemetry, error) {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	lib, release, err := src.Open()
+	if err != nil {
+		return nil, err
+	}
+	t := &Telemetry{simulated: src.Simulated(), interval: interval, lib: lib, release: release, index: map[nvml.Device]int{}}
+	t.sum.Simulated = t.simulated
+	t.sum.IntervalSeconds = interval.Seconds()
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		release()
+		return nil, fmt.Errorf("counting GPUs: %s", retText(ret))
+	}
+	for i := range n {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			release()
+			return nil, fmt.Errorf("opening GPU %d: %s", i, retText(ret))
+		}
+		t.devs = append(t.devs, d)
+		t.index[d] = i
+		h := Health{Index: i}
+		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
+			h.UUID = u
+		}
+		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore = readHealth(d)
+		t.sum.GPUs = append(t.sum.GPUs, h)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("creating telemetry file: %w", err)
+	}
+	t.f = f
+	t.registerEvents()
+
+	ctx, t.cancel = context.WithCancel(ctx)
+	t.start = time.Now()
+	t.sample()
+	t.wg.Add(1)
+	go t.sampleLoop(ctx)
+	if t.set != nil {
+		t.wg.Add(1)
+		go t.eventLoop(ctx)
+	}
+	return t, nil
+}
+
+func readHealth(d nvml.Device) (dbe *uint64, remapped *int, failed *bool, pending *bool) {
+	if v, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
+		dbe = ptr(v)
+	}
+	if _, unc, _, f, ret := d.GetRemappedRows(); ret == nvml.SUCCESS {
+		remapped, failed = ptr(unc), ptr(f)
+	}
+	if v, ret := d.GetRetiredPagesPendingStatus(); ret == nvml.SUCCESS {
+		pending = ptr(v == nvml.FEATURE_ENABLED)
+	}
+	return dbe, remapped, failed, pending
+}
+
+func (t *Telemetry) note(format string, args ...any) {
+	t.sum.Notes = append(t.sum.Notes, fmt.Sprintf(format, args...))
+}
+
+func (t *Telemetry) registerEvents() {
+	set, ret := t.lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		t.note("Xid and ECC events not watched: creating an NVML event set: %s", retText(ret))
+		return
+	}
+	registered := 0
+	for i, d := range t.devs {
+		want := uint64(nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError)
+		if sup, ret := d.GetSupportedEventTypes(); ret == nvml.SUCCESS {
+			want &= sup
+		}
+		if want&nvml.EventTypeXidCriticalError == 0 {
+			t.note("gpu %d: Xid events not supported", i)
+		}
+		if want == 0 {
+			continue
+		}
+		if ret := d.RegisterEvents(want, set); ret != nvml.SUCCESS {
+			t.note("gpu %d: registering for Xid/ECC events: %s", i, retText(ret))
+			continue
+		}
+		registered++
+	}
+	if registered == 0 {
+		set.Free()
+		return
+	}
+	t.set = set
+}
+
+func (t *Telemetry) sampleLoop(ctx context.Context) {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			t.sample()
+		}
+	}
+}
+
+func (t *Telemetry) eventLoop(ctx context.Context) {
+	defer t.wg.Done()
+	failures := 0
+	for ctx.Err() == nil {
+		e, ret := t.set.Wait(uint32(eventWait / time.Millisecond))
+		switch ret {
+		case nvml.SUCCESS:
+			failures = 0
+			t.event(e)
+		case nvml.ERROR_TIMEOUT:
+		default:
+			failures++
+			if failures == 3 {
+				t.mu.Lock()
+				t.note("event wait failed three times in a row (%s): stopped watching events", retText(ret))
+				t.mu.Unlock()
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(eventWait):
+			}
+		}
+	}
+}
+
+// drainEvents takes the events already queued when Stop is called.
+func (t *Telemetry) drainEvents() {
+	for range 1024 {
+		e, ret := t.set.Wait(0)
+		if ret != nvml.SUCCESS {
+			return
+		}
+		t.event(e)
+	}
+}
+
+func (t *Telemetry) event(e nvml.EventData) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i, ok := t.index[e.Device]
+	if !ok {
+		i = -1
+		if u, ret := e.Device.GetUUID(); ret == nvml.SUCCESS {
+			for j, h := range t.sum.GPUs {
+				if h.UUID == u {
+					i = j
+				}
+			}
+		}
+	}
+	now := time.Now()
+	switch {
+	case e.EventType&nvml.EventTypeXidCriticalError != 0:
+		x := e.EventData
+		t.sum.XidEvents = append(t.sum.XidEvents, XidEvent{Time: now, GPU: i, Xid: x, Fatal: XidFatal(x), Description: XidDescription(x)})
+		t.writeLine(Line{Time: now, Kind: "xid", GPU: i, Xid: ptr(x), Simulated: t.simulated})
+	case e.EventType&nvml.EventTypeDoubleBitEccError != 0:
+		if i >= 0 && i < len(t.sum.GPUs) {
+			t.sum.GPUs[i].DoubleBitEvents++
+		}
+		t.writeLine(Line{Time: now, Kind: "ecc_dbe", GPU: i, Simulated: t.simulated})
+	}
+}
+
+// sample reads every GPU once and writes one line each.
+func (t *Telemetry) sample() {
+	now := time.Now()
+	lines := make([]Line, 0, len(t.devs))
+	for i, d := range t.devs {
+		l := Line{Time: now, Kind: "sample", GPU: i, Simulated: t.simulated}
+		if v, ret := d.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
+			l.TemperatureC = ptr(v)
+		}
+		if v, ret := d.GetPowerUsage(); ret == nvml.SUCCESS {
+			l.PowerWatts = ptr(float64(v) / 1000)
+		}
+		if v, ret := d.GetClockInfo(nvml.CLOCK_SM); ret == nvml.SUCCESS {
+			l.SMClockMHz = ptr(v)
+		}
+		if v, ret := d.GetClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
+			l.MemClockMHz = ptr(v)
+		}
+		if v, ret := d.GetCurrentClocksEventReasons(); ret == nvml.SUCCESS {
+			l.ClockEventMask = ptr(v)
+			l.ClockEventReasons = ClockEventReasons(v)
+			l.Throttled = v&ThrottleMask != 0
+		}
+		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+			l.MemoryUsedBytes = ptr(m.Used)
+		}
+		lines = append(lines, l)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := &t.sum
+	for _, l := range lines {
+		s.Samples++
+		if v := l.TemperatureC; v != nil {
+			if s.TemperatureMinC == nil || *v < *s.TemperatureMinC {
+				s.TemperatureMinC = ptr(*v)
+			}
+			if s.TemperatureMaxC == nil || *v > *s.TemperatureMaxC {
+				s.TemperatureMaxC = ptr(*v)
+			}
+		}
+		if v := l.PowerWatts; v != nil && (s.PowerMaxWatts == nil || *v > *s.PowerMaxWatts) {
+			s.PowerMaxWatts = ptr(*v)
+		}
+		if v := l.MemoryUsedBytes; v != nil && (s.MemoryUsedMaxBytes == nil || *v > *s.MemoryUsedMaxBytes) {
+			s.MemoryUsedMaxBytes = ptr(*v)
+		}
+		if l.Throttled {
+			s.ThrottledSamples++
+			if s.ThrottleReasons == nil {
+				s.ThrottleReasons = map[string]int{}
+			}
+			for _, r := range ClockEventReasons(*l.ClockEventMask & ThrottleMask) {
+				s.ThrottleReasons[r]++
+			}
+		}
+		t.writeLine(l)
+	}
+}
+
+// writeLine appends one JSON line; t.mu is held. The first write error is
+// kept and reported by Stop.
+func (t *Telemetry) writeLine(l Line) {
+	if t.writeErr != nil {
+		return
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.writeErr = err
+		return
+	}
+	b = append(b, '\n')
+	if _, err := t.f.Write(b); err != nil {
+		t.writeErr = fmt.Errorf("writing telemetry: %w", err)
+	}
+}
+
+// Stop ends sampling, takes a last sample, reads the error counters again
+// and returns the Summary with its Verdict. Calling it again returns the
+// same result. The error is for a telemetry file that could not be
+// written; the Summary is returned with it.
+func (t *Telemetry) Stop() (*Summary, error) {
+	t.stopOnce.Do(func() {
+		t.cancel()
+		t.wg.Wait()
+		t.sample()
+		if t.set != nil {
+			t.drainEvents()
+			t.set.Free()
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		for i, d := range t.devs {
+			h := &t.sum.GPUs[i]
+			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = readHealth(d)
+		}
+		t.release()
+		s := &t.sum
+		s.DurationSeconds = time.Since(t.start).Seconds()
+		if s.Samples > 0 {
+			s.ThrottleShare = float64(s.ThrottledSamples) / float64(s.Samples)
+		}
+		s.Verdict = verdict(s)
+		err := t.writeErr
+		if e := t.f.Sync(); e != nil && err == nil {
+			err = fmt.Errorf("syncing telemetry: %w", e)
+		}
+		if e := t.f.Close(); e != nil && err == nil {
+			err = fmt.Errorf("closing telemetry: %w", e)
+		}
+		out := *s
+		t.stopped, t.stopErr = &out, err
+	})
+	return t.stopped, t.stopErr
+}
+
+// verdict applies the rules: a new double-bit ECC error, a row-remap
+// failure or a fatal Xid fails the step.
+func verdict(s *Summary) Verdict {
+	var reasons []string
+	for _, h := range s.GPUs {
+		switch {
+		case h.DoubleBitBefore != nil && h.DoubleBitAfter != nil && *h.DoubleBitAfter > *h.DoubleBitBefore:
+			reasons = append(reasons, fmt.Sprintf("gpu %d: %d new double-bit ECC error(s) (volatile uncorrected count %d -> %d)",
+				h.Index, *h.DoubleBitAfter-*h.DoubleBitBefore, *h.DoubleBitBefore, *h.DoubleBitAfter))
+		case h.DoubleBitEvents > 0:
+			reasons = append(reasons, fmt.Sprintf("gpu %d: %d double-bit ECC event(s) received", h.Index, h.DoubleBitEvents))
+		}
+		if h.RemapFailedAfter != nil && *h.RemapFailedAfter {
+			when := "during the step"
+			if h.RemapFailedBefore != nil && *h.RemapFailedBefore {
+				when = "already before the step"
+			}
+			reasons = append(reasons, fmt.Sprintf("gpu %d: row-remap failure (%s)", h.Index, when))
+		}
+		if h.RetiredPagesPendingBefore != nil && h.RetiredPagesPendingAfter != nil && !*h.RetiredPagesPendingBefore && *h.RetiredPagesPendingAfter {
+			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: a page retirement became pending during the step", h.Index))
+		}
+	}
+	for _, x := range s.XidEvents {
+		if x.Fatal {
+			reasons = append(reasons, fmt.Sprintf("gpu %d: fatal Xid %d (%s)", x.GPU, x.Xid, x.Description))
+		} else {
+			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: Xid %d (%s), not fatal", x.GPU, x.Xid, x.Description))
+		}
+	}
+	if len(reasons) > 0 {
+		return Verdict{Status: VerdictFailed, Reasons: reasons}
+	}
+	return Verdict{Status: VerdictPassed}
+}
+
+// Err returns an error listing the verdict's reasons when it failed.
+func (v Verdict) Err() error {
+	if v.Status != VerdictFailed {
+		return nil
+	}
+	msg := "telemetry verdict failed:"
+	for _, r := range v.Reasons {
+		msg += "\n  " + r
+	}
+	return errors.New(msg)
+}

@@ -1,0 +1,237 @@
+package gpu
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
+)
+
+// runTelemetry starts telemetry on s, lets during run while it samples
+// every 5ms, and stops it.
+func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []Line) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "telemetry.jsonl")
+	tel, err := StartTelemetry(t.Context(), s, path, 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if during != nil {
+		during()
+	}
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	sum, err := tel.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Stop took %v", d)
+	}
+	again, err := tel.Stop()
+	if err != nil || again.Samples != sum.Samples {
+		t.Errorf("second Stop = %+v, %v", again, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []Line
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l Line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("bad telemetry line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, l)
+	}
+	return sum, lines
+}
+
+func TestTelemetryHealthy(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100:2")
+	sum, lines := runTelemetry(t, s, nil)
+	if sum.Verdict.Status != VerdictPassed || len(sum.Verdict.Reasons) != 0 {
+		t.Errorf("verdict = %+v, want passed", sum.Verdict)
+	}
+	if err := sum.Verdict.Err(); err != nil {
+		t.Error(err)
+	}
+	// At least the first and the last sample of both GPUs.
+	if sum.Samples < 4 || sum.Samples%2 != 0 {
+		t.Errorf("samples = %d, want an even number >= 4", sum.Samples)
+	}
+	if len(lines) != sum.Samples {
+		t.Errorf("%d lines in the file, summary says %d samples", len(lines), sum.Samples)
+	}
+	for _, l := range lines {
+		if !l.Simulated || l.Kind != "sample" || l.TemperatureC == nil || l.PowerWatts == nil || l.SMClockMHz == nil || l.MemoryUsedBytes == nil {
+			t.Fatalf("incomplete line %+v", l)
+		}
+		if diff := cmp.Diff([]string{"gpu_idle"}, l.ClockEventReasons); diff != "" || l.Throttled {
+			t.Errorf("idle GPU reasons (-want +got):\n%s", diff)
+		}
+	}
+	if !sum.Simulated || sum.TemperatureMinC == nil || *sum.TemperatureMinC < 33 || *sum.TemperatureMaxC > 36 || *sum.PowerMaxWatts < 71 || *sum.PowerMaxWatts > 76 {
+		t.Errorf("summary ranges wrong: %+v", sum)
+	}
+	if sum.ThrottledSamples != 0 || sum.ThrottleShare != 0 {
+		t.Errorf("throttled = %d (%v)", sum.ThrottledSamples, sum.ThrottleShare)
+	}
+	if len(sum.GPUs) != 2 || *sum.GPUs[0].DoubleBitBefore != 0 || *sum.GPUs[0].DoubleBitAfter != 0 || *sum.GPUs[1].RemapFailedAfter {
+		t.Errorf("health = %+v", sum.GPUs)
+	}
+}
+
+func TestTelemetryVerdicts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		during      func(*Simulated)
+		wantStatus  VerdictStatus
+		wantReasons []string
+		wantNote    string
+	}{
+		{
+			name:        "fatal xid 79",
+			during:      func(s *Simulated) { s.InjectXid(1, 79) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 1: fatal Xid 79 (GPU has fallen off the bus)"},
+		},
+		{
+			name:        "fatal xid 48 and 95",
+			during:      func(s *Simulated) { s.InjectXid(0, 48); s.InjectXid(0, 95) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 0: fatal Xid 48 (double-bit ECC error)", "gpu 0: fatal Xid 95 (uncontained ECC error)"},
+		},
+		{
+			name:       "application xid 13 is noted, not fatal",
+			during:     func(s *Simulated) { s.InjectXid(0, 13) },
+			wantStatus: VerdictPassed,
+			wantNote:   "gpu 0: Xid 13 (graphics engine exception (usually an application error)), not fatal",
+		},
+		{
+			name:        "new double-bit ECC error",
+			during:      func(s *Simulated) { s.InjectDoubleBitECC(1, 2) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 1: 2 new double-bit ECC error(s) (volatile uncorrected count 0 -> 2)"},
+		},
+		{
+			name:        "row-remap failure",
+			during:      func(s *Simulated) { s.SetRemapFailure(0, true) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 0: row-remap failure (during the step)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustSimulate(t, "a100:2")
+			sum, lines := runTelemetry(t, s, func() { tt.during(s) })
+			if sum.Verdict.Status != tt.wantStatus {
+				t.Errorf("status = %s, want %s (%+v)", sum.Verdict.Status, tt.wantStatus, sum.Verdict)
+			}
+			if diff := cmp.Diff(tt.wantReasons, sum.Verdict.Reasons); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+			if tt.wantNote != "" && !strings.Contains(strings.Join(sum.Notes, "\n"), tt.wantNote) {
+				t.Errorf("notes %q lack %q", sum.Notes, tt.wantNote)
+			}
+			if tt.wantStatus == VerdictFailed {
+				if err := sum.Verdict.Err(); err == nil || !strings.Contains(err.Error(), tt.wantReasons[0]) {
+					t.Errorf("Verdict.Err = %v", err)
+				}
+			}
+			var xids int
+			for _, l := range lines {
+				if l.Kind == "xid" {
+					xids++
+				}
+			}
+			if xids != len(sum.XidEvents) {
+				t.Errorf("%d xid lines, %d xid events", xids, len(sum.XidEvents))
+			}
+		})
+	}
+}
+
+func TestTelemetryDoubleBitEventWithoutCounter(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100")
+	s.Device(0).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	sum, _ := runTelemetry(t, s, func() { s.InjectDoubleBitECC(0, 1) })
+	want := []string{"gpu 0: 1 double-bit ECC event(s) received"}
+	if diff := cmp.Diff(want, sum.Verdict.Reasons); diff != "" {
+		t.Errorf("reasons (-want +got):\n%s", diff)
+	}
+}
+
+func TestTelemetryThrottle(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100:2")
+	s.SetClockEventReasons(0, nvml.ClocksEventReasonSwPowerCap|nvml.ClocksThrottleReasonHwThermalSlowdown)
+	sum, lines := runTelemetry(t, s, nil)
+	if sum.Verdict.Status != VerdictPassed {
+		t.Errorf("throttling alone failed the verdict: %+v", sum.Verdict)
+	}
+	if sum.ThrottledSamples != sum.Samples/2 || sum.ThrottleShare != 0.5 {
+		t.Errorf("throttled %d of %d (share %v), want half", sum.ThrottledSamples, sum.Samples, sum.ThrottleShare)
+	}
+	want := map[string]int{"sw_power_cap": sum.Samples / 2, "hw_thermal_slowdown": sum.Samples / 2}
+	if diff := cmp.Diff(want, sum.ThrottleReasons); diff != "" {
+		t.Errorf("reasons (-want +got):\n%s", diff)
+	}
+	for _, l := range lines {
+		if l.Throttled != (l.GPU == 0) {
+			t.Errorf("line %+v: throttled %v", l, l.Throttled)
+		}
+	}
+}
+
+func TestTelemetryMemoryUsed(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h200")
+	sum, _ := runTelemetry(t, s, func() { s.AddProcess(0, 99, 10<<30) })
+	if sum.MemoryUsedMaxBytes == nil || *sum.MemoryUsedMaxBytes != 10<<30+1<<20 {
+		t.Errorf("memory used max = %v", sum.MemoryUsedMaxBytes)
+	}
+}
+
+func TestTelemetryNoGPU(t *testing.T) {
+	t.Parallel()
+	_, err := StartTelemetry(t.Context(), NVML(filepath.Join(t.TempDir(), "missing.so")), filepath.Join(t.TempDir(), "t.jsonl"), time.Second)
+	if !errors.Is(err, ErrNoGPU) {
+		t.Errorf("err = %v, want ErrNoGPU", err)
+	}
+}
+
+func TestTelemetryBadPath(t *testing.T) {
+	t.Parallel()
+	_, err := StartTelemetry(t.Context(), mustSimulate(t, "h100"), filepath.Join(t.TempDir(), "no", "such", "dir", "t.jsonl"), time.Second)
+	if err == nil || !strings.Contains(err.Error(), "creating telemetry file") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestFatalXids(t *testing.T) {
+	t.Parallel()
+	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140}
+	if diff := cmp.Diff(want, FatalXids()); diff != "" {
+		t.Error(diff)
+	}
+	if XidFatal(13) || !XidFatal(79) || XidDescription(9999) != "Xid 9999" {
+		t.Error("xid table wrong")
+	}
+}
