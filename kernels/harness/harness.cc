@@ -367,7 +367,8 @@ void run_cpu(const Problem& p, const Options& o, CaseResult& res, std::vector<fl
     auto t0 = std::chrono::steady_clock::now();
     cpu_compute(p, o, out);
     auto t1 = std::chrono::steady_clock::now();
-    res.samples.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    // Clamp to 1 ns: a sample is a positive duration.
+    res.samples.push_back(std::max<long long>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
   }
 }
 
@@ -560,7 +561,7 @@ void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std:
       c.check(c.api.cuEventSynchronize(e1), "cuEventSynchronize");
       float ms = 0;
       c.check(c.api.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
-      res.samples.push_back((long long)std::llround(double(ms) * 1e6));
+      res.samples.push_back(std::max<long long>(1, std::llround(double(ms) * 1e6)));
     }
     out.assign(p.out_n, 0.0f);
     c.check(c.api.cuMemcpyDtoH(out.data(), dout, p.out_n * sizeof(float)), "cuMemcpyDtoH");
