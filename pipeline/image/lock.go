@@ -133,8 +133,10 @@ func ParseLock(data []byte, filename string) (*Lock, error) {
 	if err := dec.Decode(&l); err != nil {
 		return nil, jsonErr(data, filename, err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s: unexpected data after the lock document", filename)
+	if off := dec.InputOffset(); len(bytes.TrimSpace(data[off:])) > 0 {
+		lead := len(data[off:]) - len(bytes.TrimLeft(data[off:], " \t\r\n"))
+		line, col := lineCol(data, int(off)+lead)
+		return nil, fmt.Errorf("%s:%d:%d: unexpected data after the lock document", filename, line, col)
 	}
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -199,15 +201,21 @@ func jsonErr(data []byte, filename string, err error) error {
 		return fmt.Errorf("%s: %w", filename, err)
 	}
 	// Offset counts the bytes read, the offending one included.
+	line, col := lineCol(data, int(off)-1)
+	return fmt.Errorf("%s:%d:%d: %w", filename, line, col, err)
+}
+
+// lineCol gives the 1-based line and column of byte offset off.
+func lineCol(data []byte, off int) (int, int) {
 	line, col := 1, 1
-	for _, c := range data[:max(0, min(int(off)-1, len(data)))] {
+	for _, c := range data[:max(0, min(off, len(data)))] {
 		if c == '\n' {
 			line, col = line+1, 1
 		} else {
 			col++
 		}
 	}
-	return fmt.Errorf("%s:%d:%d: %w", filename, line, col, err)
+	return line, col
 }
 
 // Marshal returns the lock as indented JSON with a trailing newline, entries

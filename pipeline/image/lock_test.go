@@ -133,6 +133,7 @@ func TestParseLockErrors(t *testing.T) {
 	}{
 		{name: "syntax", doc: "{\n  \"apiVersion\": \"gpuattest.dev/v1\",\n  \"kind\": \"Lock\"\n  \"images\": []\n}", want: []string{"gpuattest.lock:4:3: invalid character"}},
 		{name: "type", doc: "{\"apiVersion\": \"gpuattest.dev/v1\", \"kind\": \"Lock\",\n \"images\": {}}", want: []string{"gpuattest.lock:2:12: json: cannot unmarshal object"}},
+		{name: "trailing data", doc: "{\"apiVersion\": \"gpuattest.dev/v1\", \"kind\": \"Lock\", \"images\": []}\n\n  {}", want: []string{"gpuattest.lock:3:3: unexpected data after the lock document"}},
 		{name: "unknown field", doc: `{"apiVersion": "gpuattest.dev/v1", "kind": "Lock", "images": [], "pipeline_digest": "x"}`, want: []string{`unknown field "pipeline_digest"`}},
 		{name: "every field problem at once", doc: `{"apiVersion": "v2", "kind": "Pipeline", "images": [
 			{"name": "a", "reference": "ubuntu:22.04", "manifest_digest": "sha256:abc", "platform": "linux/amd64", "resolved_at": "2026-01-01T00:00:00Z"},

@@ -174,7 +174,7 @@ func remoteErr(ref name.Reference, err error) error {
 }
 
 // fromIndex picks the configured platform's image out of an index.
-func (o *options) fromIndex(idx v1.ImageIndex) (v1.Image, v1.Hash, error) {
+func (o *options) fromIndex(idx manifestLister) (v1.Image, v1.Hash, error) {
 	im, err := idx.IndexManifest()
 	if err != nil {
 		return nil, v1.Hash{}, fmt.Errorf("reading index: %w", err)
@@ -238,7 +238,25 @@ func (o *options) pullLayout(s Source, res *Resolved) (v1.Image, error) {
 			return nil, fmt.Errorf("searching %s: %w", dir, err)
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: %s holds no manifest or index %s", ErrNotFound, dir, s.Digest)
+			// Not listed in index.json any more; the blob may still be there.
+			img, idx, err := unlistedBlob(lp, h)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				return nil, fmt.Errorf("%w: %s holds no manifest or index %s", ErrNotFound, dir, s.Digest)
+			case err != nil:
+				return nil, err
+			case idx != nil:
+				res.IndexDigest = h.String()
+				img, d, err := o.fromIndex(idx)
+				if err != nil {
+					return nil, err
+				}
+				res.ManifestDigest = d.String()
+				return img, nil
+			default:
+				res.ManifestDigest = h.String()
+				return img, nil
+			}
 		}
 	} else {
 		im, err := top.IndexManifest()

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"text/tabwriter"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
+	"github.com/spf13/cobra"
+)
+
+func init() { verbs = append(verbs, newLockCmd) }
+
+// lockReport is the -o json output of gpuattest lock.
+type lockReport struct {
+	Pipeline string          `json:"pipeline"`
+	Lock     string          `json:"lock"`
+	Written  bool            `json:"written"`
+	Changes  []image.Change  `json:"changes,omitempty"`
+	Problems []image.Problem `json:"problems,omitempty"`
+	OK       bool            `json:"ok"`
+}
+
+func newLockCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "lock FILE",
+		Short: "Pin every image of a pipeline to digests in gpuattest.lock",
+		Long: "lock resolves every image of the pipeline (registry tag, oci-layout:PATH or\n" +
+			"docker-archive:PATH) to its index and linux/amd64 manifest digests and writes\n" +
+			"them to gpuattest.lock beside the pipeline. Existing entries are kept unless\n" +
+			"--update; entries of images the pipeline dropped are removed.\n\n" +
+			"With --check nothing is written: lock runs the release gate instead (floating\n" +
+			"tags without an entry, a stale lock, digests the source no longer serves, tags\n" +
+			"that moved) and exits 1 when it refuses.",
+		Args: cobra.ExactArgs(1),
+	}
+	out := outputFlag(c)
+	update := c.Flags().Bool("update", false, "re-resolve every image, replacing existing entries")
+	check := c.Flags().Bool("check", false, "only check the lock against the pipeline and the image sources; write nothing")
+	platform := c.Flags().String("platform", image.DefaultPlatform, "platform to resolve multi-platform indexes for")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		if *update && *check {
+			return usageErr("--update and --check exclude each other")
+		}
+		file := args[0]
+		p, err := pipeline.Load(file)
+		if err != nil {
+			var probs pipeline.Problems
+			if errors.As(err, &probs) {
+				return withCode(exitFailed, fmt.Errorf("%w\nhint: fix the pipeline (gpuattest lint %s) before locking it", err, file))
+			}
+			return withCode(exitUsage, err)
+		}
+		lockPath := image.LockPath(file)
+		existing, err := image.ReadLock(lockPath)
+		if errors.Is(err, fs.ErrNotExist) {
+			existing, err = nil, nil
+		}
+		if err != nil && !*update {
+			return withCode(exitFailed, err)
+		}
+		if err != nil { // --update rewrites a broken lock
+			fmt.Fprintf(c.ErrOrStderr(), "gpuattest: replacing an invalid lock: %v\n", err)
+			existing = nil
+		}
+		opts := []image.Option{image.WithBaseDir(p.Dir), image.WithPlatform(*platform), image.WithPipelineFile(file)}
+		rep := lockReport{Pipeline: file, Lock: lockPath}
+		w := c.OutOrStdout()
+
+		if *check {
+			rep.Problems = image.CheckLock(c.Context(), p.Images, existing, opts...)
+			rep.OK = len(rep.Problems) == 0
+			if *out == "json" {
+				if err := writeJSON(w, rep); err != nil {
+					return err
+				}
+			} else {
+				for _, pr := range rep.Problems {
+					fmt.Fprintln(w, pr.String())
+				}
+				if rep.OK {
+					fmt.Fprintf(w, "%s: ok (%d image%s locked and served)\n", lockPath, len(p.Images), plural(len(p.Images)))
+				} else {
+					fmt.Fprintf(c.ErrOrStderr(), "%d problem%s found\n", len(rep.Problems), plural(len(rep.Problems)))
+				}
+			}
+			if !rep.OK {
+				return silentExit(exitFailed)
+			}
+			return nil
+		}
+
+		lock, changes, err := image.LockImages(c.Context(), p.Images, existing, *update, opts...)
+		rep.Changes = changes
+		if err != nil {
+			return withCode(exitFailed, fmt.Errorf("locking %s: %w\nhint: %s was not changed", file, err, lockPath))
+		}
+		data, err := lock.Marshal()
+		if err != nil {
+			return err
+		}
+		if old, rerr := os.ReadFile(lockPath); rerr != nil || !bytes.Equal(old, data) {
+			if err := lock.Write(lockPath); err != nil {
+				return withCode(exitFailed, err)
+			}
+			rep.Written = true
+		}
+		rep.OK = true
+		if *out == "json" {
+			return writeJSON(w, rep)
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "IMAGE\tACTION\tREFERENCE\tPINNED")
+		for _, ch := range changes {
+			pinned, perr := ch.Entry.Pinned()
+			if perr != nil {
+				pinned = ch.Entry.ManifestDigest
+			}
+			if ch.Action == "removed" {
+				pinned = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.Name, ch.Action, ch.Entry.Reference, pinned)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if rep.Written {
+			fmt.Fprintf(w, "wrote %s (%d image%s)\n", lockPath, len(lock.Images), plural(len(lock.Images)))
+		} else {
+			fmt.Fprintf(w, "%s is up to date\n", lockPath)
+		}
+		return nil
+	}
+	return c
+}
