@@ -1,0 +1,55 @@
+package image
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPinner(t *testing.T) {
+	t.Parallel()
+	host := newRegistry(t)
+	d1 := push(t, host+"/app:1", platformImage(t, "linux", "amd64"))
+	images := map[string]string{"app": host + "/app:1"}
+	lock, _, err := LockImages(t.Context(), images, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2 := push(t, host+"/app:1", imageOf(t, layerOf(t, file("v", "2"))))
+
+	// Not locked, no lock: the tag is resolved now.
+	p, err := NewPinner(t.Context(), images, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got != host+"/app@"+d2.String() {
+		t.Errorf("unlocked Pin = %q, %v; want the tag's current digest %s", got, err, d2)
+	}
+	// Not locked, with a lock: the lock's digest wins over the moved tag.
+	p, err = NewPinner(t.Context(), images, lock, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got != host+"/app@"+d1.String() {
+		t.Errorf("Pin with a lock = %q, %v; want the locked digest %s", got, err, d1)
+	}
+	// Locked: the moved tag is refused before anything runs.
+	_, err = NewPinner(t.Context(), images, lock, true, WithPipelineFile("release.yaml"))
+	if err == nil || !strings.Contains(err.Error(), `release mode refuses the pipeline's images:`) || !strings.Contains(err.Error(), `tag "1" moved after locking`) {
+		t.Fatalf("locked NewPinner err = %v, want the moved tag refused", err)
+	}
+	// Locked with a fresh lock: pins from the lock.
+	fresh, _, err := LockImages(t.Context(), images, lock, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = NewPinner(t.Context(), images, fresh, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got != host+"/app@"+d2.String() {
+		t.Errorf("locked Pin = %q, %v; want %s", got, err, d2)
+	}
+	if _, err := p.Pin(t.Context(), "other", "ubuntu:22.04"); err == nil || !strings.Contains(err.Error(), "has no matching entry") {
+		t.Errorf("locked Pin of an unlocked image: %v", err)
+	}
+}
