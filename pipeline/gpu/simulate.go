@@ -218,6 +218,11 @@ func (s *Simulated) deliver(i int, typ uint64, data uint64) {
 func (s *Simulated) newEventSet() (nvml.EventSet, nvml.Return) {
 	set := &simEventSet{ch: make(chan nvml.EventData, 256), regs: map[int]uint64{}}
 	set.WaitFunc = func(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+		select { // a queued event wins over an expired timeout
+		case e := <-set.ch:
+			return e, nvml.SUCCESS
+		default:
+		}
 		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
 		defer t.Stop()
 		select {
