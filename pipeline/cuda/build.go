@@ -470,6 +470,12 @@ const maxCopyBytes = 1 << 30
 // skipping .git, the paths in skip and anything under them; symlinks are
 // recreated as symlinks.
 func copyTree(src, dst string, skip []string) error {
+	// A work dir reached through a symlink (pipelines/kernels -> ../kernels)
+	// is walked at its real path; skip paths are resolved the same way.
+	src = resolve(src)
+	for i := range skip {
+		skip[i] = resolve(skip[i])
+	}
 	var total int64
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -513,6 +519,17 @@ func copyTree(src, dst string, skip []string) error {
 		}
 		return nil
 	})
+}
+
+// resolve returns p with symlinks evaluated, or p when that fails.
+func resolve(p string) string {
+	if p == "" {
+		return p
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 func copyFile(src, dst string, mode fs.FileMode) error {
