@@ -18,8 +18,23 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	})
 }
 
+// WriteNoDirSync is Write without the fsync of the directory: the file's
+// content is synced and the rename atomic, so readers and a crashed writer
+// see old or new content, but after a power loss the rename itself may be
+// lost. For files rewritten often whose last write syncs the directory.
+func WriteNoDirSync(path string, data []byte, perm os.FileMode) error {
+	return writeFrom(path, perm, false, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
 // WriteFrom replaces path with what fill writes.
-func WriteFrom(path string, perm os.FileMode, fill func(io.Writer) error) (err error) {
+func WriteFrom(path string, perm os.FileMode, fill func(io.Writer) error) error {
+	return writeFrom(path, perm, true, fill)
+}
+
+func writeFrom(path string, perm os.FileMode, syncDir bool, fill func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -47,9 +62,11 @@ func WriteFrom(path string, perm os.FileMode, fill func(io.Writer) error) (err e
 	if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("renaming into %s: %w", path, err)
 	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
+	if syncDir {
+		if d, derr := os.Open(dir); derr == nil {
+			_ = d.Sync()
+			d.Close()
+		}
 	}
 	return nil
 }

@@ -114,8 +114,32 @@ func (c *cache) restore(m *manifest, wd string) ([]step.File, error) {
 		if err := atomicfile.Copy(dst, obj); err != nil {
 			return nil, fmt.Errorf("restoring %s: %w", f.Path, err)
 		}
+		// The work dir copy is the user's again: writable.
+		if st, err := os.Stat(dst); err == nil {
+			_ = os.Chmod(dst, st.Mode().Perm()|0o200)
+		}
 	}
 	return m.Outputs, nil
+}
+
+// linkOutputs puts the outputs into the step's outputs/ directory as hard
+// links to the cache's read-only objects (already synced when stored),
+// copying where a link is not possible.
+func (c *cache) linkOutputs(stepDir string, files []step.File) error {
+	for _, f := range files {
+		dst := filepath.Join(stepDir, "outputs", filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		obj := c.objectPath(f.SHA256)
+		if err := os.Link(obj, dst); err == nil {
+			continue
+		}
+		if err := atomicfile.Copy(dst, obj); err != nil {
+			return fmt.Errorf("copying output %s into the run directory: %w", f.Path, err)
+		}
+	}
+	return nil
 }
 
 // store saves outputs and the manifest. The manifest is written last, so a
@@ -135,6 +159,13 @@ func (c *cache) store(key, wd string, files []step.File, sr *StepRecord) error {
 		if err := atomicfile.Copy(obj, filepath.Join(wd, filepath.FromSlash(f.Path))); err != nil {
 			return err
 		}
+		// Objects are shared by hard links into run directories: read-only,
+		// keeping the execute bits.
+		perm := os.FileMode(0o444)
+		if st, err := os.Stat(obj); err == nil && st.Mode()&0o111 != 0 {
+			perm = 0o555
+		}
+		_ = os.Chmod(obj, perm)
 	}
 	m := manifest{Key: key, Outputs: files, Artifacts: sr.Artifacts, Results: sr.Results, ExitCode: sr.ExitCode, Details: sr.Details}
 	b, err := json.MarshalIndent(m, "", "  ")

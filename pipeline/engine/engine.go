@@ -442,7 +442,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 				sr.ExitCode = m.ExitCode
 				sr.Outputs, sr.Artifacts, sr.Results, sr.Details = files, m.Artifacts, m.Results, m.Details
 				sr.Notes = append(sr.Notes, "restored from the build cache")
-				if err := copyOutputs(sc.WorkDir, stepDir, files); err != nil {
+				if err := e.cache.linkOutputs(stepDir, files); err != nil {
 					return sr, err
 				}
 				return sr, nil
@@ -512,14 +512,16 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 		return sr, nil
 	}
 	sr.Outputs = files
-	if err := copyOutputs(sc.WorkDir, stepDir, files); err != nil {
-		return sr, err
-	}
 	sr.State = Passed
 	if key != "" {
 		if err := e.cache.store(key, sc.WorkDir, files, sr); err != nil {
 			sr.Notes = append(sr.Notes, "not cached: "+err.Error())
+		} else if err := e.cache.linkOutputs(stepDir, files); err == nil {
+			return sr, nil
 		}
+	}
+	if err := copyOutputs(sc.WorkDir, stepDir, files); err != nil {
+		return sr, err
 	}
 	return sr, nil
 }

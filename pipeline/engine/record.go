@@ -167,25 +167,31 @@ func (r *recorder) loop() {
 	for {
 		select {
 		case <-r.kick:
-			r.write()
+			r.write(false)
 		case <-r.quit:
-			r.write()
+			r.write(true)
 			return
 		}
 	}
 }
 
-func (r *recorder) write() {
+// write writes the record if it changed; the final write also syncs the
+// directory so the last rename survives a power loss.
+func (r *recorder) write(final bool) {
 	r.mu.Lock()
 	gen := r.gen
-	if gen == r.done && r.done != 0 {
+	if gen == r.done && r.done != 0 && !final {
 		r.mu.Unlock()
 		return
 	}
 	data, err := json.MarshalIndent(r.rec, "", "  ")
 	r.mu.Unlock()
 	if err == nil {
-		err = atomicfile.Write(r.path, append(data, '\n'), 0o644)
+		if final {
+			err = atomicfile.Write(r.path, append(data, '\n'), 0o644)
+		} else {
+			err = atomicfile.WriteNoDirSync(r.path, append(data, '\n'), 0o644)
+		}
 	}
 	r.mu.Lock()
 	if err != nil && r.err == nil {
