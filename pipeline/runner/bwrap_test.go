@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -125,4 +126,23 @@ func TestBwrapCUDA(t *testing.T) {
 			t.Errorf("pwd inside %q, want %q", stdout, base)
 		}
 	})
+}
+
+// ExampleBwrap runs a command under bubblewrap in an image pulled by
+// digest and extracted into the cache. (Not run: it needs bwrap and the
+// image.)
+func ExampleBwrap() {
+	b, err := NewBwrap() // cache: $XDG_CACHE_HOME/gpuattest/rootfs/
+	if err != nil {
+		panic(err)
+	}
+	res, err := b.Run(context.Background(), &Command{
+		Args:  []string{"nvcc", "--version"},
+		Dir:   "/home/me/project",
+		Image: "oci-layout:/srv/images/cuda-build@sha256:" + strings.Repeat("0", 64),
+	})
+	if err != nil {
+		panic(err)
+	}
+	_ = res.ExitCode
 }

@@ -256,13 +256,17 @@ func (d *Docker) attached(ctx context.Context, cname string, args []string, stdo
 	select {
 	case werr = <-done:
 	case <-ctx.Done():
+		t0 := time.Now()
 		d.remove(cname)
+		d.logger.Debug("cancelled: removed the container", "container", cname, "took", time.Since(t0))
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
+			d.logger.Warn("docker CLI still running 10s after its container was removed: killing it", "container", cname)
 			_ = cmd.Process.Kill()
 			<-done
 		}
+		d.logger.Debug("cancelled: docker CLI exited", "container", cname, "took", time.Since(t0))
 		return -1, ctx.Err()
 	}
 	if werr != nil {

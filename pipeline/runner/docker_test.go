@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -319,7 +320,7 @@ func TestDockerCUDA(t *testing.T) {
 	t.Cleanup(func() { exec.Command("docker", "rmi", "--force", ref).Run() })
 
 	prefix := "gpuattest-test-" + randomHex(4) + "-"
-	d, err := NewDocker(WithDockerNamePrefix(prefix))
+	d, err := NewDocker(WithDockerNamePrefix(prefix), WithDockerLogger(slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,6 +381,14 @@ func TestDockerCUDA(t *testing.T) {
 	})
 }
 
+// tlog writes log lines to t.Log.
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
 func slicesContains(notes []string, sub string) bool {
 	for _, n := range notes {
 		if strings.Contains(n, sub) {
@@ -387,4 +396,23 @@ func slicesContains(notes []string, sub string) bool {
 		}
 	}
 	return false
+}
+
+// ExampleDocker builds a CUDA file in a digest-pinned image with the
+// docker runner. (Not run: it needs a docker engine and the image.)
+func ExampleDocker() {
+	d, err := NewDocker()
+	if err != nil {
+		panic(err)
+	}
+	res, err := d.Run(context.Background(), &Command{
+		Args:  []string{"nvcc", "-fatbin", "-gencode", "arch=compute_90,code=sm_90", "-o", "k.fatbin", "k.cu"},
+		Dir:   "/home/me/project",
+		Image: "registry.example.com/cuda-build@sha256:" + strings.Repeat("0", 64),
+		Env:   []string{"PATH=/usr/bin:/bin"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	_ = res.ExitCode // the process's exit status; res.Notes says if the work dir was copied
 }
