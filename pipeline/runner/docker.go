@@ -133,6 +133,11 @@ func checkImage(runner, ref string) (name.Digest, error) {
 	if ref == "" {
 		return name.Digest{}, fmt.Errorf("%s runner: the step has no image\nhint: set image: NAME@sha256:... (run gpuattest lock to pin a tag)", runner)
 	}
+	for _, kind := range []string{"oci-layout:", "docker-archive:"} {
+		if strings.HasPrefix(ref, kind) {
+			return name.Digest{}, fmt.Errorf("%s runner: image %q is a file source; the docker engine pulls only from registries\nhint: use runner: bwrap for %s sources, or push the image to a registry and pin NAME@sha256:...", runner, ref, strings.TrimSuffix(kind, ":"))
+		}
+	}
 	d, err := name.NewDigest(ref)
 	if err != nil {
 		return name.Digest{}, fmt.Errorf("%s runner: image %q is not pinned by digest: %v\nhint: use NAME@sha256:<digest>; gpuattest lock resolves tags to digests", runner, ref, err)

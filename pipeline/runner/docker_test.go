@@ -32,6 +32,7 @@ func TestCheckImage(t *testing.T) {
 		{"tag", "nvidia/cuda:12.4.1-devel-ubuntu22.04", "not pinned by digest"},
 		{"empty", "", "has no image"},
 		{"short digest", "x@sha256:abc", "not pinned by digest"},
+		{"oci layout", "oci-layout:/srv/img@sha256:" + strings.Repeat("ab", 32), "file source"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
