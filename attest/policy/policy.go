@@ -145,7 +145,7 @@ func positions(src []byte) map[string]string {
 	}
 	for _, kv := range root.Values {
 		k := kv.Key.String()
-		out[k] = pos(kv.Key)
+		out[k] = pos(kv.Value)
 		if k != "rules" {
 			continue
 		}

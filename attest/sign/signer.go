@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
@@ -232,4 +233,18 @@ func compactJSON(w io.Writer, b []byte) error {
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// WriteBundle writes one bundle to path: appended as a line (AppendJSONL)
+// when path ends in ".jsonl", else replacing path atomically.
+func WriteBundle(path string, b []byte) error {
+	if strings.HasSuffix(path, ".jsonl") {
+		return AppendJSONL(path, [][]byte{b})
+	}
+	var buf bytes.Buffer
+	if err := compactJSON(&buf, b); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	return atomicfile.Write(path, buf.Bytes(), 0o644)
 }

@@ -312,12 +312,17 @@ func DigestFile(path string) (Artifact, error) {
 // Criteria returns what the Verifier enforces, plus one subject criterion
 // per artifact.
 func (v *Verifier) Criteria(artifacts []Artifact) []Criterion {
-	out := append([]Criterion(nil), v.criteria...)
+	var out []Criterion
+	for _, c := range v.criteria {
+		if c.Check == CheckPolicy {
+			break
+		}
+		out = append(out, c)
+	}
 	for _, a := range artifacts {
-		// Insert subjects after the predicate type, before the policy.
 		out = append(out, Criterion{CheckSubject, fmt.Sprintf("%s (sha256:%s) is a subject of a verified bundle", a.Name, a.SHA256)})
 	}
-	return out
+	return append(out, v.criteria[len(out)-len(artifacts):]...)
 }
 
 // Entry is one bundle to verify, with where it came from.

@@ -168,7 +168,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, c := range r.Criteria {
 		crit = append(crit, c.Check)
 	}
-	if got := strings.Join(crit, ","); got != "signature,tlog/timestamps,predicate type,policy,policy,subject" {
+	if got := strings.Join(crit, ","); got != "signature,tlog/timestamps,predicate type,subject,policy,policy" {
 		t.Errorf("criteria = %s", got)
 	}
 	if r.Bundles[0].Result != "passed" {

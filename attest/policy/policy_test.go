@@ -1,0 +1,147 @@
+package policy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpuattest/gpuattest/attest/policy"
+)
+
+const header = "apiVersion: gpuattest.dev/v1\nkind: Policy\n"
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src string
+		wantErr   []string
+	}{
+		{name: "unknown field", src: header + "rules:\n  - name: a\n    expr: 'true'\n    mesage: typo\n", wantErr: []string{"p.yaml: [6:5] unknown field \"mesage\""}},
+		{name: "bad header", src: "apiVersion: v2\nkind: Pipeline\nrules:\n  - name: a\n    expr: 'true'\n", wantErr: []string{`p.yaml:1:13: apiVersion "v2": expected "gpuattest.dev/v1"`, `p.yaml:2:7: kind "Pipeline": expected "Policy"`}},
+		{name: "no rules", src: header + "rules: []\n", wantErr: []string{"rules: expected at least one rule"}},
+		{name: "duplicate and empty", src: header + "rules:\n  - name: a\n    expr: 'true'\n  - name: a\n    expr: ''\n", wantErr: []string{`p.yaml:6:11: rules[1].name "a": duplicate rule name`, "rules[1].expr: expected a CEL expression"}},
+		{name: "compile error names the rule", src: header + "rules:\n  - name: typo\n    expr: predicate.x ==\n", wantErr: []string{`p.yaml:5:11: rule "typo": compiling expr`}},
+		{name: "non-bool", src: header + "rules:\n  - name: num\n    expr: '1 + 2'\n", wantErr: []string{`rule "num": expr has type int: expected bool`}},
+		{name: "yaml syntax", src: header + "rules:\n  - name: [\n", wantErr: []string{"p.yaml:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := policy.Parse("p.yaml", []byte(tt.src))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	t.Parallel()
+	src := header + `rules:
+  - name: passed
+    expr: predicate.result == "passed"
+  - name: sm_90
+    expr: predicate.hardware.gpus.all(g, g.compute_capability == "9.0")
+  - name: throughput
+    expr: predicate.benchmarks.exists(b, b.throughput.value >= 2800)
+    message: too slow
+  - name: subject
+    expr: subjects.exists(s, s.digest.sha256.startsWith("ab"))
+  - name: type
+    expr: predicateType.endsWith("/gpu-validation/v1")
+  - name: missing field
+    expr: predicate.nope == 1
+  - name: dyn non-bool
+    expr: predicate.result
+`
+	p, err := policy.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := p.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred := `{"result":"passed","hardware":{"gpus":[{"compute_capability":"9.0"},{"compute_capability":"8.0"}]},"benchmarks":[{"throughput":{"value":2950}}]}`
+	got, err := prog.Evaluate(t.Context(), policy.Input{
+		PredicateType: "https://gpuattest.dev/gpu-validation/v1",
+		Predicate:     json.RawMessage(pred),
+		Subjects:      json.RawMessage(`[{"name":"k","digest":{"sha256":"abcd"}}]`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		Name     string
+		Passed   bool
+		HasError bool
+	}
+	var gotRes []res
+	for _, r := range got {
+		gotRes = append(gotRes, res{r.Name, r.Passed, r.Error != ""})
+	}
+	want := []res{
+		{"passed", true, false},
+		{"sm_90", false, false},
+		{"throughput", true, false},
+		{"subject", true, false},
+		{"type", true, false},
+		{"missing field", false, true},
+		{"dyn non-bool", false, true},
+	}
+	if diff := cmp.Diff(want, gotRes); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if _, err := prog.Evaluate(t.Context(), policy.Input{Predicate: json.RawMessage(`[1]`)}); err == nil {
+		t.Error("non-object predicate accepted")
+	}
+}
+
+func TestDefault(t *testing.T) {
+	t.Parallel()
+	prog, err := policy.Default().Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		pred string
+		want []bool
+	}{
+		{`{"result":"passed","failed_steps":[],"steps":[{"verdict":"passed"},{"verdict":"cached"}],"simulated":false}`, []bool{true, true}},
+		{`{"result":"failed","failed_steps":["t"],"steps":[{"verdict":"failed"}],"simulated":false}`, []bool{false, true}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"verdict":"failed"}],"simulated":true}`, []bool{false, false}},
+	} {
+		got, err := prog.Evaluate(t.Context(), policy.Input{Predicate: json.RawMessage(tt.pred)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range got {
+			if r.Passed != tt.want[i] {
+				t.Errorf("%s: rule %q passed=%v, want %v (%s)", tt.pred, r.Name, r.Passed, tt.want[i], r.Error)
+			}
+		}
+	}
+}
+
+func TestSchemaUpToDate(t *testing.T) {
+	t.Parallel()
+	want, err := policy.Schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../../schemas/policy.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("schemas/policy.schema.json is stale\nhint: run go generate ./attest")
+	}
+}
