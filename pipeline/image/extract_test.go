@@ -435,3 +435,22 @@ func TestExtractCanceled(t *testing.T) {
 		t.Fatalf("Extract err = %v, want context.Canceled", err)
 	}
 }
+
+func TestExtractDirectoryReplacedWithinLayers(t *testing.T) {
+	t.Parallel()
+	img := imageOf(t,
+		layerOf(t, dir("a/"), file("a/x", "x"), dir("d/"), file("d/old", "old"), dir("e/")),
+		layerOf(t,
+			file(".wh.a", ""), file("a/y", "y"), // whiteout, then the directory comes back
+			symlink("d", "e"), file("d/z", "z"), // a directory becomes an in-root symlink
+		),
+	)
+	rootfs, err := Extract(t.Context(), img, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{".": "d 0755", "a": "d 0755", "a/y": "f 0644 y", "d": "l e", "e": "d 0755", "e/z": "f 0644 z"}
+	if diff := cmp.Diff(want, tree(t, rootfs)); diff != "" {
+		t.Errorf("rootfs (-want +got):\n%s", diff)
+	}
+}
