@@ -167,7 +167,7 @@ func TestPreflightFailures(t *testing.T) {
 		{
 			name: "not enough free memory", spec: "h100", memory: "8GiB",
 			mutate: func(s *Simulated) { s.AddProcess(0, 7, 75<<30) },
-			check:  CheckMemory, want: CheckFailed, wantMsg: "memory: gpu 0 (NVIDIA H100 80GB HBM3): seen 5 GiB free, required >= 8 GiB free (the step declares memory: 8GiB)",
+			check:  CheckMemory, want: CheckFailed, wantMsg: "memory: gpu 0 (NVIDIA H100 80GB HBM3): seen 4.99 GiB free, required >= 8 GiB free (the step declares memory: 8GiB)",
 		},
 		{
 			name: "more than the GPU has", spec: "a100", memory: "48GiB",
@@ -306,7 +306,9 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d, err %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
 	}
-	if got := FormatSize(81920 << 20); got != "80 GiB" {
-		t.Errorf("FormatSize = %q", got)
+	for n, want := range map[uint64]string{81920 << 20: "80 GiB", 40<<30 - 3<<20: "39.99 GiB", 1536: "1.5 KiB", 512: "512 B", 3 << 40: "3 TiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

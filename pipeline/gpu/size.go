@@ -37,7 +37,9 @@ func ParseSize(s string) (uint64, error) {
 	return uint64(math.Round(b)), nil
 }
 
-// FormatSize renders n bytes with a binary unit, e.g. "79.6 GiB".
+// FormatSize renders n bytes with a binary unit and at most two decimals,
+// rounded down so a size just short of a limit never prints as the limit:
+// "80 GiB", "39.99 GiB".
 func FormatSize(n uint64) string {
 	const unit = 1024
 	if n < unit {
@@ -48,7 +50,7 @@ func FormatSize(n uint64) string {
 		v /= unit
 		exp++
 	}
-	s := strconv.FormatFloat(v, 'f', 1, 64)
-	s = strings.TrimSuffix(s, ".0")
+	s := strconv.FormatFloat(math.Floor(v*100)/100, 'f', 2, 64)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	return s + " " + []string{"B", "KiB", "MiB", "GiB", "TiB"}[exp]
 }
