@@ -53,7 +53,9 @@ func TestDecode(t *testing.T) {
 		edit    func(string) string
 		wantErr string
 	}{
-		{"tampered", func(s string) string { return strings.Replace(s, `"power_limit_watts":700`, `"power_limit_watts":500`, 1) }, "does not match its content"},
+		{"tampered", func(s string) string {
+			return strings.Replace(s, `"power_limit_watts":700`, `"power_limit_watts":500`, 1)
+		}, "does not match its content"},
 		{"bad digest", func(s string) string { return strings.Replace(s, `"digest":"sha256:`, `"digest":"md5:`, 1) }, "/digest"},
 		{"unknown field", func(s string) string { return strings.Replace(s, `"simulated":true`, `"simulated":true,"extra":1`, 1) }, "extra"},
 		{"zero as string", func(s string) string { return strings.Replace(s, `"index":0`, `"index":"0"`, 1) }, "/gpus/0/index"},
