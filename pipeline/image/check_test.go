@@ -30,6 +30,7 @@ func startDockerRegistry(t *testing.T) string {
 	t.Helper()
 	bin := testenv.RequireTool(t, "docker-registry")
 	dir := t.TempDir()
+	client := &http.Client{Timeout: 2 * time.Second}
 	for attempt := 0; attempt < 3; attempt++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -62,7 +63,7 @@ func startDockerRegistry(t *testing.T) string {
 				continue
 			default:
 			}
-			resp, err := http.Get("http://" + addr + "/v2/")
+			resp, err := client.Get("http://" + addr + "/v2/")
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {

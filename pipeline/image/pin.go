@@ -40,7 +40,9 @@ func NewPinner(ctx context.Context, images map[string]string, lock *Lock, locked
 // Pin returns the pinned source for the image called name, whose source
 // as written is ref. A lock entry with the same reference wins; in locked
 // mode nothing else is accepted; otherwise the source is resolved now (a
-// floating tag is logged as such). Results are remembered.
+// floating tag is logged as such). File sources come back with absolute
+// paths (relative ones are taken against WithBaseDir). Results are
+// remembered.
 func (p *Pinner) Pin(ctx context.Context, name, ref string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -52,6 +54,7 @@ func (p *Pinner) Pin(ctx context.Context, name, ref string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		s = p.absolute(s)
 		p.pinned[name] = s
 		return s, nil
 	}
@@ -65,6 +68,17 @@ func (p *Pinner) Pin(ctx context.Context, name, ref string) (string, error) {
 	if r.Source.Floating() {
 		p.o.logger.Warn("image is not locked; resolved its floating reference for this run only", "image", name, "reference", ref, "pinned", r.Pinned())
 	}
-	p.pinned[name] = r.Pinned()
-	return r.Pinned(), nil
+	s := p.absolute(r.Pinned())
+	p.pinned[name] = s
+	return s, nil
+}
+
+// absolute makes the path of a file source absolute (against WithBaseDir),
+// so that runners need no base directory of their own.
+func (p *Pinner) absolute(pinnedSrc string) string {
+	s, err := ParseSource(pinnedSrc)
+	if err != nil || s.Kind == Registry {
+		return pinnedSrc
+	}
+	return pinned(Source{Kind: s.Kind, Path: p.o.absPath(s.Path)}, s.Digest)
 }

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,35 @@ func TestPinner(t *testing.T) {
 	}
 	if _, err := p.Pin(t.Context(), "other", "ubuntu:22.04"); err == nil || !strings.Contains(err.Error(), "has no matching entry") {
 		t.Errorf("locked Pin of an unlocked image: %v", err)
+	}
+}
+
+func TestPinnerFileSourcesComeBackAbsolute(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	img := platformImage(t, "linux", "amd64")
+	if err := writeLayout(filepath.Join(base, "layout"), img); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	images := map[string]string{"base": "oci-layout:layout"}
+	lock, _, err := LockImages(t.Context(), images, nil, false, WithBaseDir(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "oci-layout:" + filepath.Join(base, "layout") + "@" + d.String()
+	for _, l := range []*Lock{lock, nil} {
+		p, err := NewPinner(t.Context(), images, l, l != nil, WithBaseDir(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.Pin(t.Context(), "base", images["base"])
+		if err != nil || got != want {
+			t.Errorf("Pin (lock %v) = %q, %v; want %q", l != nil, got, err, want)
+		}
+		// The runner's Pull needs no base directory.
+		if _, err := Resolve(t.Context(), got); err != nil {
+			t.Errorf("Resolve(%s): %v", got, err)
+		}
 	}
 }
