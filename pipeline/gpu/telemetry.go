@@ -183,6 +183,10 @@ type Verdict struct {
 // Telemetry samples GPUs in the background until Stop.
 type Telemetry struct {
 	simulated bool
+	// legacyReasons is set when the driver predates
+	// nvmlDeviceGetCurrentClocksEventReasons (R535): the older throttle
+	// reasons call answers the same mask.
+	legacyReasons bool
 	interval  time.Duration
 	start     time.Time
 	lib       nvml.Interface
@@ -218,6 +222,7 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 	}
 	t := &Telemetry{simulated: src.Simulated(), interval: interval, lib: lib, release: release, index: map[nvml.Device]int{}}
 	t.sum.Simulated = t.simulated
+	t.legacyReasons = lib.Extensions().LookupSymbol("nvmlDeviceGetCurrentClocksEventReasons") != nil
 	t.sum.IntervalSeconds = interval.Seconds()
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
@@ -404,7 +409,11 @@ func (t *Telemetry) sample() {
 		if v, ret := d.GetClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
 			l.MemClockMHz = ptr(v)
 		}
-		if v, ret := d.GetCurrentClocksEventReasons(); ret == nvml.SUCCESS {
+		reasons := d.GetCurrentClocksEventReasons
+		if t.legacyReasons {
+			reasons = d.GetCurrentClocksThrottleReasons
+		}
+		if v, ret := reasons(); ret == nvml.SUCCESS {
 			l.ClockEventMask = ptr(v)
 			l.ClockEventReasons = ClockEventReasons(v)
 			l.Throttled = v&ThrottleMask != 0

@@ -235,3 +235,21 @@ func TestFatalXids(t *testing.T) {
 		t.Error("xid table wrong")
 	}
 }
+
+func TestTelemetryLegacyDriver(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "a100")
+	// A driver older than R535 lacks nvmlDeviceGetCurrentClocksEventReasons.
+	s.server.LookupSymbolFunc = func(name string) error {
+		if name == "nvmlDeviceGetCurrentClocksEventReasons" {
+			return errors.New("undefined symbol")
+		}
+		return nil
+	}
+	s.Device(0).GetCurrentClocksEventReasonsFunc = nil // calling it would panic
+	s.SetClockEventReasons(0, nvml.ClocksEventReasonSwPowerCap)
+	sum, _ := runTelemetry(t, s, nil)
+	if sum.ThrottledSamples != sum.Samples || sum.Samples == 0 {
+		t.Errorf("throttled %d of %d samples, want all", sum.ThrottledSamples, sum.Samples)
+	}
+}
