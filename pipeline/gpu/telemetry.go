@@ -187,17 +187,17 @@ type Telemetry struct {
 	// nvmlDeviceGetCurrentClocksEventReasons (R535): the older throttle
 	// reasons call answers the same mask.
 	legacyReasons bool
-	interval  time.Duration
-	start     time.Time
-	lib       nvml.Interface
-	release   func()
-	devs      []nvml.Device
-	set       nvml.EventSet
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	stopOnce  sync.Once
-	stopped   *Summary
-	stopErr   error
+	interval      time.Duration
+	start         time.Time
+	lib           nvml.Interface
+	release       func()
+	devs          []nvml.Device
+	set           nvml.EventSet
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
+	stopOnce      sync.Once
+	stopped       *Summary
+	stopErr       error
 
 	mu       sync.Mutex
 	f        *os.File
