@@ -15,6 +15,9 @@ import (
 // DefaultInterval is the telemetry sampling interval when none is given.
 const DefaultInterval = time.Second
 
+// MinInterval is the shortest sampling interval StartTelemetry accepts.
+const MinInterval = time.Millisecond
+
 // eventWait is how long the event goroutine blocks in one NVML wait; it
 // bounds how long Stop takes.
 const eventWait = 200 * time.Millisecond
@@ -215,6 +218,9 @@ type Telemetry struct {
 func StartTelemetry(ctx context.Context, src Source, path string, interval time.Duration) (*Telemetry, error) {
 	if interval <= 0 {
 		interval = DefaultInterval
+	}
+	if interval < MinInterval {
+		return nil, fmt.Errorf("telemetry interval %v: expected at least %v\nhint: NVML refreshes most readings every few milliseconds; 1s is the default", interval, MinInterval)
 	}
 	lib, release, err := src.Open()
 	if err != nil {

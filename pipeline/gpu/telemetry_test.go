@@ -217,6 +217,14 @@ func TestTelemetryNoGPU(t *testing.T) {
 	}
 }
 
+func TestTelemetryIntervalTooShort(t *testing.T) {
+	t.Parallel()
+	_, err := StartTelemetry(t.Context(), mustSimulate(t, "h100"), filepath.Join(t.TempDir(), "t.jsonl"), time.Microsecond)
+	if err == nil || !strings.Contains(err.Error(), "telemetry interval 1µs: expected at least 1ms") {
+		t.Errorf("err = %v", err)
+	}
+}
+
 func TestTelemetryBadPath(t *testing.T) {
 	t.Parallel()
 	_, err := StartTelemetry(t.Context(), mustSimulate(t, "h100"), filepath.Join(t.TempDir(), "no", "such", "dir", "t.jsonl"), time.Second)
