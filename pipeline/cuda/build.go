@@ -177,20 +177,34 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		return &step.Outcome{Status: step.Failed, ExitCode: &code, Reason: fmt.Sprintf("nvcc exited %d compiling %s (see stderr.log)", code, recs[failed].Source), Details: det}, nil
 	}
 
-	var files []step.File
+	// Inspect every output, in parallel like the builds; results keep
+	// plan order.
+	type item struct {
+		out    string
+		target string
+	}
+	var items []item
 	for _, j := range jobs {
-		for _, out := range j.Outputs {
-			in, err := Inspect(ctx, s.Runner, filepath.Join(s.WorkDir, filepath.FromSlash(out)), WithEnv(env), WithImage(s.Image), WithTempDir(s.StepDir))
-			if err != nil {
-				return nil, err
-			}
-			in.Path = out
-			det.Artifacts = append(det.Artifacts, in)
-			if p := checkArchs(in, det.Output, targets, det.PTX, j.Target); p != "" {
-				det.ArchProblems = append(det.ArchProblems, p)
-			}
-			files = append(files, step.File{Path: out, SHA256: in.SHA256, Size: in.Size, Kind: det.Output})
+		for _, o := range j.Outputs {
+			items = append(items, item{o, j.Target})
 		}
+	}
+	ins := make([]*Inspection, len(items))
+	errs := make([]error, len(items))
+	b.forEach(len(items), func(i int) {
+		ins[i], errs[i] = Inspect(ctx, s.Runner, filepath.Join(s.WorkDir, filepath.FromSlash(items[i].out)), WithEnv(env), WithImage(s.Image), WithTempDir(s.StepDir))
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var files []step.File
+	for i, in := range ins {
+		in.Path = items[i].out
+		det.Artifacts = append(det.Artifacts, in)
+		if p := checkArchs(in, det.Output, targets, det.PTX, items[i].target); p != "" {
+			det.ArchProblems = append(det.ArchProblems, p)
+		}
+		files = append(files, step.File{Path: in.Path, SHA256: in.SHA256, Size: in.Size, Kind: det.Output})
 	}
 	out := &step.Outcome{Status: step.Passed, Details: det, Artifacts: files}
 	if len(det.ArchProblems) > 0 {
@@ -328,53 +342,36 @@ func (b *Build) runJobs(ctx context.Context, r runner.Runner, dir string, env []
 			}
 		}
 	}
-	n := b.Jobs
-	if n <= 0 {
-		n = runtime.NumCPU()
-	}
-	n = min(n, len(jobs))
 	recs := make([]CommandRecord, len(jobs))
 	errs := make([]error, len(jobs))
 	var mu sync.Mutex
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				j := jobs[i]
-				var so, se bytes.Buffer
-				start := time.Now()
-				res, err := r.Run(ctx, &runner.Command{Args: j.Args, Dir: dir, Env: env, Stdout: &so, Stderr: &se, Image: image})
-				recs[i] = CommandRecord{Source: j.Source, Argv: j.Args, Line: shellQuote(j.Args), DurationMS: time.Since(start).Milliseconds()}
-				if err != nil {
-					errs[i] = fmt.Errorf("running nvcc for %s: %w", j.Source, err)
-					recs[i].ExitCode = -1
-				} else {
-					recs[i].ExitCode = res.ExitCode
-				}
-				mu.Lock()
-				if stdout != nil {
-					fmt.Fprintf(stdout, "$ %s\n", recs[i].Line)
-					stdout.Write(so.Bytes())
-				}
-				if stderr != nil && se.Len() > 0 {
-					fmt.Fprintf(stderr, "# %s\n", j.Source)
-					stderr.Write(se.Bytes())
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for i := range jobs {
+	b.forEach(len(jobs), func(i int) {
 		if ctx.Err() != nil {
-			break
+			errs[i] = fmt.Errorf("building %s: %w", jobs[i].Source, context.Cause(ctx))
+			return
 		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+		j := jobs[i]
+		var so, se bytes.Buffer
+		start := time.Now()
+		res, err := r.Run(ctx, &runner.Command{Args: j.Args, Dir: dir, Env: env, Stdout: &so, Stderr: &se, Image: image})
+		recs[i] = CommandRecord{Source: j.Source, Argv: j.Args, Line: shellQuote(j.Args), DurationMS: time.Since(start).Milliseconds()}
+		if err != nil {
+			errs[i] = fmt.Errorf("running nvcc for %s: %w", j.Source, err)
+			recs[i].ExitCode = -1
+		} else {
+			recs[i].ExitCode = res.ExitCode
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if stdout != nil {
+			fmt.Fprintf(stdout, "$ %s\n", recs[i].Line)
+			stdout.Write(so.Bytes())
+		}
+		if stderr != nil && se.Len() > 0 {
+			fmt.Fprintf(stderr, "# %s\n", j.Source)
+			stderr.Write(se.Bytes())
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return recs, -1, err
 	}
@@ -387,6 +384,32 @@ func (b *Build) runJobs(ctx context.Context, r runner.Runner, dir string, env []
 		}
 	}
 	return recs, -1, nil
+}
+
+// forEach calls f(0..n-1) on at most b.Jobs goroutines (one per CPU when
+// zero) and returns when all calls have.
+func (b *Build) forEach(n int, f func(i int)) {
+	w := b.Jobs
+	if w <= 0 {
+		w = runtime.NumCPU()
+	}
+	w = min(w, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for k := 0; k < w; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // checkReproducible copies the work dir's sources into a fresh directory

@@ -110,6 +110,11 @@ func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) 
 		return in, nil
 	}
 
+	if o.tmpDir != "" {
+		if err := os.MkdirAll(o.tmpDir, 0o755); err != nil {
+			return nil, fmt.Errorf("inspecting %s: %w", path, err)
+		}
+	}
 	tmp, err := os.MkdirTemp(o.tmpDir, "gpuattest-inspect-")
 	if err != nil {
 		return nil, fmt.Errorf("inspecting %s: %w", path, err)

@@ -1,0 +1,183 @@
+// Command build measures the cuda-build step: a cold build of the four
+// reference kernels for sm_80 + sm_90 through gpuattest's executor
+// (parallel nvcc per source, bounded by CPUs, plus cuobjdump inspection)
+// against the same nvcc command lines run one after another, and a re-run
+// of the same pipeline through the engine that the build cache answers.
+//
+//	go run ./bench/build [-rounds 3] [-jobs 0]
+//
+// It prints the median wall time of each over the rounds and the ratios
+// (goals: parallel <= 0.6x sequential on 2 cores; cached <= 2% of cold).
+// Numbers depend on the machine's load: run it on an idle machine.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+var sources = []string{"vector_add.cu", "reduce_sum.cu", "sgemm.cu", "softmax.cu"}
+
+func main() {
+	rounds := flag.Int("rounds", 3, "measurements of each variant (median reported)")
+	jobs := flag.Int("jobs", 0, "parallel nvcc processes for the executor (0: one per CPU)")
+	kernels := flag.String("kernels", "kernels", "directory holding the reference .cu files")
+	flag.Parse()
+	if err := run(*rounds, *jobs, *kernels); err != nil {
+		fmt.Fprintf(os.Stderr, "bench/build: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(rounds, jobs int, kernels string) error {
+	if _, err := exec.LookPath("nvcc"); err != nil {
+		return fmt.Errorf("nvcc not found\nhint: apt-get install nvidia-cuda-toolkit")
+	}
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "gpuattest-bench-build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	p := &pipeline.Pipeline{APIVersion: pipeline.APIVersion, Kind: pipeline.KindPipeline, Name: "bench",
+		Targets: []string{"sm_80", "sm_90"},
+		Steps:   []pipeline.Step{{ID: "kernels", Kind: pipeline.KindCUDABuild, Sources: sources}}}
+	plan, err := cuda.Plan(p, &p.Steps[0])
+	if err != nil {
+		return err
+	}
+	fresh := func(name string) (string, error) {
+		dir := filepath.Join(tmp, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		for _, s := range sources {
+			b, err := os.ReadFile(filepath.Join(kernels, s))
+			if err != nil {
+				return "", err
+			}
+			if err := os.WriteFile(filepath.Join(dir, s), b, 0o644); err != nil {
+				return "", err
+			}
+		}
+		return dir, nil
+	}
+	host := &runner.Host{}
+	env := os.Environ()
+	var seq, par, compile []time.Duration
+	for r := 0; r < rounds; r++ {
+		// Alternate the order so neither variant always runs on a warmer page cache.
+		for _, variant := range order(r) {
+			dir, err := fresh(fmt.Sprintf("%s-%d", variant, r))
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			switch variant {
+			case "sequential":
+				recs, failed, err := cuda.RunJobs(ctx, host, dir, env, "", plan, 1, nil, nil)
+				if err != nil || failed >= 0 {
+					return fmt.Errorf("sequential build failed: %v %v", err, recs)
+				}
+				seq = append(seq, time.Since(start))
+			case "executor":
+				sc := &step.Context{Pipeline: p, Step: &p.Steps[0], Runner: host, WorkDir: dir, StepDir: filepath.Join(dir, ".step"),
+					Env: env, Stdout: io.Discard, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
+				out, err := (&cuda.Build{Jobs: jobs}).Execute(ctx, sc)
+				if err != nil {
+					return err
+				}
+				if out.Status != step.Passed {
+					return fmt.Errorf("executor build failed: %s", out.Reason)
+				}
+				par = append(par, time.Since(start))
+				var longest time.Duration
+				for _, c := range out.Details.(*cuda.BuildDetails).Commands {
+					longest = max(longest, time.Duration(c.DurationMS)*time.Millisecond)
+				}
+				compile = append(compile, longest)
+			}
+		}
+	}
+
+	// Cold vs cached through the engine (the build cache answers the re-run).
+	dir, err := fresh("engine")
+	if err != nil {
+		return err
+	}
+	yaml := "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: bench\ntargets: [sm_80, sm_90]\nsteps:\n  - id: kernels\n    kind: cuda-build\n    sources: [vector_add.cu, reduce_sum.cu, sgemm.cu, softmax.cu]\n"
+	pf := filepath.Join(dir, "bench.yaml")
+	if err := os.WriteFile(pf, []byte(yaml), 0o644); err != nil {
+		return err
+	}
+	ep, err := pipeline.Load(pf)
+	if err != nil {
+		return err
+	}
+	var cold, cached time.Duration
+	for i, d := range []*time.Duration{&cold, &cached} {
+		start := time.Now()
+		res, err := engine.Run(ctx, ep, engine.WithOutDir(filepath.Join(tmp, fmt.Sprintf("run%d", i))), engine.WithCacheDir(filepath.Join(tmp, "cache")),
+			engine.WithExecutor(pipeline.KindCUDABuild, &cuda.Build{Jobs: jobs}))
+		if err != nil {
+			return err
+		}
+		*d = time.Since(start)
+		if !res.Passed() {
+			return fmt.Errorf("engine run %d did not pass: %s", i, res.Record.Reason)
+		}
+		if want := []string{"miss", "hit"}[i]; res.Record.Steps[0].Cache != want {
+			return fmt.Errorf("engine run %d: cache %q, want %q", i, res.Record.Steps[0].Cache, want)
+		}
+	}
+
+	ms, mp, mc := median(seq), median(par), median(compile)
+	fmt.Printf("cold build of %d kernels for sm_80+sm_90 (%d CPUs, %d rounds, median)\n", len(sources), runtime.NumCPU(), rounds)
+	fmt.Printf("  nvcc commands run sequentially  %8.2fs\n", ms.Seconds())
+	fmt.Printf("  gpuattest cuda-build executor   %8.2fs  (%.2fx sequential; goal <= 0.60x)\n", mp.Seconds(), mp.Seconds()/ms.Seconds())
+	fmt.Printf("    longest single nvcc job       %8.2fs\n", mc.Seconds())
+	fmt.Printf("engine run, cold (cache miss)     %8.2fs\n", cold.Seconds())
+	fmt.Printf("engine re-run (cache hit)         %8.3fs  (%.2f%% of cold; goal <= 2%%)\n", cached.Seconds(), 100*cached.Seconds()/cold.Seconds())
+	fmt.Printf("samples: sequential %v executor %v\n", round(seq), round(par))
+	return nil
+}
+
+func order(r int) []string {
+	if r%2 == 0 {
+		return []string{"sequential", "executor"}
+	}
+	return []string{"executor", "sequential"}
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func round(ds []time.Duration) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Round(10*time.Millisecond).String())
+	}
+	return out
+}
