@@ -8,6 +8,8 @@ import (
 	"os"
 	"text/tabwriter"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/spf13/cobra"
@@ -48,6 +50,9 @@ func newLockCmd() *cobra.Command {
 		}
 		if *update && *check {
 			return usageErr("--update and --check exclude each other")
+		}
+		if pl, err := v1.ParsePlatform(*platform); err != nil || pl.OS == "" || pl.Architecture == "" {
+			return usageErr("--platform %q: expected os/arch such as linux/amd64", *platform)
 		}
 		file := args[0]
 		p, err := pipeline.Load(file)
@@ -116,8 +121,13 @@ func newLockCmd() *cobra.Command {
 		if *out == "json" {
 			return writeJSON(w, rep)
 		}
+		if len(changes) == 0 {
+			fmt.Fprintf(w, "%s declares no images\n", file)
+		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "IMAGE\tACTION\tREFERENCE\tPINNED")
+		if len(changes) > 0 {
+			fmt.Fprintln(tw, "IMAGE\tACTION\tREFERENCE\tPINNED")
+		}
 		for _, ch := range changes {
 			pinned, perr := ch.Entry.Pinned()
 			if perr != nil {
