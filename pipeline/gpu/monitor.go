@@ -89,7 +89,7 @@ type Watch struct{ t *Telemetry }
 func (w *Watch) Stop() (summary any, failure string, err error) {
 	sum, err := w.t.Stop()
 	if sum != nil && sum.Verdict.Status == VerdictFailed {
-		failure = "telemetry: " + strings.Join(sum.Verdict.Reasons, "; ")
+		failure = strings.Join(sum.Verdict.Reasons, "; ")
 	}
 	return sum, failure, err
 }

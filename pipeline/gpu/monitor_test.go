@@ -48,7 +48,7 @@ func TestMonitor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if failure != "telemetry: gpu 0: fatal Xid 79 (GPU has fallen off the bus)" {
+	if failure != "gpu 0: fatal Xid 79 (GPU has fallen off the bus)" {
 		t.Errorf("failure = %q", failure)
 	}
 	if sum.(*Summary).Samples < 2 {

@@ -141,10 +141,14 @@ type PreflightError struct {
 	Failed []Check
 }
 
-// Error lists the failed checks, one per line.
+// Error is the failed check's message, or the count of failed checks
+// followed by their messages, one per line.
 func (e *PreflightError) Error() string {
+	if len(e.Failed) == 1 {
+		return e.Failed[0].Message
+	}
 	var b strings.Builder
-	b.WriteString("preflight failed:")
+	fmt.Fprintf(&b, "%d checks failed:", len(e.Failed))
 	for _, c := range e.Failed {
 		b.WriteString("\n  ")
 		b.WriteString(c.Message)
@@ -365,8 +369,10 @@ func Preflight(rec *Record, spec *pipeline.Preflight, embedded []string, memory 
 			add(CheckECC, g, CheckFailed, "not reported", "enabled", "")
 		case g.ECCEnabled == nil:
 			add(CheckECC, g, CheckWarned, "not reported", "not required", "ECC mode not reported (not required)")
+		case *g.ECCEnabled && requireECC:
+			add(CheckECC, g, CheckPassed, "enabled", "enabled", "")
 		case *g.ECCEnabled:
-			add(CheckECC, g, CheckPassed, "enabled", map[bool]string{true: "enabled", false: "not required"}[requireECC], "")
+			add(CheckECC, g, CheckPassed, "enabled", "not required", "ECC enabled (not required)")
 		case requireECC:
 			add(CheckECC, g, CheckFailed, "disabled", "enabled", "")
 		default:
