@@ -113,6 +113,9 @@ func Extract(ctx context.Context, img v1.Image, cacheDir string, opts ...Option)
 	start := time.Now()
 	n, err := extractLayers(ctx, img, tmp, o)
 	if err != nil {
+		if errors.Is(err, ErrUnsafeEntry) {
+			err = fmt.Errorf("%w\nhint: the image carries an entry that could write outside its root file system; rebuild it with a standard tool (docker build, buildah) or use another image", err)
+		}
 		return "", fmt.Errorf("extracting image sha256:%s: %w", key, err)
 	}
 	if err := syncFSHook(tmp); err != nil {

@@ -285,6 +285,9 @@ func TestExtractRefusesUnsafeEntries(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error = %q\nwant it to contain %q", err, tt.wantErr)
 			}
+			if tt.unsafe && !strings.Contains(err.Error(), "\nhint: the image carries an entry that could write outside") {
+				t.Errorf("error has no hint: %v", err)
+			}
 			if got := errors.Is(err, ErrUnsafeEntry); got != tt.unsafe {
 				t.Errorf("errors.Is(err, ErrUnsafeEntry) = %v, want %v (err: %v)", got, tt.unsafe, err)
 			}
