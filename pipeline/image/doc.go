@@ -15,6 +15,25 @@
 // digests beside the pipeline, and CheckLock is the release-mode gate that
 // refuses floating tags, stale locks and digests a source no longer serves.
 //
+// A lock file looks like this (manifest_digest is what runs; index_digest
+// is there when the reference named a multi-platform index):
+//
+//	{
+//	  "apiVersion": "gpuattest.dev/v1",
+//	  "kind": "Lock",
+//	  "images": [
+//	    {
+//	      "name": "cuda",
+//	      "reference": "nvidia/cuda:12.4.1-devel-ubuntu22.04",
+//	      "index_digest": "sha256:...",
+//	      "manifest_digest": "sha256:...",
+//	      "config_digest": "sha256:...",
+//	      "platform": "linux/amd64",
+//	      "resolved_at": "2026-11-22T12:00:00Z"
+//	    }
+//	  ]
+//	}
+//
 // Extract flattens an image into a digest-keyed cache directory, refusing
 // every tar entry that could write outside it, and never leaves a
 // half-extracted root file system under its final name.

@@ -29,9 +29,12 @@ const KindLock = "Lock"
 // Lock is the content of gpuattest.lock: every image of a pipeline, by name,
 // resolved to digests.
 type Lock struct {
-	APIVersion string      `json:"apiVersion" jsonschema:"enum=gpuattest.dev/v1"`
-	Kind       string      `json:"kind" jsonschema:"enum=Lock"`
-	Images     []LockEntry `json:"images" jsonschema:"description=one entry per image of the pipeline (sorted by name)"`
+	// APIVersion is LockAPIVersion.
+	APIVersion string `json:"apiVersion" jsonschema:"enum=gpuattest.dev/v1"`
+	// Kind is KindLock.
+	Kind string `json:"kind" jsonschema:"enum=Lock"`
+	// Images holds one entry per image of the pipeline, sorted by name.
+	Images []LockEntry `json:"images" jsonschema:"description=one entry per image of the pipeline (sorted by name)"`
 }
 
 // LockEntry records how one image of the pipeline was resolved.
