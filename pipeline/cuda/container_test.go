@@ -1,0 +1,93 @@
+package cuda_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuattest/gpuattest/internal/cudaimage"
+	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+// TestBuildInImage runs the cuda-build executor inside the CUDA test image
+// (debootstrap'd Debian with the toolkit, pushed to a registry on
+// 127.0.0.1 and pinned by digest) through the docker and bwrap runners:
+// nvcc and cuobjdump run in the image, the reproducibility check rebuilds
+// there, and every fatbin and cubin digest equals the host build's.
+func TestBuildInImage(t *testing.T) {
+	testenv.RequireTool(t, "nvcc")
+	testenv.RequireTool(t, "cuobjdump")
+	_, img := cudaimage.Ensure(t)
+	ref := cudaimage.Push(t, img, cudaimage.StartRegistry(t))
+
+	sources := []string{"vector_add.cu", "sgemm.cu"}
+	build := func(t *testing.T, r runner.Runner, image string) *cuda.BuildDetails {
+		t.Helper()
+		work := t.TempDir()
+		copyDir(t, filepath.Join("..", "..", "kernels"), work)
+		p := &pipeline.Pipeline{Name: "img", Targets: []string{"sm_80", "sm_90"}, Release: true, Steps: []pipeline.Step{{
+			ID: "kernels", Kind: pipeline.KindCUDABuild, Sources: sources, Flags: []string{"-ccbin", "g++-11", "-O3"}, Reproducible: "check",
+		}}}
+		env := []string{}
+		if image == "" {
+			env = os.Environ()
+		}
+		sc := &step.Context{Pipeline: p, Step: &p.Steps[0], Runner: r, Image: image, WorkDir: work, StepDir: filepath.Join(t.TempDir(), "kernels"),
+			Env: env, Stdout: io.Discard, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
+		ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+		defer cancel()
+		out, err := (&cuda.Build{}).Execute(ctx, sc)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Name(), err)
+		}
+		det := out.Details.(*cuda.BuildDetails)
+		if out.Status != step.Passed {
+			t.Fatalf("%s: %s %s", r.Name(), out.Status, out.Reason)
+		}
+		if det.Reproducibility == nil || !det.Reproducibility.Reproducible {
+			t.Errorf("%s: reproducibility %+v", r.Name(), det.Reproducibility)
+		}
+		return det
+	}
+	digests := func(d *cuda.BuildDetails) string {
+		var b strings.Builder
+		for _, a := range d.Artifacts {
+			b.WriteString(a.Path + " " + a.SHA256 + " " + strings.Join(a.SASS, ",") + " " + strings.Join(a.PTX, ",") + "\n")
+			for _, c := range a.Cubins {
+				b.WriteString("  " + c.Arch + " " + c.SHA256 + "\n")
+			}
+		}
+		return b.String()
+	}
+	want := digests(build(t, &runner.Host{}, ""))
+
+	t.Run("docker", func(t *testing.T) {
+		testenv.RequireDocker(t)
+		d, err := runner.NewDocker()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := digests(build(t, d, ref)); got != want {
+			t.Errorf("docker build differs from the host build:\n%s\nwant\n%s", got, want)
+		}
+	})
+	t.Run("bwrap", func(t *testing.T) {
+		testenv.RequireTool(t, "bwrap")
+		b, err := runner.NewBwrap(runner.WithBwrapCacheDir(t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := digests(build(t, b, ref)); got != want {
+			t.Errorf("bwrap build differs from the host build:\n%s\nwant\n%s", got, want)
+		}
+	})
+}
