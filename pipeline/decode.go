@@ -46,6 +46,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	sum := sha256.Sum256(data)
 	p.Path = path
 	p.Dir = filepath.Dir(abs)
+	p.Root = filepath.Join(p.Dir, filepath.FromSlash(p.Workdir))
 	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	applyDefaults(p)
 	return p, nil

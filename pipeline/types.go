@@ -17,14 +17,18 @@ type Pipeline struct {
 	Images      map[string]string `yaml:"images,omitempty" json:"images,omitempty" jsonschema:"description=image name to reference (registry ref, oci-layout:PATH[@digest] or docker-archive:PATH)"`
 	Targets     []string          `yaml:"targets,omitempty" json:"targets,omitempty" jsonschema:"description=pinned CUDA targets such as sm_80 and sm_90"`
 	Runner      string            `yaml:"runner,omitempty" json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap,description=default runner of every step (host when omitted)"`
+	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=directory steps run in, relative to the pipeline file (its directory when omitted); may be .. to reach the repository root"`
 	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	Preflight   *Preflight        `yaml:"preflight,omitempty" json:"preflight,omitempty"`
 	Steps       []Step            `yaml:"steps" json:"steps" jsonschema:"minItems=1"`
 
 	// Path is the file the pipeline was read from.
 	Path string `yaml:"-" json:"-"`
-	// Dir is the absolute directory of Path: commands run there by default.
+	// Dir is the absolute directory of Path.
 	Dir string `yaml:"-" json:"-"`
+	// Root is the absolute directory steps run in by default: Dir joined
+	// with Workdir. Step workdirs, inputs and outputs are relative to it.
+	Root string `yaml:"-" json:"-"`
 	// Digest is "sha256:<hex>" of the file's bytes.
 	Digest string `yaml:"-" json:"-"`
 }
@@ -41,7 +45,7 @@ type Step struct {
 	GPU         bool              `yaml:"gpu,omitempty" json:"gpu,omitempty"`
 	Memory      string            `yaml:"memory,omitempty" json:"memory,omitempty" jsonschema:"description=device memory the step needs (e.g. 8GiB); preflight refuses a GPU with less free"`
 	Run         Command           `yaml:"run,omitempty" json:"run,omitempty"`
-	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=directory relative to the pipeline file"`
+	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=directory the step runs in, relative to the pipeline's workdir"`
 	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	Timeout     Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	Inputs      []string          `yaml:"inputs,omitempty" json:"inputs,omitempty" jsonschema:"description=globs relative to workdir; their digests key the build cache"`

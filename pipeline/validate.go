@@ -48,6 +48,9 @@ func validate(p *Pipeline, src *source) Problems {
 	v.targets()
 	v.images()
 	v.env("env", p.Env)
+	if strings.HasPrefix(p.Workdir, "/") {
+		v.add("workdir", false, "give a directory relative to the pipeline file, e.g. .. for the repository root", "workdir %q must be relative", p.Workdir)
+	}
 	if p.Runner != "" && !slices.Contains(runners, p.Runner) {
 		v.add("runner", false, suggest(p.Runner, runners), "unknown runner %q: expected host, docker or bwrap", p.Runner)
 	}
@@ -234,8 +237,8 @@ func (v *validator) step(i int, s *Step) {
 			v.add(path+".memory", false, "e.g. 8GiB", "%v", err)
 		}
 	}
-	if s.Workdir != "" && (strings.HasPrefix(s.Workdir, "/") || slices.Contains(strings.Split(s.Workdir, "/"), "..")) {
-		v.add(path+".workdir", false, "give a directory inside the pipeline's directory", "workdir %q must be relative and stay inside the pipeline directory", s.Workdir)
+	if s.Workdir != "" && strings.HasPrefix(s.Workdir, "/") {
+		v.add(path+".workdir", false, "give a directory relative to the pipeline's workdir", "workdir %q must be relative", s.Workdir)
 	}
 	v.globs(path+".inputs", s.Inputs)
 	v.globs(path+".outputs", s.Outputs)

@@ -54,7 +54,8 @@ func Run(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Result, er
 type run struct {
 	o    *options
 	p    *pipeline.Pipeline
-	dir  string
+	dir  string // as given (shown to the user)
+	abs  string // absolute form of dir
 	byID map[string]int
 	rec  *recorder
 	// keep marks steps a resume keeps as passed.
@@ -104,6 +105,11 @@ func (e *run) prepare(ctx context.Context) error {
 	rec.Version = e.o.version
 	rec.LockDigest = e.o.lockDigest
 	e.attempt = len(rec.Attempts) - 1
+	abs, err := filepath.Abs(e.dir)
+	if err != nil {
+		return fmt.Errorf("resolving run directory: %w", err)
+	}
+	e.abs = abs
 	if err := os.MkdirAll(filepath.Join(e.dir, "steps"), 0o755); err != nil {
 		return fmt.Errorf("creating run directory: %w", err)
 	}
@@ -202,10 +208,11 @@ func (e *run) changedOutputs(s *pipeline.Step, sr *StepRecord) string {
 }
 
 func (e *run) workDir(s *pipeline.Step) string {
-	if s.Workdir == "" {
-		return e.p.Dir
+	root := e.p.Root
+	if root == "" {
+		root = e.p.Dir
 	}
-	return filepath.Join(e.p.Dir, filepath.FromSlash(s.Workdir))
+	return filepath.Join(root, filepath.FromSlash(s.Workdir))
 }
 
 func (e *run) emit(ev Event) {
@@ -373,7 +380,7 @@ func (e *run) runStep(ctx context.Context, i int) State {
 // to Passed or Failed), or an error for a step that could not be carried out.
 func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, error) {
 	sr := &StepRecord{Cache: "off"}
-	stepDir := filepath.Join(e.dir, "steps", s.ID)
+	stepDir := filepath.Join(e.abs, "steps", s.ID)
 	if err := os.RemoveAll(stepDir); err != nil {
 		return sr, fmt.Errorf("clearing %s: %w", stepDir, err)
 	}
@@ -418,7 +425,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 	}
 	sr.Runner = &info
 	if st, err := os.Stat(sc.WorkDir); err != nil || !st.IsDir() {
-		return sr, fmt.Errorf("work directory %s does not exist\nhint: steps[%s].workdir is relative to the pipeline file", sc.WorkDir, s.ID)
+		return sr, fmt.Errorf("work directory %s does not exist\nhint: a step's workdir is relative to the pipeline's workdir (the pipeline file's directory by default)", sc.WorkDir)
 	}
 	sc.Env = e.env(s, stepDir, r.Name() == "host")
 
@@ -568,10 +575,8 @@ func (e *run) env(s *pipeline.Step, stepDir string, host bool) []string {
 			set(k, src[k])
 		}
 	}
-	absRun, _ := filepath.Abs(e.dir)
-	absStep, _ := filepath.Abs(stepDir)
-	set("GPUATTEST_RUN_DIR", absRun)
-	set("GPUATTEST_STEP_DIR", absStep)
+	set("GPUATTEST_RUN_DIR", e.abs)
+	set("GPUATTEST_STEP_DIR", stepDir)
 	set("GPUATTEST_STEP_ID", s.ID)
 	set("GPUATTEST_TARGETS", strings.Join(e.p.Targets, ","))
 	out := make([]string, 0, len(order))

@@ -34,8 +34,9 @@ type Context struct {
 	// WorkDir is the absolute directory the step runs in (pipeline dir
 	// joined with the step's workdir).
 	WorkDir string
-	// StepDir is the step's directory in the run directory
-	// (steps/<id>/); executors write reports and copies of results here.
+	// StepDir is the absolute path of the step's directory in the run
+	// directory (steps/<id>/); executors write reports and copies of
+	// results here.
 	StepDir string
 	// Env is the step's full environment (KEY=VALUE).
 	Env []string
