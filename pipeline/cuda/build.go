@@ -460,6 +460,9 @@ func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []st
 			return nil, err
 		}
 	}
+	if s.Stdout != nil {
+		fmt.Fprintf(s.Stdout, "# reproducibility check (second build in %s)\n%s\n", second, rep.Summary())
+	}
 	for _, d := range rep.Differing {
 		s.Logger.Warn("build output differs between two builds", "step", s.Step.ID, "diff", d.Summary())
 	}

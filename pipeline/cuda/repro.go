@@ -246,3 +246,22 @@ func short(h string) string {
 	}
 	return h
 }
+
+// Summary renders the report for logs and text output: one line per
+// identical output, a block per differing one.
+func (r *ReproReport) Summary() string {
+	var b bytes.Buffer
+	if r.Reproducible {
+		fmt.Fprintf(&b, "reproducible: %d outputs identical across two builds", len(r.Identical))
+	} else {
+		fmt.Fprintf(&b, "NOT reproducible: %d of %d outputs differ between two builds", len(r.Differing), len(r.Differing)+len(r.Identical))
+	}
+	for _, p := range r.Identical {
+		fmt.Fprintf(&b, "\n%s: identical", p)
+	}
+	for _, d := range r.Differing {
+		b.WriteString("\n")
+		b.WriteString(d.Summary())
+	}
+	return b.String()
+}
