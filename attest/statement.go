@@ -22,6 +22,10 @@ const PayloadType = "application/vnd.in-toto+json"
 // StatementType is the in-toto Statement v1 type URI.
 const StatementType = intoto.StatementTypeUri
 
+// LegacyStatementType is the in-toto Statement v0.1 type URI, which
+// cosign attest-blob still writes; ParseStatement accepts it.
+const LegacyStatementType = "https://in-toto.io/Statement/v0.1"
+
 // Statement is an in-toto Statement v1. The predicate is kept as raw JSON
 // so that the signed bytes are exactly the ones Marshal returns.
 type Statement struct {
@@ -65,7 +69,8 @@ func (s *Statement) Validate() error {
 	return err
 }
 
-// ParseStatement decodes and validates an in-toto Statement v1.
+// ParseStatement decodes and validates an in-toto Statement v1 (or v0.1,
+// as cosign attest-blob writes it).
 func ParseStatement(b []byte) (*Statement, error) {
 	var pb intoto.Statement
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &pb); err != nil {
@@ -74,8 +79,8 @@ func ParseStatement(b []byte) (*Statement, error) {
 	if err := pb.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid in-toto statement: %w", err)
 	}
-	if pb.GetType() != StatementType {
-		return nil, fmt.Errorf("statement _type %q: expected %q", pb.GetType(), StatementType)
+	if t := pb.GetType(); t != StatementType && t != LegacyStatementType {
+		return nil, fmt.Errorf("statement _type %q: expected %q", t, StatementType)
 	}
 	var s Statement
 	if err := json.Unmarshal(b, &s); err != nil {

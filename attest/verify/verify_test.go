@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -96,12 +97,18 @@ func newFixture(t testing.TB) *fixture {
 	return &fixture{dir: dir, kp: kp, pubPath: pub, artifact: a, bundle: signRun(t, kp, attesttest.Run(false, a.SHA256))}
 }
 
-func (f *fixture) verify(t testing.TB, bundles []byte, arts []verify.Artifact, opts ...verify.Option) *verify.Report {
+func mustPub(t testing.TB, path string) crypto.PublicKey {
 	t.Helper()
-	pub, err := sign.LoadPublicKey(f.pubPath)
+	pub, err := sign.LoadPublicKey(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pub
+}
+
+func (f *fixture) verify(t testing.TB, bundles []byte, arts []verify.Artifact, opts ...verify.Option) *verify.Report {
+	t.Helper()
+	pub := mustPub(t, f.pubPath)
 	v, err := verify.New(append([]verify.Option{verify.WithKey(pub, f.pubPath)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,349 @@
+// Package collect turns a run directory (run.json, hardware.json and the
+// steps' details) into the attest.Run that the statements are built from.
+package collect
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+	"github.com/gpuattest/gpuattest/pipeline/suite"
+)
+
+// FromRunDir reads the run in dir, made from pipeline p, into an attest.Run.
+// Paths in the result are slash paths relative to the pipeline's workdir
+// (for files in the work tree) or to the run directory (steps/<id>/...).
+func FromRunDir(dir string, p *pipeline.Pipeline) (*attest.Run, error) {
+	rec, err := engine.ReadRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Pipeline.Digest != p.Digest {
+		return nil, fmt.Errorf("run %s was made from a different pipeline (digest %s, %s is %s)", dir, rec.Pipeline.Digest, p.Path, p.Digest)
+	}
+	c := &collector{dir: dir, p: p, rec: rec, run: &attest.Run{
+		ID:             filepath.Base(filepath.Clean(dir)),
+		PipelinePath:   filepath.ToSlash(p.Path),
+		PipelineDigest: rec.Pipeline.Digest,
+		LockDigest:     rec.LockDigest,
+		StartedAt:      rec.StartedAt,
+		Version:        rec.Version,
+	}}
+	if rec.FinishedAt != nil {
+		c.run.FinishedAt = *rec.FinishedAt
+	} else {
+		c.run.FinishedAt = time.Now().UTC()
+	}
+	if rec.State != engine.Passed {
+		c.run.RunError = fmt.Sprintf("run %s: %s", rec.State, rec.Reason)
+	}
+	if err := c.hardware(); err != nil {
+		return nil, err
+	}
+	c.toolchain()
+	for _, im := range rec.Images {
+		digest := ""
+		if _, d, ok := strings.Cut(im.Pinned, "@"); ok {
+			digest = d
+		}
+		c.run.Images = append(c.run.Images, attest.Image{Name: im.Name, Ref: im.Pinned, Digest: digest})
+	}
+	for i := range p.Steps {
+		if err := c.step(&p.Steps[i]); err != nil {
+			return nil, err
+		}
+	}
+	c.finishBuild()
+	c.finishTelemetry()
+	return c.run, nil
+}
+
+type collector struct {
+	dir string
+	p   *pipeline.Pipeline
+	rec *engine.Record
+	run *attest.Run
+
+	reproSeen, reproAll bool
+	telemetry           []gpu.Summary
+	preflight           map[string]bool
+}
+
+func (c *collector) hardware() error {
+	if c.rec.Hardware == nil {
+		return nil
+	}
+	raw, err := os.ReadFile(filepath.Join(c.dir, c.rec.Hardware.File))
+	if err != nil {
+		return fmt.Errorf("reading the hardware record: %w", err)
+	}
+	if !json.Valid(raw) {
+		return fmt.Errorf("%s: invalid JSON", filepath.Join(c.dir, c.rec.Hardware.File))
+	}
+	c.run.Hardware = raw
+	return nil
+}
+
+func (c *collector) toolchain() {
+	if c.rec.Toolchain == nil {
+		return
+	}
+	b, _ := json.Marshal(c.rec.Toolchain)
+	var tc cuda.Toolchain
+	if json.Unmarshal(b, &tc) != nil || tc.NVCC == "" {
+		return
+	}
+	c.run.Toolchain = append(c.run.Toolchain, attest.Tool{Name: "nvcc", Version: tc.Release, SHA256: firstNonEmpty(tc.NVCCBinarySHA256, tc.NVCCSHA256)})
+}
+
+// rel names a step's file relative to the pipeline's workdir.
+func (c *collector) rel(s *pipeline.Step, p string) string {
+	if s.Workdir == "" {
+		return path.Clean(p)
+	}
+	return path.Join(filepath.ToSlash(s.Workdir), p)
+}
+
+// file names a file a step reported: run-directory files keep their
+// steps/<id>/ path, work-tree files are made relative to the workdir.
+func (c *collector) file(s *pipeline.Step, f step.File) string {
+	if strings.HasPrefix(f.Path, "steps/") {
+		if _, err := os.Stat(filepath.Join(c.dir, filepath.FromSlash(f.Path))); err == nil {
+			return f.Path
+		}
+	}
+	return c.rel(s, f.Path)
+}
+
+func (c *collector) step(s *pipeline.Step) error {
+	sr := c.rec.Step(s.ID)
+	if sr == nil {
+		return fmt.Errorf("run.json has no record of step %s", s.ID)
+	}
+	verdict := string(sr.State)
+	if sr.State == engine.Passed && sr.Cache == "hit" {
+		verdict = "cached"
+	}
+	runnerName := s.Runner
+	if sr.Runner != nil {
+		runnerName = sr.Runner.Name
+	}
+	c.run.Steps = append(c.run.Steps, attest.StepRecord{ID: s.ID, Kind: s.Kind, Verdict: verdict, Reason: firstLine(sr.Reason), Runner: runnerName})
+
+	for _, f := range sr.Artifacts {
+		c.run.Artifacts = append(c.run.Artifacts, attest.Artifact{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
+	}
+	for _, f := range sr.Results {
+		c.run.Results = append(c.run.Results, attest.Artifact{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
+	}
+	if s.Kind == pipeline.KindCUDABuild {
+		for _, f := range sr.Inputs {
+			c.run.Sources = append(c.run.Sources, attest.Artifact{Path: c.rel(s, f.Path), SHA256: f.SHA256, Step: s.ID, Kind: "source"})
+		}
+	}
+	for _, log := range []string{"stdout.log", "stderr.log"} {
+		rel := path.Join("steps", s.ID, log)
+		if sum, err := hashFile(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
+			c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
+		}
+	}
+	if len(sr.Details) == 0 {
+		return nil
+	}
+	var common struct {
+		Preflight *gpu.PreflightReport `json:"preflight"`
+		Telemetry *gpu.Summary         `json:"telemetry"`
+	}
+	_ = json.Unmarshal(sr.Details, &common)
+	if common.Preflight != nil {
+		c.addPreflight(common.Preflight)
+	}
+	if common.Telemetry != nil {
+		c.telemetry = append(c.telemetry, *common.Telemetry)
+	}
+	switch s.Kind {
+	case pipeline.KindCUDABuild:
+		var d cuda.BuildDetails
+		if err := json.Unmarshal(sr.Details, &d); err != nil {
+			return fmt.Errorf("step %s: reading build details: %w", s.ID, err)
+		}
+		c.build(s, &d)
+	case pipeline.KindBenchmark:
+		var d suite.BenchmarkDetails
+		if err := json.Unmarshal(sr.Details, &d); err != nil {
+			return fmt.Errorf("step %s: reading benchmark details: %w", s.ID, err)
+		}
+		c.benchmark(s, &d)
+	case pipeline.KindBurnin:
+		var d suite.BurninDetails
+		if err := json.Unmarshal(sr.Details, &d); err != nil {
+			return fmt.Errorf("step %s: reading burn-in details: %w", s.ID, err)
+		}
+		c.burnin(s, sr, &d)
+	}
+	return nil
+}
+
+func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
+	if c.run.Build == nil {
+		c.run.Build = &attest.BuildFacts{Targets: append([]string(nil), c.p.Targets...)}
+	}
+	for _, a := range d.Artifacts {
+		ba := attest.BuildArtifact{Step: s.ID, Path: c.rel(s, a.Path), SHA256: a.SHA256, SASSArchs: nonNil(a.SASS), PTXArchs: nonNil(a.PTX)}
+		for _, cb := range a.Cubins {
+			ba.Cubins = append(ba.Cubins, attest.CubinDigest{Arch: cb.Arch, SHA256: cb.SHA256})
+		}
+		c.run.Build.Artifacts = append(c.run.Build.Artifacts, ba)
+	}
+	if d.Reproducibility != nil {
+		if !c.reproSeen {
+			c.reproAll = true
+		}
+		c.reproSeen = true
+		c.reproAll = c.reproAll && d.Reproducibility.Reproducible
+	}
+	if sum, err := hashFile(filepath.Join(c.dir, "steps", s.ID, "repro.json")); err == nil {
+		c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: path.Join("steps", s.ID, "repro.json"), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
+	}
+}
+
+func (c *collector) finishBuild() {
+	if c.run.Build != nil && c.reproSeen {
+		r := c.reproAll
+		c.run.Build.Reproducible = &r
+	}
+}
+
+func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
+	gate := "none"
+	if d.Gate != nil {
+		gate = "passed"
+		if sr := c.rec.Step(s.ID); sr != nil && sr.State != engine.Passed {
+			gate = "failed"
+		}
+	}
+	for _, bc := range d.Cases {
+		if bc.Stats == nil {
+			continue
+		}
+		bs := attest.BenchmarkSummary{Step: s.ID, Case: bc.Name, MedianNS: bc.Stats.Median,
+			CILowNS: bc.Stats.MedianCI.Lo, CIHighNS: bc.Stats.MedianCI.Hi, Samples: bc.Stats.N, Gate: gate}
+		switch {
+		case bc.GBPS > 0:
+			bs.Throughput = &attest.Throughput{Value: bc.GBPS, Unit: "GB/s"}
+		case bc.GFLOPS > 0:
+			bs.Throughput = &attest.Throughput{Value: bc.GFLOPS, Unit: "GFLOP/s"}
+		}
+		c.run.Benchmarks = append(c.run.Benchmarks, bs)
+	}
+}
+
+func (c *collector) burnin(s *pipeline.Step, sr *engine.StepRecord, d *suite.BurninDetails) {
+	dur, _ := time.ParseDuration(d.Elapsed)
+	failures := 0
+	if d.FailedIteration > 0 {
+		failures = 1
+	}
+	leak := false
+	for _, t := range []*suite.Trend{d.HostRSS, d.DeviceMemory} {
+		if t != nil && t.SlopePerIteration != nil && *t.SlopePerIteration > float64(d.LeakToleranceBytes) {
+			leak = true
+		}
+	}
+	c.run.Burnin = append(c.run.Burnin, attest.BurninSummary{
+		Step: s.ID, DurationSeconds: dur.Seconds(), Iterations: d.Iterations, Failures: failures,
+		OutputConsistent: len(d.Mismatches) == 0, LeakDetected: leak, Verdict: string(sr.State),
+	})
+}
+
+func (c *collector) addPreflight(r *gpu.PreflightReport) {
+	if c.preflight == nil {
+		c.preflight = map[string]bool{}
+	}
+	for _, ch := range r.Checks {
+		key := ch.Name + "\x00" + string(ch.Status) + "\x00" + ch.Message
+		if c.preflight[key] {
+			continue
+		}
+		c.preflight[key] = true
+		c.run.Preflight = append(c.run.Preflight, attest.PreflightCheck{Check: ch.Name, Status: string(ch.Status), Message: ch.Message})
+	}
+}
+
+func (c *collector) finishTelemetry() {
+	if len(c.telemetry) == 0 {
+		return
+	}
+	t := &attest.TelemetrySummary{}
+	reasons := map[string]bool{}
+	for _, s := range c.telemetry {
+		if s.TemperatureMaxC != nil {
+			t.MaxTemperatureC = max(t.MaxTemperatureC, float64(*s.TemperatureMaxC))
+		}
+		if s.PowerMaxWatts != nil {
+			t.MaxPowerW = max(t.MaxPowerW, *s.PowerMaxWatts)
+		}
+		t.XidEvents += len(s.XidEvents)
+		for _, g := range s.GPUs {
+			if g.DoubleBitBefore != nil && g.DoubleBitAfter != nil && *g.DoubleBitAfter > *g.DoubleBitBefore {
+				t.ECCErrorsDelta += int64(*g.DoubleBitAfter - *g.DoubleBitBefore)
+			}
+		}
+		for r := range s.ThrottleReasons {
+			reasons[r] = true
+		}
+	}
+	for r := range reasons {
+		t.ThrottleReasons = append(t.ThrottleReasons, r)
+	}
+	sort.Strings(t.ThrottleReasons)
+	c.run.Telemetry = t
+}
+
+func hashFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
