@@ -32,7 +32,9 @@ func FuzzVerifyBundle(f *testing.F) {
 	}
 	f.Add(good)
 	f.Add(append(append(bytes.Clone(good), '\n'), good...))
-	f.Add(editPayload(f, good, func(p []byte) []byte { return bytes.Replace(p, []byte(`"simulated":false`), []byte(`"simulated":true`), 1) }))
+	f.Add(editPayload(f, good, func(p []byte) []byte {
+		return bytes.Replace(p, []byte(`"simulated":false`), []byte(`"simulated":true`), 1)
+	}))
 	f.Add(bytes.Replace(good, []byte(`"publicKey"`), []byte(`"x509CertificateChain"`), 1))
 	f.Add([]byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
