@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/spf13/cobra"
@@ -24,6 +25,7 @@ type runFlags struct {
 	output   *string
 	quiet    bool
 	cacheDir string
+	sign     *signFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -47,6 +49,7 @@ func newRunCmd() *cobra.Command {
 	c.Flags().BoolVar(&f.locked, "locked", false, "refuse floating image tags and a missing or stale lock (implied by release: true)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	f.output = outputFlag(c)
+	f.sign = addSignFlags(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*f.output); err != nil {
 			return err
@@ -67,6 +70,14 @@ func newRunCmd() *cobra.Command {
 			}
 			return withCode(exitUsage, err)
 		}
+		// Unlock the signing key before running: a wrong password must not
+		// cost the run.
+		var signer *sign.Signer
+		if f.sign.set() {
+			if signer, err = f.sign.signer(c); err != nil {
+				return err
+			}
+		}
 		opts, err := engineOptions(c, p, f)
 		if err != nil {
 			return err
@@ -75,12 +86,23 @@ func newRunCmd() *cobra.Command {
 		if err != nil {
 			return withCode(exitFailed, err)
 		}
+		var attested *attestation
+		if signer != nil && res.Record.State != engine.Interrupted {
+			if attested, err = attestRun(c.Context(), signer, p, res); err != nil {
+				return withCode(exitFailed, fmt.Errorf("attesting the run: %w", err))
+			}
+		}
 		if *f.output == "json" {
-			if err := writeJSON(c.OutOrStdout(), runSummary(res)); err != nil {
+			sum := runSummary(res)
+			sum.Attestations = attested
+			if err := writeJSON(c.OutOrStdout(), sum); err != nil {
 				return err
 			}
 		} else {
 			printRunSummary(c.OutOrStdout(), res)
+			if attested != nil {
+				fmt.Fprintf(c.OutOrStdout(), "attestations: %s (%d signed by %s; validation result: %s)\n", attested.File, len(attested.Statements), attested.Signer, attested.Result)
+			}
 		}
 		if !res.Passed() {
 			return silentExit(exitFailed)
@@ -171,13 +193,14 @@ type stepSummary struct {
 }
 
 type runSummaryJSON struct {
-	Dir       string        `json:"dir"`
-	Pipeline  string        `json:"pipeline"`
-	Digest    string        `json:"pipeline_digest"`
-	State     string        `json:"state"`
-	Reason    string        `json:"reason,omitempty"`
-	Simulated bool          `json:"simulated_hardware"`
-	Steps     []stepSummary `json:"steps"`
+	Dir          string        `json:"dir"`
+	Attestations *attestation  `json:"attestations,omitempty"`
+	Pipeline     string        `json:"pipeline"`
+	Digest       string        `json:"pipeline_digest"`
+	State        string        `json:"state"`
+	Reason       string        `json:"reason,omitempty"`
+	Simulated    bool          `json:"simulated_hardware"`
+	Steps        []stepSummary `json:"steps"`
 }
 
 func runSummary(res *engine.Result) runSummaryJSON {

@@ -44,29 +44,16 @@ type keyInput struct {
 // cacheKey is sha256 of the normalized step spec, the digests of its
 // inputs (declared inputs, and sources for cuda-build), its image digest
 // and the gpuattest version.
-func (e *run) cacheKey(s *pipeline.Step, sc *step.Context) (string, []string, error) {
+func (e *run) cacheKey(s *pipeline.Step, sc *step.Context, inputs []step.File) (string, []string, error) {
 	norm := *s
 	norm.ID, norm.Description, norm.Needs = "", "", nil
 	in := keyInput{
 		Version: e.o.version, Step: norm, Targets: e.p.Targets, Release: e.p.Release,
-		Env: e.p.Env, Workdir: s.Workdir, Runner: s.Runner, Image: sc.Image,
+		Env: e.p.Env, Workdir: s.Workdir, Runner: s.Runner, Image: sc.Image, Inputs: inputs,
 	}
-	globs := append([]string(nil), s.Inputs...)
-	globs = append(globs, s.Sources...)
 	var notes []string
-	if len(globs) == 0 {
+	if len(s.Inputs)+len(s.Sources) == 0 {
 		notes = append(notes, "no inputs declared: the cache key covers only the step's spec")
-	}
-	paths, err := expandGlobs(sc.WorkDir, globs, "inputs")
-	if err != nil {
-		return "", nil, err
-	}
-	for _, p := range paths {
-		sum, size, err := hashFile(filepath.Join(sc.WorkDir, filepath.FromSlash(p)))
-		if err != nil {
-			return "", nil, fmt.Errorf("hashing input %s: %w", p, err)
-		}
-		in.Inputs = append(in.Inputs, step.File{Path: p, SHA256: sum, Size: size})
 	}
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -74,6 +61,28 @@ func (e *run) cacheKey(s *pipeline.Step, sc *step.Context) (string, []string, er
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), notes, nil
+}
+
+// hashInputs digests a step's declared inputs and, for cuda-build, its
+// sources (paths relative to the step's work dir).
+func hashInputs(s *pipeline.Step, wd string) ([]step.File, error) {
+	globs := append(append([]string(nil), s.Inputs...), s.Sources...)
+	if len(globs) == 0 {
+		return nil, nil
+	}
+	paths, err := expandGlobs(wd, globs, "inputs")
+	if err != nil {
+		return nil, err
+	}
+	files := make([]step.File, 0, len(paths))
+	for _, p := range paths {
+		sum, size, err := hashFile(filepath.Join(wd, filepath.FromSlash(p)))
+		if err != nil {
+			return nil, fmt.Errorf("hashing input %s: %w", p, err)
+		}
+		files = append(files, step.File{Path: p, SHA256: sum, Size: size})
+	}
+	return files, nil
 }
 
 func (c *cache) manifestPath(key string) string {

@@ -434,10 +434,17 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 		return sr, fmt.Errorf("no executor for step kind %q in this build", s.Kind)
 	}
 
+	inputs, err := hashInputs(s, sc.WorkDir)
+	if err != nil {
+		sr.State, sr.Reason = Failed, err.Error()
+		return sr, nil
+	}
+	sr.Inputs = inputs
+
 	// Build cache.
 	var key string
 	if e.cache != nil && s.Cacheable() && (len(s.Outputs) > 0 || s.Kind == pipeline.KindCUDABuild) {
-		k, notes, err := e.cacheKey(s, sc)
+		k, notes, err := e.cacheKey(s, sc, inputs)
 		if err != nil {
 			return sr, err
 		}

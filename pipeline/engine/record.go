@@ -92,6 +92,7 @@ type StepRecord struct {
 	Runner     *runner.Info    `json:"runner,omitempty"`
 	Cache      string          `json:"cache,omitempty"` // hit, miss or off
 	CacheKey   string          `json:"cache_key,omitempty"`
+	Inputs     []step.File     `json:"inputs,omitempty"`
 	Outputs    []step.File     `json:"outputs,omitempty"`
 	Artifacts  []step.File     `json:"artifacts,omitempty"`
 	Results    []step.File     `json:"results,omitempty"`
