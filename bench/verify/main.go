@@ -1,0 +1,261 @@
+// Command verify benchmarks gpuattest verify against cosign
+// verify-blob-attestation on the same key-signed bundles:
+//
+//  1. one bundle + a 10 MB artifact: wall time and peak RSS of one call of
+//     each tool (median of -runs runs; peak RSS is the child's ru_maxrss);
+//  2. 100 bundles + 100 artifacts: one gpuattest verify call over a JSONL
+//     of all bundles vs 100 cosign calls, one per bundle.
+//
+// It prints a table. Run from the module root:
+//
+//	go run ./bench/verify [-runs 5] [-gpuattest BIN] [-cosign BIN]
+//
+// Without -gpuattest it builds ./cmd/gpuattest; without -cosign it looks
+// in PATH and $GOPATH/bin (.ci/cosign installs it there).
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"go/build"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/sign"
+)
+
+func main() {
+	runs := flag.Int("runs", 5, "runs per measurement (median wall time, max RSS)")
+	gpuattestBin := flag.String("gpuattest", "", "gpuattest binary (default: go build ./cmd/gpuattest)")
+	cosignBin := flag.String("cosign", "", "cosign binary (default: PATH, then $GOPATH/bin)")
+	n := flag.Int("n", 100, "bundles in the many-bundles case")
+	flag.Parse()
+	if err := run(*runs, *n, *gpuattestBin, *cosignBin); err != nil {
+		fmt.Fprintf(os.Stderr, "bench/verify: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type measure struct {
+	wall   time.Duration
+	maxRSS int64 // KiB
+}
+
+// timeCmd runs argv runs times and returns the median wall time and the
+// largest peak RSS; every run must exit 0.
+func timeCmd(ctx context.Context, runs int, dir string, env []string, argv ...string) (measure, error) {
+	var walls []time.Duration
+	var rss int64
+	for range runs {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Dir, cmd.Env = dir, env
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		wall := time.Since(start)
+		if err != nil {
+			return measure{}, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+		walls = append(walls, wall)
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > rss {
+			rss = ru.Maxrss
+		}
+	}
+	slices.Sort(walls)
+	return measure{wall: walls[len(walls)/2], maxRSS: rss}, nil
+}
+
+func findCosign() (string, error) {
+	if p, err := exec.LookPath("cosign"); err == nil {
+		return p, nil
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		gopath = build.Default.GOPATH
+	}
+	p := filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "bin", "cosign")
+	if _, err := os.Stat(p); err != nil {
+		return "", errors.New("cosign not found in PATH or $GOPATH/bin\nhint: run .ci/cosign")
+	}
+	return p, nil
+}
+
+func writeArtifact(path string, size int) (string, error) {
+	b := make([]byte, size)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// statement is a passing validation statement on real (non-simulated)
+// hardware over one artifact.
+func statement(name, digest string) (*attest.Statement, error) {
+	hex64 := strings.Repeat("a", 64)
+	return attest.ValidationStatement(&attest.Run{
+		PipelineDigest: "sha256:" + hex64,
+		Steps:          []attest.StepRecord{{ID: "build", Kind: "cuda-build", Verdict: "passed"}, {ID: "test", Kind: "test", Verdict: "passed"}},
+		Hardware:       []byte(`{"simulated":false,"gpus":[{"name":"bench","compute_capability":"9.0"}]}`),
+		Artifacts:      []attest.Artifact{{Path: name, SHA256: digest}},
+		Results:        []attest.Artifact{{Path: "results.json", SHA256: hex64}},
+		StartedAt:      time.Now().Add(-time.Minute),
+		FinishedAt:     time.Now(),
+		Version:        "bench",
+	})
+}
+
+func run(runs, n int, gpuattestBin, cosignBin string) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "gpuattest-bench-verify-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if gpuattestBin == "" {
+		gpuattestBin = filepath.Join(dir, "gpuattest")
+		if out, err := exec.Command("go", "build", "-o", gpuattestBin, "./cmd/gpuattest").CombinedOutput(); err != nil {
+			return fmt.Errorf("building gpuattest: %v\n%s", err, out)
+		}
+	}
+	if cosignBin == "" {
+		if cosignBin, err = findCosign(); err != nil {
+			return err
+		}
+	}
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	kp, err := sign.NewKeypair(priv)
+	if err != nil {
+		return err
+	}
+	pubPEM, err := kp.GetPublicKeyPem()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "key.pub"), []byte(pubPEM), 0o644); err != nil {
+		return err
+	}
+	signer, err := sign.NewKeySigner(kp)
+	if err != nil {
+		return err
+	}
+	env := []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	cosignVerify := func(bundle, artifact string) []string {
+		return []string{cosignBin, "verify-blob-attestation", "--key", "key.pub", "--bundle", bundle,
+			"--insecure-ignore-tlog", "--type", attest.ValidationPredicateType, artifact}
+	}
+
+	// Case 1: one bundle, 10 MB artifact.
+	digest, err := writeArtifact(filepath.Join(dir, "big.fatbin"), 10<<20)
+	if err != nil {
+		return err
+	}
+	st, err := statement("big.fatbin", digest)
+	if err != nil {
+		return err
+	}
+	b, err := signer.Sign(ctx, st)
+	if err != nil {
+		return err
+	}
+	if err := sign.WriteBundle(filepath.Join(dir, "big.bundle.json"), b); err != nil {
+		return err
+	}
+	g1, err := timeCmd(ctx, runs, dir, env, gpuattestBin, "verify", "--bundle", "big.bundle.json", "--key", "key.pub", "big.fatbin")
+	if err != nil {
+		return err
+	}
+	c1, err := timeCmd(ctx, runs, dir, env, cosignVerify("big.bundle.json", "big.fatbin")...)
+	if err != nil {
+		return err
+	}
+
+	// Case 2: n bundles, n small artifacts.
+	var bundles [][]byte
+	gArgs := []string{gpuattestBin, "verify", "--bundle", "all.jsonl", "--key", "key.pub"}
+	for i := range n {
+		name := fmt.Sprintf("k%03d.cubin", i)
+		d, err := writeArtifact(filepath.Join(dir, name), 64<<10)
+		if err != nil {
+			return err
+		}
+		st, err := statement(name, d)
+		if err != nil {
+			return err
+		}
+		b, err := signer.Sign(ctx, st)
+		if err != nil {
+			return err
+		}
+		bundles = append(bundles, b)
+		if err := sign.WriteBundle(filepath.Join(dir, name+".bundle.json"), b); err != nil {
+			return err
+		}
+		gArgs = append(gArgs, name)
+	}
+	if err := sign.AppendJSONL(filepath.Join(dir, "all.jsonl"), bundles); err != nil {
+		return err
+	}
+	gN, err := timeCmd(ctx, runs, dir, env, gArgs...)
+	if err != nil {
+		return err
+	}
+	var cN measure
+	start := time.Now()
+	for i := range n {
+		name := fmt.Sprintf("k%03d.cubin", i)
+		m, err := timeCmd(ctx, 1, dir, env, cosignVerify(name+".bundle.json", name)...)
+		if err != nil {
+			return err
+		}
+		cN.maxRSS = max(cN.maxRSS, m.maxRSS)
+	}
+	cN.wall = time.Since(start)
+
+	fmt.Printf("gpuattest verify vs cosign %s verify-blob-attestation (key-signed bundles, --insecure-ignore-tlog for cosign)\n", cosignVersion(cosignBin))
+	fmt.Printf("runs per single-call figure: %d (median wall, max peak RSS)\n\n", runs)
+	fmt.Printf("%-34s %-10s %12s %14s\n", "case", "tool", "wall", "peak RSS")
+	row := func(c, tool string, m measure) {
+		fmt.Printf("%-34s %-10s %12s %11.1f MiB\n", c, tool, m.wall.Round(100*time.Microsecond), float64(m.maxRSS)/1024)
+	}
+	row("1 bundle + 10 MB artifact", "gpuattest", g1)
+	row("1 bundle + 10 MB artifact", "cosign", c1)
+	row(fmt.Sprintf("%d bundles, 1 gpuattest call", n), "gpuattest", gN)
+	row(fmt.Sprintf("%d bundles, %d cosign calls", n, n), "cosign", cN)
+	fmt.Printf("\nratios (gpuattest / cosign): single wall %.2fx, single peak RSS %.2fx; %d bundles: gpuattest %.1fx faster\n",
+		float64(g1.wall)/float64(c1.wall), float64(g1.maxRSS)/float64(c1.maxRSS), n, float64(cN.wall)/float64(gN.wall))
+	return nil
+}
+
+func cosignVersion(bin string) string {
+	out, err := exec.Command(bin, "version", "--json").Output()
+	if err != nil {
+		return "?"
+	}
+	s := string(out)
+	if i := strings.Index(s, `"gitVersion": "`); i >= 0 {
+		s = s[i+len(`"gitVersion": "`):]
+		if j := strings.IndexByte(s, '"'); j >= 0 {
+			return s[:j]
+		}
+	}
+	return "?"
+}
