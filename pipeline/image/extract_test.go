@@ -236,6 +236,10 @@ func TestExtractLayersWhiteoutsAndModes(t *testing.T) {
 	if diff := cmp.Diff(wantCache, gotCache); diff != "" {
 		t.Errorf("cache contents (-want +got):\n%s", diff)
 	}
+	// And nothing beside the cache (the absolute symlink was not followed).
+	if got := listAll(t, filepath.Dir(cache)); !cmp.Equal(got[:2], []string{".", "cache"}) || len(got) != len(listAll(t, cache))+1 {
+		t.Errorf("files beside the cache: %v", got)
+	}
 }
 
 func TestExtractRefusesUnsafeEntries(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -158,17 +159,20 @@ func (o *options) pullRemote(ctx context.Context, s Source, res *Resolved) (v1.I
 func remoteErr(ref name.Reference, err error) error {
 	var te *transport.Error
 	if errors.As(err, &te) {
-		if te.StatusCode == http.StatusNotFound {
-			return fmt.Errorf("%w: %s is not served by %s (%v)", ErrNotFound, ref, ref.Context().RegistryStr(), err)
-		}
+		notFound := te.StatusCode == http.StatusNotFound
 		for _, d := range te.Errors {
-			if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
-				return fmt.Errorf("%w: %s is not served by %s (%v)", ErrNotFound, ref, ref.Context().RegistryStr(), err)
-			}
+			notFound = notFound || d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode
+		}
+		if notFound {
+			return fmt.Errorf("%w: %s is not served by %s (%v)\nhint: check the reference; `crane ls %s` lists the repository's tags", ErrNotFound, ref, ref.Context().RegistryStr(), err, ref.Context())
 		}
 		if te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden {
 			return fmt.Errorf("fetching %s: %w\nhint: log in with `docker login %s` (credentials come from the docker config)", ref, err, ref.Context().RegistryStr())
 		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return fmt.Errorf("fetching %s: %w\nhint: is the registry %s reachable from here? For an air-gapped machine, carry the image as oci-layout:PATH or docker-archive:PATH", ref, err, ref.Context().RegistryStr())
 	}
 	return fmt.Errorf("fetching %s: %w", ref, err)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -344,4 +345,20 @@ func TestPullDockerArchive(t *testing.T) {
 	if _, err := Resolve(t.Context(), "docker-archive:missing.tar", WithBaseDir(dir)); err == nil || !strings.Contains(err.Error(), "docker save") {
 		t.Errorf("missing archive err = %v, want a hint about docker save", err)
 	}
+}
+
+func TestResolveUnreachableRegistry(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	start := time.Now()
+	_, err = Resolve(t.Context(), addr+"/cuda:12")
+	if err == nil || !strings.Contains(err.Error(), "hint: is the registry "+addr+" reachable from here?") {
+		t.Fatalf("Resolve err = %v, want the reachability hint", err)
+	}
+	t.Logf("failed after %v: %v", time.Since(start), err)
 }
