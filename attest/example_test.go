@@ -1,0 +1,39 @@
+package attest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuattest/gpuattest/attest"
+)
+
+// A run with a failed step yields a statement whose result is "failed"
+// and that names the step: never a passing claim.
+func ExampleValidationStatement() {
+	st, err := attest.ValidationStatement(&attest.Run{
+		PipelineDigest: "sha256:" + strings.Repeat("a", 64),
+		Steps: []attest.StepRecord{
+			{ID: "build", Kind: "cuda-build", Verdict: "passed"},
+			{ID: "test", Kind: "test", Verdict: "failed", Reason: "2 of 40 cases failed"},
+		},
+		Hardware:   json.RawMessage(`{"simulated":true,"gpus":[]}`),
+		Artifacts:  []attest.Artifact{{Path: "build/kernels.fatbin", SHA256: strings.Repeat("c", 64)}},
+		StartedAt:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		FinishedAt: time.Date(2026, 1, 2, 3, 9, 5, 0, time.UTC),
+		Version:    "v0.1.0",
+	})
+	if err != nil {
+		panic(err)
+	}
+	var p attest.ValidationPredicate
+	if err := json.Unmarshal(st.Predicate, &p); err != nil {
+		panic(err)
+	}
+	fmt.Println(st.PredicateType)
+	fmt.Println(st.Subject[0].Name, p.Result, p.FailedSteps, "simulated:", p.Simulated)
+	// Output:
+	// https://gpuattest.dev/gpu-validation/v1
+	// build/kernels.fatbin failed [test] simulated: true
+}

@@ -1,0 +1,56 @@
+package verify_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"fmt"
+	"strings"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/attest/verify"
+)
+
+// Sign a statement with a key, then verify the bundle offline against the
+// default policy: the criteria are known before any bundle is read.
+func Example() {
+	ctx := context.Background()
+	priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kp, _ := sign.NewKeypair(priv)
+	digest := strings.Repeat("c", 64)
+	st, err := attest.ValidationStatement(&attest.Run{
+		PipelineDigest: "sha256:" + strings.Repeat("a", 64),
+		Steps:          []attest.StepRecord{{ID: "test", Kind: "test", Verdict: "passed"}},
+		Hardware:       []byte(`{"simulated":false,"gpus":[{"compute_capability":"9.0"}]}`),
+		Artifacts:      []attest.Artifact{{Path: "kernels.fatbin", SHA256: digest}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	signer, _ := sign.NewKeySigner(kp)
+	bundle, err := signer.Sign(ctx, st)
+	if err != nil {
+		panic(err)
+	}
+
+	v, err := verify.New(verify.WithKey(priv.Public(), "release.pub"))
+	if err != nil {
+		panic(err)
+	}
+	arts := []verify.Artifact{{Name: "kernels.fatbin", SHA256: digest}}
+	for _, c := range v.Criteria(arts) {
+		fmt.Println("criterion:", c.Check)
+	}
+	r := v.Verify(ctx, []verify.Entry{{Source: "bundle.json", Data: bundle}}, arts)
+	fmt.Println(r.VerificationResult, r.Code)
+	// Output:
+	// criterion: signature
+	// criterion: tlog/timestamps
+	// criterion: predicate type
+	// criterion: subject
+	// criterion: policy
+	// criterion: policy
+	// PASSED 0
+}
