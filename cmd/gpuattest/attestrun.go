@@ -65,4 +65,3 @@ func attestRun(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, r
 	}
 	return out, nil
 }
-

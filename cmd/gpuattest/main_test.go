@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
+
+	"github.com/gpuattest/gpuattest/internal/testenv"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -19,7 +24,25 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Setup:               scriptSetup,
+		Condition:           scriptCondition,
 	})
+}
+
+// scriptCondition adds [tool:NAME]: true when NAME is in PATH. Under CI=true
+// a missing tool is an error, so a script guarded by it cannot pass by
+// skipping.
+func scriptCondition(cond string) (bool, error) {
+	name, ok := strings.CutPrefix(cond, "tool:")
+	if !ok {
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
+	if _, err := exec.LookPath(name); err != nil {
+		if testenv.InCI() {
+			return false, fmt.Errorf("CI=true but %s is not in PATH (hint: .ci/install installs it)", name)
+		}
+		return false, nil
+	}
+	return true, nil
 }
 
 // scriptSetup passes the tool-presence policy (CI) and caches into scripts.
