@@ -145,3 +145,46 @@ func TestSchemaUpToDate(t *testing.T) {
 		t.Fatal("schemas/policy.schema.json is stale\nhint: run go generate ./attest")
 	}
 }
+
+func TestExamplePolicy(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Load("testdata/release-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := p.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred := func(simulated bool, throughput float64, repro bool) json.RawMessage {
+		b, _ := json.Marshal(map[string]any{
+			"result":     "passed",
+			"simulated":  simulated,
+			"hardware":   map[string]any{"gpus": []any{map[string]any{"compute_capability": "9.0"}}},
+			"steps":      []any{map[string]any{"id": "t", "kind": "test", "verdict": "passed"}},
+			"benchmarks": []any{map[string]any{"case": "vector_add", "throughput": map[string]any{"value": throughput, "unit": "GB/s"}}},
+			"build":      map[string]any{"reproducible": repro, "artifacts": []any{map[string]any{"sass_archs": []string{"sm_80", "sm_90"}}}},
+		})
+		return b
+	}
+	failing := func(in json.RawMessage) []string {
+		res, err := prog.Evaluate(t.Context(), policy.Input{Predicate: in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range res {
+			if !r.Passed {
+				out = append(out, r.Name)
+			}
+		}
+		return out
+	}
+	if got := failing(pred(false, 2950, true)); len(got) != 0 {
+		t.Errorf("good run fails %v", got)
+	}
+	want := []string{"vector_add throughput >= 2800 GB/s", "build reproducible", "not simulated"}
+	if diff := cmp.Diff(want, failing(pred(true, 2700, false))); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
