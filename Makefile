@@ -4,8 +4,9 @@
 #               sign its attestations with a fresh demo key and verify them
 #   make test   install what is missing, then go vet and go test -race (all of it)
 #
-# Both start with `make deps`, which installs nvcc (Debian non-free), bubblewrap,
-# docker-registry, debootstrap and cosign when they are missing (needs root).
+# `make deps` installs nvcc (Debian non-free), bubblewrap, docker-registry and
+# debootstrap when they are missing (needs root); `make test` also installs
+# cosign (built from source into GOPATH/bin) for the interop tests.
 
 GO       ?= go
 BIN      := bin/gpuattest
@@ -16,12 +17,16 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: all deps build test demo generate bench clean
+.PHONY: all deps test-deps build test demo generate bench clean
+
+DEMO := .gpuattest/demo
 
 all: build
 
 deps:
 	bash .ci/install
+
+test-deps: deps
 	bash .ci/cosign
 
 build:
@@ -30,14 +35,21 @@ build:
 generate:
 	$(GO) generate ./...
 
-test: deps
+test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -timeout 60m ./...
 
 demo: deps build
-	bash scripts/demo.sh $(BIN)
+	rm -rf $(DEMO) && mkdir -p $(DEMO)
+	$(BIN) lint pipelines/*.yaml
+	$(BIN) device
+	GPUATTEST_PASSWORD= $(BIN) key generate --output-key-prefix $(DEMO)/demo --no-password
+	$(BIN) run pipelines/quickstart.yaml --out $(DEMO)/run --key $(DEMO)/demo.key
+	$(BIN) inspect kernels/build/*.fatbin
+	$(BIN) verify --bundle $(DEMO)/run/attestations.intoto.jsonl --key $(DEMO)/demo.pub kernels/build/*.fatbin
 
 bench: build
+	$(GO) run ./bench/engine
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./pipeline/engine/
 	$(GO) run ./bench/stats
 
