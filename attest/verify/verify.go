@@ -152,6 +152,72 @@ type Criterion struct {
 	Check string `json:"check"`
 	// Requirement says what must hold.
 	Requirement string `json:"requirement"`
+	// Artifact is the artifact a subject criterion is about.
+	Artifact string `json:"artifact,omitempty"`
+	// Rule is the policy rule a policy criterion is about.
+	Rule string `json:"rule,omitempty"`
+	// Result is "passed", "failed" or "not checked" in a Report; empty
+	// from Criteria.
+	Result string `json:"result,omitempty"`
+}
+
+// Criterion results.
+const (
+	ResultPassed     = "passed"
+	ResultFailed     = "failed"
+	ResultNotChecked = "not checked"
+)
+
+// settle sets each criterion's Result from the checks made.
+func (r *Report) settle() {
+	for i := range r.Criteria {
+		c := &r.Criteria[i]
+		pass, fail := 0, 0
+		for _, ch := range r.Checks {
+			match := ch.Check == c.Check
+			switch {
+			case c.Artifact != "":
+				match = match && ch.Target == c.Artifact
+			case c.Rule != "":
+				match = match && strings.HasSuffix(ch.Target, ": "+c.Rule)
+			case c.Check == CheckSignature:
+				// Undecodable statements fail the signed content.
+				match = match || ch.Check == CheckStatement
+			}
+			if !match {
+				continue
+			}
+			if ch.Passed {
+				pass++
+			} else {
+				fail++
+			}
+		}
+		switch {
+		case fail > 0:
+			c.Result = ResultFailed
+		case pass > 0:
+			c.Result = ResultPassed
+		case c.Check == CheckTimestamps && r.signaturesPassed():
+			// Nothing to check beyond the signature (key, no trusted root).
+			c.Result = ResultPassed
+		default:
+			c.Result = ResultNotChecked
+		}
+	}
+}
+
+func (r *Report) signaturesPassed() bool {
+	n := 0
+	for _, ch := range r.Checks {
+		if ch.Check == CheckSignature {
+			if !ch.Passed {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }
 
 // New builds a Verifier. It needs a key (WithKey) or a trusted root and a
@@ -185,7 +251,7 @@ func New(opts ...Option) (*Verifier, error) {
 			return root.NewExpiringKey(kv, time.Time{}, time.Time{}), nil
 		})
 		fp, _ := keyFingerprint(o.key)
-		crit = append(crit, Criterion{CheckSignature, fmt.Sprintf("DSSE signature by the key in %s (%s)", o.keyName, fp)})
+		crit = append(crit, Criterion{Check: CheckSignature, Requirement: fmt.Sprintf("DSSE signature by the key in %s (%s)", o.keyName, fp)})
 		tm = keyMat
 		if o.trustedRoot != nil {
 			tm = root.TrustedMaterialCollection{o.trustedRoot, keyMat}
@@ -198,8 +264,8 @@ func New(opts ...Option) (*Verifier, error) {
 		}
 		v.identity = &id
 		crit = append(crit,
-			Criterion{CheckSignature, fmt.Sprintf("DSSE signature by a certificate chaining to a Fulcio CA in %s", o.rootName)},
-			Criterion{CheckIdentity, fmt.Sprintf("certificate SAN %s, OIDC issuer %s", matcher(o.san, o.sanRE), matcher(o.iss, o.issRE))})
+			Criterion{Check: CheckSignature, Requirement: fmt.Sprintf("DSSE signature by a certificate chaining to a Fulcio CA in %s", o.rootName)},
+			Criterion{Check: CheckIdentity, Requirement: fmt.Sprintf("certificate SAN %s, OIDC issuer %s", matcher(o.san, o.sanRE), matcher(o.iss, o.issRE))})
 	}
 	// Transparency log and timestamps: as the trusted material requires.
 	var tsReq []string
@@ -233,13 +299,13 @@ func New(opts ...Option) (*Verifier, error) {
 		vopts = append(vopts, sgverify.WithSignedCertificateTimestamps(1))
 		tsReq = append(tsReq, "an SCT from a CT log of the trusted root")
 	}
-	crit = append(crit, Criterion{CheckTimestamps, strings.Join(tsReq, "; ")})
+	crit = append(crit, Criterion{Check: CheckTimestamps, Requirement: strings.Join(tsReq, "; ")})
 	sv, err := sgverify.NewVerifier(tm, vopts...)
 	if err != nil {
 		return nil, fmt.Errorf("configuring verifier: %w", err)
 	}
 	v.sv = sv
-	crit = append(crit, Criterion{CheckPredicateType, o.predicateType})
+	crit = append(crit, Criterion{Check: CheckPredicateType, Requirement: o.predicateType})
 	pol := o.policy
 	if pol == nil && o.predicateType == attest.ValidationPredicateType {
 		pol = policy.Default()
@@ -252,7 +318,7 @@ func New(opts ...Option) (*Verifier, error) {
 		v.program = prog
 		for _, r := range pol.Rules {
 			req := r.Name + ": " + r.Expr
-			crit = append(crit, Criterion{CheckPolicy, fmt.Sprintf("[%s] %s", pol.Source(), req)})
+			crit = append(crit, Criterion{Check: CheckPolicy, Requirement: fmt.Sprintf("[%s] %s", pol.Source(), req), Rule: r.Name})
 		}
 	}
 	v.criteria = crit
@@ -320,7 +386,7 @@ func (v *Verifier) Criteria(artifacts []Artifact) []Criterion {
 		out = append(out, c)
 	}
 	for _, a := range artifacts {
-		out = append(out, Criterion{CheckSubject, fmt.Sprintf("%s (sha256:%s) is a subject of a verified bundle", a.Name, a.SHA256)})
+		out = append(out, Criterion{Check: CheckSubject, Requirement: fmt.Sprintf("%s (sha256:%s) is a subject of a verified bundle", a.Name, a.SHA256), Artifact: a.Name})
 	}
 	return append(out, v.criteria[len(out)-len(artifacts):]...)
 }
@@ -537,6 +603,7 @@ func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Arti
 			}
 		}
 	}
+	r.settle()
 	r.Verified = r.Code == CodeVerified
 	r.VerificationResult = "FAILED"
 	if r.Verified {

@@ -178,6 +178,11 @@ func TestRoundTrip(t *testing.T) {
 	if got := strings.Join(crit, ","); got != "signature,tlog/timestamps,predicate type,subject,policy,policy" {
 		t.Errorf("criteria = %s", got)
 	}
+	for _, c := range r.Criteria {
+		if c.Result != verify.ResultPassed {
+			t.Errorf("criterion %s %q: result %q", c.Check, c.Requirement, c.Result)
+		}
+	}
 	if r.Bundles[0].Result != "passed" {
 		t.Errorf("bundle result = %q", r.Bundles[0].Result)
 	}
@@ -299,6 +304,15 @@ func TestTamper(t *testing.T) {
 			r := f.verify(t, tt.bundle(), []verify.Artifact{a}, tt.opts...)
 			if r.Verified || r.Code != tt.wantCode {
 				t.Fatalf("code = %d (verified %v), want %d; failed checks: %v", r.Code, r.Verified, tt.wantCode, failedChecks(r))
+			}
+			failedCrit := 0
+			for _, c := range r.Criteria {
+				if c.Result == verify.ResultFailed {
+					failedCrit++
+				}
+			}
+			if failedCrit == 0 {
+				t.Errorf("no criterion marked failed: %+v", r.Criteria)
 			}
 		})
 	}
