@@ -50,6 +50,7 @@ type Step struct {
 	Timeout     Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	Inputs      []string          `yaml:"inputs,omitempty" json:"inputs,omitempty" jsonschema:"description=globs relative to workdir; their digests key the build cache"`
 	Outputs     []string          `yaml:"outputs,omitempty" json:"outputs,omitempty" jsonschema:"description=globs relative to workdir; recorded, copied into the run directory and cached"`
+	Interval    Duration          `yaml:"interval,omitempty" json:"interval,omitempty" jsonschema:"description=GPU telemetry sampling interval of a gpu: true step or burn-in (1s when omitted)"`
 	Cache       *bool             `yaml:"cache,omitempty" json:"cache,omitempty" jsonschema:"description=false opts a build step out of the cache"`
 
 	// cuda-build
@@ -77,7 +78,6 @@ type Step struct {
 	// burnin
 
 	Duration      Duration `yaml:"duration,omitempty" json:"duration,omitempty" jsonschema:"description=burnin: how long to repeat the suite"`
-	Interval      Duration `yaml:"interval,omitempty" json:"interval,omitempty" jsonschema:"description=telemetry sampling interval (1s when omitted)"`
 	LeakTolerance string   `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed, bytes per iteration (e.g. 1MiB)"`
 }
 

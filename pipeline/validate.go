@@ -232,6 +232,10 @@ func (v *validator) step(i int, s *Step) {
 		v.add(path, false, "add image: <name from images>", "step %q runs on the %s runner but names no image", s.ID, runnerName)
 	}
 	v.duration(path+".timeout", s.Timeout, false)
+	v.duration(path+".interval", s.Interval, false)
+	if s.Interval != "" && !s.GPU && kind != KindBurnin {
+		v.add(path+".interval", true, "set gpu: true, or remove it", "step %q: interval is the GPU telemetry sampling interval; it applies to gpu: true steps and burn-ins", s.ID)
+	}
 	if s.Memory != "" {
 		if _, err := ParseSize(s.Memory); err != nil {
 			v.add(path+".memory", false, "e.g. 8GiB", "%v", err)
@@ -341,7 +345,6 @@ func validateBurnin(v *validator, i int, s *Step) {
 	validateSuite(v, i, s)
 	path := fmt.Sprintf("steps[%d]", i)
 	v.duration(path+".duration", s.Duration, true)
-	v.duration(path+".interval", s.Interval, false)
 	if s.LeakTolerance != "" {
 		if _, err := ParseSize(s.LeakTolerance); err != nil {
 			v.add(path+".leakTolerance", false, "e.g. 1MiB (bytes per iteration)", "%v", err)

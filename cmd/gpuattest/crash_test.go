@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -154,4 +155,46 @@ func TestSIGKILLAndResume(t *testing.T) {
 		}
 	}
 	t.Logf("%d kills; runs per step: %v; %d attempts recorded", kills, final, len(rec.Attempts))
+}
+
+// TestSIGTERMInterrupts sends SIGTERM to gpuattest run: the step's process
+// group dies, run.json says interrupted, and the exit status is 1.
+func TestSIGTERMInterrupts(t *testing.T) {
+	bin := selfAsGpuattest(t)
+	dir := t.TempDir()
+	p := "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: term\nsteps:\n" +
+		"  - id: long\n    run: (sleep 2; touch survived) & sleep 30\n" +
+		"  - id: after\n    needs: [long]\n    run: touch after\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(p), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "p.yaml", "--out", "r", "-q")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1", err)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("took %v to stop after SIGTERM", d)
+	}
+	rec, err := engine.ReadRecord(filepath.Join(dir, "r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != engine.Interrupted {
+		t.Errorf("run state %s, want interrupted", rec.State)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	for _, f := range []string{"survived", "after"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s exists: the run went on after SIGTERM", f)
+		}
+	}
 }
