@@ -269,8 +269,9 @@ type Change struct {
 
 // LockImages resolves images (name to source) into a lock, starting from
 // existing (nil when there is no lock yet). Without update an existing entry
-// whose reference still matches is kept as is; a changed reference is always
-// re-resolved; entries of images the pipeline no longer has are dropped.
+// whose reference and platform still match is kept as is; a changed
+// reference or platform is always re-resolved; entries of images the
+// pipeline no longer has are dropped.
 // When any image fails to resolve, the error names each failure and no lock
 // is returned.
 func LockImages(ctx context.Context, images map[string]string, existing *Lock, update bool, opts ...Option) (*Lock, []Change, error) {
@@ -285,7 +286,7 @@ func LockImages(ctx context.Context, images map[string]string, existing *Lock, u
 	for _, n := range names {
 		ref := images[n]
 		old, had := existing.Entry(n)
-		if had && old.Reference == ref && !update {
+		if had && old.Reference == ref && old.Platform == o.platform.String() && !update {
 			out.Set(old)
 			changes = append(changes, Change{Name: n, Action: "kept", Entry: old})
 			continue

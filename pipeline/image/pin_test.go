@@ -84,3 +84,23 @@ func TestPinnerFileSourcesComeBackAbsolute(t *testing.T) {
 		}
 	}
 }
+
+func TestLockImagesReresolvesAnotherPlatform(t *testing.T) {
+	t.Parallel()
+	host := newRegistry(t)
+	idx, digests := multiIndex(t)
+	pushIndex(t, host+"/multi:1", idx)
+	images := map[string]string{"m": host + "/multi:1"}
+	amd, _, err := LockImages(t.Context(), images, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arm, changes, err := LockImages(t.Context(), images, amd, false, WithPlatform("linux/arm64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEntry(t, arm, "m")
+	if changes[0].Action != "updated" || e.Platform != "linux/arm64" || e.ManifestDigest != digests["linux/arm64/v8"].String() {
+		t.Errorf("locking for linux/arm64 over a linux/amd64 lock: %s %+v", changes[0].Action, e)
+	}
+}
