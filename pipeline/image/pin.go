@@ -49,7 +49,7 @@ func (p *Pinner) Pin(ctx context.Context, name, ref string) (string, error) {
 	if s, ok := p.pinned[name]; ok {
 		return s, nil
 	}
-	if e, ok := p.lock.Entry(name); ok && e.Reference == ref {
+	if e, ok := p.lock.Entry(name); ok && e.Reference == ref && e.Platform == p.o.platform.String() {
 		s, err := e.Pinned()
 		if err != nil {
 			return "", err
