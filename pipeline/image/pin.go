@@ -38,11 +38,11 @@ func NewPinner(ctx context.Context, images map[string]string, lock *Lock, locked
 }
 
 // Pin returns the pinned source for the image called name, whose source
-// as written is ref. A lock entry with the same reference wins; in locked
-// mode nothing else is accepted; otherwise the source is resolved now (a
-// floating tag is logged as such). File sources come back with absolute
-// paths (relative ones are taken against WithBaseDir). Results are
-// remembered.
+// as written is ref. A lock entry with the same reference and platform
+// wins; in locked mode nothing else is accepted; otherwise the source is
+// resolved now (a floating tag is logged as such). File sources come back
+// with absolute paths (relative ones are taken against WithBaseDir).
+// Results are remembered.
 func (p *Pinner) Pin(ctx context.Context, name, ref string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
