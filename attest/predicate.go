@@ -24,6 +24,9 @@ type ValidationPredicate struct {
 	// FailedSteps names the steps (and "preflight/<check>" entries) that did
 	// not pass; empty when Result is "passed".
 	FailedSteps []string `json:"failed_steps"`
+	// RunError says why the run itself failed (interrupted, an engine
+	// error), when it did; the result is then "failed".
+	RunError string `json:"run_error,omitempty"`
 	// Simulated is true when the hardware record comes from a simulated GPU
 	// (GPUATTEST_FAKE_GPU); lifted from the record.
 	Simulated bool `json:"simulated"`

@@ -264,6 +264,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		StartedAt:        run.StartedAt.UTC(),
 		FinishedAt:       run.FinishedAt.UTC(),
 		GpuattestVersion: run.Version,
+		RunError:         run.RunError,
 		FailedSteps:      []string{},
 		Results:          []FileDigest{},
 		Steps:            []StepVerdict{},

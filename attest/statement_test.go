@@ -63,6 +63,9 @@ func TestValidationStatement(t *testing.T) {
 			if p.Result != tt.wantResult {
 				t.Errorf("result = %q, want %q", p.Result, tt.wantResult)
 			}
+			if p.RunError != run.RunError {
+				t.Errorf("run_error = %q, want %q", p.RunError, run.RunError)
+			}
 			if diff := cmp.Diff(tt.wantFailed, p.FailedSteps); diff != "" {
 				t.Errorf("failed_steps (-want +got):\n%s", diff)
 			}
