@@ -14,9 +14,11 @@ import (
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/internal/attesttest"
+	"github.com/gpuattest/gpuattest/attest/internal/fakesigstore"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/sigstore/sigstore-go/pkg/root"
 )
 
 // cosignPath finds cosign in PATH or $GOPATH/bin (where .ci/cosign
@@ -164,5 +166,72 @@ func TestCosignInterop(t *testing.T) {
 				t.Fatalf("tampered cosign bundle: code %d, want 10", r.Code)
 			}
 		})
+	}
+}
+
+// TestCosignVerifiesKeyless: a keyless bundle (Fulcio certificate and
+// RFC 3161 timestamp from the fake Sigstore) verifies with cosign against
+// the same trusted root, and with gpuattest.
+func TestCosignVerifiesKeyless(t *testing.T) {
+	t.Parallel()
+	cosignPath(t)
+	fs := fakesigstore.Start(t)
+	dir := t.TempDir()
+	art := writeArtifact(t, dir, "kernels.fatbin", "keyless fatbin")
+	st, err := attest.ValidationStatement(attesttest.Run(false, art.SHA256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scJSON, err := fs.SigningConfigJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scPath := filepath.Join(dir, "signing_config.json")
+	trJSON, err := fs.TrustedRootJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trPath := filepath.Join(dir, "trusted_root.json")
+	for p, b := range map[string][]byte{scPath: scJSON, trPath: trJSON} {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc, err := sign.LoadSigningConfig(scPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sign.NewKeylessSigner(sc, fs.Token("release@example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Sign(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := filepath.Join(dir, "keyless.json")
+	if err := sign.WriteBundle(bp, b); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"verify-blob-attestation", "--bundle", bp, "--trusted-root", trPath,
+		"--certificate-oidc-issuer", fakesigstore.Issuer, "--insecure-ignore-tlog", "--insecure-ignore-sct",
+		"--use-signed-timestamps", "--type", attest.ValidationPredicateType}
+	out, err := cosign(t, dir, "", append(args, "--certificate-identity", "release@example.com", filepath.Join(dir, "kernels.fatbin"))...)
+	if err != nil || !strings.Contains(out, "Verified OK") {
+		t.Fatalf("cosign verify-blob-attestation (keyless): %v\n%s", err, out)
+	}
+	if out, err := cosign(t, dir, "", append(args, "--certificate-identity", "mallory@example.com", filepath.Join(dir, "kernels.fatbin"))...); err == nil {
+		t.Fatalf("cosign accepted the wrong identity:\n%s", out)
+	}
+	tr, err := root.NewTrustedRootFromPath(trPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verify.New(verify.WithTrustedRoot(tr, trPath), verify.WithCertificateIdentity("release@example.com", "", fakesigstore.Issuer, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := v.Verify(t.Context(), []verify.Entry{{Source: bp, Data: b}}, []verify.Artifact{art}); !r.Verified {
+		t.Fatalf("gpuattest verify (keyless): code %d: %v", r.Code, failedChecks(r))
 	}
 }
