@@ -322,7 +322,8 @@ func TestBurnin(t *testing.T) {
 		{"failing iteration", `n=$(cat n 2>/dev/null || echo 0); echo $((n+1)) > n; if [ $n -ge 1 ]; then "$HARNESS" out.json 1 failed; else "$HARNESS" out.json; fi`,
 			"10s", "", 0, step.Failed, "iteration 2: case scale/n=1024/seed=0 failed"},
 		{"device memory leak", `n=$(cat n 2>/dev/null || echo 0); echo $((n+1)) > n; "$HARNESS" out.json; sed -i "s/\"kernel\":\"copy\"/\"kernel\":\"copy\",\"device_memory_used_bytes\":$(( (n+1) * 4194304 ))/" out.json`,
-			"500ms", "1MiB", 0, step.Failed, "device memory rises by 4194304 bytes per iteration"},
+			// Long enough for the 3 iterations a trend needs on a loaded machine.
+			"3s", "1MiB", 0, step.Failed, "device memory rises by 4194304 bytes per iteration"},
 		{"cut short", `sleep 5; "$HARNESS" out.json`, "10s", "", 300 * time.Millisecond, step.Failed, "cut short"},
 	}
 	for _, tt := range tests {
