@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -34,7 +35,7 @@ import (
 var sources = []string{"vector_add.cu", "reduce_sum.cu", "sgemm.cu", "softmax.cu"}
 
 func main() {
-	rounds := flag.Int("rounds", 3, "measurements of each variant (median reported)")
+	rounds := flag.Int("rounds", 5, "measurements of each variant (median reported)")
 	jobs := flag.Int("jobs", 0, "parallel nvcc processes for the executor (0: one per CPU)")
 	kernels := flag.String("kernels", "kernels", "directory holding the reference .cu files")
 	flag.Parse()
@@ -80,7 +81,8 @@ func run(rounds, jobs int, kernels string) error {
 	}
 	host := &runner.Host{}
 	env := os.Environ()
-	var seq, par, compile []time.Duration
+	var seq, par, compile, inspect []time.Duration
+	var seqCPU, parCPU []time.Duration
 	for r := 0; r < rounds; r++ {
 		// Alternate the order so neither variant always runs on a warmer page cache.
 		for _, variant := range order(r) {
@@ -88,7 +90,7 @@ func run(rounds, jobs int, kernels string) error {
 			if err != nil {
 				return err
 			}
-			start := time.Now()
+			start, cpu0 := time.Now(), childCPU()
 			switch variant {
 			case "sequential":
 				recs, failed, err := cuda.RunJobs(ctx, host, dir, env, "", plan, 1, nil, nil)
@@ -96,6 +98,7 @@ func run(rounds, jobs int, kernels string) error {
 					return fmt.Errorf("sequential build failed: %v %v", err, recs)
 				}
 				seq = append(seq, time.Since(start))
+				seqCPU = append(seqCPU, childCPU()-cpu0)
 			case "executor":
 				sc := &step.Context{Pipeline: p, Step: &p.Steps[0], Runner: host, WorkDir: dir, StepDir: filepath.Join(dir, ".step"),
 					Env: env, Stdout: io.Discard, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
@@ -107,11 +110,10 @@ func run(rounds, jobs int, kernels string) error {
 					return fmt.Errorf("executor build failed: %s", out.Reason)
 				}
 				par = append(par, time.Since(start))
-				var longest time.Duration
-				for _, c := range out.Details.(*cuda.BuildDetails).Commands {
-					longest = max(longest, time.Duration(c.DurationMS)*time.Millisecond)
-				}
-				compile = append(compile, longest)
+				parCPU = append(parCPU, childCPU()-cpu0)
+				det := out.Details.(*cuda.BuildDetails)
+				compile = append(compile, time.Duration(det.Timings.BuildMS)*time.Millisecond)
+				inspect = append(inspect, time.Duration(det.Timings.InspectMS)*time.Millisecond)
 			}
 		}
 	}
@@ -147,14 +149,18 @@ func run(rounds, jobs int, kernels string) error {
 		}
 	}
 
-	ms, mp, mc := median(seq), median(par), median(compile)
-	fmt.Printf("cold build of %d kernels for sm_80+sm_90 (%d CPUs, %d rounds, median)\n", len(sources), runtime.NumCPU(), rounds)
-	fmt.Printf("  nvcc commands run sequentially  %8.2fs\n", ms.Seconds())
-	fmt.Printf("  gpuattest cuda-build executor   %8.2fs  (%.2fx sequential; goal <= 0.60x)\n", mp.Seconds(), mp.Seconds()/ms.Seconds())
-	fmt.Printf("    longest single nvcc job       %8.2fs\n", mc.Seconds())
+	ms, mp := median(seq), median(par)
+	fmt.Printf("cold build of %d kernels for sm_80+sm_90 (%d CPUs, %d rounds; median and min wall)\n", len(sources), runtime.NumCPU(), rounds)
+	fmt.Printf("  nvcc commands run sequentially  median %7.2fs  min %7.2fs  (child CPU %.2fs)\n", ms.Seconds(), minimum(seq).Seconds(), median(seqCPU).Seconds())
+	fmt.Printf("  gpuattest cuda-build executor   median %7.2fs  min %7.2fs  (child CPU %.2fs)\n", mp.Seconds(), minimum(par).Seconds(), median(parCPU).Seconds())
+	fmt.Printf("    of which nvcc phase           median %7.2fs, cuobjdump inspection median %.3fs\n", median(compile).Seconds(), median(inspect).Seconds())
+	fmt.Printf("  executor / sequential           median %.2fx  min/min %.2fx  (goal <= 0.60x)\n", mp.Seconds()/ms.Seconds(), minimum(par).Seconds()/minimum(seq).Seconds())
 	fmt.Printf("engine run, cold (cache miss)     %8.2fs\n", cold.Seconds())
 	fmt.Printf("engine re-run (cache hit)         %8.3fs  (%.2f%% of cold; goal <= 2%%)\n", cached.Seconds(), 100*cached.Seconds()/cold.Seconds())
 	fmt.Printf("samples: sequential %v executor %v\n", round(seq), round(par))
+	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Printf("load average at the end: %s", l)
+	}
 	return nil
 }
 
@@ -172,6 +178,27 @@ func median(ds []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+func minimum(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	m := ds[0]
+	for _, d := range ds[1:] {
+		m = min(m, d)
+	}
+	return m
+}
+
+// childCPU is the user+system CPU time of this process's waited-for
+// children so far.
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func round(ds []time.Duration) []string {

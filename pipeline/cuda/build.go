@@ -110,6 +110,19 @@ type BuildDetails struct {
 	ArchProblems []string `json:"arch_problems,omitempty"`
 	// Reproducibility is the second build's comparison, when checked.
 	Reproducibility *ReproReport `json:"reproducibility,omitempty"`
+	// Timings are the wall times of the step's phases.
+	Timings Timings `json:"timings"`
+}
+
+// Timings are the wall times of a cuda-build step's phases, in
+// milliseconds.
+type Timings struct {
+	// BuildMS covers all nvcc jobs (run in parallel).
+	BuildMS int64 `json:"build_ms"`
+	// InspectMS covers cuobjdump on every artifact.
+	InspectMS int64 `json:"inspect_ms"`
+	// ReproMS covers the copy, second build and comparison.
+	ReproMS int64 `json:"repro_ms,omitempty"`
 }
 
 // CommandRecord is one nvcc process as it ran.
@@ -167,8 +180,10 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		}
 	}
 
+	t0 := time.Now()
 	recs, failed, err := b.runJobs(ctx, s.Runner, s.WorkDir, env, s.Image, jobs, s.Stdout, s.Stderr)
 	det.Commands = recs
+	det.Timings.BuildMS = time.Since(t0).Milliseconds()
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +204,7 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 			items = append(items, item{o, j.Target})
 		}
 	}
+	t0 = time.Now()
 	ins := make([]*Inspection, len(items))
 	errs := make([]error, len(items))
 	b.forEach(len(items), func(i int) {
@@ -197,6 +213,7 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	det.Timings.InspectMS = time.Since(t0).Milliseconds()
 	var files []step.File
 	for i, in := range ins {
 		in.Path = items[i].out
@@ -213,7 +230,9 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		return out, nil
 	}
 	if st.Reproducible == "check" {
+		t0 = time.Now()
 		rep, err := b.checkReproducible(ctx, s, env, jobs)
+		det.Timings.ReproMS = time.Since(t0).Milliseconds()
 		if err != nil {
 			return nil, fmt.Errorf("reproducibility check: %w", err)
 		}
