@@ -621,6 +621,11 @@ func (v *Verifier) verifyBundle(r *Report, e Entry) BundleResult {
 		r.fail(CodeSignature)
 		return br
 	}
+	if b.Bundle != nil && b.GetMessageSignature() != nil {
+		r.add(Check{Check: CheckStatement, Target: e.Source, Detail: "bundle holds a plain message signature (cosign sign-blob), not an in-toto attestation; hint: sign a statement (gpuattest sign, cosign attest-blob)"})
+		r.fail(CodePolicy)
+		return br
+	}
 	var pol sgverify.PolicyBuilder
 	if v.identity != nil {
 		pol = sgverify.NewPolicy(sgverify.WithoutArtifactUnsafe(), sgverify.WithCertificateIdentity(*v.identity))

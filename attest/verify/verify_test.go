@@ -283,6 +283,21 @@ func TestTamper(t *testing.T) {
 			wantCode: verify.CodePolicy,
 		},
 		{
+			name: "message signature instead of an attestation",
+			bundle: func() []byte {
+				var m map[string]any
+				_ = json.Unmarshal(f.bundle, &m)
+				delete(m, "dsseEnvelope")
+				m["messageSignature"] = map[string]any{
+					"messageDigest": map[string]any{"algorithm": "SHA2_256", "digest": base64.StdEncoding.EncodeToString(make([]byte, 32))},
+					"signature":     base64.StdEncoding.EncodeToString([]byte("sig")),
+				}
+				b, _ := json.Marshal(m)
+				return b
+			},
+			wantCode: verify.CodePolicy,
+		},
+		{
 			name: "signature removed",
 			bundle: func() []byte {
 				var m map[string]any
