@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml"
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpuattest/gpuattest/attest/policy"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 const header = "apiVersion: gpuattest.dev/v1\nkind: Policy\n"
@@ -186,5 +188,35 @@ func TestExamplePolicy(t *testing.T) {
 	want := []string{"vector_add throughput >= 2800 GB/s", "build reproducible", "not simulated"}
 	if diff := cmp.Diff(want, failing(pred(true, 2700, false))); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestExamplePolicyMatchesSchema(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("testdata/release-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := jsonschema.NewCompiler().Compile("../../schemas/policy.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, doc := range map[string][]byte{
+		"example":       js,
+		"unknown field": []byte(`{"apiVersion":"gpuattest.dev/v1","kind":"Policy","rules":[{"name":"a","expr":"true","mesage":"x"}]}`),
+		"no rules":      []byte(`{"apiVersion":"gpuattest.dev/v1","kind":"Policy","rules":[]}`),
+	} {
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = sch.Validate(v)
+		if (err == nil) != (name == "example") {
+			t.Errorf("%s: schema validation error = %v", name, err)
+		}
 	}
 }
