@@ -105,6 +105,9 @@ type BuildDetails struct {
 	ClearedEnv map[string]string `json:"cleared_env,omitempty"`
 	// Artifacts are the inspected outputs (paths relative to the work dir).
 	Artifacts []*Inspection `json:"artifacts"`
+	// Problems are the step's spec problems when it was refused before
+	// nvcc ran (see CheckStep).
+	Problems Issues `json:"problems,omitempty"`
 	// ArchProblems lists artifacts whose architectures differ from the
 	// pinned set.
 	ArchProblems []string `json:"arch_problems,omitempty"`
@@ -155,7 +158,7 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		return nil, fmt.Errorf("cuda-build: step %q is not in the pipeline", st.ID)
 	}
 	if is := CheckStep(s.Pipeline, idx); len(is) > 0 {
-		return &step.Outcome{Status: step.Failed, Reason: is[0].Path + ": " + is[0].Message, Details: map[string]any{"problems": is}}, nil
+		return &step.Outcome{Status: step.Failed, Reason: is[0].Path + ": " + is[0].Message, Details: &BuildDetails{Targets: s.Pipeline.Targets, Output: st.Output, Problems: is, Artifacts: []*Inspection{}}}, nil
 	}
 	jobs, err := Plan(s.Pipeline, st)
 	if err != nil {
@@ -452,6 +455,9 @@ func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []st
 		outputs = append(outputs, j.Outputs...)
 	}
 	skip := []string{tmp, s.StepDir}
+	if stepsDir := filepath.Dir(s.StepDir); s.StepDir != "" && filepath.Base(stepsDir) == "steps" {
+		skip = append(skip, filepath.Dir(stepsDir)) // the whole run directory
+	}
 	for _, o := range outputs {
 		skip = append(skip, filepath.Join(s.WorkDir, filepath.FromSlash(o)))
 	}
@@ -512,8 +518,8 @@ func CompareBuilds(first, second string, outputs []string) (*ReproReport, error)
 const maxCopyBytes = 1 << 30
 
 // copyTree copies the regular files and directories of src into dst,
-// skipping .git, the paths in skip and anything under them; symlinks are
-// recreated as symlinks.
+// skipping hidden directories (.git, .cache, ...), the paths in skip and
+// anything under them; symlinks are recreated as symlinks.
 func copyTree(src, dst string, skip []string) error {
 	// A work dir reached through a symlink (pipelines/kernels -> ../kernels)
 	// is walked at its real path; skip paths are resolved the same way.
@@ -534,7 +540,7 @@ func copyTree(src, dst string, skip []string) error {
 				return nil
 			}
 		}
-		if d.IsDir() && d.Name() == ".git" {
+		if d.IsDir() && p != src && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
 		rel, err := filepath.Rel(src, p)

@@ -1,6 +1,10 @@
 package cuda
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -148,5 +152,41 @@ func TestPrintableRuns(t *testing.T) {
 	d := compareBytes("x", a, b)
 	if d.Identical || d.FirstDifference != 15 || d.Note == "" {
 		t.Errorf("compareBytes = %+v, want a difference at byte 15 with a not-ELF note", d)
+	}
+}
+
+func TestCopyTreeSkips(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	for _, f := range []string{"k.cu", "inc/common.cuh", ".git/HEAD", ".cache/big", "runs/r1/steps/k/log", "build/k.fatbin", "build/other.txt"} {
+		p := filepath.Join(src, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("k.cu", filepath.Join(src, "link.cu")); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := copyTree(src, dst, []string{filepath.Join(src, "runs"), filepath.Join(src, "build", "k.fatbin")}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dst, p)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	sort.Strings(got)
+	if diff := cmp.Diff([]string{"build/other.txt", "inc/common.cuh", "k.cu", "link.cu"}, got); diff != "" {
+		t.Errorf("copied files (-want +got):\n%s", diff)
+	}
+	if l, err := os.Readlink(filepath.Join(dst, "link.cu")); err != nil || l != "k.cu" {
+		t.Errorf("symlink copied as %q, %v", l, err)
 	}
 }
