@@ -3,8 +3,11 @@ package attest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"sync"
 
-	"github.com/invopop/jsonschema"
+	invopop "github.com/invopop/jsonschema"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 //go:generate go run ./internal/schemagen -out ../schemas
@@ -15,7 +18,7 @@ const PredicateSchemaID = "https://gpuattest.dev/schemas/predicate.schema.json"
 // PredicateSchema returns the JSON Schema of ValidationPredicate, as
 // checked in at schemas/predicate.schema.json.
 func PredicateSchema() ([]byte, error) {
-	r := &jsonschema.Reflector{
+	r := &invopop.Reflector{
 		Anonymous:                  true,
 		RequiredFromJSONSchemaTags: false,
 		DoNotReference:             false,
@@ -26,7 +29,7 @@ func PredicateSchema() ([]byte, error) {
 	return marshalSchema(s)
 }
 
-func marshalSchema(s *jsonschema.Schema) ([]byte, error) {
+func marshalSchema(s *invopop.Schema) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
@@ -35,4 +38,40 @@ func marshalSchema(s *jsonschema.Schema) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+var predicateValidator = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	b, err := PredicateSchema()
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(PredicateSchemaID, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(PredicateSchemaID)
+})
+
+// CheckPredicate validates a predicate of type ValidationPredicateType
+// against its JSON Schema; predicates of other types are not checked.
+func CheckPredicate(predicateType string, predicate json.RawMessage) error {
+	if predicateType != ValidationPredicateType {
+		return nil
+	}
+	sch, err := predicateValidator()
+	if err != nil {
+		return fmt.Errorf("compiling predicate schema: %w", err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(predicate))
+	if err != nil {
+		return fmt.Errorf("predicate: %w", err)
+	}
+	if err := sch.Validate(v); err != nil {
+		return fmt.Errorf("predicate does not match %s: %w", PredicateSchemaID, err)
+	}
+	return nil
 }

@@ -235,3 +235,21 @@ func TestParseStatementRejects(t *testing.T) {
 }
 
 func hexOf(c byte) string { return attesttest.Hex(c) }
+
+func TestCheckPredicate(t *testing.T) {
+	t.Parallel()
+	st, err := attest.ValidationStatement(attesttest.Run(false, hexOf('c')))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := attest.CheckPredicate(st.PredicateType, st.Predicate); err != nil {
+		t.Fatalf("valid predicate rejected: %v", err)
+	}
+	bad := bytes.Replace(st.Predicate, []byte(`"result":"passed"`), []byte(`"result":"maybe"`), 1)
+	if err := attest.CheckPredicate(st.PredicateType, bad); err == nil || !strings.Contains(err.Error(), "result") {
+		t.Errorf("bad result accepted: %v", err)
+	}
+	if err := attest.CheckPredicate("https://example.com/other", json.RawMessage(`{"x":1}`)); err != nil {
+		t.Errorf("other predicate type checked: %v", err)
+	}
+}

@@ -143,8 +143,12 @@ func (s *Signer) Sign(ctx context.Context, st *attest.Statement) ([]byte, error)
 // SignPayload signs an already-encoded in-toto statement. The payload is
 // validated as a Statement v1 first.
 func (s *Signer) SignPayload(ctx context.Context, payload []byte) ([]byte, error) {
-	if _, err := attest.ParseStatement(payload); err != nil {
+	st, err := attest.ParseStatement(payload)
+	if err != nil {
 		return nil, err
+	}
+	if err := attest.CheckPredicate(st.PredicateType, st.Predicate); err != nil {
+		return nil, fmt.Errorf("refusing to sign: %w", err)
 	}
 	kp := s.keypair
 	bo := sgsign.BundleOptions{
