@@ -254,7 +254,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 	}
 	p := &ValidationPredicate{
 		Hardware:         json.RawMessage(compact.Bytes()),
-		Build:            run.Build,
+		Build:            normalizeBuild(run.Build),
 		Benchmarks:       run.Benchmarks,
 		Burnin:           run.Burnin,
 		Telemetry:        run.Telemetry,
@@ -346,4 +346,28 @@ func newStatement(arts []Artifact, predicateType string, predicate any) (*Statem
 		return nil, err
 	}
 	return s, nil
+}
+
+// normalizeBuild copies b with nil lists made empty, so that the predicate
+// has arrays where its schema wants them, never null.
+func normalizeBuild(b *BuildFacts) *BuildFacts {
+	if b == nil {
+		return nil
+	}
+	out := *b
+	out.Targets = nonNil(b.Targets)
+	out.Artifacts = make([]BuildArtifact, len(b.Artifacts))
+	for i, a := range b.Artifacts {
+		a.SASSArchs = nonNil(a.SASSArchs)
+		a.PTXArchs = nonNil(a.PTXArchs)
+		out.Artifacts[i] = a
+	}
+	return &out
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -249,6 +249,17 @@ func TestCheckPredicate(t *testing.T) {
 	if err := attest.CheckPredicate(st.PredicateType, bad); err == nil || !strings.Contains(err.Error(), "result") {
 		t.Errorf("bad result accepted: %v", err)
 	}
+	// Nil lists from the engine become empty arrays, never null.
+	run := attesttest.Run(false, hexOf('c'))
+	run.Build = &attest.BuildFacts{Artifacts: []attest.BuildArtifact{{Step: "b", Path: "k.fatbin", SHA256: hexOf('c')}}}
+	run.Benchmarks, run.Results, run.Preflight = nil, nil, nil
+	st, err = attest.ValidationStatement(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := attest.CheckPredicate(st.PredicateType, st.Predicate); err != nil {
+		t.Errorf("predicate from nil lists rejected: %v\n%s", err, st.Predicate)
+	}
 	if err := attest.CheckPredicate("https://example.com/other", json.RawMessage(`{"x":1}`)); err != nil {
 		t.Errorf("other predicate type checked: %v", err)
 	}
