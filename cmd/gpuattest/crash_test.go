@@ -31,6 +31,25 @@ func selfAsGpuattest(t *testing.T) string {
 	return bin
 }
 
+// waitFor polls cond for up to 60 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for gpuattest to start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// attemptWritten reports whether run.json in dir records at least n
+// attempts (run or resume invocations).
+func attemptWritten(dir string, n int) bool {
+	rec, err := engine.ReadRecord(dir)
+	return err == nil && len(rec.Attempts) >= n
+}
+
 // crashPipeline is 10 steps: two chains of four joined by two final steps.
 func crashPipeline() string {
 	var b strings.Builder
@@ -101,6 +120,9 @@ func TestSIGKILLAndResume(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// Start-up time varies (race builds are slow to start): count the
+		// delay from the moment this attempt has written its run.json.
+		waitFor(t, func() bool { return attemptWritten(runDir, i+1) })
 		time.Sleep(d)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		err := cmd.Wait()
@@ -173,7 +195,11 @@ func TestSIGTERMInterrupts(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	waitFor(t, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "r", "steps", "long", "stdout.log"))
+		return err == nil
+	})
+	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
