@@ -516,7 +516,9 @@ func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Arti
 			r.fail(CodeError)
 			break
 		}
-		r.Bundles = append(r.Bundles, v.verifyBundle(r, e))
+		br := v.verifyBundle(r, e)
+		v.opts.logger.DebugContext(ctx, "bundle checked", "source", e.Source, "verified", br.Verified, "predicate_type", br.PredicateType)
+		r.Bundles = append(r.Bundles, br)
 	}
 	// Bundles of the predicate type.
 	var typed []*BundleResult
