@@ -3,17 +3,16 @@
 package collect
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/internal/digest"
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -157,7 +156,7 @@ func (c *collector) step(s *pipeline.Step) error {
 	}
 	for _, log := range []string{"stdout.log", "stderr.log"} {
 		rel := path.Join("steps", s.ID, log)
-		if sum, err := hashFile(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
+		if sum, err := fileDigest(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
 			c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
 		}
 	}
@@ -216,7 +215,7 @@ func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
 		c.reproSeen = true
 		c.reproAll = c.reproAll && d.Reproducibility.Reproducible
 	}
-	if sum, err := hashFile(filepath.Join(c.dir, "steps", s.ID, "repro.json")); err == nil {
+	if sum, err := fileDigest(filepath.Join(c.dir, "steps", s.ID, "repro.json")); err == nil {
 		c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: path.Join("steps", s.ID, "repro.json"), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
 	}
 }
@@ -314,19 +313,6 @@ func (c *collector) finishTelemetry() {
 	c.run.Telemetry = t
 }
 
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -346,4 +332,9 @@ func firstNonEmpty(ss ...string) string {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+func fileDigest(p string) (string, error) {
+	sum, _, err := digest.File(p)
+	return sum, err
 }

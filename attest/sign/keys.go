@@ -15,7 +15,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gpuattest/gpuattest/attest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	sgsign "github.com/sigstore/sigstore-go/pkg/sign"

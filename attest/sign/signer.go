@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
-	"github.com/gpuattest/gpuattest/attest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	sgsign "github.com/sigstore/sigstore-go/pkg/sign"

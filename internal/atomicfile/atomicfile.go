@@ -4,8 +4,10 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -32,6 +34,41 @@ func WriteNoDirSync(path string, data []byte, perm os.FileMode) error {
 // WriteFrom replaces path with what fill writes.
 func WriteFrom(path string, perm os.FileMode, fill func(io.Writer) error) error {
 	return writeFrom(path, perm, true, fill)
+}
+
+// WriteNew writes data to path atomically and fails when path exists: the
+// final step is a hard link, which never replaces a file.
+func WriteNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s already exists: refusing to overwrite it", path)
+		}
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 func writeFrom(path string, perm os.FileMode, syncDir bool, fill func(io.Writer) error) (err error) {

@@ -1,10 +1,7 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -12,24 +9,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/digest"
+
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
-
-// hashFile returns the hex sha256 and size of a file.
-func hashFile(p string) (string, int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
-}
 
 // expandGlobs returns the files (slash paths relative to dir) matched by
 // globs; "**" matches any number of directories, and a matched directory
@@ -192,3 +176,6 @@ func copyOutputs(wd, stepDir string, files []step.File) error {
 	}
 	return nil
 }
+
+// hashFile returns the hex sha256 and size of a file.
+func hashFile(p string) (string, int64, error) { return digest.File(p) }

@@ -2,14 +2,14 @@ package suite
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/internal/digest"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
@@ -70,20 +70,6 @@ func removeStale(path string) error {
 		return fmt.Errorf("removing stale results %s: %w", path, err)
 	}
 	return nil
-}
-
-func hashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // workFile describes a file under the work dir by its workdir-relative path.
@@ -152,3 +138,5 @@ func exitPtr(res *runner.Result) *int {
 	c := res.ExitCode
 	return &c
 }
+
+func hashFile(path string) (string, int64, error) { return digest.File(path) }
