@@ -83,6 +83,7 @@ func run(rounds, jobs int, kernels string) error {
 	env := os.Environ()
 	var seq, par, compile, inspect []time.Duration
 	var seqCPU, parCPU []time.Duration
+	var concurrency []float64
 	for r := 0; r < rounds; r++ {
 		// Alternate the order so neither variant always runs on a warmer page cache.
 		for _, variant := range order(r) {
@@ -114,6 +115,11 @@ func run(rounds, jobs int, kernels string) error {
 				det := out.Details.(*cuda.BuildDetails)
 				compile = append(compile, time.Duration(det.Timings.BuildMS)*time.Millisecond)
 				inspect = append(inspect, time.Duration(det.Timings.InspectMS)*time.Millisecond)
+				var sum int64
+				for _, c := range det.Commands {
+					sum += c.DurationMS
+				}
+				concurrency = append(concurrency, float64(sum)/float64(max(det.Timings.BuildMS, 1)))
 			}
 		}
 	}
@@ -154,6 +160,8 @@ func run(rounds, jobs int, kernels string) error {
 	fmt.Printf("  nvcc commands run sequentially  median %7.2fs  min %7.2fs  (child CPU %.2fs)\n", ms.Seconds(), minimum(seq).Seconds(), median(seqCPU).Seconds())
 	fmt.Printf("  gpuattest cuda-build executor   median %7.2fs  min %7.2fs  (child CPU %.2fs)\n", mp.Seconds(), minimum(par).Seconds(), median(parCPU).Seconds())
 	fmt.Printf("    of which nvcc phase           median %7.2fs, cuobjdump inspection median %.3fs\n", median(compile).Seconds(), median(inspect).Seconds())
+	sort.Float64s(concurrency)
+	fmt.Printf("    nvcc jobs running at once     median %.2f (sum of job wall times / phase wall)\n", concurrency[len(concurrency)/2])
 	fmt.Printf("  executor / sequential           median %.2fx  min/min %.2fx  (goal <= 0.60x)\n", mp.Seconds()/ms.Seconds(), minimum(par).Seconds()/minimum(seq).Seconds())
 	fmt.Printf("engine run, cold (cache miss)     %8.2fs\n", cold.Seconds())
 	fmt.Printf("engine re-run (cache hit)         %8.3fs  (%.2f%% of cold; goal <= 2%%)\n", cached.Seconds(), 100*cached.Seconds()/cold.Seconds())
