@@ -212,6 +212,19 @@ func TestUsageErrors(t *testing.T) {
 // results) and auto must say cpu; with one, the cases must pass on cuda.
 func TestCUDABackend(t *testing.T) {
 	t.Parallel()
+	// Probe first: without a usable device the harness refuses before it
+	// reads any fatbin, so no nvcc build is needed to test that.
+	probe := runHarness(t, nil, "--backend", "cuda", "--fatbin-dir", t.TempDir(), "--kernels", "vector_add", "--repeats", "1")
+	if probe.code == 3 {
+		if probe.results != nil || !strings.Contains(probe.stderr, "backend cuda unavailable") {
+			t.Errorf("cuda unavailable but results written or no reason: %q", probe.stderr)
+		}
+		auto := runHarness(t, nil, "--kernels", "vector_add", "--repeats", "1")
+		if auto.code != 0 || auto.results.Backend != "cpu" || auto.results.Device != "" || !strings.Contains(auto.stderr, "running the CPU backend") {
+			t.Errorf("auto without a GPU: exit %d, results %+v, stderr %q", auto.code, auto.results, auto.stderr)
+		}
+		t.Skipf("no usable GPU: %s", strings.TrimSpace(probe.stderr))
+	}
 	testenv.RequireTool(t, "nvcc")
 	dir := t.TempDir()
 	for _, k := range []string{"vector_add", "reduce_sum", "sgemm", "softmax"} {
@@ -225,16 +238,6 @@ func TestCUDABackend(t *testing.T) {
 		}
 	}
 	r := runHarness(t, nil, "--backend", "cuda", "--fatbin-dir", dir, "--repeats", "5")
-	if r.code == 3 {
-		if r.results != nil || !strings.Contains(r.stderr, "backend cuda unavailable") {
-			t.Errorf("cuda unavailable but results written or no reason: %q", r.stderr)
-		}
-		auto := runHarness(t, nil, "--fatbin-dir", dir, "--kernels", "vector_add", "--repeats", "1")
-		if auto.code != 0 || auto.results.Backend != "cpu" || !strings.Contains(auto.stderr, "running the CPU backend") {
-			t.Errorf("auto without a GPU: exit %d, backend %v, stderr %q", auto.code, auto.results, auto.stderr)
-		}
-		t.Skipf("no usable GPU: %s", strings.TrimSpace(r.stderr))
-	}
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -245,5 +248,10 @@ func TestCUDABackend(t *testing.T) {
 		if c.Status != "passed" || len(c.SamplesNS) != 5 || !hex64.MatchString(c.Config["module_sha256"]) || c.DeviceMemoryUsedBytes <= 0 {
 			t.Errorf("%s: %s %q samples %d module %q mem %d", c.Name, c.Status, c.Message, len(c.SamplesNS), c.Config["module_sha256"], c.DeviceMemoryUsedBytes)
 		}
+	}
+	// A missing module is an error case, not a crash or a pass.
+	miss := runHarness(t, nil, "--backend", "cuda", "--fatbin-dir", t.TempDir(), "--kernels", "sgemm", "--repeats", "1")
+	if miss.code != 1 || miss.results.Cases[0].Status != "error" || !strings.Contains(miss.results.Cases[0].Message, "cannot read") {
+		t.Errorf("missing fatbin: exit %d, %+v", miss.code, miss.results)
 	}
 }
