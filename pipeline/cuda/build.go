@@ -173,6 +173,22 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		det.Targets = append(det.Targets, t.SM())
 	}
 	env, cleared := clearEnv(s.Env)
+	if s.Image != "" {
+		// The image's own ENV counts too: record it (the explicit empty
+		// values in env override it).
+		fromImage, err := imageNVCCEnv(ctx, s.Runner, s.Image, s.WorkDir, s.Env)
+		if err != nil {
+			return nil, fmt.Errorf("reading the image's nvcc environment: %w", err)
+		}
+		for k, v := range fromImage {
+			if _, set := cleared[k]; !set {
+				if cleared == nil {
+					cleared = map[string]string{}
+				}
+				cleared[k] = v
+			}
+		}
+	}
 	det.ClearedEnv = cleared
 	for k, v := range cleared {
 		s.Logger.Warn("cleared nvcc environment variable", "step", st.ID, "var", k, "value", v)
@@ -323,8 +339,9 @@ func setDiff(what string, got, want []string) string {
 	return msg
 }
 
-// clearEnv removes the variables in clearedVars from env and returns
-// what they held.
+// clearEnv removes the variables in clearedVars from env, then sets each
+// to the empty string (so an image's own ENV cannot inject flags either),
+// and returns what env held.
 func clearEnv(env []string) ([]string, map[string]string) {
 	var out []string
 	var cleared map[string]string
@@ -339,10 +356,40 @@ func clearEnv(env []string) ([]string, map[string]string) {
 		}
 		out = append(out, kv)
 	}
-	if out == nil {
-		out = []string{}
+	for _, k := range clearedVars {
+		out = append(out, k+"=")
 	}
 	return out, cleared
+}
+
+// imageNVCCEnv reads the clearedVars an image's own environment sets, by
+// running sh in it with env minus those variables.
+func imageNVCCEnv(ctx context.Context, r runner.Runner, image, dir string, env []string) (map[string]string, error) {
+	var base []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !contains(clearedVars, k) {
+			base = append(base, kv)
+		}
+	}
+	script := ""
+	for _, k := range clearedVars {
+		script += fmt.Sprintf(`if [ -n "${%[1]s+set}" ]; then printf '%%s=%%s\0' %[1]s "$%[1]s"; fi; `, k)
+	}
+	var out, errb bytes.Buffer
+	res, err := r.Run(ctx, &runner.Command{Args: []string{"sh", "-c", script}, Dir: dir, Env: base, Stdout: &out, Stderr: &errb, Image: image})
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("sh exited %d: %s", res.ExitCode, strings.TrimSpace(errb.String()))
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(out.String(), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
 }
 
 // RunJobs runs jobs in dir through r, at most jobs-at-once in parallel

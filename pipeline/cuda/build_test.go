@@ -262,3 +262,43 @@ func TestFingerprint(t *testing.T) {
 	}
 	t.Logf("%+v", tc)
 }
+
+// layeredEnvRunner runs processes on the host the way container runners
+// layer environments: the image's own variables first, the command's on
+// top. It stands in for an image whose ENV sets NVCC_APPEND_FLAGS.
+type layeredEnvRunner struct {
+	runner.Host
+	imageEnv []string
+}
+
+func (l *layeredEnvRunner) Run(ctx context.Context, c *runner.Command) (*runner.Result, error) {
+	cc := *c
+	cc.Image = ""
+	cc.Env = append(append([]string(nil), l.imageEnv...), c.Env...)
+	return l.Host.Run(ctx, &cc)
+}
+
+// TestImageEnvCannotAddArchs: an image whose ENV sets NVCC_APPEND_FLAGS
+// is recorded, and the empty override keeps its flags out of the build.
+func TestImageEnvCannotAddArchs(t *testing.T) {
+	requireCUDA(t)
+	work := copyKernels(t)
+	p := &pipeline.Pipeline{Name: "k", Targets: []string{"sm_80", "sm_90"}, Steps: []pipeline.Step{{
+		ID: "kernels", Kind: "cuda-build", Sources: []string{"vector_add.cu"},
+	}}}
+	sneak := "-gencode arch=compute_86,code=sm_86"
+	sc, _, stderr := testContext(t, p, work, nil)
+	sc.Runner = &layeredEnvRunner{imageEnv: []string{"NVCC_APPEND_FLAGS=" + sneak}}
+	sc.Image = "example.invalid/cuda@sha256:" + strings.Repeat("0", 64)
+	out, err := (&Build{}).Execute(timeout(t, 2*time.Minute), sc)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	det := out.Details.(*BuildDetails)
+	if out.Status != step.Passed || det.ClearedEnv["NVCC_APPEND_FLAGS"] != sneak {
+		t.Fatalf("status %s %q, cleared env %v", out.Status, out.Reason, det.ClearedEnv)
+	}
+	if diff := cmp.Diff([]string{"sm_80", "sm_90"}, det.Artifacts[0].SASS); diff != "" {
+		t.Errorf("SASS (-want +got):\n%s", diff)
+	}
+}

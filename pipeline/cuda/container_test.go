@@ -37,9 +37,12 @@ func TestBuildInImage(t *testing.T) {
 		p := &pipeline.Pipeline{Name: "img", Targets: []string{"sm_80", "sm_90"}, Release: true, Steps: []pipeline.Step{{
 			ID: "kernels", Kind: pipeline.KindCUDABuild, Sources: sources, Flags: []string{"-ccbin", "g++-11", "-O3"}, Reproducible: "check",
 		}}}
-		env := []string{}
+		// An attempt to add sm_86 behind the pipeline's back: recorded,
+		// cleared, and absent from the fatbins.
+		sneak := "NVCC_APPEND_FLAGS=-gencode arch=compute_86,code=sm_86"
+		env := []string{sneak}
 		if image == "" {
-			env = os.Environ()
+			env = append(os.Environ(), sneak)
 		}
 		sc := &step.Context{Pipeline: p, Step: &p.Steps[0], Runner: r, Image: image, WorkDir: work, StepDir: filepath.Join(t.TempDir(), "kernels"),
 			Env: env, Stdout: io.Discard, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
@@ -52,6 +55,9 @@ func TestBuildInImage(t *testing.T) {
 		det := out.Details.(*cuda.BuildDetails)
 		if out.Status != step.Passed {
 			t.Fatalf("%s: %s %s", r.Name(), out.Status, out.Reason)
+		}
+		if det.ClearedEnv["NVCC_APPEND_FLAGS"] != strings.TrimPrefix(sneak, "NVCC_APPEND_FLAGS=") {
+			t.Errorf("%s: cleared env %v", r.Name(), det.ClearedEnv)
 		}
 		if det.Reproducibility == nil || !det.Reproducibility.Reproducible {
 			t.Errorf("%s: reproducibility %+v", r.Name(), det.Reproducibility)
