@@ -3,6 +3,8 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -73,7 +75,19 @@ func (s *nvmlSource) Simulated() bool { return false }
 
 func (s *nvmlSource) String() string { return "nvml (" + s.path + ")" }
 
+// driverProcDir exists while the NVIDIA kernel module is loaded (also in
+// containers given GPUs). A variable so tests can point it elsewhere.
+var driverProcDir = "/proc/driver/nvidia"
+
 func (s *nvmlSource) Open() (nvml.Interface, func(), error) {
+	// Loading and initialising libnvidia-ml only to learn that no driver
+	// runs costs tens of milliseconds on every gpuattest run; the kernel
+	// module's /proc directory answers the same question for free.
+	if s.path == DefaultLibrary {
+		if _, err := os.Stat(driverProcDir); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, &UnavailableError{Reason: "NVIDIA driver not loaded (no " + driverProcDir + ": the kernel module is not running)", Return: nvml.ERROR_DRIVER_NOT_LOADED}
+		}
+	}
 	shared.Lock()
 	defer shared.Unlock()
 	if shared.libs == nil {
