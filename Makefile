@@ -51,7 +51,9 @@ demo: deps build
 bench: build
 	$(GO) run ./bench/engine
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./pipeline/engine/
+	$(GO) run ./bench/build
 	$(GO) run ./bench/stats
+	$(GO) run ./bench/verify -gpuattest $(BIN)
 
 clean:
 	rm -rf bin .gpuattest

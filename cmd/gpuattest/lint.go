@@ -33,7 +33,7 @@ func newLintCmd() *cobra.Command {
 		bad := false
 		for _, f := range args {
 			r := lintFile{File: f, OK: true, Problems: []pipeline.Problem{}}
-			if _, err := pipeline.Load(f); err != nil {
+			if _, err := loadPipeline(f); err != nil {
 				var probs pipeline.Problems
 				if !errors.As(err, &probs) {
 					return withCode(exitUsage, err)

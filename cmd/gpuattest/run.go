@@ -60,7 +60,7 @@ func newRunCmd() *cobra.Command {
 		if f.jobs < 1 {
 			return usageErr("--jobs %d: expected 1 or more", f.jobs)
 		}
-		p, err := pipeline.Load(args[0])
+		p, err := loadPipeline(args[0])
 		if err != nil {
 			var probs pipeline.Problems
 			if errors.As(err, &probs) {
