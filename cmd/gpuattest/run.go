@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ type runFlags struct {
 	locked   bool
 	output   *string
 	quiet    bool
+	verbose  bool
 	cacheDir string
 	sign     *signFlags
 }
@@ -48,6 +50,7 @@ func newRunCmd() *cobra.Command {
 	c.Flags().StringVar(&f.cacheDir, "cache-dir", "", "build cache directory (default $XDG_CACHE_HOME/gpuattest)")
 	c.Flags().BoolVar(&f.locked, "locked", false, "refuse floating image tags and a missing or stale lock (implied by release: true)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
+	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log informational messages, not only warnings, to stderr")
 	f.output = outputFlag(c)
 	f.sign = addSignFlags(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
@@ -115,9 +118,16 @@ func newRunCmd() *cobra.Command {
 // engineOptions builds the engine's options from flags and what this
 // binary can do.
 func engineOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]engine.Option, error) {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
 	opts := []engine.Option{
 		engine.WithJobs(f.jobs),
 		engine.WithVersion(buildVersion().Version),
+		// Warnings (a floating image tag, a gate comparing across
+		// hardware) reach the user even with -q.
+		engine.WithLogger(slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))),
 	}
 	if f.out != "" {
 		opts = append(opts, engine.WithOutDir(f.out))
