@@ -163,12 +163,23 @@ func (r *recorder) update(f func(*Record)) {
 	}
 }
 
+// minWriteInterval spaces run.json rewrites: each is atomic and synced,
+// and a burst of step changes within it becomes one write. A crash loses at
+// most this much state, which resume handles by running a step again.
+const minWriteInterval = 25 * time.Millisecond
+
 func (r *recorder) loop() {
 	defer r.wg.Done()
 	for {
 		select {
 		case <-r.kick:
-			r.write(false)
+		case <-r.quit:
+			r.write(true)
+			return
+		}
+		r.write(false)
+		select {
+		case <-time.After(minWriteInterval):
 		case <-r.quit:
 			r.write(true)
 			return
