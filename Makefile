@@ -53,7 +53,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./pipeline/engine/
 	$(GO) run ./bench/build
 	$(GO) run ./bench/stats
-	$(GO) run ./bench/verify -gpuattest $(BIN)
+	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN)
 
 clean:
 	rm -rf bin .gpuattest
