@@ -1,7 +1,7 @@
 package pipeline
 
 import (
-	"encoding/json"
+	"github.com/gpuattest/gpuattest/internal/schema"
 
 	"github.com/invopop/jsonschema"
 )
@@ -21,11 +21,7 @@ func SchemaJSON() ([]byte, error) {
 	s.ID = SchemaID
 	s.Title = "gpuattest pipeline"
 	s.Description = "A gpuattest pipeline: pinned CUDA targets, images and a DAG of steps (apiVersion " + APIVersion + ")."
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return schema.Marshal(s)
 }
 
 // JSONSchemaExtend pins the targets' items to the known architectures.

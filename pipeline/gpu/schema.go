@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gpuattest/gpuattest/internal/schema"
+
 	"github.com/invopop/jsonschema"
 	sjs "github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -24,11 +26,7 @@ func RecordSchema() *jsonschema.Schema {
 // RecordSchemaJSON returns RecordSchema as indented JSON with a final
 // newline: the bytes of schemas/hardware.schema.json.
 func RecordSchemaJSON() ([]byte, error) {
-	b, err := json.MarshalIndent(RecordSchema(), "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return schema.Marshal(RecordSchema())
 }
 
 var compiledSchema = sync.OnceValues(func() (*sjs.Schema, error) {
@@ -36,15 +34,7 @@ var compiledSchema = sync.OnceValues(func() (*sjs.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := sjs.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	c := sjs.NewCompiler()
-	if err := c.AddResource("hardware.schema.json", doc); err != nil {
-		return nil, err
-	}
-	return c.Compile("hardware.schema.json")
+	return schema.Compile("hardware.schema.json", b)
 })
 
 // Decode parses a hardware record's JSON, validates it against

@@ -1,7 +1,7 @@
 package image
 
 import (
-	"encoding/json"
+	"github.com/gpuattest/gpuattest/internal/schema"
 
 	"github.com/invopop/jsonschema"
 )
@@ -17,9 +17,5 @@ func LockSchemaJSON() ([]byte, error) {
 	s.ID = LockSchemaID
 	s.Title = "gpuattest lock"
 	s.Description = "gpuattest.lock: every image of a pipeline, by name, resolved to digests (apiVersion " + LockAPIVersion + ")."
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return schema.Marshal(s)
 }

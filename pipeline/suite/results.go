@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpuattest/gpuattest/internal/schema"
+
 	"github.com/invopop/jsonschema"
 	sjs "github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -122,11 +124,7 @@ func ResultsSchema() *jsonschema.Schema {
 // ResultsSchemaJSON returns ResultsSchema as indented JSON with a final
 // newline: the bytes of schemas/results.schema.json.
 func ResultsSchemaJSON() ([]byte, error) {
-	b, err := json.MarshalIndent(ResultsSchema(), "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return schema.Marshal(ResultsSchema())
 }
 
 var compiled = sync.OnceValues(func() (*sjs.Schema, error) {
@@ -134,15 +132,7 @@ var compiled = sync.OnceValues(func() (*sjs.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := sjs.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	c := sjs.NewCompiler()
-	if err := c.AddResource("results.schema.json", doc); err != nil {
-		return nil, err
-	}
-	return c.Compile("results.schema.json")
+	return schema.Compile("results.schema.json", b)
 })
 
 // Formats accepted by ReadResultsFormat.
