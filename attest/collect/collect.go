@@ -156,7 +156,7 @@ func (c *collector) step(s *pipeline.Step) error {
 	}
 	for _, log := range []string{"stdout.log", "stderr.log"} {
 		rel := path.Join("steps", s.ID, log)
-		if sum, err := fileDigest(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
+		if sum, _, err := digest.File(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
 			c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
 		}
 	}
@@ -215,7 +215,7 @@ func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
 		c.reproSeen = true
 		c.reproAll = c.reproAll && d.Reproducibility.Reproducible
 	}
-	if sum, err := fileDigest(filepath.Join(c.dir, "steps", s.ID, "repro.json")); err == nil {
+	if sum, _, err := digest.File(filepath.Join(c.dir, "steps", s.ID, "repro.json")); err == nil {
 		c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: path.Join("steps", s.ID, "repro.json"), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
 	}
 }
@@ -332,9 +332,4 @@ func firstNonEmpty(ss ...string) string {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
-}
-
-func fileDigest(p string) (string, error) {
-	sum, _, err := digest.File(p)
-	return sum, err
 }

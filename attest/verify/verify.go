@@ -10,15 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/policy"
+	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
@@ -363,16 +362,11 @@ type Artifact struct {
 
 // DigestFile hashes the file at path.
 func DigestFile(path string) (Artifact, error) {
-	f, err := os.Open(path)
+	sum, _, err := digest.File(path)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("reading artifact: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return Artifact{}, fmt.Errorf("reading artifact %s: %w", path, err)
-	}
-	return Artifact{Name: path, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return Artifact{Name: path, SHA256: sum}, nil
 }
 
 // Criteria returns what the Verifier enforces, plus one subject criterion

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
@@ -108,7 +109,7 @@ func TestBuildKernels(t *testing.T) {
 		if len(a.Cubins) != 2 || a.CubinDigests()["sm_80"] == "" || a.CubinDigests()["sm_90"] == "" {
 			t.Errorf("%s cubins = %+v", a.Path, a.Cubins)
 		}
-		sha, _, err := fileDigest(filepath.Join(work, a.Path))
+		sha, _, err := digest.File(filepath.Join(work, a.Path))
 		if err != nil || sha != a.SHA256 || out.Artifacts[i].SHA256 != sha || out.Artifacts[i].Kind != "fatbin" {
 			t.Errorf("%s digest %s, artifact %+v, file %s (%v)", a.Path, a.SHA256, out.Artifacts[i], sha, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -76,7 +77,7 @@ func hashInputs(s *pipeline.Step, wd string) ([]step.File, error) {
 	}
 	files := make([]step.File, 0, len(paths))
 	for _, p := range paths {
-		sum, size, err := hashFile(filepath.Join(wd, filepath.FromSlash(p)))
+		sum, size, err := digest.File(filepath.Join(wd, filepath.FromSlash(p)))
 		if err != nil {
 			return nil, fmt.Errorf("hashing input %s: %w", p, err)
 		}
@@ -109,7 +110,7 @@ func (c *cache) lookup(key string) (*manifest, bool) {
 func (c *cache) restore(m *manifest, wd string) ([]step.File, error) {
 	for _, f := range m.Outputs {
 		obj := c.objectPath(f.SHA256)
-		sum, _, err := hashFile(obj)
+		sum, _, err := digest.File(obj)
 		if err != nil {
 			return nil, fmt.Errorf("object for %s: %w", f.Path, err)
 		}
@@ -117,7 +118,7 @@ func (c *cache) restore(m *manifest, wd string) ([]step.File, error) {
 			return nil, fmt.Errorf("object for %s is corrupt (sha256 %s, want %s)", f.Path, sum[:12], f.SHA256[:12])
 		}
 		dst := filepath.Join(wd, filepath.FromSlash(f.Path))
-		if cur, _, err := hashFile(dst); err == nil && cur == f.SHA256 {
+		if cur, _, err := digest.File(dst); err == nil && cur == f.SHA256 {
 			continue
 		}
 		if err := atomicfile.Copy(dst, obj); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -196,7 +197,7 @@ func (e *run) resumePlan(rec *Record) []bool {
 func (e *run) changedOutputs(s *pipeline.Step, sr *StepRecord) string {
 	wd := e.workDir(s)
 	for _, f := range sr.Outputs {
-		sum, _, err := hashFile(filepath.Join(wd, filepath.FromSlash(f.Path)))
+		sum, _, err := digest.File(filepath.Join(wd, filepath.FromSlash(f.Path)))
 		if err != nil {
 			return fmt.Sprintf("output %s is missing", f.Path)
 		}

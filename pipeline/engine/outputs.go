@@ -157,7 +157,7 @@ func collectOutputs(wd string, globs []string, out *step.Outcome) ([]step.File, 
 	sort.Strings(paths)
 	files := make([]step.File, 0, len(paths))
 	for _, p := range paths {
-		sum, size, err := hashFile(filepath.Join(wd, filepath.FromSlash(p)))
+		sum, size, err := digest.File(filepath.Join(wd, filepath.FromSlash(p)))
 		if err != nil {
 			return nil, fmt.Errorf("hashing output %s: %w", p, err)
 		}
@@ -176,6 +176,3 @@ func copyOutputs(wd, stepDir string, files []step.File) error {
 	}
 	return nil
 }
-
-// hashFile returns the hex sha256 and size of a file.
-func hashFile(p string) (string, int64, error) { return digest.File(p) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/digest"
 )
 
 // Baseline is a baseline file: the samples of a benchmark step with the
@@ -77,7 +78,7 @@ func SaveBaseline(runDir, stepID string) (*Baseline, error) {
 	if len(set.Cases) == 0 {
 		return nil, fmt.Errorf("%s holds no case with samples: nothing to save", path)
 	}
-	sum, _, err := hashFile(path)
+	sum, _, err := digest.File(path)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
@@ -302,7 +303,7 @@ func gate(s *step.Context, d *BenchmarkDetails, hw Hardware) (*GateResult, error
 	if err != nil {
 		return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
 	}
-	sum, _, err := hashFile(path)
+	sum, _, err := digest.File(path)
 	if err != nil {
 		return nil, err
 	}

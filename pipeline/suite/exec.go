@@ -74,7 +74,7 @@ func removeStale(path string) error {
 
 // workFile describes a file under the work dir by its workdir-relative path.
 func workFile(s *step.Context, abs, kind string) (step.File, error) {
-	sum, size, err := hashFile(abs)
+	sum, size, err := digest.File(abs)
 	if err != nil {
 		return step.File{}, err
 	}
@@ -88,7 +88,7 @@ func workFile(s *step.Context, abs, kind string) (step.File, error) {
 // stepFile describes a file in the step directory. Its Path is relative
 // to the run directory (steps/<id>/name), the parent of steps/.
 func stepFile(s *step.Context, abs, kind string) (step.File, error) {
-	sum, size, err := hashFile(abs)
+	sum, size, err := digest.File(abs)
 	if err != nil {
 		return step.File{}, err
 	}
@@ -138,5 +138,3 @@ func exitPtr(res *runner.Result) *int {
 	c := res.ExitCode
 	return &c
 }
-
-func hashFile(path string) (string, int64, error) { return digest.File(path) }
