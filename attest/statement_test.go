@@ -5,9 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/gpuattest/gpuattest/internal/schema/schematest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpuattest/gpuattest/attest"
@@ -160,17 +161,7 @@ func TestPredicateMatchesSchema(t *testing.T) {
 
 func TestPredicateSchemaUpToDate(t *testing.T) {
 	t.Parallel()
-	want, err := attest.PredicateSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("../schemas/predicate.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("schemas/predicate.schema.json is stale\nhint: run go generate ./attest")
-	}
+	schematest.CheckGenerated(t, "../schemas/predicate.schema.json", attest.PredicateSchema, "./attest")
 }
 
 func TestProvenanceStatement(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/internal/schema/schematest"
+
 	"github.com/goccy/go-yaml"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -16,17 +18,7 @@ const schemaFile = "../schemas/pipeline.schema.json"
 // TestSchemaUpToDate fails when the checked-in schema differs from what the
 // Go types generate.
 func TestSchemaUpToDate(t *testing.T) {
-	want, err := SchemaJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(schemaFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale\nhint: run go generate ./pipeline", schemaFile)
-	}
+	schematest.CheckGenerated(t, schemaFile, SchemaJSON, "./pipeline")
 }
 
 func compileSchema(t *testing.T) *jsonschema.Schema {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/internal/schema/schematest"
+
 	"github.com/goccy/go-yaml"
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpuattest/gpuattest/attest/policy"
@@ -135,17 +137,7 @@ func TestDefault(t *testing.T) {
 
 func TestSchemaUpToDate(t *testing.T) {
 	t.Parallel()
-	want, err := policy.Schema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("../../schemas/policy.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("schemas/policy.schema.json is stale\nhint: run go generate ./attest")
-	}
+	schematest.CheckGenerated(t, "../../schemas/policy.schema.json", policy.Schema, "./attest")
 }
 
 func TestExamplePolicy(t *testing.T) {

@@ -1,26 +1,16 @@
 package gpu
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/gpuattest/gpuattest/internal/schema/schematest"
 )
 
 func TestSchemaUpToDate(t *testing.T) {
 	t.Parallel()
-	want, err := RecordSchemaJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("../../schemas/hardware.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Error("schemas/hardware.schema.json is stale\nhint: run go generate ./pipeline/gpu")
-	}
+	schematest.CheckGenerated(t, "../../schemas/hardware.schema.json", RecordSchemaJSON, "./pipeline/gpu")
 }
 
 func TestDecode(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/internal/schema/schematest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -19,17 +21,7 @@ const lockSchemaFile = "../../schemas/lock.schema.json"
 // the Go types generate.
 func TestLockSchemaUpToDate(t *testing.T) {
 	t.Parallel()
-	want, err := LockSchemaJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(lockSchemaFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale\nhint: run go generate ./pipeline/image", lockSchemaFile)
-	}
+	schematest.CheckGenerated(t, lockSchemaFile, LockSchemaJSON, "./pipeline/image")
 }
 
 func compileLockSchema(t *testing.T) *jsonschema.Schema {

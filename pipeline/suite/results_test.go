@@ -7,21 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/internal/schema/schematest"
+
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestResultsSchemaUpToDate(t *testing.T) {
-	want, err := ResultsSchemaJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("../../schemas/results.schema.json")
-	if err != nil {
-		t.Fatalf("%v\nhint: run go generate ./pipeline/suite", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Error("schemas/results.schema.json is stale\nhint: run go generate ./pipeline/suite")
-	}
+	schematest.CheckGenerated(t, "../../schemas/results.schema.json", ResultsSchemaJSON, "./pipeline/suite")
 }
 
 func TestReadResultsJSON(t *testing.T) {
