@@ -266,17 +266,16 @@ func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Proble
 		return true
 	}
 	switch t.Kind() {
-	case reflect.Struct:
-		m, ok := node.(*ast.MappingNode)
+	case reflect.Struct, reflect.Map:
+		m, ok := asMapping(node)
 		if !ok {
-			if mv, isMV := node.(*ast.MappingValueNode); isMV {
-				m = &ast.MappingNode{Values: []*ast.MappingValueNode{mv}}
-			} else {
-				*probs = append(*probs, s.typeProblem(path, "a mapping", node))
-				return false
-			}
+			*probs = append(*probs, s.typeProblem(path, "a mapping", node))
+			return false
 		}
-		fields := yamlFields(t)
+		var fields map[string]reflect.StructField // nil for a map: any key
+		if t.Kind() == reflect.Struct {
+			fields = yamlFields(t)
+		}
 		seen := map[string]*token.Position{}
 		kept := m.Values[:0:0]
 		for _, mv := range m.Values {
@@ -290,45 +289,22 @@ func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Proble
 				continue
 			}
 			seen[key] = kpos
-			f, known := fields[key]
-			if !known {
-				*probs = append(*probs, s.at(kpos, fpath, suggest(key, fieldNames(fields)), "unknown field %q in %s", key, describe(t)))
-				continue
+			var elem reflect.Type
+			if fields == nil {
+				elem = t.Elem()
+			} else {
+				f, known := fields[key]
+				if !known {
+					*probs = append(*probs, s.at(kpos, fpath, suggest(key, fieldNames(fields)), "unknown field %q in %s", key, describe(t)))
+					continue
+				}
+				elem = f.Type
 			}
 			s.keys[fpath] = kpos
-			if s.check(mv.Value, f.Type, fpath, probs) {
+			if s.check(mv.Value, elem, fpath, probs) {
 				kept = append(kept, mv)
 			} else {
 				s.bad[fpath] = true
-			}
-		}
-		m.Values = kept
-	case reflect.Map:
-		m, ok := node.(*ast.MappingNode)
-		if !ok {
-			if mv, isMV := node.(*ast.MappingValueNode); isMV {
-				m = &ast.MappingNode{Values: []*ast.MappingValueNode{mv}}
-			} else {
-				*probs = append(*probs, s.typeProblem(path, "a mapping", node))
-				return false
-			}
-		}
-		seen := map[string]*token.Position{}
-		kept := m.Values[:0:0]
-		for _, mv := range m.Values {
-			key, kpos, ok := s.key(mv, path, probs)
-			if !ok {
-				continue
-			}
-			fpath := join(path, key)
-			if first, dup := seen[key]; dup {
-				*probs = append(*probs, s.at(kpos, fpath, "", "duplicate key %q (first set at line %d)", key, first.Line))
-				continue
-			}
-			seen[key] = kpos
-			s.keys[fpath] = kpos
-			if s.check(mv.Value, t.Elem(), fpath, probs) {
-				kept = append(kept, mv)
 			}
 		}
 		m.Values = kept
@@ -420,6 +396,18 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// asMapping returns node as a mapping. goccy wraps every mapping in a
+// MappingNode; a bare MappingValueNode is taken as a one-entry mapping.
+func asMapping(node ast.Node) (*ast.MappingNode, bool) {
+	switch m := node.(type) {
+	case *ast.MappingNode:
+		return m, true
+	case *ast.MappingValueNode:
+		return &ast.MappingNode{Values: []*ast.MappingValueNode{m}}, true
+	}
+	return nil, false
 }
 
 // nodePos is where a node starts: a block mapping's token is the colon of
