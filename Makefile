@@ -38,6 +38,9 @@ generate:
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 60m ./...
+	@# The same-run benchmark gate's timing acceptance, alone so that no
+	@# other package's tests load the machine beside it.
+	GPUATTEST_REALWORK=1 $(GO) test -count=1 -timeout 10m -run '^TestReferenceGateOnRealWork$$' -v ./pipeline/suite/
 
 demo: deps build
 	rm -rf $(DEMO) && mkdir -p $(DEMO)

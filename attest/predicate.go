@@ -136,8 +136,30 @@ type BenchmarkSummary struct {
 	Samples int `json:"samples,omitempty"`
 	// Throughput is the case's throughput at the median, when it has one.
 	Throughput *Throughput `json:"throughput,omitempty"`
-	// Gate is the baseline gate's verdict (passed, failed, none).
+	// Gate is the gate's verdict (passed, failed, none).
 	Gate string `json:"gate,omitempty"`
+	// Comparisons are the case's verdicts against the step's same-run
+	// reference and stored baseline.
+	Comparisons []BenchmarkComparison `json:"comparisons,omitempty"`
+}
+
+// BenchmarkComparison is one benchmark case's verdict against a same-run
+// reference or a stored baseline.
+type BenchmarkComparison struct {
+	// Against is "reference" (measured in the same run, interleaved) or
+	// "baseline" (a stored file).
+	Against string `json:"against" jsonschema:"enum=reference,enum=baseline"`
+	// Method is paired-signed-rank (reference) or mann-whitney (baseline).
+	Method string `json:"method,omitempty"`
+	// Verdict is SAME, FASTER, SLOWER, AMBIGUOUS or MISSING.
+	Verdict string `json:"verdict" jsonschema:"enum=SAME,enum=FASTER,enum=SLOWER,enum=AMBIGUOUS,enum=MISSING,enum=NEW"`
+	// Delta is the relative change (0.05: 5 % slower), with the bounds of
+	// its confidence interval.
+	Delta  float64 `json:"delta"`
+	CILow  float64 `json:"ci_low"`
+	CIHigh float64 `json:"ci_high"`
+	// Enforced is true when a SLOWER or MISSING verdict fails the step.
+	Enforced bool `json:"enforced"`
 }
 
 // Throughput is a throughput value with its unit.

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
+	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 var (
@@ -253,5 +254,50 @@ func TestCUDABackend(t *testing.T) {
 	miss := runHarness(t, nil, "--backend", "cuda", "--fatbin-dir", t.TempDir(), "--kernels", "sgemm", "--repeats", "1")
 	if miss.code != 1 || miss.results.Cases[0].Status != "error" || !strings.Contains(miss.results.Cases[0].Message, "cannot read") {
 		t.Errorf("missing fatbin: exit %d, %+v", miss.code, miss.results)
+	}
+}
+
+// TestAdaptiveRepeats runs the harness with repeats auto: each case stops
+// for a reason it reports, and gpuattest's own check of the samples
+// (stats.MedianPrecision, the rule the benchmark step re-applies) agrees
+// with the harness wherever it claims the precision was reached.
+func TestAdaptiveRepeats(t *testing.T) {
+	t.Parallel()
+	env := []string{"GPUATTEST_REPEATS=auto", "GPUATTEST_PRECISION=0.05", "GPUATTEST_MAX_TIME=30", "GPUATTEST_WARMUP=1"}
+	r := runHarness(t, env, "--backend", "cpu", "--no-flush")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for _, c := range r.results.Cases {
+		if c.Stop == nil || c.Stop.Reason != suite.StopPrecision || c.Stop.ElapsedSeconds <= 0 {
+			t.Errorf("%s: stop %+v, want precision", c.Name, c.Stop)
+			continue
+		}
+		if p := stats.MedianPrecision(c.SamplesNS); p > 0.05 || len(c.SamplesNS) < stats.MinSamples {
+			t.Errorf("%s: %d samples give ±%.3g, not within the ±5%% the harness claims", c.Name, len(c.SamplesNS), p)
+		}
+		if c.Config["repeats"] != "auto" || c.Config["precision"] != "0.05" {
+			t.Errorf("%s: config %v", c.Name, c.Config)
+		}
+	}
+	// An unreachable precision stops at the time limit, or at the cap on
+	// samples, and says which.
+	r = runHarness(t, nil, "--backend", "cpu", "--kernels", "vector_add", "--repeats", "auto", "--precision", "1e-12", "--max-time", "0.3")
+	if c := r.results.Cases[0]; r.code != 0 || c.Stop == nil || c.Stop.Reason != suite.StopMaxTime || c.Stop.ElapsedSeconds < 0.3 {
+		t.Errorf("max time: exit %d, stop %+v", r.code, c.Stop)
+	}
+	r = runHarness(t, nil, "--backend", "cpu", "--kernels", "sgemm", "--repeats", "auto", "--precision", "1e-12", "--max-samples", "12")
+	if c := r.results.Cases[0]; r.code != 0 || c.Stop == nil || c.Stop.Reason != suite.StopMaxSamples || len(c.SamplesNS) != 12 {
+		t.Errorf("max samples: exit %d, stop %+v, %d samples", r.code, c.Stop, len(c.SamplesNS))
+	}
+	// A fixed count reports no stop.
+	r = runHarness(t, nil, "--backend", "cpu", "--kernels", "sgemm", "--repeats", "4")
+	if c := r.results.Cases[0]; c.Stop != nil || len(c.SamplesNS) != 4 {
+		t.Errorf("fixed repeats: stop %+v, %d samples", c.Stop, len(c.SamplesNS))
+	}
+	for _, args := range [][]string{{"--precision", "0"}, {"--precision", "1.5"}, {"--max-time", "-1"}, {"--repeats", "often"}} {
+		if r := runHarness(t, nil, append([]string{"--backend", "cpu"}, args...)...); r.code != 2 || !strings.Contains(r.stderr, "hint:") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, r.code, r.stderr)
+		}
 	}
 }

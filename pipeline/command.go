@@ -107,3 +107,87 @@ func (Duration) JSONSchema() *jsonschema.Schema {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Repeats is a benchmark's timed iterations per case: a count, or auto
+// (adaptive: stop once the median is known to Precision, or at MaxTime).
+// The zero value leaves the suite's own default.
+type Repeats struct {
+	// N is the fixed count; zero with Auto or when unset.
+	N int
+	// Auto is true for repeats: auto.
+	Auto bool
+}
+
+// RepeatsAuto is the YAML spelling of adaptive repeats.
+const RepeatsAuto = "auto"
+
+// IsZero reports whether repeats was left out.
+func (r Repeats) IsZero() bool { return r.N == 0 && !r.Auto }
+
+// String returns "auto", the count, or "" when unset.
+func (r Repeats) String() string {
+	switch {
+	case r.Auto:
+		return RepeatsAuto
+	case r.N != 0:
+		return fmt.Sprint(r.N)
+	}
+	return ""
+}
+
+// UnmarshalYAML accepts an integer or "auto".
+func (r *Repeats) UnmarshalYAML(unmarshal func(any) error) error {
+	var n int
+	if err := unmarshal(&n); err == nil {
+		*r = Repeats{N: n}
+		return nil
+	}
+	var s string
+	if err := unmarshal(&s); err == nil && s == RepeatsAuto {
+		*r = Repeats{Auto: true}
+		return nil
+	}
+	return fmt.Errorf("repeats: expected a positive integer or auto")
+}
+
+// MarshalYAML writes the count or "auto".
+func (r Repeats) MarshalYAML() (any, error) {
+	if r.Auto {
+		return RepeatsAuto, nil
+	}
+	return r.N, nil
+}
+
+// MarshalJSON writes the count or "auto".
+func (r Repeats) MarshalJSON() ([]byte, error) {
+	if r.Auto {
+		return json.Marshal(RepeatsAuto)
+	}
+	return json.Marshal(r.N)
+}
+
+// UnmarshalJSON reads the count or "auto".
+func (r *Repeats) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*r = Repeats{N: n}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil && s == RepeatsAuto {
+		*r = Repeats{Auto: true}
+		return nil
+	}
+	return fmt.Errorf("repeats: expected a positive integer or %q", RepeatsAuto)
+}
+
+// JSONSchema describes the two forms.
+func (Repeats) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Description: "timed iterations per case: a count, or auto to stop each case once its median is known to precision (or at maxTime)",
+		OneOf: []*jsonschema.Schema{
+			{Type: "integer", Minimum: json.Number("1")},
+			{Type: "string", Enum: []any{RepeatsAuto}},
+		},
+	}
+}

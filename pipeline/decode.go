@@ -227,6 +227,7 @@ func (s *source) yamlError(err error) Problem {
 var (
 	commandType  = reflect.TypeOf(Command{})
 	durationType = reflect.TypeOf(Duration(""))
+	repeatsType  = reflect.TypeOf(Repeats{})
 )
 
 // check walks node against Go type t, recording positions and reporting
@@ -253,6 +254,12 @@ func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Proble
 			return s.check(node, reflect.TypeOf([]string{}), path, probs)
 		}
 		*probs = append(*probs, s.typeProblem(path, "a shell string or a list of strings", node))
+		return false
+	case t == repeatsType:
+		if node.Type() == ast.IntegerType || (node.Type() == ast.StringType && node.GetToken().Value == RepeatsAuto) {
+			return true
+		}
+		*probs = append(*probs, s.typeProblem(path, "a positive integer or auto", node))
 		return false
 	case t == durationType:
 		if node.Type() != ast.StringType {

@@ -73,6 +73,30 @@ func TestParseProblems(t *testing.T) {
 			want: []where{{7, 28, `step "a" names undeclared image "cdua"`}, {8, 5, `step "b" runs on the bwrap runner but na`}, {9, 21, `step "c" names an image but runs on the `}},
 		},
 		{
+			name: "benchmark sampling and reference rules",
+			src: header + "steps:\n" +
+				"  - {id: a, kind: benchmark, run: x, results: r.json, rounds: 10, precision: 2%}\n" +
+				"  - {id: b, kind: benchmark, run: x, results: r.json, reference: {run: y, results: r.json}, rounds: 6, gate: {alpha: 0.01}}\n" +
+				"  - {id: c, kind: benchmark, run: x, results: r.json, reference: {results: q.json}, repeats: auto, precision: 150%, maxTime: 2}\n" +
+				"  - {id: d, kind: burnin, run: x, results: r.json, duration: 1m, repeats: auto}\n" +
+				"  - {id: e, kind: benchmark, run: x, results: r.json, gate: {threshold: 5%}}\n" +
+				"  - {id: f, kind: benchmark, run: x, results: r.json, repeats: sometimes}\n" +
+				"  - {id: g, kind: test, run: x, results: r.json, rounds: 3}\n",
+			want: []where{
+				{5, 55, "rounds applies to a benchmark with a ref"},
+				{5, 67, "precision applies to repeats: auto"},
+				{6, 84, `step "b": reference and candidate write `},
+				{6, 101, "rounds 6 cannot reach significance at al"},
+				{7, 66, `step "c": reference needs run`},
+				{7, 111, `precision "150%" must be above 0% and be`},
+				{7, 126, `unparsable duration 2`},
+				{8, 75, "repeats: auto applies to benchmarks"},
+				{9, 55, `step "e" has a gate but neither a refere`},
+				{10, 64, "steps[5].repeats: expected a positive in"},
+				{11, 50, `field "rounds" is not valid for kind tes`},
+			},
+		},
+		{
 			name: "kind rules",
 			src: header + "targets: [sm_90]\nsteps:\n  - {id: a, kind: exec, run: x, sources: [k.cu]}\n  - {id: b, kind: cuda-build, run: make}\n" +
 				"  - {id: c, kind: test, run: x}\n  - {id: d, kind: burnin, run: x, results: r.json}\n  - {id: e, kind: banana, run: x}\n",
@@ -88,7 +112,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "wrong types are all reported",
 			src:  header + "steps:\n  - id: a\n    run: {x: 1}\n    gpu: maybe\n    needs: b\n    repeats: many\n",
-			want: []where{{6, 10, "steps[0].run: expected a shell string or"}, {7, 10, "steps[0].gpu: expected true or false, go"}, {8, 12, "steps[0].needs: expected a list, got a s"}, {9, 14, "steps[0].repeats: expected an integer, g"}},
+			want: []where{{6, 10, "steps[0].run: expected a shell string or"}, {7, 10, "steps[0].gpu: expected true or false, go"}, {8, 12, "steps[0].needs: expected a list, got a s"}, {9, 14, "steps[0].repeats: expected a positive in"}},
 		},
 		{
 			name: "release refuses debug flags and native arch",

@@ -7,6 +7,15 @@ const (
 	DefaultOutDir   = "build"
 	DefaultInterval = Duration("1s")
 	DefaultFormat   = "auto"
+	// DefaultRounds is how often a benchmark with a reference invokes
+	// each side. Eight pairs reach significance at alpha 0.01; thirty keep
+	// the power for a 5 % slowdown at 95 % when a few pairs straddle a
+	// step change of the machine's load (go run ./bench/stats).
+	DefaultRounds = 30
+	// DefaultPrecision and DefaultMaxTime are repeats: auto's stopping
+	// rule.
+	DefaultPrecision = "1%"
+	DefaultMaxTime   = Duration("2m")
 )
 
 // applyDefaults fills what a valid pipeline left out.
@@ -43,6 +52,24 @@ func applyDefaults(p *Pipeline) {
 			}
 			if s.Kind == KindBurnin && s.Interval == "" {
 				s.Interval = DefaultInterval
+			}
+			if s.Kind == KindBenchmark {
+				if s.Reference != nil {
+					if s.Rounds == 0 {
+						s.Rounds = DefaultRounds
+					}
+					if s.Gate == nil {
+						s.Gate = &Gate{} // a same-run reference is always gated
+					}
+				}
+				if s.Repeats.Auto {
+					if s.Precision == "" {
+						s.Precision = DefaultPrecision
+					}
+					if s.MaxTime == "" {
+						s.MaxTime = DefaultMaxTime
+					}
+				}
 			}
 			if s.Gate != nil {
 				if s.Gate.Threshold == "" {

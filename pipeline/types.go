@@ -69,11 +69,15 @@ type Step struct {
 
 	// benchmark
 
-	Warmup   int    `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0"`
-	Repeats  int    `yaml:"repeats,omitempty" json:"repeats,omitempty" jsonschema:"minimum=1"`
-	Seeds    []int  `yaml:"seeds,omitempty" json:"seeds,omitempty"`
-	Baseline string `yaml:"baseline,omitempty" json:"baseline,omitempty" jsonschema:"description=benchmark: baseline file to compare against"`
-	Gate     *Gate  `yaml:"gate,omitempty" json:"gate,omitempty"`
+	Warmup    int        `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0"`
+	Repeats   Repeats    `yaml:"repeats,omitempty" json:"repeats,omitempty"`
+	Precision string     `yaml:"precision,omitempty" json:"precision,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case once the 95% confidence interval of its median is within ±precision (1% when omitted)"`
+	MaxTime   Duration   `yaml:"maxTime,omitempty" json:"maxTime,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case after this long even if the precision was not reached (2m when omitted)"`
+	Seeds     []int      `yaml:"seeds,omitempty" json:"seeds,omitempty"`
+	Baseline  string     `yaml:"baseline,omitempty" json:"baseline,omitempty" jsonschema:"description=benchmark: stored baseline file to compare against (same hardware only)"`
+	Reference *Reference `yaml:"reference,omitempty" json:"reference,omitempty" jsonschema:"description=benchmark: a reference command measured in the same step on the same device, interleaved with the candidate in ABBA blocks"`
+	Rounds    int        `yaml:"rounds,omitempty" json:"rounds,omitempty" jsonschema:"minimum=2,maximum=2000,description=benchmark with a reference: invocations of each side, in randomised ABBA blocks (30 when omitted)"`
+	Gate      *Gate      `yaml:"gate,omitempty" json:"gate,omitempty"`
 
 	// burnin
 
@@ -81,7 +85,16 @@ type Step struct {
 	LeakTolerance string   `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed, bytes per iteration (e.g. 1MiB)"`
 }
 
-// Gate configures the baseline regression gate of a benchmark step.
+// Reference is a benchmark's same-run reference: a second command (the
+// previous release's harness and fatbins, the same kernels built from an
+// older commit, ...) that writes results with the same case names.
+type Reference struct {
+	Run     Command `yaml:"run" json:"run"`
+	Results string  `yaml:"results" json:"results" jsonschema:"description=results file the reference command writes, relative to the step's workdir"`
+}
+
+// Gate configures the regression gate of a benchmark step, against its
+// reference or its baseline.
 type Gate struct {
 	Threshold             string  `yaml:"threshold,omitempty" json:"threshold,omitempty" jsonschema:"description=smallest slowdown that counts (3% when omitted)"`
 	Alpha                 float64 `yaml:"alpha,omitempty" json:"alpha,omitempty" jsonschema:"description=significance level (0.01 when omitted)"`

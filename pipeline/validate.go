@@ -2,12 +2,15 @@ package pipeline
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // Architectures lists the real CUDA SASS targets a pipeline may pin.
@@ -323,12 +326,12 @@ func validateSuite(v *validator, i int, s *Step) {
 	if s.Warmup < 0 {
 		v.add(path+".warmup", false, "", "warmup must be 0 or more")
 	}
-	if s.Repeats < 0 {
-		v.add(path+".repeats", false, "", "repeats must be 1 or more")
+	if v.src.has(path+".repeats") && !s.Repeats.Auto && s.Repeats.N < 1 {
+		v.add(path+".repeats", false, "", "repeats must be 1 or more, or auto")
 	}
 	if s.Gate != nil {
-		if s.Baseline == "" {
-			v.add(path+".gate", true, "add baseline: path/to/baseline.json", "step %q has a gate but no baseline", s.ID)
+		if s.Baseline == "" && s.Reference == nil {
+			v.add(path+".gate", true, "add reference: {run: ..., results: ...} to compare in the same run, or baseline: path/to/baseline.json", "step %q has a gate but neither a reference nor a baseline", s.ID)
 		}
 		if s.Gate.Threshold != "" {
 			if _, err := ParsePercent(s.Gate.Threshold); err != nil {
@@ -341,9 +344,66 @@ func validateSuite(v *validator, i int, s *Step) {
 	}
 }
 
+// validateBenchmark checks a benchmark's sampling and comparison fields.
+func validateBenchmark(v *validator, i int, s *Step) {
+	validateSuite(v, i, s)
+	path := fmt.Sprintf("steps[%d]", i)
+	if s.Repeats.Auto {
+		if s.Precision != "" {
+			if p, err := ParsePercent(s.Precision); err != nil {
+				v.add(path+".precision", false, "e.g. 1%", "%v", err)
+			} else if p <= 0 || p >= 1 {
+				v.add(path+".precision", false, "e.g. 1%", "precision %q must be above 0%% and below 100%%", s.Precision)
+			}
+		}
+		v.duration(path+".maxTime", s.MaxTime, false)
+	} else {
+		for _, f := range []string{"precision", "maxTime"} {
+			if v.src.has(path + "." + f) {
+				v.add(path+"."+f, true, "set repeats: auto, or remove it", "%s applies to repeats: auto", f)
+			}
+		}
+	}
+	if s.Reference == nil {
+		if v.src.has(path + ".rounds") {
+			v.add(path+".rounds", true, "add reference: {run: ..., results: ...}, or remove it", "rounds applies to a benchmark with a reference")
+		}
+		return
+	}
+	rp := path + ".reference"
+	if s.Reference.Run.IsZero() {
+		v.add(rp, false, "add run: with the reference command (e.g. the previous release's harness)", "step %q: reference needs run", s.ID)
+	} else if len(s.Reference.Run.Argv) > 0 && strings.TrimSpace(s.Reference.Run.Argv[0]) == "" {
+		v.add(rp+".run[0]", false, "", "step %q: empty program name in reference.run", s.ID)
+	}
+	if s.Reference.Results == "" {
+		v.add(rp, false, "add results: the file the reference command writes", "step %q: reference needs results", s.ID)
+	} else if s.Reference.Results == s.Results {
+		v.add(rp+".results", false, "let the two commands write different files, e.g. build/ref.json and build/cand.json", "step %q: reference and candidate write the same results file %q", s.ID, s.Results)
+	}
+	if v.src.has(path + ".rounds") {
+		switch {
+		case s.Rounds < 2 || s.Rounds > stats.MaxPairs:
+			v.add(path+".rounds", false, "10 is a good start", "rounds %d: expected 2 to %d invocations of each side", s.Rounds, stats.MaxPairs)
+		default:
+			alpha := stats.DefaultAlpha
+			if s.Gate != nil && s.Gate.Alpha > 0 && s.Gate.Alpha < 1 {
+				alpha = s.Gate.Alpha
+			}
+			if need := stats.MinPairs(alpha); s.Rounds < need {
+				v.add(path+".rounds", false, fmt.Sprintf("use rounds: %d or more (or a larger gate.alpha)", need),
+					"rounds %d cannot reach significance at alpha %g: the paired signed-rank test's smallest p-value with %d pairs is %.2g", s.Rounds, alpha, s.Rounds, math.Ldexp(1, 1-s.Rounds))
+			}
+		}
+	}
+}
+
 func validateBurnin(v *validator, i int, s *Step) {
 	validateSuite(v, i, s)
 	path := fmt.Sprintf("steps[%d]", i)
+	if s.Repeats.Auto {
+		v.add(path+".repeats", false, "give a count: each burn-in iteration runs the same work", "repeats: auto applies to benchmarks")
+	}
 	v.duration(path+".duration", s.Duration, true)
 	if s.LeakTolerance != "" {
 		if _, err := ParseSize(s.LeakTolerance); err != nil {

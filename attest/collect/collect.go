@@ -241,6 +241,12 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 		}
 		bs := attest.BenchmarkSummary{Step: s.ID, Case: bc.Name, MedianNS: bc.Stats.Median,
 			CILowNS: bc.Stats.MedianCI.Lo, CIHighNS: bc.Stats.MedianCI.Hi, Samples: bc.Stats.N, Gate: gate}
+		if d.Reference != nil {
+			bs.Comparisons = appendComparison(bs.Comparisons, "reference", d.Reference.Report, true, bc.Name)
+		}
+		if d.Gate != nil {
+			bs.Comparisons = appendComparison(bs.Comparisons, "baseline", d.Gate.Report, d.Gate.Enforced, bc.Name)
+		}
 		switch {
 		case bc.GBPS > 0:
 			bs.Throughput = &attest.Throughput{Value: bc.GBPS, Unit: "GB/s"}
@@ -249,6 +255,20 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 		}
 		c.run.Benchmarks = append(c.run.Benchmarks, bs)
 	}
+}
+
+// appendComparison adds case name's verdict from rep, when rep has it.
+func appendComparison(out []attest.BenchmarkComparison, against string, rep *suite.Report, enforced bool, name string) []attest.BenchmarkComparison {
+	if rep == nil {
+		return out
+	}
+	for _, c := range rep.Cases {
+		if c.Name == name {
+			out = append(out, attest.BenchmarkComparison{Against: against, Method: c.Method, Verdict: string(c.Verdict),
+				Delta: c.Shift.Delta, CILow: c.Shift.CI.Lo, CIHigh: c.Shift.CI.Hi, Enforced: enforced})
+		}
+	}
+	return out
 }
 
 func (c *collector) burnin(s *pipeline.Step, sr *engine.StepRecord, d *suite.BurninDetails) {

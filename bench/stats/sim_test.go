@@ -2,7 +2,10 @@ package main
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // TestGoal checks the statistics benchmark's goal on fewer trials than
@@ -18,5 +21,22 @@ func TestGoal(t *testing.T) {
 	c = run(r, noise{cv: 0.05, outlierRate: 0.05}, 50, 600, 0.05)
 	if c.fpGate > 0.01 {
 		t.Errorf("CV 5%%, 5%% outliers, n=50: FP %.3f > 0.01", c.fpGate)
+	}
+}
+
+// TestDriftGoal checks the same-run A/B gate's goal under a drifting load
+// on fewer runs than the full table: false positives ≤ 1 % and power ≥
+// 95 % for a true 5 % slowdown in every load scenario, with the default
+// 30 rounds.
+func TestDriftGoal(t *testing.T) {
+	r := rand.New(rand.NewPCG(42, 8))
+	g := stats.Gate{Threshold: stats.DefaultThreshold, Alpha: stats.DefaultAlpha}
+	for _, c := range driftTable(r, 300, 30, 15, g) {
+		if !strings.HasPrefix(c.gate, "same-run A/B, paired") {
+			continue
+		}
+		if c.fp > 0.01 || c.power < 0.95 {
+			t.Errorf("%s: FP %.3f (≤ 0.01), power %.3f (≥ 0.95)", c.scenario, c.fp, c.power)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -27,8 +26,10 @@ is AMBIGUOUS, never SAME. A case in the baseline but not the candidate is
 MISSING and fails like SLOWER.
 
 Files may be results files, a benchmark step's benchmark.json or a baseline
-(gpuattest baseline save). Samples from different hardware are refused
-unless --allow-hardware-mismatch is given.
+(gpuattest baseline save). Samples from different hardware are not
+compared: every case is AMBIGUOUS with the differing fields (exit 1),
+unless --allow-hardware-mismatch is given. A benchmark step with a
+reference compares in the same run, on the same device, instead.
 
 Exit codes: 0 no regression, 1 a SLOWER or MISSING case or an unreadable
 file (a missing baseline is an error, never a skip), 2 usage.`,
@@ -76,12 +77,11 @@ file (a missing baseline is an error, never a skip), 2 usage.`,
 		}
 		rep, err := suite.Compare(base, cand, opts...)
 		if err != nil {
-			if errors.Is(err, suite.ErrHardwareMismatch) {
-				return withCode(exitFailed, err)
-			}
 			return withCode(exitFailed, fmt.Errorf("comparing: %w", err))
 		}
-		if len(rep.HardwareMismatch) > 0 {
+		if rep.HardwareRefused {
+			fmt.Fprintln(c.ErrOrStderr(), "gpuattest: "+rep.RefusalMessage())
+		} else if len(rep.HardwareMismatch) > 0 {
 			fmt.Fprintf(c.ErrOrStderr(), "WARNING: COMPARING ACROSS DIFFERENT HARDWARE (--allow-hardware-mismatch): %s\n", strings.Join(rep.HardwareMismatch, "; "))
 		}
 		if *out == "json" {
@@ -103,7 +103,10 @@ func renderCompare(w io.Writer, rep *suite.Report) error {
 	fmt.Fprintf(w, "baseline:  %s (%s: %s)\n", rep.Baseline.Path, rep.Baseline.Kind, rep.Baseline.Hardware)
 	fmt.Fprintf(w, "candidate: %s (%s: %s)\n", rep.Candidate.Path, rep.Candidate.Kind, rep.Candidate.Hardware)
 	fmt.Fprintf(w, "gate: threshold %.2f%%, alpha %g\n", 100*rep.Gate.Threshold, rep.Gate.Alpha)
-	if len(rep.HardwareMismatch) > 0 {
+	switch {
+	case rep.HardwareRefused:
+		fmt.Fprintf(w, "DIFFERENT HARDWARE, not compared: %s\n", strings.Join(rep.HardwareMismatch, "; "))
+	case len(rep.HardwareMismatch) > 0:
 		fmt.Fprintf(w, "WARNING: DIFFERENT HARDWARE, compared anyway: %s\n", strings.Join(rep.HardwareMismatch, "; "))
 	}
 	fmt.Fprintln(w)
@@ -114,7 +117,7 @@ func renderCompare(w io.Writer, rep *suite.Report) error {
 		if c.BaselineN > 0 && c.CandidateN > 0 {
 			delta = fmt.Sprintf("%+.2f%%", 100*c.Shift.Delta)
 			ci = fmt.Sprintf("[%+.2f%%, %+.2f%%]", 100*c.Shift.CI.Lo, 100*c.Shift.CI.Hi)
-			p = fmt.Sprintf("%.2g", c.Test.P)
+			p = fmt.Sprintf("%.2g", c.P())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Verdict, delta, ci, p,
 			sideStr(c.BaselineN, c.BaselineMedian), sideStr(c.CandidateN, c.CandidateMedian))

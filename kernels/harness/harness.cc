@@ -50,6 +50,14 @@ struct Options {
   std::vector<uint64_t> seeds = {1};
   int warmup = 3;
   int repeats = 20;
+  // Adaptive repeats (--repeats auto): sample each case until the 95 %
+  // interval of its median is within +-precision (after min_repeats
+  // samples), for at most max_time_s, and never more than max_samples.
+  bool auto_repeats = false;
+  double precision = 0.01;
+  double max_time_s = 120;
+  int min_repeats = 10;
+  long max_samples = 100000;
   long n = 1 << 20;        // vector_add, reduce_sum
   int gemm = 256;          // sgemm M = N = K
   int rows = 512, cols = 1024;  // softmax
@@ -67,6 +75,8 @@ struct CaseResult {
   std::map<std::string, std::string> config;
   std::string output_sha;
   long long mem_used = -1;
+  std::string stop_reason;  // adaptive repeats: precision, max_time, max_samples
+  double stop_elapsed_s = 0;
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -81,7 +91,13 @@ const char* kHelp =
     "  --out FILE                results JSON (default results.json; - for stdout)\n"
     "  --kernels a,b             subset of vector_add,reduce_sum,sgemm,softmax\n"
     "  --warmup N                untimed iterations (env GPUATTEST_WARMUP; default 3)\n"
-    "  --repeats N               timed iterations (env GPUATTEST_REPEATS; default 20)\n"
+    "  --repeats N|auto          timed iterations (env GPUATTEST_REPEATS; default 20); auto stops\n"
+    "                            each case once the 95% interval of its median is within\n"
+    "                            +-precision, or at max-time\n"
+    "  --precision F             auto: relative half-width to reach (env GPUATTEST_PRECISION; 0.01)\n"
+    "  --max-time S              auto: seconds per case at most (env GPUATTEST_MAX_TIME; 120)\n"
+    "  --min-repeats N           auto: samples before the precision may stop (env GPUATTEST_MIN_REPEATS; 10)\n"
+    "  --max-samples N           auto: samples per case at most (default 100000)\n"
     "  --seed S[,S...]           input seeds (env GPUATTEST_SEED; default 1)\n"
     "  --n N                     elements for vector_add and reduce_sum (default 1048576)\n"
     "  --gemm N                  sgemm M=N=K (default 256)\n"
@@ -111,6 +127,25 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+double parse_double(const std::string& flag, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != 0 || errno != 0 || !(x > lo) || x > hi) {
+    usage(flag + " " + v + ": expected a number above " + std::to_string(lo) + " and at most " + std::to_string(hi));
+  }
+  return x;
+}
+
+void set_repeats(Options& o, const std::string& flag, const std::string& v) {
+  if (v == "auto") {
+    o.auto_repeats = true;
+    return;
+  }
+  o.auto_repeats = false;
+  o.repeats = int(parse_long(flag, v, 1, 1000000));
+}
+
 std::vector<uint64_t> parse_seeds(const std::string& flag, const std::string& v) {
   std::vector<uint64_t> out;
   for (auto& s : split(v, ',')) out.push_back(uint64_t(parse_long(flag, s, 0, 1L << 62)));
@@ -122,7 +157,10 @@ Options parse(int argc, char** argv) {
   Options o;
   // Environment first (benchmark/burnin steps set these); flags win.
   if (const char* e = std::getenv("GPUATTEST_WARMUP"); e && *e) o.warmup = int(parse_long("GPUATTEST_WARMUP", e, 0, 1000000));
-  if (const char* e = std::getenv("GPUATTEST_REPEATS"); e && *e) o.repeats = int(parse_long("GPUATTEST_REPEATS", e, 1, 1000000));
+  if (const char* e = std::getenv("GPUATTEST_REPEATS"); e && *e) set_repeats(o, "GPUATTEST_REPEATS", e);
+  if (const char* e = std::getenv("GPUATTEST_PRECISION"); e && *e) o.precision = parse_double("GPUATTEST_PRECISION", e, 0, 1);
+  if (const char* e = std::getenv("GPUATTEST_MAX_TIME"); e && *e) o.max_time_s = parse_double("GPUATTEST_MAX_TIME", e, 0, 1e7);
+  if (const char* e = std::getenv("GPUATTEST_MIN_REPEATS"); e && *e) o.min_repeats = int(parse_long("GPUATTEST_MIN_REPEATS", e, 1, 1000000));
   if (const char* e = std::getenv("GPUATTEST_SEED"); e && *e) o.seeds = parse_seeds("GPUATTEST_SEED", e);
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -160,7 +198,15 @@ Options parse(int argc, char** argv) {
     } else if (a == "--warmup") {
       o.warmup = int(parse_long(a, next(), 0, 1000000));
     } else if (a == "--repeats") {
-      o.repeats = int(parse_long(a, next(), 1, 1000000));
+      set_repeats(o, a, next());
+    } else if (a == "--precision") {
+      o.precision = parse_double(a, next(), 0, 1);
+    } else if (a == "--max-time") {
+      o.max_time_s = parse_double(a, next(), 0, 1e7);
+    } else if (a == "--min-repeats") {
+      o.min_repeats = int(parse_long(a, next(), 1, 1000000));
+    } else if (a == "--max-samples") {
+      o.max_samples = parse_long(a, next(), 1, 100000000);
     } else if (a == "--seed" || a == "--seeds") {
       o.seeds = parse_seeds(a, next());
     } else if (a == "--n") {
@@ -300,11 +346,83 @@ Problem make_problem(const std::string& k, uint64_t seed, const Options& o) {
   p.name += "/seed=" + std::to_string(seed);
   p.config["seed"] = std::to_string(seed);
   p.config["warmup"] = std::to_string(o.warmup);
-  p.config["repeats"] = std::to_string(o.repeats);
+  p.config["repeats"] = o.auto_repeats ? std::string("auto") : std::to_string(o.repeats);
+  if (o.auto_repeats) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%g", o.precision);
+    p.config["precision"] = b;
+  }
   p.config["flush"] = o.flush ? "true" : "false";
   if (auto it = o.tolerance.find(k); it != o.tolerance.end()) p.tol = it->second;
   return p;
 }
+
+// ---- adaptive repeats ---------------------------------------------------------
+
+// ln C(n, k) - n ln 2, for the Binomial(n, 1/2) probabilities below.
+double ln_binom_half(int n, int k) {
+  return std::lgamma(double(n) + 1) - std::lgamma(double(k) + 1) - std::lgamma(double(n - k) + 1) - double(n) * std::log(2.0);
+}
+
+// median_precision is the half-width of the distribution-free 95 % interval
+// of the median of the sorted samples s, relative to the median: the order
+// statistics x(j), x(n+1-j) with the largest j whose coverage
+// 1 - 2 P(B <= j-1), B ~ Binomial(n, 1/2), is at least 0.95. It is the
+// rule gpuattest re-checks (pipeline/suite/stats.MedianPrecision); a sample
+// too small for the level gives infinity.
+double median_precision(const std::vector<long long>& s) {
+  const int n = int(s.size());
+  int best = 0;
+  double cdf = 0;  // P(B <= j-1)
+  for (int j = 1; j <= n / 2; ++j) {
+    cdf += std::exp(ln_binom_half(n, j - 1));
+    if (1 - 2 * std::min(cdf, 1.0) < 0.95) break;
+    best = j;
+  }
+  if (best == 0) return INFINITY;
+  const double h = double(n - 1) * 0.5;
+  const size_t lo = size_t(std::floor(h));
+  double med = double(s[lo]);
+  if (lo + 1 < s.size()) med += (h - double(lo)) * double(s[lo + 1] - s[lo]);
+  if (!(med > 0)) return INFINITY;
+  return (double(s[size_t(n - best)]) - double(s[size_t(best - 1)])) / 2 / med;
+}
+
+// Sampler decides when a case has enough samples: after o.repeats with a
+// fixed count; with --repeats auto, once the median is known to
+// o.precision (checked at every sample up to 200, then whenever the count
+// grew by 2 %), at o.max_time_s, or at o.max_samples.
+class Sampler {
+ public:
+  explicit Sampler(const Options& o) : o_(o), start_(std::chrono::steady_clock::now()) {}
+
+  bool done(CaseResult& res) {
+    const auto& xs = res.samples;
+    const long n = long(xs.size());
+    if (!o_.auto_repeats) return n >= o_.repeats;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    auto stop = [&](const char* why) {
+      res.stop_reason = why;
+      res.stop_elapsed_s = el;
+      return true;
+    };
+    if (n >= o_.min_repeats && (n < 200 || n >= next_check_)) {
+      next_check_ = long(double(n) * 1.02) + 1;
+      sorted_ = xs;
+      std::sort(sorted_.begin(), sorted_.end());
+      if (median_precision(sorted_) <= o_.precision) return stop("precision");
+    }
+    if (n >= 1 && el >= o_.max_time_s) return stop("max_time");
+    if (n >= o_.max_samples) return stop("max_samples");
+    return false;
+  }
+
+ private:
+  const Options& o_;
+  std::chrono::steady_clock::time_point start_;
+  long next_check_ = 0;
+  std::vector<long long> sorted_;
+};
 
 // ---- CPU backend: fp32 implementations of the kernels' algorithms --------
 
@@ -359,7 +477,8 @@ std::vector<char>& cpu_flush_buffer() {
 void run_cpu(const Problem& p, const Options& o, CaseResult& res, std::vector<float>& out) {
   out.assign(p.out_n, 0.0f);
   for (int i = 0; i < o.warmup; ++i) cpu_compute(p, o, out);
-  for (int i = 0; i < o.repeats; ++i) {
+  Sampler sampler(o);
+  for (int i = 0; !sampler.done(res); ++i) {
     if (o.flush) {
       auto& b = cpu_flush_buffer();
       std::memset(b.data(), i & 0xff, b.size());
@@ -553,7 +672,8 @@ void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std:
     c.check(c.api.cuEventCreate(&e1, 0), "cuEventCreate");
     for (int i = 0; i < o.warmup; ++i) launch();
     c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(warmup)");
-    for (int i = 0; i < o.repeats; ++i) {
+    Sampler sampler(o);
+    for (int i = 0; !sampler.done(res); ++i) {
       if (o.flush) c.check(c.api.cuMemsetD8(c.flush, (unsigned char)(i & 0xff), c.flush_bytes), "cuMemsetD8(L2 flush)");
       c.check(c.api.cuEventRecord(e0, nullptr), "cuEventRecord");
       launch();
@@ -680,6 +800,8 @@ std::string render(const std::string& backend, const std::string& device, const 
     o << "},\n";
     o << "      \"output_sha256\": " << jstr(c.output_sha);
     if (c.mem_used >= 0) o << ",\n      \"device_memory_used_bytes\": " << c.mem_used;
+    if (!c.stop_reason.empty())
+      o << ",\n      \"stop\": {\"reason\": " << jstr(c.stop_reason) << ", \"elapsed_s\": " << jnum(c.stop_elapsed_s) << "}";
     o << "\n    }";
   }
   o << (cases.empty() ? "]\n}\n" : "\n  ]\n}\n");

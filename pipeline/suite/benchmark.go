@@ -2,11 +2,14 @@ package suite
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,12 +21,21 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
-// Benchmark executes benchmark steps: it runs the suite once per seed with
-// GPUATTEST_WARMUP, GPUATTEST_REPEATS and GPUATTEST_SEED set, merges the
-// raw samples per case, computes the statistics, throughput and roofline,
-// gates on the baseline when the step has one, and writes benchmark.json,
-// samples.csv and junit.xml into the step directory.
-type Benchmark struct{}
+// Benchmark executes benchmark steps. Without a reference it runs the
+// suite once per seed; with one it runs the candidate and the reference
+// Rounds times each, interleaved in randomised ABBA blocks. Every
+// invocation gets GPUATTEST_WARMUP, GPUATTEST_REPEATS (and, for repeats:
+// auto, GPUATTEST_PRECISION, GPUATTEST_MAX_TIME and GPUATTEST_MIN_REPEATS)
+// and GPUATTEST_SEED. It merges the raw samples per case, computes the
+// statistics, throughput and roofline, judges the candidate against the
+// reference (paired, invocation by invocation) and against the baseline
+// when the step has one, and writes benchmark.json, samples.csv and
+// junit.xml into the step directory.
+type Benchmark struct {
+	// Rand orders the ABBA blocks; nil draws a seed from crypto/rand (the
+	// seed is recorded in the details either way).
+	Rand *rand.Rand
+}
 
 var _ step.Executor = Benchmark{}
 
@@ -38,13 +50,19 @@ type BenchmarkDetails struct {
 	// Hardware is where the samples were taken (from the hardware record).
 	Hardware Hardware `json:"hardware"`
 	// Warmup, Repeats and Seeds are the knobs passed to the suite.
-	Warmup  int   `json:"warmup,omitempty"`
-	Repeats int   `json:"repeats,omitempty"`
-	Seeds   []int `json:"seeds,omitempty"`
-	// Counts tallies case statuses over all seeds.
+	Warmup  int    `json:"warmup,omitempty"`
+	Repeats string `json:"repeats,omitempty"`
+	Seeds   []int  `json:"seeds,omitempty"`
+	// Precision and MaxTime are repeats: auto's stopping rule.
+	Precision float64 `json:"precision,omitempty"`
+	MaxTime   string  `json:"max_time,omitempty"`
+	// Counts tallies case statuses over all invocations of the candidate.
 	Counts Counts `json:"counts"`
-	// Cases are the merged cases.
+	// Cases are the candidate's merged cases.
 	Cases []BenchmarkCase `json:"cases"`
+	// Reference is the same-run reference and the paired verdicts, when
+	// the step has one.
+	Reference *ReferenceResult `json:"reference,omitempty"`
 	// Gate is the baseline comparison, when the step names a baseline.
 	Gate *GateResult `json:"gate,omitempty"`
 }
@@ -59,6 +77,8 @@ type BenchmarkCase struct {
 	Message string `json:"message,omitempty"`
 	// Stats summarises the samples, in nanoseconds.
 	Stats *stats.Summary `json:"stats_ns,omitempty"`
+	// Sampling says how adaptive repeats stopped (repeats: auto).
+	Sampling *Sampling `json:"sampling,omitempty"`
 	// GFLOPS and GBPS are the throughput at the median time.
 	GFLOPS float64 `json:"gflops,omitempty"`
 	GBPS   float64 `json:"gbps,omitempty"`
@@ -70,6 +90,43 @@ type BenchmarkCase struct {
 	Config   map[string]string `json:"config,omitempty"`
 	// SamplesNS are the merged raw samples (benchmark.json only).
 	SamplesNS []float64 `json:"samples_ns,omitempty"`
+}
+
+// Sampling is how a case's adaptive repeats stopped, over all invocations.
+type Sampling struct {
+	// Stops counts the invocations by stop reason (precision, max_time,
+	// max_samples).
+	Stops map[string]int `json:"stops"`
+	// Samples is the number of samples over all invocations.
+	Samples int `json:"samples"`
+	// Precision is the achieved half-width of the 95 % interval of the
+	// merged median, relative to it.
+	Precision float64 `json:"precision"`
+}
+
+// ReferenceResult is a benchmark's same-run reference and the verdicts of
+// the candidate against it.
+type ReferenceResult struct {
+	// Run is the reference command as the step gives it; Results its
+	// results file.
+	Run     string `json:"run"`
+	Results string `json:"results"`
+	// Backend and Device are what the reference's results report.
+	Backend string `json:"backend"`
+	Device  string `json:"device,omitempty"`
+	// Rounds is the number of invocations of each side.
+	Rounds int `json:"rounds"`
+	// Order is the invocation order, one block per word: R is the
+	// reference, C the candidate ("RCCR CRRC ...").
+	Order string `json:"order"`
+	// OrderSeed seeded the random choice of each block's order.
+	OrderSeed uint64 `json:"order_seed"`
+	// Counts tallies the reference's case statuses.
+	Counts Counts `json:"counts"`
+	// Cases are the reference's merged cases.
+	Cases []BenchmarkCase `json:"cases"`
+	// Report is the paired comparison; SLOWER and MISSING fail the step.
+	Report *Report `json:"report"`
 }
 
 // GateResult is a benchmark's comparison against its baseline.
@@ -85,165 +142,226 @@ type GateResult struct {
 	Report *Report `json:"report,omitempty"`
 }
 
+// Benchmark sides.
+const (
+	sideCandidate = "candidate"
+	sideReference = "reference"
+)
+
+// invocation is one run of one side's command.
+type invocation struct {
+	side  string
+	index int // among the side's invocations, from 0
+	seed  int // -1: none
+	res   *Results
+	exit  int
+}
+
+// benchRun is one benchmark step in progress.
+type benchRun struct {
+	s        *step.Context
+	d        *BenchmarkDetails
+	out      *step.Outcome
+	cand     []invocation
+	ref      []invocation
+	failures []string
+}
+
 // Execute runs the benchmark step s.Step.
-func (Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error) {
-	resPath, err := resultsPath(s)
-	if err != nil {
-		return nil, err
-	}
+func (b Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error) {
 	hw, err := HardwareFromRecord(s.Hardware)
 	if err != nil {
 		return nil, err
 	}
-	seeds := s.Step.Seeds
-	d := &BenchmarkDetails{Hardware: hw, Warmup: s.Step.Warmup, Repeats: s.Step.Repeats, Seeds: seeds}
-	out := &step.Outcome{Status: step.Passed}
-	type run struct {
-		seed    int
-		results *Results
+	st := s.Step
+	d := &BenchmarkDetails{Hardware: hw, Warmup: st.Warmup, Repeats: st.Repeats.String(), Seeds: st.Seeds}
+	if st.Repeats.Auto {
+		if d.Precision, err = pipeline.ParsePercent(st.Precision); err != nil || !(d.Precision > 0 && d.Precision < 1) {
+			return nil, fmt.Errorf("step %s: precision %q: expected a percentage above 0%% and below 100%%, such as 1%%", st.ID, st.Precision)
+		}
+		if st.MaxTime.Value() <= 0 {
+			return nil, fmt.Errorf("step %s: maxTime %q: expected a positive duration such as 2m", st.ID, st.MaxTime)
+		}
+		d.MaxTime = st.MaxTime.Value().String()
 	}
-	var runs []run
-	rounds := seeds
-	if len(rounds) == 0 {
-		rounds = []int{-1} // one run, no GPUATTEST_SEED
+	br := &benchRun{s: s, d: d, out: &step.Outcome{Status: step.Passed}}
+	if st.Reference != nil {
+		err = br.runInterleaved(ctx, b.Rand)
+	} else {
+		err = br.runSeeds(ctx)
 	}
-	var failures []string
-	for _, seed := range rounds {
-		env := []string{"GPUATTEST_WARMUP=" + strconv.Itoa(s.Step.Warmup)}
-		if s.Step.Repeats > 0 {
-			env = append(env, "GPUATTEST_REPEATS="+strconv.Itoa(s.Step.Repeats))
-		}
-		if seed >= 0 {
-			env = append(env, "GPUATTEST_SEED="+strconv.Itoa(seed))
-		}
-		if err := removeStale(resPath); err != nil {
-			return nil, err
-		}
-		res, err := runStep(ctx, s, env...)
-		if err != nil {
-			return nil, err
-		}
-		out.ExitCode = exitPtr(res)
-		r, err := ReadResultsFormat(resPath, s.Step.Format)
-		if err != nil {
-			if res.ExitCode != 0 {
-				return nil, fmt.Errorf("command exited %d and left no usable results: %w", res.ExitCode, err)
-			}
-			return nil, err
-		}
-		name := "results" + filepath.Ext(resPath)
-		if seed >= 0 {
-			name = fmt.Sprintf("results-seed%d%s", seed, filepath.Ext(resPath))
-		}
-		f, err := copyToStep(s, resPath, name, resultsKind(r))
-		if err != nil {
-			return nil, err
-		}
-		out.Results = append(out.Results, f)
-		if res.ExitCode != 0 {
-			failures = append(failures, fmt.Sprintf("exit code %d%s", res.ExitCode, seedSuffix(seed)))
-		}
-		runs = append(runs, run{seed, r})
-	}
-	// Merge.
-	for _, rn := range runs {
-		r := rn.results
-		if d.Backend == "" {
-			d.Backend, d.Device = r.Backend, r.Device
-		} else if r.Backend != d.Backend || r.Device != d.Device {
-			failures = append(failures, fmt.Sprintf("seed %d ran on %s/%s, earlier seeds on %s/%s", rn.seed, r.Backend, r.Device, d.Backend, d.Device))
-		}
-		c := r.Count()
-		d.Counts.Total += c.Total
-		d.Counts.Passed += c.Passed
-		d.Counts.Failed += c.Failed
-		d.Counts.Errored += c.Errored
-		d.Counts.Skipped += c.Skipped
-		for _, k := range r.Cases {
-			mergeCase(d, k)
-		}
-	}
-	d.Hardware.Backend = d.Backend
-	if hw.GPUModel == "" && d.Device != "" {
-		d.Hardware.GPUModel = d.Device
-	}
-	if d.Counts.Total == 0 {
-		return nil, fmt.Errorf("results %s hold no case\nhint: a benchmark needs at least one case with samples_ns", s.Step.Results)
-	}
-	model := d.Device
-	if model == "" {
-		model = hw.GPUModel
-	}
-	var measured int
-	for i := range d.Cases {
-		c := &d.Cases[i]
-		switch c.Status {
-		case StatusFailed, StatusError:
-			failures = append(failures, fmt.Sprintf("case %s %s: %s", c.Name, c.Status, c.Message))
-		case StatusPassed:
-			if len(c.SamplesNS) == 0 {
-				failures = append(failures, fmt.Sprintf("case %s passed but reports no samples_ns", c.Name))
-			}
-		}
-		if len(c.SamplesNS) == 0 {
-			continue
-		}
-		measured++
-		sum, err := stats.Summarize(c.SamplesNS)
-		if err != nil {
-			return nil, fmt.Errorf("case %s: %w", c.Name, err)
-		}
-		c.Stats = &sum
-		if sum.Median > 0 {
-			c.GFLOPS = c.Flops / sum.Median // flop/ns = GFLOP/s
-			c.GBPS = c.Bytes / sum.Median
-		}
-		c.Roofline = roofline(d.Backend, model, hw.Simulated, c.Flops, c.Bytes, sum.Median, c.Config)
-	}
-	if measured == 0 {
-		failures = append(failures, "no case has samples: nothing was measured")
-	}
-	// Gate.
-	if s.Step.Baseline != "" {
-		g, err := gate(s, d, hw)
-		if err != nil {
-			return nil, err
-		}
-		d.Gate = g
-		if g.Refused != "" && g.Enforced {
-			failures = append(failures, "baseline gate: "+g.Refused)
-		} else if g.Enforced && g.Report.Failed {
-			var bad []string
-			for _, c := range g.Report.Cases {
-				if c.Verdict == stats.Slower || c.Verdict == Missing {
-					bad = append(bad, fmt.Sprintf("%s %s (%s)", c.Name, c.Verdict, c.Reason))
-				}
-			}
-			failures = append(failures, "baseline gate: "+strings.Join(bad, "; "))
-		}
-	} else if s.Step.Gate != nil {
-		return nil, fmt.Errorf("step %s has a gate but no baseline\nhint: add baseline: path/to/baseline.json", s.Step.ID)
-	}
-	// Reports.
-	files, err := writeBenchmarkReports(s, d)
 	if err != nil {
 		return nil, err
 	}
-	out.Results = append(out.Results, files...)
-	details := *d
-	details.Cases = slices.Clone(d.Cases)
-	for i := range details.Cases {
-		details.Cases[i].SamplesNS = nil
+	return br.finish()
+}
+
+// runSeeds runs the candidate once per seed (once when there are none).
+func (br *benchRun) runSeeds(ctx context.Context) error {
+	seeds := br.s.Step.Seeds
+	if len(seeds) == 0 {
+		seeds = []int{-1}
 	}
-	out.Details = &details
-	if d.Counts.Skipped > 0 {
-		s.Logger.Info("benchmark cases skipped", "skipped", d.Counts.Skipped)
+	for i, seed := range seeds {
+		inv, err := br.invoke(ctx, sideCandidate, i, seed)
+		if err != nil {
+			return err
+		}
+		br.cand = append(br.cand, *inv)
 	}
-	if len(failures) > 0 {
-		out.Status = step.Failed
-		out.Reason = strings.Join(failures, "; ")
+	return nil
+}
+
+// runInterleaved runs both sides Rounds times each in ABBA blocks whose
+// order is drawn at random, so that drift in the machine's state (load,
+// clocks, temperature) hits both sides alike. Block b uses seed
+// Seeds[b mod len(Seeds)] for both sides.
+func (br *benchRun) runInterleaved(ctx context.Context, r *rand.Rand) error {
+	st := br.s.Step
+	rounds := st.Rounds
+	if rounds == 0 {
+		rounds = pipeline.DefaultRounds
 	}
-	return out, nil
+	var seed uint64
+	if r == nil {
+		var b [8]byte
+		if _, err := crand.Read(b[:]); err != nil {
+			return fmt.Errorf("drawing the ABBA order: %w", err)
+		}
+		seed = binary.LittleEndian.Uint64(b[:])
+		r = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	}
+	order := abbaOrder(rounds, r)
+	br.d.Reference = &ReferenceResult{Run: st.Reference.Run.String(), Results: st.Reference.Results, Rounds: rounds,
+		Order: orderString(order), OrderSeed: seed}
+	var n [2]int
+	for i, cand := range order {
+		seedv := -1
+		if len(st.Seeds) > 0 {
+			seedv = st.Seeds[(i/4)%len(st.Seeds)]
+		}
+		side, k := sideReference, 0
+		if cand {
+			side, k = sideCandidate, 1
+		}
+		inv, err := br.invoke(ctx, side, n[k], seedv)
+		if err != nil {
+			return err
+		}
+		n[k]++
+		if cand {
+			br.cand = append(br.cand, *inv)
+		} else {
+			br.ref = append(br.ref, *inv)
+		}
+	}
+	return nil
+}
+
+// abbaOrder returns the invocation order of rounds pairs (true: the
+// candidate): blocks of RCCR or CRRC chosen at random, a last RC or CR when
+// rounds is odd. The i-th invocations of the two sides always sit next to
+// each other, which makes them a pair.
+func abbaOrder(rounds int, r *rand.Rand) []bool {
+	out := make([]bool, 0, 2*rounds)
+	for left := rounds; left > 0; left -= 2 {
+		c := r.IntN(2) == 0 // the candidate first
+		if left >= 2 {
+			out = append(out, c, !c, !c, c)
+		} else {
+			out = append(out, c, !c)
+		}
+	}
+	return out
+}
+
+func orderString(order []bool) string {
+	var b strings.Builder
+	for i, c := range order {
+		if i > 0 && i%4 == 0 {
+			b.WriteByte(' ')
+		}
+		if c {
+			b.WriteByte('C')
+		} else {
+			b.WriteByte('R')
+		}
+	}
+	return b.String()
+}
+
+// knobs is the environment every invocation of either side gets.
+func (br *benchRun) knobs(seed int) []string {
+	st := br.s.Step
+	env := []string{"GPUATTEST_WARMUP=" + strconv.Itoa(st.Warmup)}
+	switch {
+	case st.Repeats.Auto:
+		env = append(env, "GPUATTEST_REPEATS="+pipeline.RepeatsAuto,
+			"GPUATTEST_PRECISION="+strconv.FormatFloat(br.d.Precision, 'g', -1, 64),
+			"GPUATTEST_MAX_TIME="+strconv.FormatFloat(st.MaxTime.Value().Seconds(), 'g', -1, 64),
+			"GPUATTEST_MIN_REPEATS="+strconv.Itoa(stats.MinSamples))
+	case st.Repeats.N > 0:
+		env = append(env, "GPUATTEST_REPEATS="+strconv.Itoa(st.Repeats.N))
+	}
+	if seed >= 0 {
+		env = append(env, "GPUATTEST_SEED="+strconv.Itoa(seed))
+	}
+	return env
+}
+
+// invoke runs one side once, reads its results and copies them into the
+// step directory.
+func (br *benchRun) invoke(ctx context.Context, side string, index, seed int) (*invocation, error) {
+	s := br.s
+	cmd, results := s.Step.Run, s.Step.Results
+	if side == sideReference {
+		cmd, results = s.Step.Reference.Run, s.Step.Reference.Results
+	}
+	resPath, err := workPath(s, results, side+" results")
+	if err != nil {
+		return nil, err
+	}
+	if err := removeStale(resPath); err != nil {
+		return nil, err
+	}
+	res, err := runCommand(ctx, s, cmd, br.knobs(seed)...)
+	if err != nil {
+		return nil, err
+	}
+	if side == sideCandidate {
+		br.out.ExitCode = exitPtr(res)
+	}
+	r, err := ReadResultsFormat(resPath, s.Step.Format)
+	if err != nil {
+		if res.ExitCode != 0 {
+			return nil, fmt.Errorf("%s command exited %d and left no usable results: %w", side, res.ExitCode, err)
+		}
+		return nil, fmt.Errorf("%s: %w", side, err)
+	}
+	f, err := copyToStep(s, resPath, copyName(s, side, index, seed, resPath), resultsKind(r))
+	if err != nil {
+		return nil, err
+	}
+	br.out.Results = append(br.out.Results, f)
+	if res.ExitCode != 0 {
+		br.failures = append(br.failures, fmt.Sprintf("%s exit code %d%s", side, res.ExitCode, seedSuffix(seed)))
+	}
+	return &invocation{side: side, index: index, seed: seed, res: r, exit: res.ExitCode}, nil
+}
+
+// copyName is the name of an invocation's results in the step directory:
+// results-seed1.json for the seeds of a plain benchmark (as before
+// references existed), candidate-03.json and reference-03.json with a
+// reference.
+func copyName(s *step.Context, side string, index, seed int, resPath string) string {
+	ext := filepath.Ext(resPath)
+	if s.Step.Reference != nil {
+		return fmt.Sprintf("%s-%02d%s", side, index+1, ext)
+	}
+	if seed >= 0 {
+		return fmt.Sprintf("results-seed%d%s", seed, ext)
+	}
+	return "results" + ext
 }
 
 func seedSuffix(seed int) string {
@@ -253,12 +371,219 @@ func seedSuffix(seed int) string {
 	return fmt.Sprintf(" (seed %d)", seed)
 }
 
-var statusRank = map[string]int{StatusPassed: 0, StatusSkipped: 1, StatusFailed: 2, StatusError: 3}
+// finish merges, summarises, judges and reports.
+func (br *benchRun) finish() (*step.Outcome, error) {
+	s, d := br.s, br.d
+	var err error
+	d.Backend, d.Device, d.Counts, d.Cases, err = br.merge(br.cand)
+	if err != nil {
+		return nil, err
+	}
+	d.Hardware.Backend = d.Backend
+	if d.Hardware.GPUModel == "" && d.Device != "" {
+		d.Hardware.GPUModel = d.Device
+	}
+	if d.Counts.Total == 0 {
+		return nil, fmt.Errorf("results %s hold no case\nhint: a benchmark needs at least one case with samples_ns", s.Step.Results)
+	}
+	if err := br.summarize(d.Cases, sideCandidate, br.cand); err != nil {
+		return nil, err
+	}
+	if ref := d.Reference; ref != nil {
+		ref.Backend, ref.Device, ref.Counts, ref.Cases, err = br.merge(br.ref)
+		if err != nil {
+			return nil, err
+		}
+		if ref.Backend != d.Backend || ref.Device != d.Device {
+			br.failures = append(br.failures, fmt.Sprintf("the reference ran on %s, the candidate on %s: a same-run comparison needs one device", backendString(ref.Backend, ref.Device), backendString(d.Backend, d.Device)))
+		}
+		if err := br.summarize(ref.Cases, sideReference, br.ref); err != nil {
+			return nil, err
+		}
+		if ref.Report, err = br.comparePaired(); err != nil {
+			return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
+		}
+		if ref.Report.Failed {
+			br.failures = append(br.failures, "reference gate: "+failedCases(ref.Report))
+		}
+	}
+	if s.Step.Baseline != "" {
+		g, err := gate(s, d)
+		if err != nil {
+			return nil, err
+		}
+		d.Gate = g
+		switch {
+		case g.Refused != "" && g.Enforced:
+			br.failures = append(br.failures, "baseline gate: "+g.Refused)
+		case g.Enforced && g.Report != nil && g.Report.Failed:
+			br.failures = append(br.failures, "baseline gate: "+failedCases(g.Report))
+		}
+	}
+	files, err := writeBenchmarkReports(s, d)
+	if err != nil {
+		return nil, err
+	}
+	out := br.out
+	out.Results = append(out.Results, files...)
+	out.Details = detailsWithoutSamples(d)
+	if d.Counts.Skipped > 0 {
+		s.Logger.Info("benchmark cases skipped", "skipped", d.Counts.Skipped)
+	}
+	if len(br.failures) > 0 {
+		out.Status = step.Failed
+		out.Reason = strings.Join(br.failures, "; ")
+	}
+	return out, nil
+}
 
-func mergeCase(d *BenchmarkDetails, k Case) {
+func backendString(backend, device string) string {
+	if device == "" {
+		return backend
+	}
+	return backend + "/" + device
+}
+
+// detailsWithoutSamples is d for run.json: the same facts, no raw samples.
+func detailsWithoutSamples(d *BenchmarkDetails) *BenchmarkDetails {
+	strip := func(cs []BenchmarkCase) []BenchmarkCase {
+		cs = slices.Clone(cs)
+		for i := range cs {
+			cs[i].SamplesNS = nil
+		}
+		return cs
+	}
+	details := *d
+	details.Cases = strip(d.Cases)
+	if d.Reference != nil {
+		ref := *d.Reference
+		ref.Cases = strip(ref.Cases)
+		details.Reference = &ref
+	}
+	return &details
+}
+
+func failedCases(rep *Report) string {
+	var bad []string
+	for _, c := range rep.Cases {
+		if c.Verdict == stats.Slower || c.Verdict == Missing {
+			bad = append(bad, fmt.Sprintf("%s %s (%s)", c.Name, c.Verdict, c.Reason))
+		}
+	}
+	return strings.Join(bad, "; ")
+}
+
+// merge combines one side's invocations into cases by key, tallying
+// statuses; every invocation must report the same backend and device.
+func (br *benchRun) merge(invs []invocation) (backend, device string, counts Counts, cases []BenchmarkCase, err error) {
+	for i, inv := range invs {
+		r := inv.res
+		if i == 0 {
+			backend, device = r.Backend, r.Device
+		} else if r.Backend != backend || r.Device != device {
+			br.failures = append(br.failures, fmt.Sprintf("%s invocation %d%s ran on %s, earlier ones on %s", inv.side, inv.index+1, seedSuffix(inv.seed),
+				backendString(r.Backend, r.Device), backendString(backend, device)))
+		}
+		c := r.Count()
+		counts.Total += c.Total
+		counts.Passed += c.Passed
+		counts.Failed += c.Failed
+		counts.Errored += c.Errored
+		counts.Skipped += c.Skipped
+		for _, k := range r.Cases {
+			cases = mergeCase(cases, k)
+		}
+	}
+	return backend, device, counts, cases, nil
+}
+
+// summarize computes each case's statistics, throughput, roofline and
+// adaptive-sampling account, and records the failures it finds.
+func (br *benchRun) summarize(cases []BenchmarkCase, side string, invs []invocation) error {
+	d := br.d
+	model := d.Device
+	if model == "" {
+		model = d.Hardware.GPUModel
+	}
+	prefix := ""
+	if side == sideReference {
+		prefix = "reference "
+	}
+	var measured int
+	for i := range cases {
+		c := &cases[i]
+		switch c.Status {
+		case StatusFailed, StatusError:
+			br.failures = append(br.failures, fmt.Sprintf("%scase %s %s: %s", prefix, c.Name, c.Status, c.Message))
+		case StatusPassed:
+			if len(c.SamplesNS) == 0 {
+				br.failures = append(br.failures, fmt.Sprintf("%scase %s passed but reports no samples_ns", prefix, c.Name))
+			}
+		}
+		if len(c.SamplesNS) == 0 {
+			continue
+		}
+		measured++
+		sum, err := stats.Summarize(c.SamplesNS)
+		if err != nil {
+			return fmt.Errorf("%scase %s: %w", prefix, c.Name, err)
+		}
+		c.Stats = &sum
+		if sum.Median > 0 {
+			c.GFLOPS = c.Flops / sum.Median // flop/ns = GFLOP/s
+			c.GBPS = c.Bytes / sum.Median
+		}
+		c.Roofline = roofline(d.Backend, model, d.Hardware.Simulated, c.Flops, c.Bytes, sum.Median, c.Config)
+		if br.s.Step.Repeats.Auto {
+			c.Sampling = br.sampling(c, prefix, invs)
+		}
+	}
+	if measured == 0 {
+		br.failures = append(br.failures, "no "+prefix+"case has samples: nothing was measured")
+	}
+	return nil
+}
+
+// precisionSlack absorbs rounding between the suite's arithmetic and ours.
+const precisionSlack = 1e-9
+
+// sampling checks how a case's adaptive repeats stopped in each
+// invocation. The suite's word is not taken for it: a case that claims
+// to have reached the precision must have samples that show it, and a
+// suite that reports no stop reason did not honour GPUATTEST_REPEATS=auto.
+func (br *benchRun) sampling(c *BenchmarkCase, prefix string, invs []invocation) *Sampling {
+	sp := &Sampling{Stops: map[string]int{}, Samples: len(c.SamplesNS), Precision: stats.MedianPrecision(c.SamplesNS)}
+	if math.IsInf(sp.Precision, 0) {
+		sp.Precision = 0 // not JSON-encodable; Stops and Samples tell the story
+	}
+	for _, inv := range invs {
+		for _, k := range inv.res.Cases {
+			if CaseKey(k.Name) != c.Name || len(k.SamplesNS) == 0 {
+				continue
+			}
+			if k.Stop == nil {
+				sp.Stops["unreported"]++
+				br.failures = append(br.failures, fmt.Sprintf("%scase %s reports no stop reason (invocation %d): the suite does not honour GPUATTEST_REPEATS=auto", prefix, k.Name, inv.index+1))
+				continue
+			}
+			sp.Stops[k.Stop.Reason]++
+			if k.Stop.Reason == StopPrecision {
+				if got := stats.MedianPrecision(k.SamplesNS); got > br.d.Precision+precisionSlack {
+					br.failures = append(br.failures, fmt.Sprintf("%scase %s claims the precision was reached (invocation %d), but its %d samples give ±%.3g%%, not ±%.3g%%",
+						prefix, k.Name, inv.index+1, len(k.SamplesNS), 100*got, 100*br.d.Precision))
+				}
+			}
+		}
+	}
+	return sp
+}
+
+// mergeCase appends k's samples to the case with the same key in cases,
+// keeping the worst status, or adds the case.
+func mergeCase(cases []BenchmarkCase, k Case) []BenchmarkCase {
 	key := CaseKey(k.Name)
-	for i := range d.Cases {
-		c := &d.Cases[i]
+	for i := range cases {
+		c := &cases[i]
 		if c.Name != key {
 			continue
 		}
@@ -266,7 +591,7 @@ func mergeCase(d *BenchmarkDetails, k Case) {
 		if statusRank[k.Status] > statusRank[c.Status] {
 			c.Status, c.Message = k.Status, k.Message
 		}
-		return
+		return cases
 	}
 	cfg := map[string]string{}
 	for kk, v := range k.Config {
@@ -277,10 +602,104 @@ func mergeCase(d *BenchmarkDetails, k Case) {
 	if len(cfg) == 0 {
 		cfg = nil
 	}
-	d.Cases = append(d.Cases, BenchmarkCase{
+	return append(cases, BenchmarkCase{
 		Name: key, Kernel: k.Kernel, Status: k.Status, Message: k.Message,
 		Flops: k.Flops, Bytes: k.Bytes, Config: cfg, SamplesNS: slices.Clone(k.SamplesNS),
 	})
+}
+
+var statusRank = map[string]int{StatusPassed: 0, StatusSkipped: 1, StatusFailed: 2, StatusError: 3}
+
+// invocationSamples returns the samples of case key in each invocation
+// (seed segments merged), nil for an invocation without it.
+func invocationSamples(invs []invocation, key string) [][]float64 {
+	out := make([][]float64, len(invs))
+	for i, inv := range invs {
+		for _, k := range inv.res.Cases {
+			if CaseKey(k.Name) == key {
+				out[i] = append(out[i], k.SamplesNS...)
+			}
+		}
+	}
+	return out
+}
+
+// comparePaired judges every candidate case against the reference, pair
+// by pair. A case on one side only is MISSING and fails the gate.
+func (br *benchRun) comparePaired() (*Report, error) {
+	d := br.d
+	g, err := gateSettings(br.s.Step.Gate)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Baseline:  Endpoint{Kind: sideReference, Path: d.Reference.Results, Hardware: d.Hardware},
+		Candidate: Endpoint{Kind: sideCandidate, Path: br.s.Step.Results, Hardware: d.Hardware},
+		Gate:      g,
+		Counts:    map[stats.Verdict]int{},
+	}
+	refCases := map[string]bool{}
+	for _, c := range d.Reference.Cases {
+		refCases[c.Name] = len(c.SamplesNS) > 0
+	}
+	candCases := map[string]bool{}
+	for _, c := range d.Cases {
+		candCases[c.Name] = len(c.SamplesNS) > 0
+		if !candCases[c.Name] {
+			continue
+		}
+		if !refCases[c.Name] {
+			rep.Cases = append(rep.Cases, CaseComparison{Name: c.Name, Comparison: stats.Comparison{Method: stats.MethodPaired,
+				CandidateN: len(c.SamplesNS), CandidateMedian: stats.Median(c.SamplesNS),
+				Verdict: Missing, Reason: "measured in the candidate but not in the reference"}})
+			continue
+		}
+		ref, cand := invocationSamples(br.ref, c.Name), invocationSamples(br.cand, c.Name)
+		if i := slices.IndexFunc(ref, func(x []float64) bool { return len(x) == 0 }); i >= 0 {
+			return nil, fmt.Errorf("case %s: reference invocation %d has no samples for it\nhint: every invocation must report every case", c.Name, i+1)
+		}
+		if i := slices.IndexFunc(cand, func(x []float64) bool { return len(x) == 0 }); i >= 0 {
+			return nil, fmt.Errorf("case %s: candidate invocation %d has no samples for it\nhint: every invocation must report every case", c.Name, i+1)
+		}
+		cmp, err := stats.ComparePaired(ref, cand, g)
+		if err != nil {
+			return nil, fmt.Errorf("case %s: %w", c.Name, err)
+		}
+		rep.Cases = append(rep.Cases, CaseComparison{Name: c.Name, Comparison: cmp})
+	}
+	for _, c := range d.Reference.Cases {
+		if len(c.SamplesNS) > 0 && !candCases[c.Name] {
+			rep.Cases = append(rep.Cases, CaseComparison{Name: c.Name, Comparison: stats.Comparison{Method: stats.MethodPaired,
+				BaselineN: len(c.SamplesNS), BaselineMedian: stats.Median(c.SamplesNS),
+				Verdict: Missing, Reason: "measured in the reference but not in the candidate"}})
+		}
+	}
+	for _, c := range rep.Cases {
+		rep.Counts[c.Verdict]++
+		if c.Verdict == stats.Slower || c.Verdict == Missing {
+			rep.Failed = true
+		}
+	}
+	return rep, nil
+}
+
+// gateSettings turns a step's gate into stats.Gate, defaults filled in.
+func gateSettings(gt *pipeline.Gate) (stats.Gate, error) {
+	g := stats.Gate{Threshold: stats.DefaultThreshold, Alpha: stats.DefaultAlpha}
+	if gt == nil {
+		return g, nil
+	}
+	if gt.Threshold != "" {
+		t, err := pipeline.ParsePercent(gt.Threshold)
+		if err != nil {
+			return g, fmt.Errorf("gate.threshold: %w", err)
+		}
+		g.Threshold = t
+	}
+	if gt.Alpha != 0 {
+		g.Alpha = gt.Alpha
+	}
+	return g, nil
 }
 
 // baselinePath resolves a step's baseline: relative to the pipeline file's
@@ -297,7 +716,7 @@ func baselinePath(s *step.Context) string {
 	return filepath.Join(dir, filepath.FromSlash(b))
 }
 
-func gate(s *step.Context, d *BenchmarkDetails, hw Hardware) (*GateResult, error) {
+func gate(s *step.Context, d *BenchmarkDetails) (*GateResult, error) {
 	path := baselinePath(s)
 	base, err := LoadSampleSet(path, "baseline")
 	if err != nil {
@@ -314,30 +733,23 @@ func gate(s *step.Context, d *BenchmarkDetails, hw Hardware) (*GateResult, error
 			cand.Cases = append(cand.Cases, SampleCase{Name: c.Name, SamplesNS: c.SamplesNS, Flops: c.Flops, Bytes: c.Bytes})
 		}
 	}
-	var opts []CompareOption
-	if gt := s.Step.Gate; gt != nil {
-		if gt.Threshold != "" {
-			t, err := pipeline.ParsePercent(gt.Threshold)
-			if err != nil {
-				return nil, fmt.Errorf("step %s: gate.threshold: %w", s.Step.ID, err)
-			}
-			opts = append(opts, WithThreshold(t))
-		}
-		if gt.Alpha != 0 {
-			opts = append(opts, WithAlpha(gt.Alpha))
-		}
-		if gt.AllowHardwareMismatch {
-			opts = append(opts, AllowHardwareMismatch())
-		}
+	gs, err := gateSettings(s.Step.Gate)
+	if err != nil {
+		return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
+	}
+	opts := []CompareOption{WithThreshold(gs.Threshold), WithAlpha(gs.Alpha)}
+	if s.Step.Gate != nil && s.Step.Gate.AllowHardwareMismatch {
+		opts = append(opts, AllowHardwareMismatch())
 	}
 	rep, err := Compare(base, cand, opts...)
-	if errors.Is(err, ErrHardwareMismatch) {
-		s.Logger.Warn("baseline gate refused", "err", err)
-		g.Refused = strings.ReplaceAll(err.Error(), "\n", " ")
-		return g, nil
-	}
 	if err != nil {
 		return nil, fmt.Errorf("step %s: comparing with the baseline: %w", s.Step.ID, err)
+	}
+	if rep.HardwareRefused {
+		msg := rep.RefusalMessage()
+		s.Logger.Warn("baseline gate refused", "err", msg)
+		g.Refused = strings.ReplaceAll(msg, "\n", " ")
+		return g, nil
 	}
 	if len(rep.HardwareMismatch) > 0 {
 		s.Logger.Warn("COMPARING ACROSS DIFFERENT HARDWARE (allowHardwareMismatch)", "differences", strings.Join(rep.HardwareMismatch, "; "))
@@ -359,30 +771,63 @@ func writeBenchmarkReports(s *step.Context, d *BenchmarkDetails) ([]step.File, e
 		return nil, err
 	}
 	files = append(files, f)
-	f, err = writeStepFile(s, "samples.csv", "samples", func(w io.Writer) error {
-		cw := csv.NewWriter(w)
-		if err := cw.Write([]string{"case", "iteration", "ns"}); err != nil {
-			return err
-		}
-		for _, c := range d.Cases {
-			for i, v := range c.SamplesNS {
-				if err := cw.Write([]string{c.Name, strconv.Itoa(i), strconv.FormatFloat(v, 'f', -1, 64)}); err != nil {
-					return err
-				}
-			}
-		}
-		cw.Flush()
-		return cw.Error()
-	})
+	f, err = writeStepFile(s, "samples.csv", "samples", func(w io.Writer) error { return writeSamplesCSV(w, d) })
 	if err != nil {
 		return nil, err
 	}
 	files = append(files, f)
-	verdicts := map[string]CaseComparison{}
-	if d.Gate != nil && d.Gate.Report != nil {
-		for _, c := range d.Gate.Report.Cases {
-			verdicts[c.Name] = c
+	f, err = writeStepFile(s, "junit.xml", "junit", func(w io.Writer) error { return WriteJUnit(w, "gpuattest."+s.Step.ID, benchmarkJUnit(s, d)) })
+	if err != nil {
+		return nil, err
+	}
+	return append(files, f), nil
+}
+
+// writeSamplesCSV writes every raw sample: case, iteration, ns, and the
+// side (candidate or reference) it was measured on.
+func writeSamplesCSV(w io.Writer, d *BenchmarkDetails) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"case", "iteration", "ns", "side"}); err != nil {
+		return err
+	}
+	sides := []struct {
+		name  string
+		cases []BenchmarkCase
+	}{{sideCandidate, d.Cases}}
+	if d.Reference != nil {
+		sides = append(sides, struct {
+			name  string
+			cases []BenchmarkCase
+		}{sideReference, d.Reference.Cases})
+	}
+	for _, sd := range sides {
+		for _, c := range sd.cases {
+			for i, v := range c.SamplesNS {
+				if err := cw.Write([]string{c.Name, strconv.Itoa(i), strconv.FormatFloat(v, 'f', -1, 64), sd.name}); err != nil {
+					return err
+				}
+			}
 		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// benchmarkJUnit is one JUnit case per benchmark case, failed when the
+// case failed, has no samples, or is SLOWER or MISSING against an enforced
+// reference or baseline.
+func benchmarkJUnit(s *step.Context, d *BenchmarkDetails) []JUnitCase {
+	type judged struct {
+		label    string
+		rep      *Report
+		enforced bool
+	}
+	var reps []judged
+	if d.Reference != nil && d.Reference.Report != nil {
+		reps = append(reps, judged{sideReference, d.Reference.Report, true})
+	}
+	if d.Gate != nil && d.Gate.Report != nil {
+		reps = append(reps, judged{"baseline", d.Gate.Report, d.Gate.Enforced})
 	}
 	var jc []JUnitCase
 	for _, c := range d.Cases {
@@ -394,28 +839,30 @@ func writeBenchmarkReports(s *step.Context, d *BenchmarkDetails) ([]step.File, e
 		if c.Status == StatusPassed && len(c.SamplesNS) == 0 {
 			j.Status, j.Message = StatusFailed, "no samples"
 		}
-		if v, ok := verdicts[c.Name]; ok {
-			j.Output += "\nbaseline: " + string(v.Verdict) + ": " + v.Reason
-			if d.Gate.Enforced && (v.Verdict == stats.Slower || v.Verdict == Missing) && j.Status == StatusPassed {
-				j.Status, j.Message = StatusFailed, string(v.Verdict)+": "+v.Reason
+		for _, r := range reps {
+			for _, v := range r.rep.Cases {
+				if v.Name != c.Name {
+					continue
+				}
+				j.Output += "\n" + r.label + ": " + string(v.Verdict) + ": " + v.Reason
+				if r.enforced && (v.Verdict == stats.Slower || v.Verdict == Missing) && j.Status == StatusPassed {
+					j.Status, j.Message = StatusFailed, r.label+" "+string(v.Verdict)+": "+v.Reason
+				}
 			}
 		}
 		jc = append(jc, j)
 	}
-	if d.Gate != nil && d.Gate.Report != nil {
-		for _, v := range d.Gate.Report.Cases {
-			if v.Verdict == Missing {
-				st := StatusPassed
-				if d.Gate.Enforced {
-					st = StatusFailed
-				}
-				jc = append(jc, JUnitCase{Name: v.Name, Classname: "benchmark." + s.Step.ID, Status: st, Message: "MISSING: " + v.Reason})
+	for _, r := range reps {
+		for _, v := range r.rep.Cases {
+			if v.Verdict != Missing || slices.ContainsFunc(d.Cases, func(c BenchmarkCase) bool { return c.Name == v.Name }) {
+				continue
 			}
+			st := StatusPassed
+			if r.enforced {
+				st = StatusFailed
+			}
+			jc = append(jc, JUnitCase{Name: v.Name, Classname: "benchmark." + s.Step.ID, Status: st, Message: r.label + " MISSING: " + v.Reason})
 		}
 	}
-	f, err = writeStepFile(s, "junit.xml", "junit", func(w io.Writer) error { return WriteJUnit(w, "gpuattest."+s.Step.ID, jc) })
-	if err != nil {
-		return nil, err
-	}
-	return append(files, f), nil
+	return jc
 }

@@ -137,8 +137,8 @@ func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 	if s.Step.Warmup > 0 {
 		env = append(env, "GPUATTEST_WARMUP="+strconv.Itoa(s.Step.Warmup))
 	}
-	if s.Step.Repeats > 0 {
-		env = append(env, "GPUATTEST_REPEATS="+strconv.Itoa(s.Step.Repeats))
+	if s.Step.Repeats.N > 0 {
+		env = append(env, "GPUATTEST_REPEATS="+strconv.Itoa(s.Step.Repeats.N))
 	}
 	if len(s.Step.Seeds) > 0 {
 		env = append(env, "GPUATTEST_SEED="+strconv.Itoa(s.Step.Seeds[0]))

@@ -144,6 +144,49 @@ func LoadSampleSet(path, what string) (*SampleSet, error) {
 	return nil, fmt.Errorf("%s: /schema: %q is not a format gpuattest compares\nhint: expected a results file (%s), a benchmark.json (%s) or a baseline (%s)", path, head.Schema, ResultsSchemaID, BenchmarkSchemaID, BaselineSchemaID)
 }
 
+// RefusalMessage says why a report was refused for differing hardware,
+// with a hint; empty when it was not.
+func (r *Report) RefusalMessage() string {
+	if !r.HardwareRefused {
+		return ""
+	}
+	return fmt.Sprintf("refusing to compare samples from different hardware (%s)\nhint: re-record the baseline on this hardware, compare against a same-run reference, or pass --allow-hardware-mismatch (gate.allowHardwareMismatch) to compare anyway", strings.Join(r.HardwareMismatch, "; "))
+}
+
+// refuseHardware fills rep with an AMBIGUOUS case for every case of
+// either side: samples from different hardware cannot tell a regression.
+func refuseHardware(rep *Report, baseline, candidate *SampleSet) *Report {
+	reason := "different hardware (" + strings.Join(rep.HardwareMismatch, "; ") + "): not compared"
+	seen := map[string]bool{}
+	add := func(name string, b, c []float64) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		cmp := stats.Comparison{BaselineN: len(b), CandidateN: len(c), Verdict: stats.Ambiguous, Reason: reason}
+		if len(b) > 0 {
+			cmp.BaselineMedian = stats.Median(b)
+		}
+		if len(c) > 0 {
+			cmp.CandidateMedian = stats.Median(c)
+		}
+		rep.Cases = append(rep.Cases, CaseComparison{Name: name, Comparison: cmp})
+	}
+	cand := map[string][]float64{}
+	for _, c := range candidate.Cases {
+		cand[c.Name] = c.SamplesNS
+	}
+	for _, b := range baseline.Cases {
+		add(b.Name, b.SamplesNS, cand[b.Name])
+	}
+	for _, c := range candidate.Cases {
+		add(c.Name, nil, c.SamplesNS)
+	}
+	rep.Counts[stats.Ambiguous] = len(rep.Cases)
+	rep.HardwareRefused, rep.Failed = true, true
+	return rep
+}
+
 // Verdicts beyond stats.Verdict for cases present on one side only.
 const (
 	// Missing: the case is in the baseline but not in the candidate; it
@@ -168,13 +211,19 @@ type Report struct {
 	// Gate holds the threshold and alpha used.
 	Gate stats.Gate `json:"gate"`
 	// HardwareMismatch lists the differences between the two sides'
-	// hardware; non-empty only when the comparison was allowed anyway.
+	// hardware.
 	HardwareMismatch []string `json:"hardware_mismatch,omitempty"`
+	// HardwareRefused is true when the hardware differs and the
+	// comparison was not allowed: every case is then AMBIGUOUS (samples
+	// from different hardware say nothing about a regression) and the
+	// report fails.
+	HardwareRefused bool `json:"hardware_refused,omitempty"`
 	// Cases are the per-case comparisons, baseline order then new cases.
 	Cases []CaseComparison `json:"cases"`
 	// Counts tallies verdicts.
 	Counts map[stats.Verdict]int `json:"counts"`
-	// Failed is true when any case is SLOWER or MISSING.
+	// Failed is true when any case is SLOWER or MISSING, or the hardware
+	// was refused.
 	Failed bool `json:"failed"`
 }
 
@@ -184,10 +233,6 @@ type Endpoint struct {
 	Kind     string   `json:"kind"`
 	Hardware Hardware `json:"hardware"`
 }
-
-// ErrHardwareMismatch is returned by Compare when the two sides come from
-// different hardware and the comparison was not explicitly allowed.
-var ErrHardwareMismatch = errors.New("hardware mismatch")
 
 // CompareOption configures Compare.
 type CompareOption func(*compareOptions) error
@@ -225,9 +270,9 @@ func AllowHardwareMismatch() CompareOption {
 	return func(o *compareOptions) error { o.allowMismatch = true; return nil }
 }
 
-// Compare judges each case of candidate against baseline. It returns an
-// error wrapping ErrHardwareMismatch when the hardware differs and
-// AllowHardwareMismatch was not given.
+// Compare judges each case of candidate against baseline. When the
+// hardware differs and AllowHardwareMismatch was not given, every case is
+// AMBIGUOUS with the differing fields, and the report fails.
 func Compare(baseline, candidate *SampleSet, opts ...CompareOption) (*Report, error) {
 	o := compareOptions{gate: stats.Gate{Threshold: stats.DefaultThreshold, Alpha: stats.DefaultAlpha}}
 	for _, f := range opts {
@@ -245,10 +290,10 @@ func Compare(baseline, candidate *SampleSet, opts ...CompareOption) (*Report, er
 		Counts:    map[stats.Verdict]int{},
 	}
 	if diff := baseline.Hardware.Differences(candidate.Hardware); len(diff) > 0 {
-		if !o.allowMismatch {
-			return nil, fmt.Errorf("%w: refusing to compare samples from different hardware (%s)\nhint: re-record the baseline on this hardware, or pass --allow-hardware-mismatch (gate.allowHardwareMismatch) to compare anyway", ErrHardwareMismatch, strings.Join(diff, "; "))
-		}
 		rep.HardwareMismatch = diff
+		if !o.allowMismatch {
+			return refuseHardware(rep, baseline, candidate), nil
+		}
 	}
 	cand := map[string]SampleCase{}
 	for _, c := range candidate.Cases {

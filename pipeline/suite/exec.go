@@ -12,6 +12,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/digest"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -19,7 +20,13 @@ import (
 // runStep runs the step's command once through its runner with extra
 // environment variables set on top of s.Env.
 func runStep(ctx context.Context, s *step.Context, extra ...string) (*runner.Result, error) {
-	args := s.Step.Run.Args()
+	return runCommand(ctx, s, s.Step.Run, extra...)
+}
+
+// runCommand runs cmd once as the step would run its own: same runner,
+// work dir, image, GPU access and environment, plus extra.
+func runCommand(ctx context.Context, s *step.Context, cmd pipeline.Command, extra ...string) (*runner.Result, error) {
+	args := cmd.Args()
 	if len(args) == 0 {
 		return nil, fmt.Errorf("step %s: run is empty", s.Step.ID)
 	}
@@ -53,14 +60,19 @@ func setEnv(env []string, kv ...string) []string {
 
 // resultsPath is the absolute path of the step's results file.
 func resultsPath(s *step.Context) (string, error) {
-	r := s.Step.Results
-	if r == "" {
-		return "", fmt.Errorf("step %s: no results file declared\nhint: add results: out/results.json (the file the command writes)", s.Step.ID)
+	return workPath(s, s.Step.Results, "results")
+}
+
+// workPath is the absolute path of a file the step names relative to its
+// work dir (what says which field, for the error).
+func workPath(s *step.Context, rel, what string) (string, error) {
+	if rel == "" {
+		return "", fmt.Errorf("step %s: no %s file declared\nhint: add results: out/results.json (the file the command writes)", s.Step.ID, what)
 	}
-	if filepath.IsAbs(r) {
-		return r, nil
+	if filepath.IsAbs(rel) {
+		return rel, nil
 	}
-	return filepath.Join(s.WorkDir, filepath.FromSlash(r)), nil
+	return filepath.Join(s.WorkDir, filepath.FromSlash(rel)), nil
 }
 
 // removeStale deletes a results file left by an earlier run so that a

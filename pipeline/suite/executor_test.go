@@ -127,7 +127,7 @@ func TestTestExecutor(t *testing.T) {
 }
 
 func benchStep(id string, scale string, extra func(*pipeline.Step)) pipeline.Step {
-	st := pipeline.Step{ID: id, Kind: "benchmark", Run: sh(`"$HARNESS" out.json ` + scale), Results: "out.json", Warmup: 2, Repeats: 15, Seeds: []int{1, 2}}
+	st := pipeline.Step{ID: id, Kind: "benchmark", Run: sh(`"$HARNESS" out.json ` + scale), Results: "out.json", Warmup: 2, Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2}}
 	if extra != nil {
 		extra(&st)
 	}
@@ -329,7 +329,7 @@ func TestBurnin(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(tt.run), Results: "out.json", Duration: pipeline.Duration(tt.duration), LeakTolerance: tt.leak, Repeats: 3})
+			s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(tt.run), Results: "out.json", Duration: pipeline.Duration(tt.duration), LeakTolerance: tt.leak, Repeats: pipeline.Repeats{N: 3}})
 			ctx := t.Context()
 			if tt.cancel > 0 {
 				var cancel context.CancelFunc

@@ -73,6 +73,27 @@ type Case struct {
 	// DeviceMemoryUsedBytes is the device memory in use after the case
 	// (cuda backend), zero when not measured.
 	DeviceMemoryUsedBytes int64 `json:"device_memory_used_bytes,omitempty" jsonschema:"minimum=0"`
+	// Stop says why sampling stopped, for adaptive repeats
+	// (GPUATTEST_REPEATS=auto).
+	Stop *Stop `json:"stop,omitempty"`
+}
+
+// Stop reasons of adaptive repeats.
+const (
+	// StopPrecision: the 95 % interval of the median reached ±precision.
+	StopPrecision = "precision"
+	// StopMaxTime: the case sampled for the whole GPUATTEST_MAX_TIME.
+	StopMaxTime = "max_time"
+	// StopMaxSamples: the suite's own cap on samples was reached.
+	StopMaxSamples = "max_samples"
+)
+
+// Stop says why a case with adaptive repeats stopped sampling.
+type Stop struct {
+	// Reason is precision, max_time or max_samples.
+	Reason string `json:"reason" jsonschema:"enum=precision,enum=max_time,enum=max_samples"`
+	// ElapsedSeconds is how long the case sampled.
+	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
 }
 
 // Correctness compares a kernel's output with its reference.

@@ -80,8 +80,23 @@ func TestCompareSets(t *testing.T) {
 	if got["a"] != stats.Same || got["gone"] != Missing || got["fresh"] != New || !rep.Failed {
 		t.Errorf("verdicts %v failed=%v", got, rep.Failed)
 	}
-	if _, err := Compare(base, &SampleSet{Hardware: Hardware{Backend: "cuda"}}); err == nil || !strings.Contains(err.Error(), "backend: cpu vs cuda") {
-		t.Errorf("backend mismatch: %v", err)
+	// Different hardware: not compared, every case AMBIGUOUS, and the
+	// report fails.
+	gpu := &SampleSet{Hardware: Hardware{Backend: "cuda"}, Cases: []SampleCase{{Name: "a", SamplesNS: mk(1, 30)}}}
+	rep, err = Compare(base, gpu)
+	if err != nil || !rep.HardwareRefused || !rep.Failed || !strings.Contains(rep.RefusalMessage(), "backend: cpu vs cuda") {
+		t.Fatalf("backend mismatch: %v %+v", err, rep)
+	}
+	if len(rep.Cases) != 2 || rep.Counts[stats.Ambiguous] != 2 {
+		t.Errorf("backend mismatch cases %+v", rep.Cases)
+	}
+	for _, c := range rep.Cases {
+		if c.Verdict != stats.Ambiguous || !strings.Contains(c.Reason, "different hardware (backend: cpu vs cuda") {
+			t.Errorf("%s: %s %q", c.Name, c.Verdict, c.Reason)
+		}
+	}
+	if rep, err := Compare(base, gpu, AllowHardwareMismatch()); err != nil || rep.HardwareRefused || len(rep.HardwareMismatch) == 0 {
+		t.Errorf("allowed mismatch: %v %+v", err, rep)
 	}
 	if _, err := Compare(&SampleSet{}, cand); err == nil {
 		t.Error("empty baseline accepted")

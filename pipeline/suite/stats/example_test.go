@@ -17,6 +17,6 @@ func ExampleCompare() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("%s %+.1f%% p=%.1e\n", c.Verdict, 100*c.Shift.Delta, c.Test.P)
+	fmt.Printf("%s %+.1f%% p=%.1e\n", c.Verdict, 100*c.Shift.Delta, c.P())
 	// Output: SLOWER +10.0% p=7.4e-07
 }

@@ -175,3 +175,24 @@ func lnChoose(n, k int) float64 {
 	c, _ := math.Lgamma(float64(n - k + 1))
 	return a - b - c
 }
+
+// StopLevel is the confidence level of adaptive repeats' stopping rule.
+const StopLevel = 0.95
+
+// MedianPrecision is the half-width of the StopLevel interval of the
+// median of xs, relative to the median: adaptive repeats stop a case once
+// it is at most the requested precision. It is +Inf for a sample too
+// small for an exact interval.
+func MedianPrecision(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.Inf(1)
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	ci := medianCISorted(s, StopLevel)
+	m := quantileSorted(s, 0.5)
+	if !ci.Exact || !(m > 0) {
+		return math.Inf(1)
+	}
+	return (ci.Hi - ci.Lo) / 2 / m
+}

@@ -41,6 +41,12 @@ type Gate struct {
 
 // Comparison is the gate's full account of one case.
 type Comparison struct {
+	// Method is how the sides were compared: MethodMannWhitney for two
+	// pooled samples, MethodPaired for a same-run reference.
+	Method string `json:"method,omitempty"`
+	// Pairs is the number of (reference, candidate) invocation pairs
+	// (MethodPaired).
+	Pairs int `json:"pairs,omitempty"`
 	// BaselineN and CandidateN are the sample sizes.
 	BaselineN  int `json:"baseline_n"`
 	CandidateN int `json:"candidate_n"`
@@ -52,27 +58,25 @@ type Comparison struct {
 	// Shift is the Hodges-Lehmann relative shift with its interval; the
 	// verdict uses it.
 	Shift Shift `json:"shift"`
-	// Test is the Mann-Whitney U test.
-	Test MannWhitneyResult `json:"mann_whitney"`
+	// Test is the Mann-Whitney U test (MethodMannWhitney).
+	Test *MannWhitneyResult `json:"mann_whitney,omitempty"`
+	// SignedRank is the Wilcoxon signed-rank test of the pairs' log ratios
+	// (MethodPaired).
+	SignedRank *SignedRankResult `json:"signed_rank,omitempty"`
 	// Verdict is the judgement; Reason says why in one line.
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason"`
 }
 
-// Compare judges candidate timings against baseline timings.
-//
-//   - fewer than MinSamples on either side: Ambiguous;
-//   - p < Alpha and shift > Threshold: Slower; p < Alpha and shift <
-//     -Threshold: Faster;
-//   - |shift| ≤ Threshold and either significant or with its interval
-//     inside ±Threshold: Same;
-//   - anything else (not significant, yet the interval reaches past the
-//     threshold): Ambiguous.
+// Compare judges candidate timings against baseline timings, two pooled
+// samples (MethodMannWhitney): fewer than MinSamples on either side is
+// Ambiguous; otherwise the Mann-Whitney p-value and the Hodges-Lehmann
+// shift decide as judge says.
 func Compare(baseline, candidate []float64, g Gate) (Comparison, error) {
 	if g.Threshold < 0 || g.Alpha <= 0 || g.Alpha >= 1 {
 		return Comparison{}, fmt.Errorf("gate: threshold %v must be ≥ 0 and alpha %v in (0, 1)", g.Threshold, g.Alpha)
 	}
-	c := Comparison{BaselineN: len(baseline), CandidateN: len(candidate)}
+	c := Comparison{Method: MethodMannWhitney, BaselineN: len(baseline), CandidateN: len(candidate)}
 	if len(baseline) == 0 || len(candidate) == 0 {
 		c.Verdict = Ambiguous
 		c.Reason = fmt.Sprintf("no samples (baseline n=%d, candidate n=%d)", len(baseline), len(candidate))
@@ -88,31 +92,63 @@ func Compare(baseline, candidate []float64, g Gate) (Comparison, error) {
 		return Comparison{}, err
 	}
 	c.Shift = sh
-	c.Test = MannWhitney(candidate, baseline)
+	mw := MannWhitney(candidate, baseline)
+	c.Test = &mw
+	if c.BaselineN < MinSamples || c.CandidateN < MinSamples {
+		c.Verdict = Ambiguous
+		c.Reason = fmt.Sprintf("too few samples (baseline n=%d, candidate n=%d; need ≥ %d a side)", c.BaselineN, c.CandidateN, MinSamples)
+		return c, nil
+	}
+	judge(&c, mw.P, g)
+	return c, nil
+}
+
+// P returns the p-value the verdict used, NaN when no test ran.
+func (c *Comparison) P() float64 {
+	switch {
+	case c.SignedRank != nil:
+		return c.SignedRank.P
+	case c.Test != nil:
+		return c.Test.P
+	}
+	return math.NaN()
+}
+
+// judge sets c's verdict and reason from its shift, the test's p-value and
+// the gate:
+//
+//   - p < Alpha and shift > Threshold: Slower; p < Alpha and shift <
+//     -Threshold: Faster;
+//   - |shift| ≤ Threshold and either significant or with its interval
+//     inside ±Threshold: Same;
+//   - anything else (not significant, yet the interval reaches past the
+//     threshold): Ambiguous.
+func judge(c *Comparison, p float64, g Gate) {
+	sh := c.Shift
 	pct := func(v float64) string { return fmt.Sprintf("%+.2f%%", 100*v) }
 	thr := fmt.Sprintf("%.2f%%", 100*g.Threshold)
 	ci := fmt.Sprintf("[%s, %s]", pct(sh.CI.Lo), pct(sh.CI.Hi))
-	sig := c.Test.P < g.Alpha
+	sig := p < g.Alpha
 	switch {
-	case c.BaselineN < MinSamples || c.CandidateN < MinSamples:
-		c.Verdict = Ambiguous
-		c.Reason = fmt.Sprintf("too few samples (baseline n=%d, candidate n=%d; need ≥ %d a side)", c.BaselineN, c.CandidateN, MinSamples)
 	case sig && sh.Delta > g.Threshold:
 		c.Verdict = Slower
-		c.Reason = fmt.Sprintf("slower by %s %s, p=%.2g < %g, beyond the %s threshold", pct(sh.Delta), ci, c.Test.P, g.Alpha, thr)
+		c.Reason = fmt.Sprintf("slower by %s %s, p=%.2g < %g, beyond the %s threshold", pct(sh.Delta), ci, p, g.Alpha, thr)
 	case sig && sh.Delta < -g.Threshold:
 		c.Verdict = Faster
-		c.Reason = fmt.Sprintf("faster by %s %s, p=%.2g < %g", pct(-sh.Delta), ci, c.Test.P, g.Alpha)
+		c.Reason = fmt.Sprintf("faster by %s %s, p=%.2g < %g", pct(-sh.Delta), ci, p, g.Alpha)
 	case math.Abs(sh.Delta) <= g.Threshold && (sig || (sh.CI.Lo >= -g.Threshold && sh.CI.Hi <= g.Threshold)):
 		c.Verdict = Same
 		if sig {
-			c.Reason = fmt.Sprintf("changed by %s %s (p=%.2g), within the %s threshold", pct(sh.Delta), ci, c.Test.P, thr)
+			c.Reason = fmt.Sprintf("changed by %s %s (p=%.2g), within the %s threshold", pct(sh.Delta), ci, p, thr)
 		} else {
-			c.Reason = fmt.Sprintf("no significant change: %s %s, p=%.2g", pct(sh.Delta), ci, c.Test.P)
+			c.Reason = fmt.Sprintf("no significant change: %s %s, p=%.2g", pct(sh.Delta), ci, p)
 		}
 	default:
+		hint := "more repeats or a quieter machine"
+		if c.Method == MethodPaired {
+			hint = "more rounds or a quieter machine"
+		}
 		c.Verdict = Ambiguous
-		c.Reason = fmt.Sprintf("inconclusive: %s %s, p=%.2g; the interval reaches past the %s threshold (hint: more repeats or a quieter machine)", pct(sh.Delta), ci, c.Test.P, thr)
+		c.Reason = fmt.Sprintf("inconclusive: %s %s, p=%.2g; the interval reaches past the %s threshold (hint: %s)", pct(sh.Delta), ci, p, thr, hint)
 	}
-	return c, nil
 }

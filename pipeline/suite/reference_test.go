@@ -1,0 +1,328 @@
+package suite
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+)
+
+// refStep is a benchmark of the stand-in harness against itself: the
+// candidate's second case takes scale times as long as the reference's.
+func refStep(scale string, edit func(*pipeline.Step)) pipeline.Step {
+	st := pipeline.Step{ID: "bench", Kind: "benchmark", Run: sh(`"$HARNESS" cand.json ` + scale), Results: "cand.json",
+		Reference: &pipeline.Reference{Run: sh(`"$HARNESS" ref.json 1`), Results: "ref.json"},
+		Rounds:    10, Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2, 3},
+		Gate: &pipeline.Gate{Threshold: "10%", Alpha: 0.01}}
+	if edit != nil {
+		edit(&st)
+	}
+	return st
+}
+
+func TestBenchmarkReference(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		scale       string
+		edit        func(*pipeline.Step)
+		wantStatus  step.Status
+		wantVerdict map[string]stats.Verdict
+		wantReason  string
+	}{
+		{name: "identical sides", scale: "1", wantStatus: step.Passed, wantVerdict: map[string]stats.Verdict{"copy/n=1024": stats.Same, "scale/n=1024": stats.Same}},
+		{name: "candidate 33% slower", scale: "1.33", wantStatus: step.Failed, wantVerdict: map[string]stats.Verdict{"copy/n=1024": stats.Same, "scale/n=1024": stats.Slower}, wantReason: "reference gate: scale/n=1024 SLOWER"},
+		{name: "candidate faster", scale: "0.7", wantStatus: step.Passed, wantVerdict: map[string]stats.Verdict{"scale/n=1024": stats.Faster}},
+		{name: "case only in the reference", scale: "1",
+			edit: func(st *pipeline.Step) {
+				st.Reference.Run = sh(`"$HARNESS" ref.json 1 && sed 's/"name":"copy/"name":"gone/' ref.json > ref.tmp && mv ref.tmp ref.json`)
+			},
+			wantStatus: step.Failed, wantVerdict: map[string]stats.Verdict{"copy/n=1024": Missing, "gone/n=1024": Missing}, wantReason: "MISSING (measured in the candidate but not in the reference)"},
+		{name: "reference case fails", scale: "1", edit: func(st *pipeline.Step) { st.Reference.Run = sh(`"$HARNESS" ref.json 1 failed`) },
+			wantStatus: step.Failed, wantReason: "reference case scale/n=1024 failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newContext(t, refStep(tt.scale, tt.edit))
+			out, err := Benchmark{Rand: rand.New(rand.NewPCG(1, 2))}.Execute(t.Context(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != tt.wantStatus || !strings.Contains(out.Reason, tt.wantReason) {
+				t.Errorf("status %s reason %q, want %s with %q", out.Status, out.Reason, tt.wantStatus, tt.wantReason)
+			}
+			d := out.Details.(*BenchmarkDetails)
+			ref := d.Reference
+			if ref == nil || ref.Report == nil {
+				t.Fatalf("no reference report: %+v", d)
+			}
+			got := map[string]stats.Verdict{}
+			for _, c := range ref.Report.Cases {
+				got[c.Name] = c.Verdict
+				if c.Verdict != Missing && (c.Method != stats.MethodPaired || c.Pairs != 10 || c.SignedRank == nil) {
+					t.Errorf("%s: method %q pairs %d", c.Name, c.Method, c.Pairs)
+				}
+			}
+			for name, v := range tt.wantVerdict {
+				if got[name] != v {
+					t.Errorf("%s: verdict %s, want %s (all: %v)", name, got[name], v, got)
+				}
+			}
+			// Ten rounds each, interleaved in ABBA blocks: every block has
+			// both sides twice, and the i-th of each side are neighbours.
+			if ref.Rounds != 10 || len(strings.ReplaceAll(ref.Order, " ", "")) != 20 {
+				t.Errorf("rounds %d order %q", ref.Rounds, ref.Order)
+			}
+			for _, blk := range strings.Fields(ref.Order) {
+				if blk != "RCCR" && blk != "CRRC" && blk != "RC" && blk != "CR" {
+					t.Errorf("block %q is not ABBA", blk)
+				}
+			}
+			var cands, refs int
+			for _, f := range out.Results {
+				switch {
+				case strings.HasPrefix(f.Path, "steps/bench/candidate-"):
+					cands++
+				case strings.HasPrefix(f.Path, "steps/bench/reference-"):
+					refs++
+				}
+			}
+			if cands != 10 || refs != 10 {
+				t.Errorf("results copied: %d candidate, %d reference, want 10 each", cands, refs)
+			}
+			if _, err := os.Stat(filepath.Join(s.StepDir, "benchmark.json")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestBenchmarkReferenceJUnitAndCSV(t *testing.T) {
+	t.Parallel()
+	s := newContext(t, refStep("1.33", nil))
+	out, err := Benchmark{Rand: rand.New(rand.NewPCG(3, 4))}.Execute(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := os.ReadFile(filepath.Join(s.StepDir, "junit.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(j), `failures="1"`) || !strings.Contains(string(j), "reference SLOWER: slower by") {
+		t.Errorf("junit lacks the verdicts:\n%s", j)
+	}
+	csv, _ := os.ReadFile(filepath.Join(s.StepDir, "samples.csv"))
+	if !strings.Contains(string(csv), ",reference\n") || !strings.Contains(string(csv), ",candidate\n") {
+		t.Errorf("samples.csv lacks the sides")
+	}
+	// run.json's details carry no raw samples; benchmark.json does.
+	d := out.Details.(*BenchmarkDetails)
+	if len(d.Cases[0].SamplesNS) != 0 || len(d.Reference.Cases[0].SamplesNS) != 0 {
+		t.Error("details carry raw samples")
+	}
+	set, err := LoadSampleSet(filepath.Join(s.StepDir, "benchmark.json"), "benchmark")
+	if err != nil || len(set.Cases) != 2 || len(set.Cases[0].SamplesNS) != 10*15*1 {
+		t.Errorf("benchmark.json: %v %+v", err, set)
+	}
+}
+
+func TestABBAOrder(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	for rounds := 2; rounds <= 13; rounds++ {
+		o := abbaOrder(rounds, r)
+		if len(o) != 2*rounds {
+			t.Fatalf("rounds %d: %d invocations", rounds, len(o))
+		}
+		var c, ref int
+		for i := 0; i < len(o); i += 2 {
+			if o[i] == o[i+1] {
+				t.Fatalf("rounds %d: invocations %d and %d are the same side: %s", rounds, i, i+1, orderString(o))
+			}
+		}
+		for _, v := range o {
+			if v {
+				c++
+			} else {
+				ref++
+			}
+		}
+		if c != rounds || ref != rounds {
+			t.Errorf("rounds %d: %d candidate, %d reference", rounds, c, ref)
+		}
+	}
+}
+
+var (
+	spinOnce sync.Once
+	spinBin  string
+	spinErr  error
+)
+
+// buildSpin compiles testdata/spin, a real CPU workload of a given size.
+func buildSpin(t *testing.T) string {
+	t.Helper()
+	spinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuattest-spin-")
+		if err != nil {
+			spinErr = err
+			return
+		}
+		spinBin = filepath.Join(dir, "spin")
+		out, err := exec.Command("go", "build", "-o", spinBin, "./testdata/spin").CombinedOutput()
+		if err != nil {
+			spinErr = err
+			spinBin = string(out)
+		}
+	})
+	if spinErr != nil {
+		t.Fatalf("building testdata/spin: %v\n%s", spinErr, spinBin)
+	}
+	return spinBin
+}
+
+// loadMachine runs n busy processes (yes > /dev/null) until the test ends.
+func loadMachine(t *testing.T, n int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var cmds []*exec.Cmd
+	for range n {
+		c := exec.CommandContext(ctx, "yes")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, c := range cmds {
+			_ = c.Wait()
+		}
+	})
+}
+
+// TestReferenceGateOnRealWork runs a real CPU workload against itself and
+// against a reference doing 25 % less work, quiet and with two busy
+// processes competing for the cores: identical sides must come out SAME
+// in at least 19 of 20 repetitions, the lighter reference SLOWER every
+// time. This is the acceptance test of the same-run gate; it compares
+// within one run, so it holds on any machine.
+//
+// It measures timings, so it runs alone: make test runs it after the rest
+// with GPUATTEST_REALWORK=1, and go test ./... skips it, because other
+// packages' tests running beside it are a load it does not control.
+func TestReferenceGateOnRealWork(t *testing.T) {
+	if os.Getenv("GPUATTEST_REALWORK") != "1" {
+		t.Skip("runs alone, after the other tests: GPUATTEST_REALWORK=1 go test -run TestReferenceGateOnRealWork ./pipeline/suite (make test does)")
+	}
+	spin := buildSpin(t)
+	for _, load := range []int{0, 2} {
+		name := "quiet"
+		if load > 0 {
+			name = "loaded"
+		}
+		t.Run(name, func(t *testing.T) {
+			if load > 0 {
+				loadMachine(t, load)
+			}
+			var same, slower int
+			var reasons []string
+			const reps, slowReps = 20, 5
+			for i := range reps + slowReps {
+				refWork := "100000"
+				if i >= reps {
+					refWork = "75000" // 25 % less work than the candidate
+				}
+				st := pipeline.Step{ID: "bench", Kind: "benchmark", Results: "cand.json",
+					Run:       pipeline.Command{Argv: []string{spin, "-work", "100000", "-out", "cand.json"}},
+					Reference: &pipeline.Reference{Run: pipeline.Command{Argv: []string{spin, "-work", refWork, "-out", "ref.json"}}, Results: "ref.json"},
+					Warmup:    3, Repeats: pipeline.Repeats{N: 15}, Gate: &pipeline.Gate{Threshold: "10%", Alpha: 0.01}}
+				s := newContext(t, st)
+				out, err := Benchmark{}.Execute(t.Context(), s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := out.Details.(*BenchmarkDetails).Reference.Report.Cases[0]
+				switch {
+				case i < reps && c.Verdict == stats.Same:
+					same++
+				case i >= reps && c.Verdict == stats.Slower:
+					slower++
+				default:
+					reasons = append(reasons, string(c.Verdict)+": "+c.Reason)
+				}
+			}
+			t.Logf("%s: identical sides SAME %d/%d; 25%% lighter reference SLOWER %d/%d", name, same, reps, slower, slowReps)
+			if same < 19 || slower < slowReps {
+				t.Errorf("%s: SAME %d/%d (want ≥ 19), SLOWER %d/%d (want all)\n%s", name, same, reps, slower, slowReps, strings.Join(reasons, "\n"))
+			}
+		})
+	}
+}
+
+// TestBenchmarkAutoRepeats checks repeats: auto's plumbing and that the
+// suite's stop reasons are not taken on trust.
+func TestBenchmarkAutoRepeats(t *testing.T) {
+	t.Parallel()
+	// env prints what the suite was asked for; the case's samples and stop
+	// come from the test.
+	suiteJSON := func(samples, stop string) string {
+		return `env | grep ^GPUATTEST_ | sort > env.txt; echo '{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"cpu","cases":[{"name":"k","status":"passed","samples_ns":[` + samples + `]` + stop + `}]}' > r.json`
+	}
+	tight := "1000,1001,1000,1002,999,1000,1001,1000,1000,999,1001,1000"
+	loose := "1000,1500,800,1200,900,1300,700,1100,1000,1400,600,1250"
+	tests := []struct {
+		name       string
+		run        string
+		wantStatus step.Status
+		wantReason string
+		wantStops  map[string]int
+	}{
+		{"precision reached", suiteJSON(tight, `,"stop":{"reason":"precision","elapsed_s":0.1}`), step.Passed, "", map[string]int{"precision": 1}},
+		{"time limit", suiteJSON(loose, `,"stop":{"reason":"max_time","elapsed_s":120}`), step.Passed, "", map[string]int{"max_time": 1}},
+		{"claimed precision the samples do not show", suiteJSON(loose, `,"stop":{"reason":"precision","elapsed_s":0.1}`), step.Failed, "claims the precision was reached (invocation 1), but its 12 samples give", nil},
+		{"suite ignores auto", suiteJSON(tight, ""), step.Failed, "reports no stop reason (invocation 1): the suite does not honour GPUATTEST_REPEATS=auto", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newContext(t, pipeline.Step{ID: "b", Kind: "benchmark", Run: sh(tt.run), Results: "r.json",
+				Repeats: pipeline.Repeats{Auto: true}, Precision: "1%", MaxTime: "2m"})
+			out, err := Benchmark{}.Execute(t.Context(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != tt.wantStatus || !strings.Contains(out.Reason, tt.wantReason) {
+				t.Errorf("status %s reason %q, want %s with %q", out.Status, out.Reason, tt.wantStatus, tt.wantReason)
+			}
+			d := out.Details.(*BenchmarkDetails)
+			sp := d.Cases[0].Sampling
+			if sp == nil || sp.Samples != 12 {
+				t.Fatalf("sampling %+v", sp)
+			}
+			for k, v := range tt.wantStops {
+				if sp.Stops[k] != v {
+					t.Errorf("stops %v, want %s=%d", sp.Stops, k, v)
+				}
+			}
+			if d.Repeats != "auto" || d.Precision != 0.01 || d.MaxTime != "2m0s" {
+				t.Errorf("details repeats %q precision %v max time %q", d.Repeats, d.Precision, d.MaxTime)
+			}
+			env, _ := os.ReadFile(filepath.Join(s.WorkDir, "env.txt"))
+			for _, w := range []string{"GPUATTEST_REPEATS=auto", "GPUATTEST_PRECISION=0.01", "GPUATTEST_MAX_TIME=120", "GPUATTEST_MIN_REPEATS=10"} {
+				if !strings.Contains(string(env), w+"\n") {
+					t.Errorf("suite environment lacks %s:\n%s", w, env)
+				}
+			}
+		})
+	}
+}
