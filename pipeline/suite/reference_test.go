@@ -238,14 +238,14 @@ func TestReferenceGateOnRealWork(t *testing.T) {
 			var reasons []string
 			const reps, slowReps = 20, 5
 			for i := range reps + slowReps {
-				refWork := "100000"
+				refWork := "50000"
 				if i >= reps {
-					refWork = "75000" // 25 % less work than the candidate
+					refWork = "37500" // 25 % less work than the candidate
 				}
 				st := pipeline.Step{ID: "bench", Kind: "benchmark", Results: "cand.json",
-					Run:       pipeline.Command{Argv: []string{spin, "-work", "100000", "-out", "cand.json"}},
+					Run:       pipeline.Command{Argv: []string{spin, "-work", "50000", "-out", "cand.json"}},
 					Reference: &pipeline.Reference{Run: pipeline.Command{Argv: []string{spin, "-work", refWork, "-out", "ref.json"}}, Results: "ref.json"},
-					Warmup:    3, Repeats: pipeline.Repeats{N: 15}, Gate: &pipeline.Gate{Threshold: "10%", Alpha: 0.01}}
+					Warmup:    3, Repeats: pipeline.Repeats{N: 200}, Gate: &pipeline.Gate{Threshold: "10%", Alpha: 0.01}}
 				s := newContext(t, st)
 				out, err := Benchmark{}.Execute(t.Context(), s)
 				if err != nil {
