@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
@@ -87,7 +86,7 @@ type GateResult struct {
 
 // Execute runs the benchmark step s.Step.
 func (Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error) {
-	resPath, err := resultsPath(s)
+	resFile, err := resultsFile(s)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +115,7 @@ func (Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome, e
 		if seed >= 0 {
 			env = append(env, "GPUATTEST_SEED="+strconv.Itoa(seed))
 		}
-		if err := removeStale(resPath); err != nil {
+		if err := resFile.remove(); err != nil {
 			return nil, err
 		}
 		res, err := runStep(ctx, s, env...)
@@ -124,18 +123,18 @@ func (Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome, e
 			return nil, err
 		}
 		out.ExitCode = exitPtr(res)
-		r, err := ReadResultsFormat(resPath, s.Step.Format)
+		r, b, err := readResults(resFile, s.Step.Format)
 		if err != nil {
 			if res.ExitCode != 0 {
 				return nil, fmt.Errorf("command exited %d and left no usable results: %w", res.ExitCode, err)
 			}
 			return nil, err
 		}
-		name := "results" + filepath.Ext(resPath)
+		name := "results" + filepath.Ext(resFile.rel)
 		if seed >= 0 {
-			name = fmt.Sprintf("results-seed%d%s", seed, filepath.Ext(resPath))
+			name = fmt.Sprintf("results-seed%d%s", seed, filepath.Ext(resFile.rel))
 		}
-		f, err := copyToStep(s, resPath, name, resultsKind(r))
+		f, err := writeBytesToStep(s, name, resultsKind(r), b)
 		if err != nil {
 			return nil, err
 		}
@@ -283,31 +282,30 @@ func mergeCase(d *BenchmarkDetails, k Case) {
 	})
 }
 
-// baselinePath resolves a step's baseline: relative to the pipeline file's
-// directory, like workdir.
-func baselinePath(s *step.Context) string {
-	b := s.Step.Baseline
-	if filepath.IsAbs(b) {
-		return b
-	}
-	dir := s.WorkDir
-	if s.Pipeline != nil && s.Pipeline.Dir != "" {
-		dir = s.Pipeline.Dir
-	}
-	return filepath.Join(dir, filepath.FromSlash(b))
-}
-
-func gate(s *step.Context, d *BenchmarkDetails, hw Hardware) (*GateResult, error) {
-	path := baselinePath(s)
-	base, err := LoadSampleSet(path, "baseline")
-	if err != nil {
-		return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
-	}
-	sum, _, err := digest.File(path)
+// baselineFile is a step's baseline: relative to the pipeline file's
+// directory, like the pipeline's workdir, and inside the root.
+func baselineFile(s *step.Context) (*rootedFile, error) {
+	rel, err := s.FileRel("baseline", s.Step.Baseline)
 	if err != nil {
 		return nil, err
 	}
-	g := &GateResult{Baseline: s.Step.Baseline, SHA256: sum, Enforced: s.Step.Gate != nil}
+	return newRootedFile(s, rel, s.Step.Baseline), nil
+}
+
+func gate(s *step.Context, d *BenchmarkDetails, hw Hardware) (*GateResult, error) {
+	f, err := baselineFile(s)
+	if err != nil {
+		return nil, err
+	}
+	b, err := f.read()
+	if err != nil {
+		return nil, fmt.Errorf("step %s: %w", s.Step.ID, readSampleSetError(f.abs, "baseline", err))
+	}
+	base, err := parseSampleSet(f.abs, b)
+	if err != nil {
+		return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
+	}
+	g := &GateResult{Baseline: s.Step.Baseline, SHA256: f.file(b, "").SHA256, Enforced: s.Step.Gate != nil}
 	cand := &SampleSet{Kind: "benchmark", Hardware: d.Hardware}
 	for _, c := range d.Cases {
 		if len(c.SamplesNS) > 0 {
