@@ -118,14 +118,23 @@ func (v *validator) workdir() {
 		return
 	}
 	l := v.layout
-	if l == nil || within(l.ceiling, l.root) {
+	if l == nil {
 		return
 	}
 	hint := "a pipeline's workdir may reach up to the repository root, not above it; to use a wider root on purpose, name it explicitly (gpuattest --root DIR)"
 	if l.given {
 		hint = "give a wider root, or a workdir inside the one given"
 	}
-	v.add("workdir", false, hint, "workdir %q climbs above %s", p.Workdir, l.why)
+	if !within(l.ceiling, l.root) {
+		v.add("workdir", false, hint, "workdir %q climbs above %s", p.Workdir, l.why)
+		return
+	}
+	// The same on disk: a symlink on the way must not lead above it.
+	root, err1 := filepath.EvalSymlinks(l.root)
+	ceiling, err2 := filepath.EvalSymlinks(l.ceiling)
+	if err1 == nil && err2 == nil && !within(ceiling, root) {
+		v.add("workdir", false, hint, "workdir %q resolves to %s (through a symlink), above %s", p.Workdir, root, l.why)
+	}
 }
 
 // stepPaths checks step i's path fields against the sandbox rule.

@@ -113,6 +113,17 @@ func TestPipelineWorkdirCeiling(t *testing.T) {
 			t.Fatalf("got %v, want the git work tree to be the ceiling", probs)
 		}
 	})
+	t.Run("through a symlink", func(t *testing.T) {
+		t.Parallel()
+		base := t.TempDir()
+		dir := filepath.Join(base, "p")
+		os.Mkdir(dir, 0o755)
+		os.Symlink("..", filepath.Join(dir, "up"))
+		probs := lintIn(t, dir, header+"workdir: up\nsteps:\n  - id: a\n    run: x\n")
+		if len(probs) != 1 || probs[0].Line != 4 || !strings.Contains(probs[0].Message, `workdir "up" resolves to `+base+" (through a symlink)") {
+			t.Fatalf("got %v, want the symlinked root refused", probs)
+		}
+	})
 	t.Run("a worktree's .git file counts", func(t *testing.T) {
 		t.Parallel()
 		repo := t.TempDir()
