@@ -168,6 +168,24 @@ func TestOutputSymlinks(t *testing.T) {
 		noSecretIn(t, h.out)
 		noSecretIn(t, h.cache)
 	})
+	t.Run("an input to a host file", func(t *testing.T) {
+		t.Parallel()
+		h := newHostile(t)
+		if err := os.Symlink(h.secret, filepath.Join(h.root, "in.txt")); err != nil {
+			t.Fatal(err)
+		}
+		p := load(t, "steps:\n  - {id: a, run: 'true', inputs: [in.txt], outputs: [in.txt]}\n")
+		p.Dir, p.Root = h.root, h.root
+		res, err := Run(t.Context(), p, WithOutDir(h.out), WithCacheDir(h.cache))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := res.Record.Step("a"); st.State == Passed || !strings.Contains(st.Reason, `inputs[0] "in.txt": in.txt is a symlink to`) {
+			t.Errorf("step a: %s %q, want a failure naming in.txt", st.State, st.Reason)
+		}
+		noSecretIn(t, h.out)
+		noSecretIn(t, h.cache)
+	})
 	t.Run("inside is recorded as a link", func(t *testing.T) {
 		t.Parallel()
 		h := newHostile(t)
