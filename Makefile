@@ -20,6 +20,9 @@ export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 .PHONY: all deps test-deps build test demo generate bench clean
 
 DEMO := .gpuattest/demo
+# The demo key lives outside the repository: run refuses a key inside the
+# pipeline's root, where every step could read it.
+DEMO_KEY := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gpuattest/demo-key/demo
 
 all: build
 
@@ -43,13 +46,13 @@ test: test-deps
 	GPUATTEST_REALWORK=1 $(GO) test -count=1 -timeout 10m -run '^TestReferenceGateOnRealWork$$' -v ./pipeline/suite/
 
 demo: deps build
-	rm -rf $(DEMO) && mkdir -p $(DEMO)
+	rm -rf $(DEMO) $(dir $(DEMO_KEY)) && mkdir -p $(DEMO) $(dir $(DEMO_KEY))
 	$(BIN) lint pipelines/*.yaml
 	$(BIN) device
-	GPUATTEST_PASSWORD= $(BIN) key generate --output-key-prefix $(DEMO)/demo --no-password
-	$(BIN) run pipelines/quickstart.yaml --out $(DEMO)/run --key $(DEMO)/demo.key
+	GPUATTEST_PASSWORD= $(BIN) key generate --output-key-prefix $(DEMO_KEY) --no-password
+	$(BIN) run pipelines/quickstart.yaml --out $(DEMO)/run --key $(DEMO_KEY).key
 	$(BIN) inspect kernels/build/*.fatbin
-	$(BIN) verify --bundle $(DEMO)/run/attestations.intoto.jsonl --key $(DEMO)/demo.pub kernels/build/*.fatbin
+	$(BIN) verify --bundle $(DEMO)/run/attestations.intoto.jsonl --key $(DEMO_KEY).pub kernels/build/*.fatbin
 
 bench: build
 	$(GO) run ./bench/engine

@@ -35,6 +35,15 @@ type LoadOption func(*loadOptions)
 
 type loadOptions struct {
 	checks map[string][]StepCheck
+	root   string
+}
+
+// WithRoot names the directory the pipeline's root (its workdir) must
+// stay inside, in place of the default: the enclosing git work tree, or
+// the pipeline file's directory when there is none. Step paths stay
+// inside the pipeline's root either way.
+func WithRoot(dir string) LoadOption {
+	return func(o *loadOptions) { o.root = dir }
 }
 
 // WithStepCheck runs check on every step of kind, after validation, and
@@ -65,10 +74,18 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", path, err)
+	}
 	src := newSource(path, data)
 	p, probs := src.decode()
+	var l *layout
 	if p != nil {
-		probs = append(probs, validate(p, src)...)
+		if l, err = newLayout(filepath.Dir(abs), p.Workdir, o.root); err != nil {
+			return nil, err
+		}
+		probs = append(probs, validate(p, src, l)...)
 	}
 	if p != nil && len(o.checks) > 0 {
 		probs = append(probs, runStepChecks(p, src, o.checks, probs)...)
@@ -76,14 +93,10 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 	if len(probs) > 0 {
 		return nil, probs.sorted()
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("resolving %s: %w", path, err)
-	}
 	sum := sha256.Sum256(data)
 	p.Path = path
-	p.Dir = filepath.Dir(abs)
-	p.Root = filepath.Join(p.Dir, filepath.FromSlash(p.Workdir))
+	p.Dir = l.dir
+	p.Root = l.root
 	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	applyDefaults(p)
 	return p, nil

@@ -3,6 +3,11 @@
 // validation. Load reports every problem of a file in one pass, each with
 // file:line:col, the offending line with a caret, and a hint.
 //
+// Load also checks the sandbox rule: every path a step names stays inside
+// the pipeline's root (its workdir), and the root does not climb above
+// the enclosing git work tree (WithRoot names another ceiling). The
+// engine enforces the same rule again, on resolved paths, as steps run.
+//
 // Sub-packages do the work: engine runs a pipeline, runner runs processes
 // (host, docker, bwrap), step is the executor contract, and cuda, gpu,
 // image and suite implement the step kinds and what they need.

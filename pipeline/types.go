@@ -17,8 +17,9 @@ type Pipeline struct {
 	Images      map[string]string `yaml:"images,omitempty" json:"images,omitempty" jsonschema:"description=image name to reference (registry ref, oci-layout:PATH[@digest] or docker-archive:PATH)"`
 	Targets     []string          `yaml:"targets,omitempty" json:"targets,omitempty" jsonschema:"description=pinned CUDA targets such as sm_80 and sm_90"`
 	Runner      string            `yaml:"runner,omitempty" json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap,description=default runner of every step (host when omitted)"`
-	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=directory steps run in, relative to the pipeline file (its directory when omitted); may be .. to reach the repository root"`
+	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=the pipeline's root: where steps run and what every step path stays inside; relative to the pipeline file (its directory when omitted); may be .. for the repository root but not climb above the enclosing git work tree"`
 	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	PassEnv     []string          `yaml:"passEnv,omitempty" json:"passEnv,omitempty" jsonschema:"description=host environment variables passed to every docker and bwrap step (the host runner passes the host environment); signing secrets are never passed"`
 	Preflight   *Preflight        `yaml:"preflight,omitempty" json:"preflight,omitempty"`
 	Steps       []Step            `yaml:"steps" json:"steps" jsonschema:"minItems=1"`
 
@@ -27,7 +28,8 @@ type Pipeline struct {
 	// Dir is the absolute directory of Path.
 	Dir string `yaml:"-" json:"-"`
 	// Root is the absolute directory steps run in by default: Dir joined
-	// with Workdir. Step workdirs, inputs and outputs are relative to it.
+	// with Workdir. Every path a step names stays inside it (see
+	// WithRoot for the directory Root itself must stay inside).
 	Root string `yaml:"-" json:"-"`
 	// Digest is "sha256:<hex>" of the file's bytes.
 	Digest string `yaml:"-" json:"-"`
@@ -45,11 +47,12 @@ type Step struct {
 	GPU         bool              `yaml:"gpu,omitempty" json:"gpu,omitempty"`
 	Memory      string            `yaml:"memory,omitempty" json:"memory,omitempty" jsonschema:"description=device memory the step needs (e.g. 8GiB); preflight refuses a GPU with less free"`
 	Run         Command           `yaml:"run,omitempty" json:"run,omitempty"`
-	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=directory the step runs in, relative to the pipeline's workdir"`
+	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=directory the step runs in; relative to the pipeline's workdir and inside it"`
 	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	PassEnv     []string          `yaml:"passEnv,omitempty" json:"passEnv,omitempty" jsonschema:"description=host environment variables passed to this step on docker or bwrap in addition to the pipeline's passEnv"`
 	Timeout     Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	Inputs      []string          `yaml:"inputs,omitempty" json:"inputs,omitempty" jsonschema:"description=globs relative to workdir; their digests key the build cache"`
-	Outputs     []string          `yaml:"outputs,omitempty" json:"outputs,omitempty" jsonschema:"description=globs relative to workdir; recorded, copied into the run directory and cached"`
+	Inputs      []string          `yaml:"inputs,omitempty" json:"inputs,omitempty" jsonschema:"description=globs relative to workdir and inside it; their digests key the build cache"`
+	Outputs     []string          `yaml:"outputs,omitempty" json:"outputs,omitempty" jsonschema:"description=globs relative to workdir and inside it; recorded; copied into the run directory and cached; a symlink is recorded as a link and must point inside workdir"`
 	Interval    Duration          `yaml:"interval,omitempty" json:"interval,omitempty" jsonschema:"description=GPU telemetry sampling interval of a gpu: true step or burn-in (1s when omitted)"`
 	Cache       *bool             `yaml:"cache,omitempty" json:"cache,omitempty" jsonschema:"description=false opts a build step out of the cache"`
 
@@ -64,7 +67,7 @@ type Step struct {
 
 	// test, benchmark, burnin
 
-	Results string `yaml:"results,omitempty" json:"results,omitempty" jsonschema:"description=test/benchmark/burnin: results file the command writes (gpuattest results JSON or JUnit XML)"`
+	Results string `yaml:"results,omitempty" json:"results,omitempty" jsonschema:"description=test/benchmark/burnin: results file the command writes (gpuattest results JSON or JUnit XML); relative to workdir and inside it"`
 	Format  string `yaml:"format,omitempty" json:"format,omitempty" jsonschema:"enum=auto,enum=gpuattest,enum=junit"`
 
 	// benchmark
@@ -74,7 +77,7 @@ type Step struct {
 	Precision string     `yaml:"precision,omitempty" json:"precision,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case once the 95% confidence interval of its median is within ±precision (1% when omitted)"`
 	MaxTime   Duration   `yaml:"maxTime,omitempty" json:"maxTime,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case after this long even if the precision was not reached (2m when omitted)"`
 	Seeds     []int      `yaml:"seeds,omitempty" json:"seeds,omitempty"`
-	Baseline  string     `yaml:"baseline,omitempty" json:"baseline,omitempty" jsonschema:"description=benchmark: stored baseline file to compare against (same hardware only)"`
+	Baseline  string     `yaml:"baseline,omitempty" json:"baseline,omitempty" jsonschema:"description=benchmark: stored baseline file to compare against (same hardware only); relative to the pipeline file and inside the pipeline's root"`
 	Reference *Reference `yaml:"reference,omitempty" json:"reference,omitempty" jsonschema:"description=benchmark: a reference command measured in the same step on the same device, interleaved with the candidate in ABBA blocks"`
 	Rounds    int        `yaml:"rounds,omitempty" json:"rounds,omitempty" jsonschema:"minimum=2,maximum=2000,description=benchmark with a reference: invocations of each side, in randomised ABBA blocks (30 when omitted)"`
 	Gate      *Gate      `yaml:"gate,omitempty" json:"gate,omitempty"`

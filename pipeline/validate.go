@@ -31,9 +31,12 @@ var runners = []string{"host", "docker", "bwrap"}
 
 // validator collects every problem of a decoded pipeline.
 type validator struct {
-	src   *source
-	p     *Pipeline
-	probs Problems
+	src *source
+	p   *Pipeline
+	// layout is where the file sits; nil when unknown (paths are then
+	// checked by their names alone).
+	layout *layout
+	probs  Problems
 }
 
 func (v *validator) add(path string, atKey bool, hint, format string, args ...any) {
@@ -45,15 +48,14 @@ func (v *validator) add(path string, atKey bool, hint, format string, args ...an
 
 // validate checks a decoded pipeline's meaning; it never stops at the
 // first problem.
-func validate(p *Pipeline, src *source) Problems {
-	v := &validator{src: src, p: p}
+func validate(p *Pipeline, src *source, l *layout) Problems {
+	v := &validator{src: src, p: p, layout: l}
 	v.header()
 	v.targets()
 	v.images()
 	v.env("env", p.Env)
-	if strings.HasPrefix(p.Workdir, "/") {
-		v.add("workdir", false, "give a directory relative to the pipeline file, e.g. .. for the repository root", "workdir %q must be relative", p.Workdir)
-	}
+	v.passEnv("passEnv", p.PassEnv)
+	v.workdir()
 	if p.Runner != "" && !slices.Contains(runners, p.Runner) {
 		v.add("runner", false, suggest(p.Runner, runners), "unknown runner %q: expected host, docker or bwrap", p.Runner)
 	}
@@ -123,6 +125,20 @@ func (v *validator) env(path string, env map[string]string) {
 	for k := range env {
 		if !envKeyRE.MatchString(k) {
 			v.add(path+"."+k, true, "", "invalid environment variable name %q", k)
+		}
+	}
+}
+
+// passEnv checks the names of host variables passed to container steps:
+// valid names, never a signing secret.
+func (v *validator) passEnv(path string, names []string) {
+	for j, n := range names {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		switch {
+		case !envKeyRE.MatchString(n):
+			v.add(p, false, "", "invalid environment variable name %q", n)
+		case SigningSecret(n):
+			v.add(p, false, "signing passwords and OIDC tokens stay with gpuattest; a step that needs a credential gets its own, through env or a file in its workdir", "%s is a signing secret: no step may see it", n)
 		}
 	}
 }
@@ -244,22 +260,17 @@ func (v *validator) step(i int, s *Step) {
 			v.add(path+".memory", false, "e.g. 8GiB", "%v", err)
 		}
 	}
-	if s.Workdir != "" && strings.HasPrefix(s.Workdir, "/") {
-		v.add(path+".workdir", false, "give a directory relative to the pipeline's workdir", "workdir %q must be relative", s.Workdir)
-	}
 	v.globs(path+".inputs", s.Inputs)
 	v.globs(path+".outputs", s.Outputs)
+	v.stepPaths(i, s)
 	v.env(path+".env", s.Env)
+	v.passEnv(path+".passEnv", s.PassEnv)
 }
 
 func (v *validator) globs(path string, globs []string) {
 	for j, g := range globs {
-		p := fmt.Sprintf("%s[%d]", path, j)
-		switch {
-		case strings.TrimSpace(g) == "":
-			v.add(p, false, "", "empty glob")
-		case strings.HasPrefix(g, "/") || slices.Contains(strings.Split(g, "/"), ".."):
-			v.add(p, false, "globs are relative to the step's workdir", "glob %q must stay inside the work directory", g)
+		if strings.TrimSpace(g) == "" {
+			v.add(fmt.Sprintf("%s[%d]", path, j), false, "", "empty glob")
 		}
 	}
 }

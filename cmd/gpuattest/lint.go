@@ -25,6 +25,7 @@ func newLintCmd() *cobra.Command {
 		Args: cobra.MinimumNArgs(1),
 	}
 	out := outputFlag(c)
+	root := rootFlag(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
@@ -33,7 +34,7 @@ func newLintCmd() *cobra.Command {
 		bad := false
 		for _, f := range args {
 			r := lintFile{File: f, OK: true, Problems: []pipeline.Problem{}}
-			if _, err := loadPipeline(f); err != nil {
+			if _, err := loadPipeline(f, *root); err != nil {
 				var probs pipeline.Problems
 				if !errors.As(err, &probs) {
 					return withCode(exitUsage, err)

@@ -44,6 +44,7 @@ func newLockCmd() *cobra.Command {
 	update := c.Flags().Bool("update", false, "re-resolve every image, replacing existing entries")
 	check := c.Flags().Bool("check", false, "only check the lock against the pipeline and the image sources; write nothing")
 	platform := c.Flags().String("platform", image.DefaultPlatform, "platform to resolve multi-platform indexes for")
+	root := rootFlag(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
@@ -55,7 +56,11 @@ func newLockCmd() *cobra.Command {
 			return usageErr("--platform %q: expected os/arch such as linux/amd64", *platform)
 		}
 		file := args[0]
-		p, err := pipeline.Load(file)
+		var lopts []pipeline.LoadOption
+		if *root != "" {
+			lopts = append(lopts, pipeline.WithRoot(*root))
+		}
+		p, err := pipeline.Load(file, lopts...)
 		if err != nil {
 			var probs pipeline.Problems
 			if errors.As(err, &probs) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ type runFlags struct {
 	quiet    bool
 	verbose  bool
 	cacheDir string
+	root     *string
 	sign     *signFlags
 }
 
@@ -52,6 +54,7 @@ func newRunCmd() *cobra.Command {
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log informational messages, not only warnings, to stderr")
 	f.output = outputFlag(c)
+	f.root = rootFlag(c)
 	f.sign = addSignFlags(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*f.output); err != nil {
@@ -63,7 +66,7 @@ func newRunCmd() *cobra.Command {
 		if f.jobs < 1 {
 			return usageErr("--jobs %d: expected 1 or more", f.jobs)
 		}
-		p, err := loadPipeline(args[0])
+		p, err := loadPipeline(args[0], *f.root)
 		if err != nil {
 			var probs pipeline.Problems
 			if errors.As(err, &probs) {
@@ -73,13 +76,21 @@ func newRunCmd() *cobra.Command {
 			}
 			return withCode(exitUsage, err)
 		}
-		// Unlock the signing key before running: a wrong password must not
-		// cost the run.
+		// Unlock the signing key before the first step (a wrong password
+		// must not cost the run), and keep it out of the steps' reach: a
+		// key file inside the root is refused, and the signing secrets
+		// leave this process's environment once the signer holds what it
+		// needs.
 		var signer *sign.Signer
 		if f.sign.set() {
+			if err := f.sign.outsideRoot(p.Root); err != nil {
+				return err
+			}
 			if signer, err = f.sign.signer(c); err != nil {
 				return err
 			}
+			dropSigningSecrets()
+			warnHostBuilds(c.ErrOrStderr(), p)
 		}
 		opts, err := engineOptions(c, p, f)
 		if err != nil {
@@ -140,6 +151,11 @@ func engineOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]engin
 	}
 	if f.cacheDir != "" {
 		opts = append(opts, engine.WithCacheDir(f.cacheDir))
+	}
+	if f.sign.key != "" {
+		// No step learns where the key is, not even from a variable that
+		// names it.
+		opts = append(opts, engine.WithBaseEnv(withoutPath(os.Environ(), f.sign.key)))
 	}
 	if !f.quiet {
 		opts = append(opts, engine.WithProgress(progressPrinter(c.ErrOrStderr())))

@@ -56,6 +56,7 @@ func (f *signFlags) signer(c *cobra.Command) (*sign.Signer, error) {
 			return nil, err
 		}
 		kp, err := sign.LoadPrivateKey(f.key, pw)
+		clear(pw)
 		if err != nil {
 			if errors.Is(err, sign.ErrWrongPassword) {
 				err = fmt.Errorf("%w\nhint: set GPUATTEST_PASSWORD (or COSIGN_PASSWORD) to the key's password", err)

@@ -115,6 +115,13 @@ func Copy(dst, src string) error {
 		return err
 	}
 	defer in.Close()
+	return CopyFrom(dst, in)
+}
+
+// CopyFrom copies the open file in to dst atomically, keeping in's
+// permission bits; the caller chose how in was opened (through an
+// os.Root, for one).
+func CopyFrom(dst string, in *os.File) error {
 	st, err := in.Stat()
 	if err != nil {
 		return err
@@ -126,4 +133,49 @@ func Copy(dst, src string) error {
 		_, err := io.Copy(w, in)
 		return err
 	})
+}
+
+// WriteInRoot writes name (relative to root) atomically through root: the
+// temp file and the rename happen inside root, so neither can land
+// outside it whatever symlinks the tree holds. Missing parent directories
+// are created.
+func WriteInRoot(root *os.Root, name string, perm os.FileMode, fill func(io.Writer) error) (err error) {
+	dir := filepath.Dir(name)
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	var f *os.File
+	var tmp string
+	for i := 0; ; i++ {
+		tmp = filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d-%d", filepath.Base(name), os.Getpid(), i))
+		f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 100 {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			root.Remove(tmp)
+		}
+	}()
+	if err = fill(f); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err = f.Chmod(perm); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", name, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err = root.Rename(tmp, name); err != nil {
+		return fmt.Errorf("renaming into %s: %w", name, err)
+	}
+	return nil
 }

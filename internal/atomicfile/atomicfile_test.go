@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +56,30 @@ func TestCopyKeepsMode(t *testing.T) {
 	}
 	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o755 {
 		t.Fatalf("copy: %v %v", st, err)
+	}
+}
+
+func TestWriteInRootStaysInside(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	fill := func(w io.Writer) error { _, err := io.WriteString(w, "x"); return err }
+	if err := WriteInRoot(root, filepath.Join("a", "b", "f"), 0o640, fill); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "a", "b", "f")); err != nil || st.Mode().Perm() != 0o640 {
+		t.Fatalf("written file: %v %v", st, err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteInRoot(root, filepath.Join("out", "f"), 0o644, fill); err == nil {
+		t.Error("wrote through a symlink out of the root")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("the outside directory holds %v", entries)
 	}
 }

@@ -15,8 +15,13 @@ func File(path string) (string, int64, error) {
 		return "", 0, err
 	}
 	defer f.Close()
+	return Reader(f)
+}
+
+// Reader returns the lowercase hex sha256 of what r holds and its size.
+func Reader(r io.Reader) (string, int64, error) {
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.Copy(h, r)
 	if err != nil {
 		return "", 0, err
 	}

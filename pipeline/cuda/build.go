@@ -404,9 +404,16 @@ func RunJobs(ctx context.Context, r runner.Runner, dir string, env []string, ima
 }
 
 func (b *Build) runJobs(ctx context.Context, r runner.Runner, dir string, env []string, image string, jobs []Job, stdout, stderr io.Writer) ([]CommandRecord, int, error) {
+	// Output directories are made through a root of dir: a directory
+	// symlink in the work dir cannot make gpuattest create one elsewhere.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, -1, fmt.Errorf("opening the work dir: %w", err)
+	}
+	defer root.Close()
 	for _, j := range jobs {
 		for _, o := range j.Outputs {
-			if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(filepath.FromSlash(o))), 0o755); err != nil {
+			if err := root.MkdirAll(filepath.Dir(filepath.FromSlash(o)), 0o755); err != nil {
 				return nil, -1, fmt.Errorf("creating output directory: %w", err)
 			}
 		}

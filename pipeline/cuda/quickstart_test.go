@@ -42,7 +42,9 @@ func TestQuickstartPipeline(t *testing.T) {
 	if err := os.WriteFile(pfile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipeline.Load(pfile)
+	// The copy is in no git work tree: name its root, which workdir: ..
+	// reaches.
+	p, err := pipeline.Load(pfile, pipeline.WithRoot(root))
 	if err != nil {
 		t.Fatalf("loading quickstart.yaml: %v", err)
 	}

@@ -65,23 +65,24 @@ func (e *run) cacheKey(s *pipeline.Step, sc *step.Context, inputs []step.File) (
 }
 
 // hashInputs digests a step's declared inputs and, for cuda-build, its
-// sources (paths relative to the step's work dir).
-func hashInputs(s *pipeline.Step, wd string) ([]step.File, error) {
+// sources (paths relative to the step's work dir, which they stay in; a
+// symlink is recorded as a link).
+func hashInputs(s *pipeline.Step, w *workTree) ([]step.File, error) {
 	globs := append(append([]string(nil), s.Inputs...), s.Sources...)
 	if len(globs) == 0 {
 		return nil, nil
 	}
-	paths, err := expandGlobs(wd, globs, "inputs")
+	entries, err := w.expandGlobs(globs, "inputs")
 	if err != nil {
 		return nil, err
 	}
-	files := make([]step.File, 0, len(paths))
-	for _, p := range paths {
-		sum, size, err := digest.File(filepath.Join(wd, filepath.FromSlash(p)))
+	files := make([]step.File, 0, len(entries))
+	for _, e := range entries {
+		f, err := w.file(e)
 		if err != nil {
-			return nil, fmt.Errorf("hashing input %s: %w", p, err)
+			return nil, fmt.Errorf("hashing input %s: %w", e.rel, err)
 		}
-		files = append(files, step.File{Path: p, SHA256: sum, Size: size})
+		files = append(files, f)
 	}
 	return files, nil
 }
@@ -106,9 +107,16 @@ func (c *cache) lookup(key string) (*manifest, bool) {
 	return &m, true
 }
 
-// restore writes a manifest's outputs into wd, checking every digest.
-func (c *cache) restore(m *manifest, wd string) ([]step.File, error) {
+// restore writes a manifest's outputs into the work dir through its
+// root, checking every digest; links are recreated as links.
+func (c *cache) restore(m *manifest, w *workTree) ([]step.File, error) {
 	for _, f := range m.Outputs {
+		if f.Link != "" {
+			if err := restoreLink(w, f); err != nil {
+				return nil, fmt.Errorf("restoring %s: %w", f.Path, err)
+			}
+			continue
+		}
 		obj := c.objectPath(f.SHA256)
 		sum, _, err := digest.File(obj)
 		if err != nil {
@@ -117,27 +125,58 @@ func (c *cache) restore(m *manifest, wd string) ([]step.File, error) {
 		if sum != f.SHA256 {
 			return nil, fmt.Errorf("object for %s is corrupt (sha256 %s, want %s)", f.Path, sum[:12], f.SHA256[:12])
 		}
-		dst := filepath.Join(wd, filepath.FromSlash(f.Path))
-		if cur, _, err := digest.File(dst); err == nil && cur == f.SHA256 {
+		if cur, err := w.current(f); err == nil && cur.Link == "" && cur.SHA256 == f.SHA256 {
 			continue
 		}
-		if err := atomicfile.Copy(dst, obj); err != nil {
+		if err := c.restoreFile(w, f, obj); err != nil {
 			return nil, fmt.Errorf("restoring %s: %w", f.Path, err)
-		}
-		// The work dir copy is the user's again: writable.
-		if st, err := os.Stat(dst); err == nil {
-			_ = os.Chmod(dst, st.Mode().Perm()|0o200)
 		}
 	}
 	return m.Outputs, nil
 }
 
+// restoreFile copies a cache object into the work dir; the copy is the
+// user's again: writable.
+func (c *cache) restoreFile(w *workTree, f step.File, obj string) error {
+	in, err := os.Open(obj)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	return w.write(f.Path, st.Mode().Perm()|0o200, in)
+}
+
+// restoreLink makes f.Path in the work dir the link f records.
+func restoreLink(w *workTree, f step.File) error {
+	name := filepath.FromSlash(f.Path)
+	if l, err := w.root.Readlink(name); err == nil && l == f.Link {
+		return nil
+	}
+	if err := w.root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	if err := w.root.RemoveAll(name); err != nil {
+		return err
+	}
+	return w.root.Symlink(f.Link, name)
+}
+
 // linkOutputs puts the outputs into the step's outputs/ directory as hard
 // links to the cache's read-only objects (already synced when stored),
-// copying where a link is not possible.
+// copying where a link is not possible; recorded links become links.
 func (c *cache) linkOutputs(stepDir string, files []step.File) error {
 	for _, f := range files {
 		dst := filepath.Join(stepDir, "outputs", filepath.FromSlash(f.Path))
+		if f.Link != "" {
+			if err := replaceWithLink(dst, f.Link); err != nil {
+				return fmt.Errorf("copying output %s into the run directory: %w", f.Path, err)
+			}
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return err
 		}
@@ -154,11 +193,14 @@ func (c *cache) linkOutputs(stepDir string, files []step.File) error {
 
 // store saves outputs and the manifest. The manifest is written last, so a
 // crash leaves at worst unreferenced objects.
-func (c *cache) store(key, wd string, files []step.File, sr *StepRecord) error {
+func (c *cache) store(key string, w *workTree, files []step.File, sr *StepRecord) error {
 	if len(files) == 0 {
 		return errors.New("no outputs to cache")
 	}
 	for _, f := range files {
+		if f.Link != "" {
+			continue // the manifest holds the link
+		}
 		obj := c.objectPath(f.SHA256)
 		if _, err := os.Stat(obj); err == nil {
 			continue
@@ -166,8 +208,12 @@ func (c *cache) store(key, wd string, files []step.File, sr *StepRecord) error {
 		if err := os.MkdirAll(filepath.Dir(obj), 0o755); err != nil {
 			return err
 		}
-		if err := atomicfile.Copy(obj, filepath.Join(wd, filepath.FromSlash(f.Path))); err != nil {
+		if err := copyOutput(w, obj, f); err != nil {
 			return err
+		}
+		if sum, _, err := digest.File(obj); err != nil || sum != f.SHA256 {
+			os.Remove(obj)
+			return fmt.Errorf("output %s changed after it was hashed", f.Path)
 		}
 		// Objects are shared by hard links into run directories: read-only,
 		// keeping the execute bits.

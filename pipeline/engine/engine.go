@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
-	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -57,6 +56,7 @@ type run struct {
 	p    *pipeline.Pipeline
 	dir  string // as given (shown to the user)
 	abs  string // absolute form of dir
+	root string // the pipeline's root, absolute, symlinks resolved
 	byID map[string]int
 	rec  *recorder
 	// keep marks steps a resume keeps as passed.
@@ -68,6 +68,18 @@ type run struct {
 
 func (e *run) prepare(ctx context.Context) error {
 	now := e.o.now().UTC()
+	root := e.p.Root
+	if root == "" {
+		root = e.p.Dir
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return fmt.Errorf("resolving the pipeline's root: %w", err)
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	e.root = root
 	var rec *Record
 	if e.o.resume != "" {
 		e.dir = e.o.resume
@@ -195,25 +207,64 @@ func (e *run) resumePlan(rec *Record) []bool {
 // changedOutputs re-hashes a passed step's recorded outputs in its work
 // directory; it says why when one is missing or differs.
 func (e *run) changedOutputs(s *pipeline.Step, sr *StepRecord) string {
-	wd := e.workDir(s)
+	if len(sr.Outputs) == 0 {
+		return ""
+	}
+	wd, err := e.workDir(s)
+	if err != nil {
+		return firstLine(err.Error())
+	}
+	w, err := openWorkTree(wd)
+	if err != nil {
+		return err.Error()
+	}
+	defer w.Close()
 	for _, f := range sr.Outputs {
-		sum, _, err := digest.File(filepath.Join(wd, filepath.FromSlash(f.Path)))
+		cur, err := w.current(f)
 		if err != nil {
 			return fmt.Sprintf("output %s is missing", f.Path)
 		}
-		if sum != f.SHA256 {
-			return fmt.Sprintf("output %s changed since it was recorded (sha256 %s, now %s)", f.Path, f.SHA256[:12], sum[:12])
+		switch {
+		case cur.Link != f.Link:
+			return fmt.Sprintf("output %s changed since it was recorded (link %q, now %q)", f.Path, f.Link, cur.Link)
+		case cur.SHA256 != f.SHA256:
+			return fmt.Sprintf("output %s changed since it was recorded (sha256 %s, now %s)", f.Path, short12(f.SHA256), short12(cur.SHA256))
 		}
 	}
 	return ""
 }
 
-func (e *run) workDir(s *pipeline.Step) string {
-	root := e.p.Root
-	if root == "" {
-		root = e.p.Dir
+func short12(s string) string {
+	if len(s) > 12 {
+		return s[:12]
 	}
-	return filepath.Join(root, filepath.FromSlash(s.Workdir))
+	return s
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// workDir resolves a step's work dir: the root joined with the step's
+// workdir, symlinks resolved, and inside the root, or an error. The step
+// runs there and container runners bind only it, so a workdir that
+// leaves the root (by .. or through a symlink) never runs.
+func (e *run) workDir(s *pipeline.Step) (string, error) {
+	const hint = "\nhint: a step's workdir is relative to the pipeline's workdir (its root) and stays inside it"
+	rel := filepath.FromSlash(s.Workdir)
+	if c := filepath.Clean(rel); filepath.IsAbs(rel) || (c != "." && !filepath.IsLocal(c)) {
+		return "", fmt.Errorf("workdir %q is outside the pipeline's root %s"+hint, s.Workdir, e.root)
+	}
+	wd := filepath.Join(e.root, rel)
+	real, err := filepath.EvalSymlinks(wd)
+	if err != nil {
+		return "", fmt.Errorf("work directory %s does not exist\nhint: a step's workdir is relative to the pipeline's workdir (the pipeline file's directory by default)", wd)
+	}
+	if !within(e.root, real) {
+		return "", fmt.Errorf("workdir %q resolves to %s, outside the pipeline's root %s (through a symlink)"+hint, s.Workdir, real, e.root)
+	}
+	return real, nil
 }
 
 func (e *run) emit(ev Event) {
@@ -407,8 +458,12 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 	if d, ok := r.(interface{ Info() runner.Info }); ok {
 		info = d.Info()
 	}
+	wd, err := e.workDir(s)
+	if err != nil {
+		return sr, err
+	}
 	sc := &step.Context{
-		Pipeline: e.p, Step: s, Runner: r, WorkDir: e.workDir(s), StepDir: stepDir,
+		Pipeline: e.p, Step: s, Runner: r, Root: e.root, WorkDir: wd, StepDir: stepDir,
 		Stdout: stdout, Stderr: stderr, Logger: e.o.logger.With("step", s.ID), Hardware: e.o.hardware,
 	}
 	if s.Image != "" {
@@ -435,7 +490,12 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 		return sr, fmt.Errorf("no executor for step kind %q in this build", s.Kind)
 	}
 
-	inputs, err := hashInputs(s, sc.WorkDir)
+	w, err := openWorkTree(sc.WorkDir)
+	if err != nil {
+		return sr, err
+	}
+	defer w.Close()
+	inputs, err := hashInputs(s, w)
 	if err != nil {
 		sr.State, sr.Reason = Failed, err.Error()
 		return sr, nil
@@ -451,7 +511,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 		}
 		key, sr.CacheKey, sr.Notes = k, k, append(sr.Notes, notes...)
 		if m, ok := e.cache.lookup(key); ok {
-			if files, err := e.cache.restore(m, sc.WorkDir); err == nil {
+			if files, err := e.cache.restore(m, w); err == nil {
 				sr.Cache = "hit"
 				sr.State = Passed
 				sr.ExitCode = m.ExitCode
@@ -521,7 +581,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 		}
 		return sr, nil
 	}
-	files, err := collectOutputs(sc.WorkDir, s.Outputs, out)
+	files, err := collectOutputs(w, s.Outputs, out)
 	if err != nil {
 		sr.State, sr.Reason = Failed, err.Error()
 		return sr, nil
@@ -529,13 +589,13 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 	sr.Outputs = files
 	sr.State = Passed
 	if key != "" {
-		if err := e.cache.store(key, sc.WorkDir, files, sr); err != nil {
+		if err := e.cache.store(key, w, files, sr); err != nil {
 			sr.Notes = append(sr.Notes, "not cached: "+err.Error())
 		} else if err := e.cache.linkOutputs(stepDir, files); err == nil {
 			return sr, nil
 		}
 	}
-	if err := copyOutputs(sc.WorkDir, stepDir, files); err != nil {
+	if err := copyOutputs(w, stepDir, files); err != nil {
 		return sr, err
 	}
 	return sr, nil
@@ -551,8 +611,10 @@ func addImage(r *Record, im ImageRef) {
 	sort.Slice(r.Images, func(i, j int) bool { return r.Images[i].Name < r.Images[j].Name })
 }
 
-// env builds a step's environment: the base (host runs only), pipeline
-// env, step env, and GPUATTEST_* facts.
+// env builds a step's environment: on the host runner the base
+// environment, on docker and bwrap only the variables of the base that
+// passEnv names; then pipeline env, step env, and GPUATTEST_* facts.
+// Signing secrets (pipeline.SigningSecret) never come from the base.
 func (e *run) env(s *pipeline.Step, stepDir string, host bool) []string {
 	m := map[string]string{}
 	var order []string
@@ -562,15 +624,18 @@ func (e *run) env(s *pipeline.Step, stepDir string, host bool) []string {
 		}
 		m[k] = v
 	}
-	if host {
-		base := e.o.baseEnv
-		if base == nil {
-			base = os.Environ()
-		}
-		for _, kv := range base {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				set(k, v)
-			}
+	base := e.o.baseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	pass := map[string]bool{}
+	for _, n := range append(append([]string(nil), e.p.PassEnv...), s.PassEnv...) {
+		pass[n] = true
+	}
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && (host || pass[k]) && !pipeline.SigningSecret(k) {
+			set(k, v)
 		}
 	}
 	for _, src := range []map[string]string{e.p.Env, s.Env} {

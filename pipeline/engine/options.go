@@ -182,8 +182,11 @@ func WithToolchain(f func(ctx context.Context) any) Option {
 	return func(o *options) error { o.toolchain = f; return nil }
 }
 
-// WithBaseEnv sets the environment host steps start from (default: this
-// process's environment). Pipeline and step env are added on top.
+// WithBaseEnv sets the host environment steps start from (default: this
+// process's environment): host steps get all of it, docker and bwrap
+// steps only the variables passEnv names, and no step ever gets a
+// signing secret (pipeline.SigningSecret). Pipeline and step env are
+// added on top.
 func WithBaseEnv(env []string) Option {
 	return func(o *options) error { o.baseEnv = env; return nil }
 }

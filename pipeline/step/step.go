@@ -6,8 +6,10 @@ package step
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
@@ -31,8 +33,13 @@ type Context struct {
 	Runner runner.Runner
 	// Image is the step's image as name@sha256:digest, empty on host.
 	Image string
-	// WorkDir is the absolute directory the step runs in (pipeline dir
-	// joined with the step's workdir).
+	// Root is the pipeline's root (its workdir), absolute with symlinks
+	// resolved: every path the step names stays inside it. Executors
+	// read, write and remove the files a step names through an os.Root
+	// of it (see RootRel and FileRel), never by following a path out.
+	Root string
+	// WorkDir is the absolute directory the step runs in (the root joined
+	// with the step's workdir, symlinks resolved, inside Root).
 	WorkDir string
 	// StepDir is the absolute path of the step's directory in the run
 	// directory (steps/<id>/); executors write reports and copies of
@@ -87,4 +94,66 @@ type File struct {
 	Size int64 `json:"size"`
 	// Kind says what the file is ("fatbin", "cubin", "results", "junit", ...).
 	Kind string `json:"kind,omitempty"`
+	// Link is the target of a symbolic link as written, for an output or
+	// input recorded as a link (never followed; it points inside the
+	// work dir); SHA256 and Size are then those of the target's text.
+	Link string `json:"link,omitempty"`
+}
+
+// root is Root, or for a context built by hand without one, WorkDir.
+func (c *Context) root() string {
+	if c.Root != "" {
+		return c.Root
+	}
+	return c.WorkDir
+}
+
+// RootRel returns name, a path a step names relative to its work dir,
+// as a path relative to Root (to use with os.OpenRoot(Root)). An absolute
+// name, or one that leaves the work dir, is an error that says so; field
+// names the step field for the message (e.g. "results").
+func (c *Context) RootRel(field, name string) (string, error) {
+	n := filepath.FromSlash(name)
+	if filepath.IsAbs(n) || !local(n) {
+		return "", fmt.Errorf("step %s: %s %q is outside the step's workdir %s\nhint: a step's paths are relative to its workdir and stay inside it", c.Step.ID, field, name, c.WorkDir)
+	}
+	wd, err := filepath.Rel(c.root(), c.WorkDir)
+	if err != nil || !local(wd) {
+		return "", fmt.Errorf("step %s: work dir %s is outside the pipeline's root %s", c.Step.ID, c.WorkDir, c.root())
+	}
+	return filepath.Join(wd, n), nil
+}
+
+// FileRel returns name, a path relative to the pipeline file's directory
+// (as baseline is), as a path relative to Root. An absolute name, or one
+// that leaves the root, is an error that says so.
+func (c *Context) FileRel(field, name string) (string, error) {
+	n := filepath.FromSlash(name)
+	fail := func() (string, error) {
+		return "", fmt.Errorf("step %s: %s %q is outside the pipeline's root %s\nhint: give a path relative to the pipeline file, inside the pipeline's root (its workdir)", c.Step.ID, field, name, c.root())
+	}
+	if filepath.IsAbs(n) {
+		return fail()
+	}
+	p := c.Pipeline
+	if p == nil || p.Dir == "" {
+		// No pipeline file: relative to the work dir.
+		return c.RootRel(field, name)
+	}
+	lexRoot := p.Root
+	if lexRoot == "" {
+		lexRoot = p.Dir
+	}
+	rel, err := filepath.Rel(lexRoot, filepath.Join(p.Dir, n))
+	if err != nil || !local(rel) {
+		return fail()
+	}
+	return rel, nil
+}
+
+// local reports whether the relative path p stays at or below the
+// directory it is relative to.
+func local(p string) bool {
+	c := filepath.Clean(p)
+	return c == "." || filepath.IsLocal(c)
 }

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
@@ -313,15 +312,15 @@ func (br *benchRun) knobs(seed int) []string {
 // step directory.
 func (br *benchRun) invoke(ctx context.Context, side string, index, seed int) (*invocation, error) {
 	s := br.s
-	cmd, results := s.Step.Run, s.Step.Results
+	cmd, field, results := s.Step.Run, "results", s.Step.Results
 	if side == sideReference {
-		cmd, results = s.Step.Reference.Run, s.Step.Reference.Results
+		cmd, field, results = s.Step.Reference.Run, "reference.results", s.Step.Reference.Results
 	}
-	resPath, err := workPath(s, results, side+" results")
+	resFile, err := namedResultsFile(s, field, results)
 	if err != nil {
 		return nil, err
 	}
-	if err := removeStale(resPath); err != nil {
+	if err := resFile.remove(); err != nil {
 		return nil, err
 	}
 	res, err := runCommand(ctx, s, cmd, br.knobs(seed)...)
@@ -331,14 +330,14 @@ func (br *benchRun) invoke(ctx context.Context, side string, index, seed int) (*
 	if side == sideCandidate {
 		br.out.ExitCode = exitPtr(res)
 	}
-	r, err := ReadResultsFormat(resPath, s.Step.Format)
+	r, b, err := readResults(resFile, s.Step.Format)
 	if err != nil {
 		if res.ExitCode != 0 {
 			return nil, fmt.Errorf("%s command exited %d and left no usable results: %w", side, res.ExitCode, err)
 		}
 		return nil, fmt.Errorf("%s: %w", side, err)
 	}
-	f, err := copyToStep(s, resPath, copyName(s, side, index, seed, resPath), resultsKind(r))
+	f, err := writeBytesToStep(s, copyName(s, side, index, seed, resFile.rel), resultsKind(r), b)
 	if err != nil {
 		return nil, err
 	}
@@ -702,30 +701,30 @@ func gateSettings(gt *pipeline.Gate) (stats.Gate, error) {
 	return g, nil
 }
 
-// baselinePath resolves a step's baseline: relative to the pipeline file's
-// directory, like workdir.
-func baselinePath(s *step.Context) string {
-	b := s.Step.Baseline
-	if filepath.IsAbs(b) {
-		return b
-	}
-	dir := s.WorkDir
-	if s.Pipeline != nil && s.Pipeline.Dir != "" {
-		dir = s.Pipeline.Dir
-	}
-	return filepath.Join(dir, filepath.FromSlash(b))
-}
-
-func gate(s *step.Context, d *BenchmarkDetails) (*GateResult, error) {
-	path := baselinePath(s)
-	base, err := LoadSampleSet(path, "baseline")
-	if err != nil {
-		return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
-	}
-	sum, _, err := digest.File(path)
+// baselineFile is a step's baseline: relative to the pipeline file's
+// directory, like the pipeline's workdir, and inside the root.
+func baselineFile(s *step.Context) (*rootedFile, error) {
+	rel, err := s.FileRel("baseline", s.Step.Baseline)
 	if err != nil {
 		return nil, err
 	}
+	return newRootedFile(s, rel, s.Step.Baseline), nil
+}
+
+func gate(s *step.Context, d *BenchmarkDetails) (*GateResult, error) {
+	f, err := baselineFile(s)
+	if err != nil {
+		return nil, err
+	}
+	b, err := f.read()
+	if err != nil {
+		return nil, fmt.Errorf("step %s: %w", s.Step.ID, readSampleSetError(f.abs, "baseline", err))
+	}
+	base, err := parseSampleSet(f.abs, b)
+	if err != nil {
+		return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
+	}
+	sum := f.file(b, "").SHA256
 	g := &GateResult{Baseline: s.Step.Baseline, SHA256: sum, Enforced: s.Step.Gate != nil}
 	cand := &SampleSet{Kind: "benchmark", Hardware: d.Hardware}
 	for _, c := range d.Cases {

@@ -129,7 +129,7 @@ func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		}
 		tol = v
 	}
-	resPath, err := resultsPath(s)
+	resFile, err := resultsFile(s)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,8 @@ func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		devMem   []int64
 		sawDev   bool
 		failures []string
-		lastRes  string
+		lastRes  []byte // the results file as last read, once iteration 1 parsed
+		lastRead []byte
 	)
 	start := now()
 	fail := func(iter int, format string, args ...any) {
@@ -166,7 +167,7 @@ loop:
 		if iter > 1 && now().Sub(start) >= want {
 			break
 		}
-		if err := removeStale(resPath); err != nil {
+		if err := resFile.remove(); err != nil {
 			return nil, err
 		}
 		res, err := runStep(ctx, s, env...)
@@ -181,7 +182,10 @@ loop:
 		out.ExitCode = exitPtr(res)
 		d.Iterations = iter
 		rss = append(rss, res.MaxRSSBytes)
-		r, err := ReadResultsFormat(resPath, s.Step.Format)
+		r, b, err := readResults(resFile, s.Step.Format)
+		if b != nil {
+			lastRead = b
+		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil, err
@@ -190,7 +194,7 @@ loop:
 			break
 		}
 		if iter == 1 {
-			lastRes = resPath
+			lastRes = b
 		}
 		if res.ExitCode != 0 {
 			fail(iter, "command exited %d", res.ExitCode)
@@ -246,8 +250,8 @@ loop:
 	if d.Elapsed == "" {
 		d.Elapsed = elapsed.Round(time.Millisecond).String()
 	}
-	if lastRes != "" {
-		if f, err := copyToStep(s, resPath, "results-last"+extOf(resPath), "results"); err == nil {
+	if lastRes != nil {
+		if f, err := writeBytesToStep(s, "results-last"+extOf(resFile.rel), "results", lastRead); err == nil {
 			out.Results = append(out.Results, f)
 		}
 	}

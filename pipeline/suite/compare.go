@@ -93,16 +93,28 @@ var ErrNoBaseline = errors.New("baseline not found")
 func LoadSampleSet(path, what string) (*SampleSet, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) && what == "baseline" {
-			return nil, fmt.Errorf("%w: %s does not exist\nhint: create one with gpuattest baseline save RUNDIR --out %s", ErrNoBaseline, path, path)
-		}
-		return nil, fmt.Errorf("reading %s %s: %w", what, path, err)
+		return nil, readSampleSetError(path, what, err)
 	}
+	return parseSampleSet(path, b)
+}
+
+func readSampleSetError(path, what string, err error) error {
+	if errors.Is(err, os.ErrNotExist) && what == "baseline" {
+		return fmt.Errorf("%w: %s does not exist\nhint: create one with gpuattest baseline save RUNDIR --out %s", ErrNoBaseline, path, path)
+	}
+	return fmt.Errorf("reading %s %s: %w", what, path, err)
+}
+
+// parseSampleSet parses b, read from path, as LoadSampleSet does.
+func parseSampleSet(path string, b []byte) (*SampleSet, error) {
 	var head struct {
 		Schema string `json:"schema"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, jsonSyntaxError(path, b, err)
+	}
+	if err := checkDuplicateKeys(path, b); err != nil {
+		return nil, err
 	}
 	switch head.Schema {
 	case ResultsSchemaID:

@@ -2,12 +2,17 @@ package suite
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/gpuattest/gpuattest/internal/digest"
 
@@ -58,43 +63,97 @@ func setEnv(env []string, kv ...string) []string {
 	return append(out, kv...)
 }
 
-// resultsPath is the absolute path of the step's results file.
-func resultsPath(s *step.Context) (string, error) {
-	return workPath(s, s.Step.Results, "results")
+// rootedFile is a file a step names, reached through an os.Root of the
+// pipeline's root: reading or removing it never follows a path, or a
+// symlink, out of the root.
+type rootedFile struct {
+	root string // the root directory
+	rel  string // the file, relative to root
+	name string // the file as the step names it (slash-separated, clean)
+	abs  string // root joined with rel, for messages
 }
 
-// workPath is the absolute path of a file the step names relative to its
-// work dir (what says which field, for the error).
-func workPath(s *step.Context, rel, what string) (string, error) {
-	if rel == "" {
-		return "", fmt.Errorf("step %s: no %s file declared\nhint: add results: out/results.json (the file the command writes)", s.Step.ID, what)
-	}
-	if filepath.IsAbs(rel) {
-		return rel, nil
-	}
-	return filepath.Join(s.WorkDir, filepath.FromSlash(rel)), nil
+// resultsFile is the step's results file.
+func resultsFile(s *step.Context) (*rootedFile, error) {
+	return namedResultsFile(s, "results", s.Step.Results)
 }
 
-// removeStale deletes a results file left by an earlier run so that a
-// command that writes nothing cannot pass on old results.
-func removeStale(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing stale results %s: %w", path, err)
+// namedResultsFile is a results file the step names in field (results,
+// reference.results), relative to its workdir and inside the root.
+func namedResultsFile(s *step.Context, field, r string) (*rootedFile, error) {
+	if r == "" {
+		return nil, fmt.Errorf("step %s: no %s file declared\nhint: add results: out/results.json (the file the command writes)", s.Step.ID, field)
+	}
+	rel, err := s.RootRel(field, r)
+	if err != nil {
+		return nil, err
+	}
+	return newRootedFile(s, rel, path.Clean(filepath.ToSlash(r))), nil
+}
+
+func newRootedFile(s *step.Context, rel, name string) *rootedFile {
+	root := s.Root
+	if root == "" {
+		root = s.WorkDir
+	}
+	return &rootedFile{root: root, rel: rel, name: name, abs: filepath.Join(root, rel)}
+}
+
+// remove deletes a results file left by an earlier run so that a command
+// that writes nothing cannot pass on old results.
+func (f *rootedFile) remove() error {
+	r, err := os.OpenRoot(f.root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := r.Remove(f.rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing stale results %s: %w", f.abs, err)
 	}
 	return nil
 }
 
-// workFile describes a file under the work dir by its workdir-relative path.
-func workFile(s *step.Context, abs, kind string) (step.File, error) {
-	sum, size, err := digest.File(abs)
+// read returns the file's bytes. It must be a regular file inside the
+// root (a symlink may lead there, never out); a FIFO or a device is
+// refused rather than waited on.
+func (f *rootedFile) read() ([]byte, error) {
+	r, err := os.OpenRoot(f.root)
 	if err != nil {
-		return step.File{}, err
+		return nil, err
 	}
-	rel, err := filepath.Rel(s.WorkDir, abs)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		rel = abs
+	defer r.Close()
+	h, err := r.OpenFile(f.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) && strings.Contains(err.Error(), "escapes") {
+			return nil, fmt.Errorf("%s leads outside the pipeline's root %s (through a symlink)\nhint: gpuattest reads a step's files only inside the root", f.abs, f.root)
+		}
+		return nil, err
 	}
-	return step.File{Path: filepath.ToSlash(rel), SHA256: sum, Size: size, Kind: kind}, nil
+	defer h.Close()
+	st, err := h.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is a %s, not a regular file", f.abs, st.Mode().Type())
+	}
+	return io.ReadAll(h)
+}
+
+// file describes the bytes b, read from f, by f's name.
+func (f *rootedFile) file(b []byte, kind string) step.File {
+	sum := sha256.Sum256(b)
+	return step.File{Path: f.name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b)), Kind: kind}
+}
+
+// readResults reads and parses the step's results file.
+func readResults(f *rootedFile, format string) (*Results, []byte, error) {
+	b, err := f.read()
+	if err != nil {
+		return nil, nil, readResultsError(f.abs, err)
+	}
+	r, err := parseResults(f.abs, b, format)
+	return r, b, err
 }
 
 // stepFile describes a file in the step directory. Its Path is relative
@@ -124,16 +183,12 @@ func writeStepFile(s *step.Context, name, kind string, fill func(io.Writer) erro
 	return stepFile(s, p, kind)
 }
 
-// copyToStep copies src into the step directory as name.
-func copyToStep(s *step.Context, src, name, kind string) (step.File, error) {
-	if err := os.MkdirAll(s.StepDir, 0o755); err != nil {
-		return step.File{}, err
-	}
-	p := filepath.Join(s.StepDir, name)
-	if err := atomicfile.Copy(p, src); err != nil {
-		return step.File{}, err
-	}
-	return stepFile(s, p, kind)
+// writeBytesToStep writes b into the step directory as name.
+func writeBytesToStep(s *step.Context, name, kind string, b []byte) (step.File, error) {
+	return writeStepFile(s, name, kind, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
 func resultsKind(r *Results) string {

@@ -215,6 +215,17 @@ func TestBenchmarkFailures(t *testing.T) {
 	}
 }
 
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // saveBaseline runs a benchmark and saves its samples as a baseline.
 func saveBaseline(t *testing.T, hw string) string {
 	t.Helper()
@@ -266,7 +277,8 @@ func TestBenchmarkGate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := newContext(t, benchStep("b", tt.scale, func(st *pipeline.Step) { st.Baseline, st.Gate = base, tt.gate }))
+			s := newContext(t, benchStep("b", tt.scale, func(st *pipeline.Step) { st.Baseline, st.Gate = "baseline.json", tt.gate }))
+			copyFile(t, base, filepath.Join(s.WorkDir, "baseline.json")) // the baseline sits inside the pipeline's root
 			s.Hardware = json.RawMessage(tt.hw)
 			out, err := Benchmark{}.Execute(t.Context(), s)
 			if err != nil {

@@ -72,6 +72,21 @@ func parseJUnit(path string, b []byte) (*Results, error) {
 		line, col := dec.InputPos()
 		return nil, fmt.Errorf("%s:%d:%d: root element <%s>: expected <testsuites> or <testsuite>\nhint: JUnit XML from pytest --junitxml, ctest --output-junit or gotestsum --junitfile", path, line, col, root.Name.Local)
 	}
+	// One root only: a second one would be read by some tools and not by
+	// others, and could hide the failures of the first.
+	for {
+		line, col := dec.InputPos()
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, xmlError(path, err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			return nil, fmt.Errorf("%s:%d:%d: second root element <%s> after </%s>: malformed results\nhint: a JUnit file has exactly one <testsuites> or <testsuite> root", path, line, col, se.Name.Local, root.Name.Local)
+		}
+	}
 	r := &Results{Schema: ResultsSchemaID, Tool: "junit", Format: FormatJUnit}
 	var walk func(s junitSuite)
 	walk = func(s junitSuite) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -66,7 +67,9 @@ func (Profile) Execute(ctx context.Context, s *step.Context) (*step.Outcome, err
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
-		st, err := os.Stat(p)
+		// Lstat: a symlink is no report of this step (the engine refuses
+		// one that points out of the work dir).
+		st, err := os.Lstat(p)
 		if err != nil || !st.Mode().IsRegular() {
 			continue
 		}
@@ -75,11 +78,15 @@ func (Profile) Execute(ctx context.Context, s *step.Context) (*step.Outcome, err
 			d.Stale = append(d.Stale, filepath.ToSlash(rel))
 			continue
 		}
-		f, err := workFile(s, p, "profile")
+		rel, err := filepath.Rel(s.WorkDir, p)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		sum, size, err := digest.File(p)
 		if err != nil {
 			return nil, err
 		}
-		d.Reports = append(d.Reports, f)
+		d.Reports = append(d.Reports, step.File{Path: filepath.ToSlash(rel), SHA256: sum, Size: size, Kind: "profile"})
 	}
 	out.Results = d.Reports
 	var why []string

@@ -174,11 +174,20 @@ func ReadResults(path string) (*Results, error) { return ReadResultsFormat(path,
 func ReadResultsFormat(path, format string) (*Results, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("results file %s does not exist\nhint: the step's command must write it (results: names it, relative to the step's workdir)", path)
-		}
-		return nil, fmt.Errorf("reading results: %w", err)
+		return nil, readResultsError(path, err)
 	}
+	return parseResults(path, b, format)
+}
+
+func readResultsError(path string, err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("results file %s does not exist\nhint: the step's command must write it (results: names it, relative to the step's workdir)", path)
+	}
+	return fmt.Errorf("reading results: %w", err)
+}
+
+// parseResults parses b, read from path, in format.
+func parseResults(path string, b []byte, format string) (*Results, error) {
 	if format == "" || format == FormatAuto {
 		format = sniff(path, b)
 	}
@@ -211,6 +220,9 @@ func parseResultsJSON(path string, b []byte) (*Results, error) {
 	var generic any
 	if err := json.Unmarshal(b, &generic); err != nil {
 		return nil, jsonSyntaxError(path, b, err)
+	}
+	if err := checkDuplicateKeys(path, b); err != nil {
+		return nil, err
 	}
 	sch, err := compiled()
 	if err != nil {
@@ -297,4 +309,71 @@ func schemaError(path string, err error) error {
 
 func leafMessage(e *sjs.ValidationError) string {
 	return e.ErrorKind.LocalizedString(message.NewPrinter(language.English))
+}
+
+// checkDuplicateKeys refuses an object that names a key twice: encoding/json
+// would keep the last value silently, so a second "status": "passed" could
+// hide a "failed". The error has the key's line:col and JSON pointer. b
+// must be valid JSON (syntax errors are left to the parse).
+func checkDuplicateKeys(path string, b []byte) error {
+	type frame struct {
+		obj   bool
+		keys  map[string]bool
+		isKey bool   // the next token of an object is a key
+		ptr   string // JSON pointer of this container
+		value string // JSON pointer of the member being read
+		idx   int
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var stack []*frame
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error reported elsewhere
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.obj && top.isKey {
+			k, _ := tok.(string)
+			if top.keys[k] {
+				off := start
+				for off < int64(len(b)) && strings.IndexByte(" \t\r\n,", b[off]) >= 0 {
+					off++
+				}
+				line, col := lineCol(b, off)
+				where := top.ptr
+				if where == "" {
+					where = "/"
+				}
+				return fmt.Errorf("%s:%d:%d: duplicate key %q in %s\nhint: each key may appear once; a JSON reader keeps only the last value, so a repeated key can hide the first", path, line, col, k, where)
+			}
+			top.keys[k] = true
+			top.isKey = false
+			top.value = top.ptr + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+			continue
+		}
+		var ptr string
+		if top != nil {
+			if top.obj {
+				ptr, top.isKey = top.value, true
+			} else {
+				ptr = fmt.Sprintf("%s/%d", top.ptr, top.idx)
+				top.idx++
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, keys: map[string]bool{}, isKey: true, ptr: ptr})
+		case json.Delim('['):
+			stack = append(stack, &frame{ptr: ptr})
+		}
+	}
 }

@@ -44,11 +44,11 @@ type CaseStatus struct {
 
 // Execute runs the test step s.Step.
 func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error) {
-	resPath, err := resultsPath(s)
+	resFile, err := resultsFile(s)
 	if err != nil {
 		return nil, err
 	}
-	if err := removeStale(resPath); err != nil {
+	if err := resFile.remove(); err != nil {
 		return nil, err
 	}
 	res, err := runStep(ctx, s)
@@ -56,19 +56,15 @@ func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 		return nil, err
 	}
 	out := &step.Outcome{ExitCode: exitPtr(res)}
-	r, err := ReadResultsFormat(resPath, s.Step.Format)
+	r, b, err := readResults(resFile, s.Step.Format)
 	if err != nil {
 		if res.ExitCode != 0 {
 			return nil, fmt.Errorf("command exited %d and left no usable results: %w", res.ExitCode, err)
 		}
 		return nil, err
 	}
-	if f, err := workFile(s, resPath, resultsKind(r)); err == nil {
-		out.Results = append(out.Results, f)
-	} else {
-		return nil, err
-	}
-	if _, err := copyToStep(s, resPath, "results"+filepath.Ext(resPath), resultsKind(r)); err != nil {
+	out.Results = append(out.Results, resFile.file(b, resultsKind(r)))
+	if _, err := writeBytesToStep(s, "results"+filepath.Ext(resFile.rel), resultsKind(r), b); err != nil {
 		return nil, err
 	}
 	d := &TestDetails{Results: s.Step.Results, Format: r.Format, Tool: r.Tool, Backend: r.Backend, Device: r.Device, Counts: r.Count()}
