@@ -59,7 +59,7 @@ func main() {
 	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "load\tgate\tFP (no change)\tpower (5% slower)\t")
 	driftOK := true
-	for _, c := range driftTable(r, *driftTrials, *rounds, *reps, g) {
+	for _, c := range driftTable(r, *driftTrials, *rounds, *reps, g, false) {
 		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.1f%%\t\n", c.scenario, c.gate, 100*c.fp, 100*c.power)
 		if strings.HasPrefix(c.gate, "same-run A/B, paired") && (c.fp > 0.01 || c.power < 0.95) {
 			driftOK = false
