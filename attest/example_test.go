@@ -1,6 +1,7 @@
 package attest_test
 
 import (
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,13 +13,17 @@ import (
 // A run with a failed step yields a statement whose result is "failed"
 // and that names the step: never a passing claim.
 func ExampleValidationStatement() {
+	hw := &hardware.Record{Simulated: true, GPUs: []hardware.GPU{}, Reason: "simulated, none attached"}
+	if err := hw.Seal(); err != nil {
+		panic(err)
+	}
 	st, err := attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + strings.Repeat("a", 64),
 		Steps: []attest.StepRecord{
 			{ID: "build", Kind: "cuda-build", Verdict: "passed"},
 			{ID: "test", Kind: "test", Verdict: "failed", Reason: "2 of 40 cases failed"},
 		},
-		Hardware:   json.RawMessage(`{"simulated":true,"gpus":[]}`),
+		Hardware:   hw,
 		Artifacts:  []attest.Artifact{{Path: "build/kernels.fatbin", SHA256: strings.Repeat("c", 64)}},
 		StartedAt:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		FinishedAt: time.Date(2026, 1, 2, 3, 9, 5, 0, time.UTC),

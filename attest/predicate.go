@@ -30,10 +30,9 @@ type ValidationPredicate struct {
 	// Simulated is true when the hardware record comes from a simulated GPU
 	// (GPUATTEST_FAKE_GPU); lifted from the record.
 	Simulated bool `json:"simulated"`
-	// Hardware is the run's hardware record, embedded as given.
+	// Hardware is the run's hardware record (schemas/hardware.schema.json);
+	// its digest field is the one hardware digest of the predicate.
 	Hardware json.RawMessage `json:"hardware" jsonschema:"type=object"`
-	// HardwareDigest is "sha256:<hex>" of the hardware record bytes.
-	HardwareDigest string `json:"hardware_digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
 	// Build holds the build facts, when the run built anything.
 	Build *BuildFacts `json:"build,omitempty"`
 	// Results lists every result file with its sha256.

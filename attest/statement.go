@@ -1,9 +1,8 @@
 package attest
 
 import (
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,8 +156,9 @@ type Run struct {
 	Preflight []PreflightCheck
 	// RunError is set when the run itself failed (not just a step).
 	RunError string
-	// Hardware is the hardware record as JSON (pipeline/gpu).
-	Hardware json.RawMessage
+	// Hardware is the hardware record (read from disk with
+	// hardware.Decode, which checks its digest).
+	Hardware *hardware.Record
 	// Artifacts are the released artifacts: the statements' subjects.
 	Artifacts []Artifact
 	// Results are the result files whose sha256 the predicate binds.
@@ -229,17 +229,14 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		return nil, errors.New("nil run")
 	}
 	var errs []error
-	if len(bytes.TrimSpace(run.Hardware)) == 0 {
+	var hw json.RawMessage
+	switch {
+	case run.Hardware == nil:
 		errs = append(errs, errors.New("hardware: the run has no hardware record\nhint: the engine must capture one (pipeline/gpu) even when there is no GPU"))
-	}
-	var hw struct {
-		Simulated *bool `json:"simulated"`
-	}
-	var compact bytes.Buffer
-	if len(run.Hardware) > 0 {
-		if err := json.Unmarshal(run.Hardware, &hw); err != nil {
-			errs = append(errs, fmt.Errorf("hardware: expected a JSON object: %w", err))
-		} else if err := json.Compact(&compact, run.Hardware); err != nil {
+	default:
+		if err := run.Hardware.Verify(); err != nil {
+			errs = append(errs, fmt.Errorf("hardware: %w", err))
+		} else if hw, err = json.Marshal(run.Hardware); err != nil {
 			errs = append(errs, fmt.Errorf("hardware: %w", err))
 		}
 	}
@@ -253,7 +250,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		errs = append(errs, errors.New("steps: the run has no steps"))
 	}
 	p := &ValidationPredicate{
-		Hardware:         json.RawMessage(compact.Bytes()),
+		Hardware:         hw,
 		Build:            normalizeBuild(run.Build),
 		Benchmarks:       run.Benchmarks,
 		Burnin:           run.Burnin,
@@ -269,11 +266,9 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		Results:          []FileDigest{},
 		Steps:            []StepVerdict{},
 	}
-	if hw.Simulated != nil {
-		p.Simulated = *hw.Simulated
+	if run.Hardware != nil {
+		p.Simulated = run.Hardware.Simulated
 	}
-	sum := sha256.Sum256(run.Hardware)
-	p.HardwareDigest = "sha256:" + hex.EncodeToString(sum[:])
 	for i, r := range run.Results {
 		if !hexSHA256.MatchString(r.SHA256) {
 			errs = append(errs, fmt.Errorf("results[%d].sha256 %q: expected 64 lowercase hex digits", i, r.SHA256))

@@ -3,6 +3,7 @@
 package collect
 
 import (
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -86,14 +87,19 @@ func (c *collector) hardware() error {
 	if c.rec.Hardware == nil {
 		return nil
 	}
-	raw, err := os.ReadFile(filepath.Join(c.dir, c.rec.Hardware.File))
+	path := filepath.Join(c.dir, c.rec.Hardware.File)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("reading the hardware record: %w", err)
 	}
-	if !json.Valid(raw) {
-		return fmt.Errorf("%s: invalid JSON", filepath.Join(c.dir, c.rec.Hardware.File))
+	rec, err := hardware.Decode(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	c.run.Hardware = raw
+	if rec.Digest != c.rec.Hardware.Digest {
+		return fmt.Errorf("%s: digest %s, but run.json records %s", path, rec.Digest, c.rec.Hardware.Digest)
+	}
+	c.run.Hardware = rec
 	return nil
 }
 

@@ -126,13 +126,12 @@ func (e *run) prepare(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(e.dir, "steps"), 0o755); err != nil {
 		return fmt.Errorf("creating run directory: %w", err)
 	}
-	if len(e.o.hardware) > 0 {
-		var hw struct {
-			Digest    string `json:"digest"`
-			Simulated bool   `json:"simulated"`
+	if hw := e.o.hardware; hw != nil {
+		raw, err := json.Marshal(hw)
+		if err != nil {
+			return fmt.Errorf("encoding the hardware record: %w", err)
 		}
-		_ = json.Unmarshal(e.o.hardware, &hw)
-		if err := atomicfile.Write(filepath.Join(e.dir, "hardware.json"), e.o.hardware, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(e.dir, "hardware.json"), raw, 0o644); err != nil {
 			return err
 		}
 		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: "hardware.json"}

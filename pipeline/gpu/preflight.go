@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"os"
 	"slices"
 	"strconv"
@@ -276,7 +277,7 @@ func parseVersion(s string) ([]int, bool) {
 // fall back to the record with a warning when live is nil. The error is
 // for bad input only (a bad minDriver, target or memory size), naming the
 // field; failed checks are in the result (see Err).
-func Preflight(rec *Record, spec *pipeline.Preflight, embedded []string, memory string, live *Live) ([]Check, error) {
+func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory string, live *Live) ([]Check, error) {
 	if spec == nil {
 		spec = &pipeline.Preflight{}
 	}
@@ -311,7 +312,7 @@ func Preflight(rec *Record, spec *pipeline.Preflight, embedded []string, memory 
 	}
 
 	var out []Check
-	add := func(name string, gpu *GPU, st CheckStatus, seen, required, msg string) {
+	add := func(name string, gpu *hardware.GPU, st CheckStatus, seen, required, msg string) {
 		c := Check{Name: name, Status: st, Seen: seen, Required: required}
 		prefix := name
 		if gpu != nil {
@@ -481,7 +482,7 @@ func Preflight(rec *Record, spec *pipeline.Preflight, embedded []string, memory 
 // checkCC decides whether g can run the build's code: exact SASS, SASS of
 // a lower minor of the same major (binary compatibility), or else PTX the
 // driver JIT-compiles (warned).
-func checkCC(g *GPU, codes []code, add func(string, *GPU, CheckStatus, string, string, string)) {
+func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, CheckStatus, string, string, string)) {
 	var names []string
 	for _, c := range codes {
 		names = append(names, c.name)

@@ -4,8 +4,8 @@
 package step
 
 import (
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,9 +51,8 @@ type Context struct {
 	Stdout, Stderr io.Writer
 	// Logger receives diagnostics; never nil.
 	Logger *slog.Logger
-	// Hardware is the run's hardware record as JSON (see pipeline/gpu);
-	// executors that gate on hardware decode it.
-	Hardware json.RawMessage
+	// Hardware is the run's hardware record; nil when none was collected.
+	Hardware *hardware.Record
 }
 
 // Status is a step's final state as an executor reports it.
