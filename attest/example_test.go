@@ -1,9 +1,9 @@
 package attest_test
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"strings"
 	"time"
 

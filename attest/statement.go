@@ -1,11 +1,11 @@
 package attest
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"regexp"
 	"slices"
 	"sort"

@@ -1,9 +1,9 @@
 package attest_test
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"bytes"
 	"encoding/json"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"strings"
 	"testing"
 

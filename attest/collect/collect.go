@@ -3,9 +3,9 @@
 package collect
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"os"
 	"path"
 	"path/filepath"

@@ -1,12 +1,12 @@
 package verify_test
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest"

@@ -1,10 +1,10 @@
 package engine
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"log/slog"
 	"runtime"

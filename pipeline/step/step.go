@@ -4,9 +4,9 @@
 package step
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"context"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"log/slog"
 	"path/filepath"

@@ -1,10 +1,10 @@
 package suite
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"os"
 	"path/filepath"

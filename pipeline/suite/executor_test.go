@@ -1,10 +1,10 @@
 package suite
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"log/slog"
 	"os"

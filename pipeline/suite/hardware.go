@@ -1,8 +1,8 @@
 package suite
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 )
 
 // Hardware identifies the machine a set of samples was taken on.
