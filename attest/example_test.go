@@ -19,12 +19,12 @@ func ExampleValidationStatement() {
 	}
 	st, err := attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + strings.Repeat("a", 64),
-		Steps: []attest.StepRecord{
+		Steps: []attest.StepVerdict{
 			{ID: "build", Kind: "cuda-build", Verdict: "passed"},
 			{ID: "test", Kind: "test", Verdict: "failed", Reason: "2 of 40 cases failed"},
 		},
 		Hardware:   hw,
-		Artifacts:  []attest.Artifact{{Path: "build/kernels.fatbin", SHA256: strings.Repeat("c", 64)}},
+		Artifacts:  []attest.FileDigest{{Path: "build/kernels.fatbin", SHA256: strings.Repeat("c", 64)}},
 		StartedAt:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		FinishedAt: time.Date(2026, 1, 2, 3, 9, 5, 0, time.UTC),
 		Version:    "v0.1.0",

@@ -94,15 +94,18 @@ type CubinDigest struct {
 	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 }
 
-// FileDigest is a file by path and sha256.
+// FileDigest is a file a run produced or read, by path and sha256: an
+// artifact (a statement subject), a result file, a byproduct or a source.
 type FileDigest struct {
-	// Path is the file's path (slash-separated, relative).
+	// Path is the file's path, slash-separated and relative to the run's
+	// work dir (artifacts, sources) or run directory (results, logs); an
+	// artifact's path becomes its subject name.
 	Path string `json:"path"`
 	// SHA256 is the hex sha256 of the file.
 	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// Step is the id of the step that produced it, when known.
 	Step string `json:"step,omitempty"`
-	// Kind says what the file is ("results", "junit", "log", ...).
+	// Kind says what the file is ("fatbin", "results", "junit", "log", ...).
 	Kind string `json:"kind,omitempty"`
 }
 
@@ -117,6 +120,8 @@ type StepVerdict struct {
 	Verdict string `json:"verdict"`
 	// Reason says why a step that did not pass did not, in one line.
 	Reason string `json:"reason,omitempty"`
+	// Runner is the runner the step ran on: host, docker or bwrap.
+	Runner string `json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap"`
 }
 
 // BenchmarkSummary summarizes one benchmark case.

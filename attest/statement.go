@@ -88,33 +88,6 @@ func ParseStatement(b []byte) (*Statement, error) {
 	return &s, nil
 }
 
-// Artifact is a file a run produced, by path and hex sha256.
-type Artifact struct {
-	// Path is the file's path, slash-separated and relative to the run's
-	// work dir; it becomes the subject name.
-	Path string
-	// SHA256 is the lowercase hex sha256 of the file.
-	SHA256 string
-	// Step is the id of the step that produced it.
-	Step string
-	// Kind says what it is ("fatbin", "cubin", "results", "log", ...).
-	Kind string
-}
-
-// StepRecord is one step of a run as the engine recorded it.
-type StepRecord struct {
-	// ID is the step id.
-	ID string
-	// Kind is the step kind.
-	Kind string
-	// Verdict is the final state: passed, failed, error, skipped or cached.
-	Verdict string
-	// Reason says why a step that did not pass did not.
-	Reason string
-	// Runner is the runner kind the step ran on (host, docker, bwrap).
-	Runner string
-}
-
 // Image is a container image the run used.
 type Image struct {
 	// Name is the image's name in the pipeline.
@@ -151,7 +124,7 @@ type Run struct {
 	// SelectedSteps are the step ids the run was limited to (empty: all).
 	SelectedSteps []string
 	// Steps are all the run's steps in pipeline order.
-	Steps []StepRecord
+	Steps []StepVerdict
 	// Preflight are the preflight outcomes.
 	Preflight []PreflightCheck
 	// RunError is set when the run itself failed (not just a step).
@@ -160,13 +133,13 @@ type Run struct {
 	// hardware.Decode, which checks its digest).
 	Hardware *hardware.Record
 	// Artifacts are the released artifacts: the statements' subjects.
-	Artifacts []Artifact
+	Artifacts []FileDigest
 	// Results are the result files whose sha256 the predicate binds.
-	Results []Artifact
+	Results []FileDigest
 	// Byproducts are logs and reports (provenance byproducts).
-	Byproducts []Artifact
+	Byproducts []FileDigest
 	// Sources are the build's source files.
-	Sources []Artifact
+	Sources []FileDigest
 	// Build are the build facts, nil when nothing was built.
 	Build *BuildFacts
 	// Benchmarks are the benchmark summaries.
@@ -197,7 +170,7 @@ var passingVerdicts = []string{"passed", "cached"}
 
 // subjects returns the run's artifacts as statement subjects, sorted by
 // name, with problems collected.
-func subjects(arts []Artifact) ([]Subject, []error) {
+func subjects(arts []FileDigest) ([]Subject, []error) {
 	var errs []error
 	seen := map[string]string{}
 	var out []Subject
@@ -281,7 +254,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 			errs = append(errs, fmt.Errorf("steps[%d]: id and verdict are required", i))
 			continue
 		}
-		p.Steps = append(p.Steps, StepVerdict{ID: s.ID, Kind: s.Kind, Verdict: s.Verdict, Reason: s.Reason})
+		p.Steps = append(p.Steps, s)
 		if !slices.Contains(passingVerdicts, s.Verdict) {
 			p.FailedSteps = append(p.FailedSteps, s.ID)
 		}
@@ -313,11 +286,11 @@ func ValidationStatement(run *Run) (*Statement, error) {
 }
 
 // NewStatement builds a statement over subjects with any JSON predicate.
-func NewStatement(subjects []Artifact, predicateType string, predicate any) (*Statement, error) {
+func NewStatement(subjects []FileDigest, predicateType string, predicate any) (*Statement, error) {
 	return newStatement(subjects, predicateType, predicate)
 }
 
-func newStatement(arts []Artifact, predicateType string, predicate any) (*Statement, error) {
+func newStatement(arts []FileDigest, predicateType string, predicate any) (*Statement, error) {
 	subj, errs := subjects(arts)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -147,23 +147,23 @@ func (c *collector) step(s *pipeline.Step) error {
 	if sr.Runner != nil {
 		runnerName = sr.Runner.Name
 	}
-	c.run.Steps = append(c.run.Steps, attest.StepRecord{ID: s.ID, Kind: s.Kind, Verdict: verdict, Reason: firstLine(sr.Reason), Runner: runnerName})
+	c.run.Steps = append(c.run.Steps, attest.StepVerdict{ID: s.ID, Kind: s.Kind, Verdict: verdict, Reason: firstLine(sr.Reason), Runner: runnerName})
 
 	for _, f := range sr.Artifacts {
-		c.run.Artifacts = append(c.run.Artifacts, attest.Artifact{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
+		c.run.Artifacts = append(c.run.Artifacts, attest.FileDigest{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
 	}
 	for _, f := range sr.Results {
-		c.run.Results = append(c.run.Results, attest.Artifact{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
+		c.run.Results = append(c.run.Results, attest.FileDigest{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
 	}
 	if s.Kind == pipeline.KindCUDABuild {
 		for _, f := range sr.Inputs {
-			c.run.Sources = append(c.run.Sources, attest.Artifact{Path: c.rel(s, f.Path), SHA256: f.SHA256, Step: s.ID, Kind: "source"})
+			c.run.Sources = append(c.run.Sources, attest.FileDigest{Path: c.rel(s, f.Path), SHA256: f.SHA256, Step: s.ID, Kind: "source"})
 		}
 	}
 	for _, log := range []string{"stdout.log", "stderr.log"} {
 		rel := path.Join("steps", s.ID, log)
 		if sum, _, err := digest.File(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
-			c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
+			c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
 		}
 	}
 	if len(sr.Details) == 0 {
@@ -222,7 +222,7 @@ func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
 		c.reproAll = c.reproAll && d.Reproducibility.Reproducible
 	}
 	if sum, _, err := digest.File(filepath.Join(c.dir, "steps", s.ID, "repro.json")); err == nil {
-		c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: path.Join("steps", s.ID, "repro.json"), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
+		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: path.Join("steps", s.ID, "repro.json"), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
 	}
 }
 

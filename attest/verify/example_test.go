@@ -27,9 +27,9 @@ func Example() {
 	}
 	st, err := attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + strings.Repeat("a", 64),
-		Steps:          []attest.StepRecord{{ID: "test", Kind: "test", Verdict: "passed"}},
+		Steps:          []attest.StepVerdict{{ID: "test", Kind: "test", Verdict: "passed"}},
 		Hardware:       hw,
-		Artifacts:      []attest.Artifact{{Path: "kernels.fatbin", SHA256: digest}},
+		Artifacts:      []attest.FileDigest{{Path: "kernels.fatbin", SHA256: digest}},
 	})
 	if err != nil {
 		panic(err)

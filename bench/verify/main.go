@@ -111,10 +111,10 @@ func statement(name, digest string) (*attest.Statement, error) {
 	hex64 := strings.Repeat("a", 64)
 	return attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + hex64,
-		Steps:          []attest.StepRecord{{ID: "build", Kind: "cuda-build", Verdict: "passed"}, {ID: "test", Kind: "test", Verdict: "passed"}},
+		Steps:          []attest.StepVerdict{{ID: "build", Kind: "cuda-build", Verdict: "passed"}, {ID: "test", Kind: "test", Verdict: "passed"}},
 		Hardware:       benchHardware(),
-		Artifacts:      []attest.Artifact{{Path: name, SHA256: digest}},
-		Results:        []attest.Artifact{{Path: "results.json", SHA256: hex64}},
+		Artifacts:      []attest.FileDigest{{Path: name, SHA256: digest}},
+		Results:        []attest.FileDigest{{Path: "results.json", SHA256: hex64}},
 		StartedAt:      time.Now().Add(-time.Minute),
 		FinishedAt:     time.Now(),
 		Version:        "bench",

@@ -42,14 +42,14 @@ func Run(simulated bool, artifactSHA256 string) *attest.Run {
 		PipelinePath:   "pipelines/release.yaml",
 		PipelineDigest: "sha256:" + Hex('a'),
 		LockDigest:     "sha256:" + Hex('b'),
-		Steps: []attest.StepRecord{
+		Steps: []attest.StepVerdict{
 			{ID: "build", Kind: "cuda-build", Verdict: "passed", Runner: "docker"},
 			{ID: "test", Kind: "test", Verdict: "passed", Runner: "docker"},
 			{ID: "bench", Kind: "benchmark", Verdict: "passed", Runner: "docker"},
 		},
 		Hardware:  Hardware(simulated),
-		Artifacts: []attest.Artifact{{Path: "build/kernels.fatbin", SHA256: artifactSHA256, Step: "build", Kind: "fatbin"}},
-		Results:   []attest.Artifact{{Path: "steps/test/results.json", SHA256: Hex('d'), Step: "test", Kind: "results"}},
+		Artifacts: []attest.FileDigest{{Path: "build/kernels.fatbin", SHA256: artifactSHA256, Step: "build", Kind: "fatbin"}},
+		Results:   []attest.FileDigest{{Path: "steps/test/results.json", SHA256: Hex('d'), Step: "test", Kind: "results"}},
 		Build: &attest.BuildFacts{
 			Targets: []string{"sm_80", "sm_90"},
 			Artifacts: []attest.BuildArtifact{{
@@ -62,7 +62,7 @@ func Run(simulated bool, artifactSHA256 string) *attest.Run {
 		Benchmarks: []attest.BenchmarkSummary{{Step: "bench", Case: "vector_add", MedianNS: 1200, CILowNS: 1150, CIHighNS: 1260, Samples: 30, Throughput: &attest.Throughput{Value: 2950, Unit: "GB/s"}}},
 		Images:     []attest.Image{{Name: "cuda", Ref: "nvcr.io/nvidia/cuda@sha256:" + Hex('1'), Digest: "sha256:" + Hex('1')}},
 		Toolchain:  []attest.Tool{{Name: "nvcc", Version: "12.4.131"}},
-		Byproducts: []attest.Artifact{{Path: "steps/build/stdout.log", SHA256: Hex('2')}},
+		Byproducts: []attest.FileDigest{{Path: "steps/build/stdout.log", SHA256: Hex('2')}},
 		StartedAt:  time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
 		FinishedAt: time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC),
 		Version:    "v0.1.0",
