@@ -155,7 +155,7 @@ func TestKeySignWithTimestamp(t *testing.T) {
 	// With a trusted root that has a TSA, the timestamp is required and checked.
 	r := verifyOne(t, b, digest, verify.WithKey(priv.Public(), "k"), verify.WithTrustedRoot(fs.TrustedRoot, "root"))
 	if !r.Verified {
-		t.Fatalf("code %d: %v", r.Code, failed(r))
+		t.Fatalf("failure %s: %v", r.Failure, failed(r))
 	}
 	// A bundle without timestamp then fails with 10.
 	s2, _ := sign.NewKeySigner(kp)
@@ -164,13 +164,13 @@ func TestKeySignWithTimestamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = verifyOne(t, b2, digest, verify.WithKey(priv.Public(), "k"), verify.WithTrustedRoot(fs.TrustedRoot, "root"))
-	if r.Code != verify.CodeSignature {
-		t.Fatalf("untimestamped bundle: code %d, want 10", r.Code)
+	if r.Failure != verify.FailureSignature {
+		t.Fatalf("untimestamped bundle: failure %s, want signature", r.Failure)
 	}
 	// Without a trusted root it verifies by key alone.
 	r = verifyOne(t, b2, digest, verify.WithKey(priv.Public(), "k"))
 	if !r.Verified {
-		t.Fatalf("code %d: %v", r.Code, failed(r))
+		t.Fatalf("failure %s: %v", r.Failure, failed(r))
 	}
 }
 
@@ -210,24 +210,24 @@ func TestKeyless(t *testing.T) {
 	tests := []struct {
 		name                   string
 		san, sanRE, iss, issRE string
-		want                   int
+		want                   verify.Failure
 	}{
-		{name: "exact identity", san: "release@example.com", iss: fakesigstore.Issuer, want: 0},
-		{name: "regexp identity", sanRE: `^release@example\.com$`, issRE: `^https://oidc\.fake\.test$`, want: 0},
-		{name: "wrong identity", san: "mallory@example.com", iss: fakesigstore.Issuer, want: verify.CodeSignature},
-		{name: "wrong issuer", san: "release@example.com", iss: "https://token.actions.githubusercontent.com", want: verify.CodeSignature},
+		{name: "exact identity", san: "release@example.com", iss: fakesigstore.Issuer, want: verify.FailureNone},
+		{name: "regexp identity", sanRE: `^release@example\.com$`, issRE: `^https://oidc\.fake\.test$`, want: verify.FailureNone},
+		{name: "wrong identity", san: "mallory@example.com", iss: fakesigstore.Issuer, want: verify.FailureSignature},
+		{name: "wrong issuer", san: "release@example.com", iss: "https://token.actions.githubusercontent.com", want: verify.FailureSignature},
 	}
 	for _, tt := range tests {
 		r := verifyOne(t, b, digest, verify.WithTrustedRoot(fs.TrustedRoot, "root"), verify.WithCertificateIdentity(tt.san, tt.sanRE, tt.iss, tt.issRE))
-		if r.Code != tt.want {
-			t.Errorf("%s: code %d, want %d: %v", tt.name, r.Code, tt.want, failed(r))
+		if r.Failure != tt.want {
+			t.Errorf("%s: failure %s, want %s: %v", tt.name, r.Failure, tt.want, failed(r))
 		}
 	}
 	// Another Sigstore's trusted root does not verify it.
 	other := fakesigstore.Start(t)
 	r := verifyOne(t, b, digest, verify.WithTrustedRoot(other.TrustedRoot, "other"), verify.WithCertificateIdentity("release@example.com", "", fakesigstore.Issuer, ""))
-	if r.Code != verify.CodeSignature {
-		t.Errorf("foreign root: code %d, want 10", r.Code)
+	if r.Failure != verify.FailureSignature {
+		t.Errorf("foreign root: failure %s, want signature", r.Failure)
 	}
 	// A token Fulcio cannot verify is refused at signing.
 	bad, err := sign.NewKeylessSigner(sc, other.Token("release@example.com"))

@@ -127,7 +127,7 @@ func TestCosignInterop(t *testing.T) {
 				t.Fatalf("cosign verified under the wrong key:\n%s", out)
 			}
 			if r := gpuattestVerify(t, bp, k.files.Public); !r.Verified {
-				t.Fatalf("gpuattest verify: code %d: %v", r.Code, failedChecks(r))
+				t.Fatalf("gpuattest verify: failure %s: %v", r.Failure, failedChecks(r))
 			}
 		})
 		t.Run("cosign attest-blob signs with "+k.name+", gpuattest verifies", func(t *testing.T) {
@@ -147,7 +147,7 @@ func TestCosignInterop(t *testing.T) {
 			}
 			r := gpuattestVerify(t, bp, k.files.Public)
 			if !r.Verified {
-				t.Fatalf("gpuattest verify of cosign's bundle: code %d: %v", r.Code, failedChecks(r))
+				t.Fatalf("gpuattest verify of cosign's bundle: failure %s: %v", r.Failure, failedChecks(r))
 			}
 			// Tampering with cosign's bundle is caught too.
 			b, _ := os.ReadFile(bp)
@@ -162,8 +162,8 @@ func TestCosignInterop(t *testing.T) {
 			if err := os.WriteFile(tp, tampered, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if r := gpuattestVerify(t, tp, k.files.Public); r.Code != verify.CodeSignature {
-				t.Fatalf("tampered cosign bundle: code %d, want 10", r.Code)
+			if r := gpuattestVerify(t, tp, k.files.Public); r.Failure != verify.FailureSignature {
+				t.Fatalf("tampered cosign bundle: failure %s, want signature", r.Failure)
 			}
 		})
 	}
@@ -232,6 +232,6 @@ func TestCosignVerifiesKeyless(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := v.Verify(t.Context(), []verify.Entry{{Source: bp, Data: b}}, []verify.Artifact{art}); !r.Verified {
-		t.Fatalf("gpuattest verify (keyless): code %d: %v", r.Code, failedChecks(r))
+		t.Fatalf("gpuattest verify (keyless): failure %s: %v", r.Failure, failedChecks(r))
 	}
 }

@@ -9,7 +9,13 @@
 // A Verifier is built once (New) and states its criteria (Criteria) before
 // checking any bundle (Verify). Verify never fetches anything over the
 // network: keyless verification needs a trusted root file. The report
-// lists every check with its outcome and an exit Code: 0 verified,
-// 10 signature or identity, 11 subject mismatch, 12 policy failed
-// (predicate type included), 1 error.
+// lists every check with its outcome and the most fundamental Failure met:
+// FailureError (the verification could not be carried out), then
+// FailureSignature, FailureSubject and FailurePolicy. The package decides
+// no process exit codes; the CLI maps failures to them.
+//
+// The files hold one job each: options.go (Option), verifier.go (New,
+// Criteria), entries.go (bundles and artifacts in), crypto.go (signature
+// and statement of one bundle), verify.go (Verify's checks), report.go
+// (Report, Failure).
 package verify

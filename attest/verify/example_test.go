@@ -49,7 +49,7 @@ func Example() {
 		fmt.Println("criterion:", c.Check)
 	}
 	r := v.Verify(ctx, []verify.Entry{{Source: "bundle.json", Data: bundle}}, arts)
-	fmt.Println(r.VerificationResult, r.Code)
+	fmt.Println(r.VerificationResult, r.Failure)
 	// Output:
 	// criterion: signature
 	// criterion: tlog/timestamps
@@ -57,5 +57,5 @@ func Example() {
 	// criterion: subject
 	// criterion: policy
 	// criterion: policy
-	// PASSED 0
+	// PASSED none
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // FuzzVerifyBundle feeds mutated bundle bytes to the verifier. It must
-// never panic, always give a documented exit code, and never verify a
+// never panic, always give a documented failure, and never verify a
 // bundle whose signed statement differs from the original one (a valid
 // re-encoding of the same statement, e.g. other JSON whitespace, may
 // verify; a different statement may not).
@@ -43,13 +43,13 @@ func FuzzVerifyBundle(f *testing.F) {
 			return
 		}
 		r := v.Verify(t.Context(), entries, []verify.Artifact{art})
-		switch r.Code {
-		case verify.CodeVerified, verify.CodeError, verify.CodeSignature, verify.CodeSubject, verify.CodePolicy:
+		switch r.Failure {
+		case verify.FailureNone, verify.FailureError, verify.FailureSignature, verify.FailureSubject, verify.FailurePolicy:
 		default:
-			t.Fatalf("undocumented exit code %d", r.Code)
+			t.Fatalf("undocumented failure %d", r.Failure)
 		}
-		if r.Verified != (r.Code == verify.CodeVerified) {
-			t.Fatalf("verified=%v with code %d", r.Verified, r.Code)
+		if r.Verified != (r.Failure == verify.FailureNone) {
+			t.Fatalf("verified=%v with failure %s", r.Verified, r.Failure)
 		}
 		if !r.Verified {
 			return

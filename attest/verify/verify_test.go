@@ -155,8 +155,8 @@ func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	r := f.verify(t, f.bundle, []verify.Artifact{f.artifact})
-	if !r.Verified || r.Code != 0 || r.VerificationResult != "PASSED" {
-		t.Fatalf("not verified (code %d): %v", r.Code, failedChecks(r))
+	if !r.Verified || r.Failure != verify.FailureNone || r.VerificationResult != "PASSED" {
+		t.Fatalf("not verified (failure %s): %v", r.Failure, failedChecks(r))
 	}
 	want := map[string]bool{verify.CheckSignature: false, verify.CheckPredicateType: false, verify.CheckSubject: false, verify.CheckPolicy: false}
 	for _, c := range r.Checks {
@@ -194,11 +194,11 @@ func TestTamper(t *testing.T) {
 	other := writeArtifact(t, f.dir, "other.fatbin", "other bytes")
 	otherKey, _ := newKey(t, f.dir, "attacker")
 	tests := []struct {
-		name     string
-		bundle   func() []byte
-		artifact verify.Artifact
-		opts     []verify.Option
-		wantCode int
+		name        string
+		bundle      func() []byte
+		artifact    verify.Artifact
+		opts        []verify.Option
+		wantFailure verify.Failure
 	}{
 		{
 			name: "flipped payload byte",
@@ -209,7 +209,7 @@ func TestTamper(t *testing.T) {
 					return p
 				})
 			},
-			wantCode: verify.CodeSignature,
+			wantFailure: verify.FailureSignature,
 		},
 		{
 			name: "changed subject digest",
@@ -218,8 +218,8 @@ func TestTamper(t *testing.T) {
 					return bytes.Replace(p, []byte(f.artifact.SHA256), []byte(other.SHA256), 1)
 				})
 			},
-			artifact: other,
-			wantCode: verify.CodeSignature,
+			artifact:    other,
+			wantFailure: verify.FailureSignature,
 		},
 		{
 			name: "changed predicate field",
@@ -228,7 +228,7 @@ func TestTamper(t *testing.T) {
 					return bytes.Replace(p, []byte(`"median_ns":1200`), []byte(`"median_ns":900`), 1)
 				})
 			},
-			wantCode: verify.CodeSignature,
+			wantFailure: verify.FailureSignature,
 		},
 		{
 			name: "policy weakened by editing the predicate (simulated run claims real hardware)",
@@ -238,34 +238,34 @@ func TestTamper(t *testing.T) {
 					return bytes.Replace(p, []byte(`"simulated":true`), []byte(`"simulated":false`), -1)
 				})
 			},
-			wantCode: verify.CodeSignature,
+			wantFailure: verify.FailureSignature,
 		},
 		{
 			name: "payload type changed",
 			bundle: func() []byte {
 				return bytes.Replace(f.bundle, []byte(`"payloadType":"application/vnd.in-toto+json"`), []byte(`"payloadType":"application/json"`), 1)
 			},
-			wantCode: verify.CodeSignature,
+			wantFailure: verify.FailureSignature,
 		},
 		{
 			name: "re-signed with another key",
 			bundle: func() []byte {
 				return signRun(t, otherKey, attesttest.Run(false, f.artifact.SHA256))
 			},
-			wantCode: verify.CodeSignature,
+			wantFailure: verify.FailureSignature,
 		},
 		{
-			name:     "bundle swapped between artifacts",
-			bundle:   func() []byte { return f.bundle },
-			artifact: other,
-			wantCode: verify.CodeSubject,
+			name:        "bundle swapped between artifacts",
+			bundle:      func() []byte { return f.bundle },
+			artifact:    other,
+			wantFailure: verify.FailureSubject,
 		},
 		{
 			name: "signed simulated run fails the default policy",
 			bundle: func() []byte {
 				return signRun(t, f.kp, attesttest.Run(true, f.artifact.SHA256))
 			},
-			wantCode: verify.CodePolicy,
+			wantFailure: verify.FailurePolicy,
 		},
 		{
 			name: "signed failed run fails the default policy",
@@ -274,13 +274,13 @@ func TestTamper(t *testing.T) {
 				run.Steps[1].Verdict = "failed"
 				return signRun(t, f.kp, run)
 			},
-			wantCode: verify.CodePolicy,
+			wantFailure: verify.FailurePolicy,
 		},
 		{
-			name:     "other predicate type wanted",
-			bundle:   func() []byte { return f.bundle },
-			opts:     []verify.Option{verify.WithPredicateType(attest.ProvenancePredicateType)},
-			wantCode: verify.CodePolicy,
+			name:        "other predicate type wanted",
+			bundle:      func() []byte { return f.bundle },
+			opts:        []verify.Option{verify.WithPredicateType(attest.ProvenancePredicateType)},
+			wantFailure: verify.FailurePolicy,
 		},
 		{
 			name: "message signature instead of an attestation",
@@ -295,7 +295,7 @@ func TestTamper(t *testing.T) {
 				b, _ := json.Marshal(m)
 				return b
 			},
-			wantCode: verify.CodePolicy,
+			wantFailure: verify.FailurePolicy,
 		},
 		{
 			name: "signature removed",
@@ -306,7 +306,7 @@ func TestTamper(t *testing.T) {
 				b, _ := json.Marshal(m)
 				return b
 			},
-			wantCode: verify.CodeSignature,
+			wantFailure: verify.FailureSignature,
 		},
 	}
 	for _, tt := range tests {
@@ -317,8 +317,8 @@ func TestTamper(t *testing.T) {
 				a = tt.artifact
 			}
 			r := f.verify(t, tt.bundle(), []verify.Artifact{a}, tt.opts...)
-			if r.Verified || r.Code != tt.wantCode {
-				t.Fatalf("code = %d (verified %v), want %d; failed checks: %v", r.Code, r.Verified, tt.wantCode, failedChecks(r))
+			if r.Verified || r.Failure != tt.wantFailure {
+				t.Fatalf("failure = %s (verified %v), want %s; failed checks: %v", r.Failure, r.Verified, tt.wantFailure, failedChecks(r))
 			}
 			failedCrit := 0
 			for _, c := range r.Criteria {
@@ -369,7 +369,7 @@ func TestJSONLRelease(t *testing.T) {
 	}
 	r := f.verify(t, data, arts)
 	if !r.Verified {
-		t.Fatalf("release not verified (code %d): %v", r.Code, failedChecks(r))
+		t.Fatalf("release not verified (failure %s): %v", r.Failure, failedChecks(r))
 	}
 	if len(r.Bundles) != 6 {
 		t.Errorf("%d bundles read, want 6", len(r.Bundles))
@@ -377,13 +377,13 @@ func TestJSONLRelease(t *testing.T) {
 	// The provenance statement verifies with its own predicate type.
 	r = f.verify(t, data, arts[:1], verify.WithPredicateType(attest.ProvenancePredicateType))
 	if !r.Verified {
-		t.Fatalf("provenance not verified (code %d): %v", r.Code, failedChecks(r))
+		t.Fatalf("provenance not verified (failure %s): %v", r.Failure, failedChecks(r))
 	}
 	// One unknown artifact fails the whole call with 11.
 	stranger := writeArtifact(t, f.dir, "stranger", "?")
 	r = f.verify(t, data, append(arts, stranger))
-	if r.Code != verify.CodeSubject {
-		t.Fatalf("code = %d, want 11", r.Code)
+	if r.Failure != verify.FailureSubject {
+		t.Fatalf("failure = %s, want subject", r.Failure)
 	}
 }
 
@@ -399,20 +399,20 @@ func TestPolicyFile(t *testing.T) {
 	}
 	tests := []struct {
 		expr string
-		want int
+		want verify.Failure
 	}{
-		{`predicate.hardware.gpus.all(g, g.compute_capability == "9.0")`, 0},
-		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 2800)`, 0},
-		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 3000)`, 12},
-		{`predicate.build.reproducible`, 0},
-		{`subjects.exists(s, s.name == "build/kernels.fatbin")`, 0},
-		{`predicateType == "https://gpuattest.dev/gpu-validation/v1"`, 0},
-		{`predicate.no_such_field == 1`, 12},
+		{`predicate.hardware.gpus.all(g, g.compute_capability == "9.0")`, verify.FailureNone},
+		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 2800)`, verify.FailureNone},
+		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 3000)`, verify.FailurePolicy},
+		{`predicate.build.reproducible`, verify.FailureNone},
+		{`subjects.exists(s, s.name == "build/kernels.fatbin")`, verify.FailureNone},
+		{`predicateType == "https://gpuattest.dev/gpu-validation/v1"`, verify.FailureNone},
+		{`predicate.no_such_field == 1`, verify.FailurePolicy},
 	}
 	for _, tt := range tests {
 		r := f.verify(t, f.bundle, []verify.Artifact{f.artifact}, verify.WithPolicy(pol(tt.expr)))
-		if r.Code != tt.want {
-			t.Errorf("%s: code %d, want %d: %v", tt.expr, r.Code, tt.want, failedChecks(r))
+		if r.Failure != tt.want {
+			t.Errorf("%s: failure %s, want %s: %v", tt.expr, r.Failure, tt.want, failedChecks(r))
 		}
 	}
 }
@@ -441,4 +441,26 @@ func TestParseBundles(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte("fatbin bytes"))
 	_ = hex.EncodeToString(sum[:])
+}
+
+// TestFailureText checks the failure kinds' names, in JSON both ways.
+func TestFailureText(t *testing.T) {
+	t.Parallel()
+	for _, f := range []verify.Failure{verify.FailureNone, verify.FailureError, verify.FailureSignature, verify.FailureSubject, verify.FailurePolicy} {
+		b, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back verify.Failure
+		if err := json.Unmarshal(b, &back); err != nil || back != f {
+			t.Errorf("%s: round trip via %s gave %s, %v", f, b, back, err)
+		}
+	}
+	if got := verify.FailureSubject.String(); got != "subject" {
+		t.Errorf("String() = %q", got)
+	}
+	var f verify.Failure
+	if err := json.Unmarshal([]byte(`"exit 10"`), &f); err == nil {
+		t.Error("unknown failure name accepted")
+	}
 }

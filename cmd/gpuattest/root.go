@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/spf13/cobra"
 )
 
@@ -23,6 +24,22 @@ const (
 	exitSubject = 11 // verify: subject mismatch
 	exitPolicy  = 12 // verify: policy failed
 )
+
+// verifyExit maps a verification's failure to the exit code README.md
+// documents.
+func verifyExit(f verify.Failure) int {
+	switch f {
+	case verify.FailureNone:
+		return exitOK
+	case verify.FailureSignature:
+		return exitSig
+	case verify.FailureSubject:
+		return exitSubject
+	case verify.FailurePolicy:
+		return exitPolicy
+	}
+	return exitFailed
+}
 
 // exitError carries the exit code a command wants. When silent is set the
 // command already printed what the user needs and main prints nothing more.

@@ -17,11 +17,15 @@ import (
 
 func init() { verbs = append(verbs, newVerifyCmd) }
 
+// verifyFlags are verify's flags.
+type verifyFlags struct {
+	output                                                      *string
+	bundlePath, keyPath, trustedRoot, predicateType, policyPath string
+	san, sanRE, issuer, issuerRE                                string
+}
+
 func newVerifyCmd() *cobra.Command {
-	var (
-		bundlePath, keyPath, trustedRoot, predicateType, policyPath string
-		san, sanRE, issuer, issuerRE                                string
-	)
+	var f verifyFlags
 	c := &cobra.Command{
 		Use:   "verify --bundle FILE [--key PUB | --certificate-identity ID --certificate-oidc-issuer URL] [ARTIFACT...]",
 		Short: "Verify signed attestations offline against a policy",
@@ -36,98 +40,115 @@ fetched over the network.
 Exit codes: 0 verified, 1 error, 10 signature or identity, 11 subject
 mismatch, 12 policy failed (predicate type included).`,
 	}
-	out := outputFlag(c)
+	f.output = outputFlag(c)
 	fl := c.Flags()
-	fl.StringVar(&bundlePath, "bundle", "", "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl)")
-	fl.StringVar(&keyPath, "key", "", "PEM public key the bundles are signed with")
-	fl.StringVar(&trustedRoot, "trusted-root", "", "Sigstore trusted root JSON (Fulcio CAs, Rekor logs, TSAs)")
-	fl.StringVar(&san, "certificate-identity", "", "keyless: expected certificate SAN (email or URI)")
-	fl.StringVar(&sanRE, "certificate-identity-regexp", "", "keyless: regexp the certificate SAN must match")
-	fl.StringVar(&issuer, "certificate-oidc-issuer", "", "keyless: expected OIDC issuer of the certificate")
-	fl.StringVar(&issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
-	fl.StringVar(&predicateType, "predicate-type", attest.ValidationPredicateType, "predicate type the bundles must have")
-	fl.StringVar(&policyPath, "policy", "", "policy file (YAML, kind Policy); default: all steps passed, not simulated")
-	c.RunE = func(c *cobra.Command, args []string) error {
-		if err := checkOutput(*out); err != nil {
+	fl.StringVar(&f.bundlePath, "bundle", "", "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl)")
+	fl.StringVar(&f.keyPath, "key", "", "PEM public key the bundles are signed with")
+	fl.StringVar(&f.trustedRoot, "trusted-root", "", "Sigstore trusted root JSON (Fulcio CAs, Rekor logs, TSAs)")
+	fl.StringVar(&f.san, "certificate-identity", "", "keyless: expected certificate SAN (email or URI)")
+	fl.StringVar(&f.sanRE, "certificate-identity-regexp", "", "keyless: regexp the certificate SAN must match")
+	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", "keyless: expected OIDC issuer of the certificate")
+	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
+	fl.StringVar(&f.predicateType, "predicate-type", attest.ValidationPredicateType, "predicate type the bundles must have")
+	fl.StringVar(&f.policyPath, "policy", "", "policy file (YAML, kind Policy); default: all steps passed, not simulated")
+	c.RunE = func(c *cobra.Command, args []string) error { return runVerify(c, &f, args) }
+	return c
+}
+
+// check refuses contradictory or missing flags (usage errors).
+func (f *verifyFlags) check() error {
+	if err := checkOutput(*f.output); err != nil {
+		return err
+	}
+	if f.bundlePath == "" {
+		return usageErr("--bundle FILE is required")
+	}
+	keyless := f.san != "" || f.sanRE != "" || f.issuer != "" || f.issuerRE != ""
+	if f.keyPath != "" && keyless {
+		return usageErr("--key and --certificate-identity/--certificate-oidc-issuer are exclusive")
+	}
+	if f.keyPath == "" && !keyless {
+		return usageErr("no verification material\nhint: give --key PUB, or --trusted-root FILE with --certificate-identity and --certificate-oidc-issuer")
+	}
+	if keyless && (f.san == "" && f.sanRE == "" || f.issuer == "" && f.issuerRE == "") {
+		return usageErr("keyless verification needs both an identity (--certificate-identity[-regexp]) and an issuer (--certificate-oidc-issuer[-regexp])")
+	}
+	return nil
+}
+
+// verifier loads the key, trusted root and policy the flags name and
+// builds the verifier.
+func (f *verifyFlags) verifier() (*verify.Verifier, error) {
+	opts := []verify.Option{verify.WithPredicateType(f.predicateType)}
+	if f.keyPath != "" {
+		pub, err := sign.LoadPublicKey(f.keyPath)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, verify.WithKey(pub, f.keyPath))
+	} else {
+		opts = append(opts, verify.WithCertificateIdentity(f.san, f.sanRE, f.issuer, f.issuerRE))
+	}
+	if f.trustedRoot != "" {
+		tr, err := root.NewTrustedRootFromPath(f.trustedRoot)
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading trusted root: %w", f.trustedRoot, err)
+		}
+		opts = append(opts, verify.WithTrustedRoot(tr, f.trustedRoot))
+	}
+	if f.policyPath != "" {
+		p, err := policy.Load(f.policyPath)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, verify.WithPolicy(p))
+	}
+	return verify.New(opts...)
+}
+
+func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	v, err := f.verifier()
+	if err != nil {
+		return withCode(exitFailed, err)
+	}
+	data, err := os.ReadFile(f.bundlePath)
+	if err != nil {
+		return withCode(exitFailed, fmt.Errorf("reading bundle: %w", err))
+	}
+	entries, err := verify.ParseBundles(f.bundlePath, data)
+	if err != nil {
+		return withCode(exitFailed, err)
+	}
+	var arts []verify.Artifact
+	for _, a := range args {
+		art, err := verify.DigestFile(a)
+		if err != nil {
+			return withCode(exitFailed, err)
+		}
+		arts = append(arts, art)
+	}
+	w := c.OutOrStdout()
+	if *f.output == "text" {
+		fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", len(entries), f.bundlePath)
+		printVerifyCriteria(w, v.Criteria(arts))
+		fmt.Fprintln(w)
+	}
+	rep := v.Verify(c.Context(), entries, arts)
+	code := verifyExit(rep.Failure)
+	if *f.output == "json" {
+		if err := writeJSON(w, verifyOutput{Report: rep, ExitCode: code}); err != nil {
 			return err
 		}
-		if bundlePath == "" {
-			return usageErr("--bundle FILE is required")
-		}
-		keyless := san != "" || sanRE != "" || issuer != "" || issuerRE != ""
-		if keyPath != "" && keyless {
-			return usageErr("--key and --certificate-identity/--certificate-oidc-issuer are exclusive")
-		}
-		if keyPath == "" && !keyless {
-			return usageErr("no verification material\nhint: give --key PUB, or --trusted-root FILE with --certificate-identity and --certificate-oidc-issuer")
-		}
-		if keyless && (san == "" && sanRE == "" || issuer == "" && issuerRE == "") {
-			return usageErr("keyless verification needs both an identity (--certificate-identity[-regexp]) and an issuer (--certificate-oidc-issuer[-regexp])")
-		}
-		opts := []verify.Option{verify.WithPredicateType(predicateType)}
-		if keyPath != "" {
-			pub, err := sign.LoadPublicKey(keyPath)
-			if err != nil {
-				return withCode(exitFailed, err)
-			}
-			opts = append(opts, verify.WithKey(pub, keyPath))
-		} else {
-			opts = append(opts, verify.WithCertificateIdentity(san, sanRE, issuer, issuerRE))
-		}
-		if trustedRoot != "" {
-			tr, err := root.NewTrustedRootFromPath(trustedRoot)
-			if err != nil {
-				return withCode(exitFailed, fmt.Errorf("%s: reading trusted root: %w", trustedRoot, err))
-			}
-			opts = append(opts, verify.WithTrustedRoot(tr, trustedRoot))
-		}
-		if policyPath != "" {
-			p, err := policy.Load(policyPath)
-			if err != nil {
-				return withCode(exitFailed, err)
-			}
-			opts = append(opts, verify.WithPolicy(p))
-		}
-		v, err := verify.New(opts...)
-		if err != nil {
-			return withCode(exitFailed, err)
-		}
-		data, err := os.ReadFile(bundlePath)
-		if err != nil {
-			return withCode(exitFailed, fmt.Errorf("reading bundle: %w", err))
-		}
-		entries, err := verify.ParseBundles(bundlePath, data)
-		if err != nil {
-			return withCode(exitFailed, err)
-		}
-		var arts []verify.Artifact
-		for _, a := range args {
-			art, err := verify.DigestFile(a)
-			if err != nil {
-				return withCode(exitFailed, err)
-			}
-			arts = append(arts, art)
-		}
-		w := c.OutOrStdout()
-		if *out == "text" {
-			fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", len(entries), bundlePath)
-			printVerifyCriteria(w, v.Criteria(arts))
-			fmt.Fprintln(w)
-		}
-		rep := v.Verify(c.Context(), entries, arts)
-		if *out == "json" {
-			if err := writeJSON(w, rep); err != nil {
-				return err
-			}
-		} else {
-			printVerifyChecks(w, rep)
-		}
-		if rep.Code != verify.CodeVerified {
-			return silentExit(rep.Code)
-		}
-		return nil
+	} else {
+		printVerifyChecks(w, rep, code)
 	}
-	return c
+	if code != exitOK {
+		return silentExit(code)
+	}
+	return nil
 }
 
 func printVerifyCriteria(w io.Writer, crit []verify.Criterion) {
@@ -138,7 +159,13 @@ func printVerifyCriteria(w io.Writer, crit []verify.Criterion) {
 	tw.Flush()
 }
 
-func printVerifyChecks(w io.Writer, rep *verify.Report) {
+// verifyOutput is verify's JSON output: the report and the exit code.
+type verifyOutput struct {
+	*verify.Report
+	ExitCode int `json:"exit_code"`
+}
+
+func printVerifyChecks(w io.Writer, rep *verify.Report, code int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, ch := range rep.Checks {
 		mark := "PASS"
@@ -153,13 +180,13 @@ func printVerifyChecks(w io.Writer, rep *verify.Report) {
 		fmt.Fprintf(w, "Verified OK: %d bundle(s), %d artifact(s), predicate %s, policy %s\n", len(rep.Bundles), len(rep.Artifacts), rep.PredicateType, verifyPolicyName(rep.Policy))
 		return
 	}
-	what := map[int]string{
-		verify.CodeError:     "error",
-		verify.CodeSignature: "signature or identity",
-		verify.CodeSubject:   "subject mismatch",
-		verify.CodePolicy:    "policy failed",
-	}[rep.Code]
-	fmt.Fprintf(w, "Verification FAILED: %s (exit %d)\n", what, rep.Code)
+	what := map[verify.Failure]string{
+		verify.FailureError:     "error",
+		verify.FailureSignature: "signature or identity",
+		verify.FailureSubject:   "subject mismatch",
+		verify.FailurePolicy:    "policy failed",
+	}[rep.Failure]
+	fmt.Fprintf(w, "Verification FAILED: %s (exit %d)\n", what, code)
 }
 
 func verifyOneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

@@ -1,0 +1,141 @@
+package verify
+
+import (
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/sigstore/sigstore-go/pkg/bundle"
+	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/signature"
+)
+
+func keyVerifier(pub crypto.PublicKey) (signature.Verifier, error) {
+	alg, err := signature.GetDefaultAlgorithmDetails(pub)
+	if err != nil {
+		return nil, fmt.Errorf("public key: %w", err)
+	}
+	v, err := signature.LoadVerifier(pub, alg.GetHashType())
+	if err != nil {
+		return nil, fmt.Errorf("public key: %w", err)
+	}
+	return v, nil
+}
+
+func keyFingerprint(pub crypto.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// verifyBundle runs the cryptographic checks of one bundle, then reads
+// its statement.
+func (v *Verifier) verifyBundle(r *Report, e Entry) BundleResult {
+	br := BundleResult{Source: e.Source}
+	var b bundle.Bundle
+	if err := b.UnmarshalJSON(e.Data); err != nil {
+		r.add(Check{Check: CheckSignature, Target: e.Source, Detail: "not a valid Sigstore bundle: " + err.Error()})
+		r.fail(FailureSignature)
+		return br
+	}
+	if b.Bundle != nil && b.GetMessageSignature() != nil {
+		r.add(Check{Check: CheckStatement, Target: e.Source, Detail: "bundle holds a plain message signature (cosign sign-blob), not an in-toto attestation; hint: sign a statement (gpuattest sign, cosign attest-blob)"})
+		r.fail(FailurePolicy)
+		return br
+	}
+	if !v.checkSignature(r, e, &b, &br) {
+		return br
+	}
+	v.readStatement(r, e, &b, &br)
+	return br
+}
+
+// checkSignature verifies b's signature, identity and timestamps and
+// records the checks; it reports whether they held.
+func (v *Verifier) checkSignature(r *Report, e Entry, b *bundle.Bundle, br *BundleResult) bool {
+	var pol sgverify.PolicyBuilder
+	if v.identity != nil {
+		pol = sgverify.NewPolicy(sgverify.WithoutArtifactUnsafe(), sgverify.WithCertificateIdentity(*v.identity))
+	} else {
+		pol = sgverify.NewPolicy(sgverify.WithoutArtifactUnsafe(), sgverify.WithKey())
+	}
+	res, err := v.sv.Verify(b, pol)
+	if err != nil {
+		msg := err.Error()
+		check := CheckSignature
+		switch {
+		case strings.Contains(msg, "certificate identit"):
+			check = CheckIdentity
+		case strings.Contains(msg, "log inclusion"), strings.Contains(msg, "timestamp"):
+			check = CheckTimestamps
+		}
+		r.add(Check{Check: check, Target: e.Source, Detail: msg})
+		r.fail(FailureSignature)
+		return false
+	}
+	switch {
+	case res.Signature != nil && res.Signature.Certificate != nil:
+		br.Signer = fmt.Sprintf("certificate for %s (issuer %s)", res.Signature.Certificate.SubjectAlternativeName, res.Signature.Certificate.Issuer)
+	default:
+		fp, _ := keyFingerprint(v.opts.key)
+		br.Signer = "key " + fp
+	}
+	r.add(Check{Check: CheckSignature, Target: e.Source, Passed: true, Detail: "signed by " + br.Signer})
+	if v.identity != nil {
+		r.add(Check{Check: CheckIdentity, Target: e.Source, Passed: true, Detail: br.Signer})
+	}
+	if n := len(res.VerifiedTimestamps); n > 0 {
+		var parts []string
+		for _, ts := range res.VerifiedTimestamps {
+			parts = append(parts, fmt.Sprintf("%s %s", ts.Type, ts.Timestamp.UTC().Format(time.RFC3339)))
+		}
+		r.add(Check{Check: CheckTimestamps, Target: e.Source, Passed: true, Detail: strings.Join(parts, ", ")})
+	}
+	return true
+}
+
+// readStatement decodes the signed statement of a verified bundle into
+// br; a bundle whose statement is not valid fails the statement check.
+func (v *Verifier) readStatement(r *Report, e Entry, b *bundle.Bundle, br *BundleResult) {
+	env, err := b.Envelope()
+	if err != nil {
+		r.add(Check{Check: CheckStatement, Target: e.Source, Detail: "bundle has no DSSE envelope: " + err.Error()})
+		r.fail(FailurePolicy)
+		return
+	}
+	raw := env.RawEnvelope()
+	if raw.PayloadType != attest.PayloadType {
+		r.add(Check{Check: CheckStatement, Target: e.Source, Detail: fmt.Sprintf("payload type %q: expected %q", raw.PayloadType, attest.PayloadType)})
+		r.fail(FailurePolicy)
+		return
+	}
+	payload, err := raw.DecodeB64Payload()
+	if err == nil {
+		br.statement, err = attest.ParseStatement(payload)
+	}
+	if err != nil {
+		r.add(Check{Check: CheckStatement, Target: e.Source, Detail: err.Error()})
+		r.fail(FailurePolicy)
+		return
+	}
+	br.Verified = true
+	br.PredicateType = br.statement.PredicateType
+	br.Subjects = br.statement.Subject
+	if br.PredicateType == attest.ValidationPredicateType {
+		var p struct {
+			Result string `json:"result"`
+		}
+		if json.Unmarshal(br.statement.Predicate, &p) == nil {
+			br.Result = p.Result
+		}
+	}
+}

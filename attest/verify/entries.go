@@ -1,0 +1,58 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/gpuattest/gpuattest/internal/digest"
+)
+
+// Artifact is a file to check against the subjects.
+type Artifact struct {
+	// Name is how the artifact is shown (its path).
+	Name string `json:"name"`
+	// SHA256 is its lowercase hex sha256.
+	SHA256 string `json:"sha256"`
+}
+
+// DigestFile hashes the file at path.
+func DigestFile(path string) (Artifact, error) {
+	sum, _, err := digest.File(path)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("reading artifact: %w", err)
+	}
+	return Artifact{Name: path, SHA256: sum}, nil
+}
+
+// Entry is one bundle to verify, with where it came from.
+type Entry struct {
+	// Source is "file:line" or "file".
+	Source string
+	// Data is the bundle's JSON.
+	Data []byte
+}
+
+// ParseBundles splits a file's content into bundles: one JSON document
+// (a single bundle, possibly indented) or JSON Lines (one per line).
+func ParseBundles(name string, data []byte) ([]Entry, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, fmt.Errorf("%s: no bundles: the file is empty", name)
+	}
+	if json.Valid(trimmed) {
+		return []Entry{{Source: name, Data: trimmed}}, nil
+	}
+	var out []Entry
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if !json.Valid(line) {
+			return nil, fmt.Errorf("%s:%d: not a JSON document\nhint: expected a Sigstore bundle or JSON Lines of bundles", name, i+1)
+		}
+		out = append(out, Entry{Source: fmt.Sprintf("%s:%d", name, i+1), Data: line})
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+package verify
+
+import (
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/policy"
+	"github.com/sigstore/sigstore-go/pkg/root"
+)
+
+// Option configures a Verifier.
+type Option func(*options) error
+
+type options struct {
+	key           crypto.PublicKey
+	keyName       string
+	trustedRoot   root.TrustedMaterial
+	rootName      string
+	san, sanRE    string
+	iss, issRE    string
+	predicateType string
+	policy        *policy.Policy
+	logger        *slog.Logger
+	now           func() time.Time
+}
+
+func defaultOptions() options {
+	return options{
+		predicateType: attest.ValidationPredicateType,
+		logger:        slog.New(slog.DiscardHandler),
+		now:           time.Now,
+	}
+}
+
+// WithKey verifies key-signed bundles against pub; name (a file path)
+// is shown in the criteria.
+func WithKey(pub crypto.PublicKey, name string) Option {
+	return func(o *options) error {
+		if pub == nil {
+			return errors.New("public key: nil")
+		}
+		o.key, o.keyName = pub, name
+		return nil
+	}
+}
+
+// WithTrustedRoot sets the Sigstore trusted root (Fulcio CAs, Rekor logs,
+// TSAs, CT logs); name is shown in the criteria.
+func WithTrustedRoot(tm root.TrustedMaterial, name string) Option {
+	return func(o *options) error {
+		if tm == nil {
+			return errors.New("trusted root: nil")
+		}
+		o.trustedRoot, o.rootName = tm, name
+		return nil
+	}
+}
+
+// WithCertificateIdentity requires keyless bundles to carry a certificate
+// whose SAN equals san (or matches sanRegexp) and whose OIDC issuer equals
+// issuer (or matches issuerRegexp). Both an identity and an issuer are
+// required: there is no "any identity" default.
+func WithCertificateIdentity(san, sanRegexp, issuer, issuerRegexp string) Option {
+	return func(o *options) error {
+		if san == "" && sanRegexp == "" {
+			return errors.New("certificate identity: give --certificate-identity or --certificate-identity-regexp")
+		}
+		if issuer == "" && issuerRegexp == "" {
+			return errors.New("certificate OIDC issuer: give --certificate-oidc-issuer or --certificate-oidc-issuer-regexp")
+		}
+		for _, re := range []string{sanRegexp, issuerRegexp} {
+			if re != "" {
+				if _, err := regexp.Compile(re); err != nil {
+					return fmt.Errorf("regexp %q: %w", re, err)
+				}
+			}
+		}
+		o.san, o.sanRE, o.iss, o.issRE = san, sanRegexp, issuer, issuerRegexp
+		return nil
+	}
+}
+
+// WithPredicateType sets the predicate type to look for (default
+// attest.ValidationPredicateType).
+func WithPredicateType(uri string) Option {
+	return func(o *options) error {
+		if uri == "" {
+			return errors.New("predicate type: empty")
+		}
+		o.predicateType = uri
+		return nil
+	}
+}
+
+// WithPolicy sets the policy (default policy.Default for the validation
+// predicate type, no rules for other types).
+func WithPolicy(p *policy.Policy) Option {
+	return func(o *options) error { o.policy = p; return nil }
+}
+
+// WithLogger sets the logger for diagnostics (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l != nil {
+			o.logger = l
+		}
+		return nil
+	}
+}
