@@ -17,4 +17,15 @@
 // "b.throughput.value >= 2800" works on JSON numbers. Without a policy file
 // the verifier applies Default: every step passed and the hardware was not
 // simulated.
+//
+// Evaluation is bounded and linear in the size of the predicate. Each
+// call of Program.Evaluate may cost at most DefaultCostLimit units (or
+// WithCostLimit's), counted as cel-go's runtime cost model counts them:
+// one per identifier, field selection, operator and call, strings, lists
+// and regular expressions by their size, comparisons of lists and maps
+// by their size in depth. A rule stopped by the limit is reported with
+// CostLimitExceeded and an error, never as holding. The context is
+// checked while rules run: cancelling it stops a rule within
+// milliseconds. (cel-go's own cel.CostLimit tracker is not used: it makes
+// comprehensions quadratic in the length of the list they range over.)
 package policy

@@ -14,6 +14,8 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
 )
 
 // APIVersion and Kind are the only accepted header values.
@@ -190,8 +192,13 @@ type RuleResult struct {
 	// Passed is true when the expression evaluated to true.
 	Passed bool `json:"passed"`
 	// Error says why the expression could not be evaluated (a missing
-	// field, a non-bool result); the rule then fails.
+	// field, a non-bool result, the cost limit); the rule then fails.
 	Error string `json:"error,omitempty"`
+	// CostLimitExceeded is true when the rule was stopped by the cost
+	// limit: it neither holds nor fails, it could not be decided.
+	CostLimitExceeded bool `json:"cost_limit_exceeded,omitempty"`
+	// Cost is what evaluating the rule cost, in cel-go's cost units.
+	Cost uint64 `json:"cost"`
 }
 
 // Program is a compiled policy.
@@ -200,8 +207,12 @@ type Program struct {
 	progs  []cel.Program
 }
 
-// costLimit bounds the evaluation of one rule.
-const costLimit = 10_000_000
+// DefaultCostLimit is the most that evaluating a policy over one input
+// may cost by default, all rules together, in cel-go's cost units (one
+// per identifier, field selection, operator and call; strings, lists and
+// regular expressions by their size). It is about a second of CPU time;
+// the default policy over a predicate of 10 MB costs about 8 million.
+const DefaultCostLimit = 15_000_000
 
 func newEnv() (*cel.Env, error) {
 	return cel.NewEnv(
@@ -235,7 +246,8 @@ func (p *Policy) Compile() (*Program, error) {
 			errs = append(errs, fmt.Errorf("%s: rule %q: expr has type %s: expected bool", where, r.Name, t))
 			continue
 		}
-		pr, err := env.Program(ast, cel.CostLimit(costLimit), cel.EvalOptions(cel.OptOptimize))
+		// The meter, not cel.CostLimit, bounds the cost: see meter.go.
+		pr, err := env.Program(ast, cel.CustomDecorator(meter))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: rule %q: %w", where, r.Name, err))
 			continue
@@ -251,9 +263,88 @@ func (p *Policy) Compile() (*Program, error) {
 // Policy returns the compiled policy.
 func (pr *Program) Policy() *Policy { return pr.policy }
 
+// EvalOption configures one evaluation.
+type EvalOption func(*evalOptions) error
+
+type evalOptions struct {
+	costLimit uint64
+}
+
+// WithCostLimit sets the most the rules may cost together on this input
+// (default DefaultCostLimit). A rule that reaches it is stopped and
+// reported with CostLimitExceeded, as are the rules after it.
+func WithCostLimit(units uint64) EvalOption {
+	return func(o *evalOptions) error {
+		if units == 0 {
+			return errors.New("cost limit: expected a positive number of units")
+		}
+		o.costLimit = units
+		return nil
+	}
+}
+
 // Evaluate runs every rule over in. The error is set only when in itself
-// cannot be decoded; failing rules are reported in the results.
-func (pr *Program) Evaluate(ctx context.Context, in Input) ([]RuleResult, error) {
+// cannot be decoded or ctx is done; failing rules, rules that cannot be
+// evaluated and rules over the cost limit are reported in the results.
+func (pr *Program) Evaluate(ctx context.Context, in Input, opts ...EvalOption) ([]RuleResult, error) {
+	o := evalOptions{costLimit: DefaultCostLimit}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	vars, err := in.activation()
+	if err != nil {
+		return nil, err
+	}
+	b := &budget{limit: o.costLimit, done: ctx.Done()}
+	act := &meterActivation{vars: vars, budget: b}
+	out := make([]RuleResult, len(pr.progs))
+	for i, p := range pr.progs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r := pr.policy.Rules[i]
+		out[i] = RuleResult{Name: r.Name, Expr: r.Expr, Message: r.Message}
+		if b.cost > b.limit {
+			// An earlier rule spent the budget: not evaluated.
+			out[i].CostLimitExceeded, out[i].Error = true, costLimitError(b.limit)
+			continue
+		}
+		before := b.cost
+		b.stack = b.stack[:0]
+		val, _, err := p.Eval(act)
+		out[i].Cost = min(b.cost, b.limit) - min(before, b.limit)
+		var cancelled interpreter.EvalCancelledError
+		switch {
+		case errors.As(err, &cancelled) && cancelled.Cause == interpreter.ContextCancelled:
+			return nil, context.Cause(ctx)
+		case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded:
+			out[i].CostLimitExceeded, out[i].Error = true, costLimitError(b.limit)
+		case err != nil:
+			out[i].Error = err.Error()
+		default:
+			out[i].Passed, out[i].Error = boolResult(val)
+		}
+	}
+	return out, nil
+}
+
+func costLimitError(limit uint64) string {
+	return fmt.Sprintf("cost limit exceeded: the rules may cost %d units on one input", limit)
+}
+
+// boolResult reads a rule's value.
+func boolResult(val ref.Val) (bool, string) {
+	b, ok := val.Value().(bool)
+	if !ok {
+		return false, fmt.Sprintf("expr evaluated to %s, expected bool", val.Type().TypeName())
+	}
+	return b, ""
+}
+
+// activation decodes in into the rules' variables.
+func (in Input) activation() (interpreter.Activation, error) {
 	var pred any
 	dec := json.NewDecoder(bytes.NewReader(in.Predicate))
 	if err := dec.Decode(&pred); err != nil {
@@ -271,22 +362,5 @@ func (pr *Program) Evaluate(ctx context.Context, in Input) ([]RuleResult, error)
 	if subj == nil {
 		subj = []any{}
 	}
-	vars := map[string]any{"predicate": pred, "subjects": subj, "predicateType": in.PredicateType}
-	out := make([]RuleResult, len(pr.progs))
-	for i, p := range pr.progs {
-		r := pr.policy.Rules[i]
-		out[i] = RuleResult{Name: r.Name, Expr: r.Expr, Message: r.Message}
-		val, _, err := p.ContextEval(ctx, vars)
-		if err != nil {
-			out[i].Error = err.Error()
-			continue
-		}
-		b, ok := val.Value().(bool)
-		if !ok {
-			out[i].Error = fmt.Sprintf("expr evaluated to %s, expected bool", val.Type().TypeName())
-			continue
-		}
-		out[i].Passed = b
-	}
-	return out, nil
+	return interpreter.NewActivation(map[string]any{"predicate": pred, "subjects": subj, "predicateType": in.PredicateType})
 }

@@ -25,6 +25,7 @@ type options struct {
 	iss, issRE    string
 	predicateType string
 	policy        *policy.Policy
+	policyCost    uint64
 	logger        *slog.Logger
 	now           func() time.Time
 }
@@ -32,6 +33,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		predicateType: attest.ValidationPredicateType,
+		policyCost:    policy.DefaultCostLimit,
 		logger:        slog.New(slog.DiscardHandler),
 		now:           time.Now,
 	}
@@ -101,6 +103,21 @@ func WithPredicateType(uri string) Option {
 // predicate type, no rules for other types).
 func WithPolicy(p *policy.Policy) Option {
 	return func(o *options) error { o.policy = p; return nil }
+}
+
+// WithPolicyCostLimit sets the most the policy may cost over all the
+// bundles of one Verify call, in cel-go's cost units (default
+// policy.DefaultCostLimit, about a second of CPU time). A rule stopped by
+// the limit fails the verification as an error (FailureError): it was
+// not decided.
+func WithPolicyCostLimit(units uint64) Option {
+	return func(o *options) error {
+		if units == 0 {
+			return errors.New("policy cost limit: expected a positive number of units")
+		}
+		o.policyCost = units
+		return nil
+	}
 }
 
 // WithLogger sets the logger for diagnostics (default: discard).

@@ -33,11 +33,12 @@ func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Arti
 	typed := v.checkPredicateType(r, len(entries) > 0)
 	covering := v.checkSubjects(r, typed, artifacts)
 	if v.program != nil {
+		budget := v.opts.policyCost
 		for _, b := range typed {
 			if len(artifacts) > 0 && !covering[b] {
 				continue
 			}
-			v.checkPolicy(ctx, r, b)
+			budget -= min(budget, v.checkPolicy(ctx, r, b, max(budget, 1)))
 		}
 	}
 	r.finish()
@@ -117,27 +118,38 @@ func (v *Verifier) checkSubjects(r *Report, typed []*BundleResult, artifacts []A
 	return covering
 }
 
-// checkPolicy evaluates the policy over b's statement.
-func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult) {
+// checkPolicy evaluates the policy over b's statement within budget cost
+// units and returns what it cost.
+func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult, budget uint64) uint64 {
 	subj, err := json.Marshal(b.statement.Subject)
 	if err != nil {
 		r.add(Check{Check: CheckPolicy, Target: b.Source, Detail: err.Error()})
 		r.fail(FailureError)
-		return
+		return 0
 	}
 	results, err := v.program.Evaluate(ctx, policy.Input{
 		PredicateType: b.statement.PredicateType,
 		Predicate:     b.statement.Predicate,
 		Subjects:      subj,
-	})
-	if err != nil {
+	}, policy.WithCostLimit(budget))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		r.add(Check{Check: CheckPolicy, Target: b.Source, Detail: "policy not evaluated: " + err.Error()})
+		r.fail(FailureError)
+		return 0
+	case err != nil:
 		r.add(Check{Check: CheckPolicy, Target: b.Source, Detail: err.Error()})
 		r.fail(FailurePolicy)
-		return
+		return 0
 	}
+	var cost uint64
 	for _, res := range results {
+		cost += res.Cost
 		c := Check{Check: CheckPolicy, Target: b.Source + ": " + res.Name, Passed: res.Passed}
 		switch {
+		case res.CostLimitExceeded:
+			c.Detail = fmt.Sprintf("error: not decided: the policy may cost %d units over all bundles (--max-policy-cost)", v.opts.policyCost)
+			r.fail(FailureError)
 		case res.Error != "":
 			c.Detail = "error: " + res.Error
 		case !res.Passed && res.Message != "":
@@ -152,4 +164,5 @@ func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult) 
 		}
 		r.add(c)
 	}
+	return cost
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -462,5 +463,53 @@ func TestFailureText(t *testing.T) {
 	var f verify.Failure
 	if err := json.Unmarshal([]byte(`"exit 10"`), &f); err == nil {
 		t.Error("unknown failure name accepted")
+	}
+}
+
+// TestPolicyCostLimit: a rule that the cost limit stops is an error (not
+// decided), never "holds", and the budget spans all bundles of a call.
+func TestPolicyCostLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	run := attesttest.Run(false, f.artifact.SHA256)
+	for i := range 300 {
+		run.Steps = append(run.Steps, attest.StepVerdict{ID: fmt.Sprintf("s%d", i), Kind: "test", Verdict: "passed"})
+	}
+	bundle := signRun(t, f.kp, run)
+	p, err := policy.Parse("quadratic.yaml", []byte("apiVersion: gpuattest.dev/v1\nkind: Policy\nrules:\n  - name: ids unique\n    expr: 'predicate.steps.all(s, predicate.steps.exists_one(t, t.id == s.id))'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the rule costs on this predicate.
+	prog, err := p.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := attest.ValidationStatement(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := prog.Evaluate(t.Context(), policy.Input{Predicate: st.Predicate})
+	if err != nil || !res[0].Passed {
+		t.Fatalf("rule: %+v, %v", res, err)
+	}
+	cost := res[0].Cost
+
+	r := f.verify(t, bundle, []verify.Artifact{f.artifact}, verify.WithPolicy(p), verify.WithPolicyCostLimit(cost/2))
+	if r.Failure != verify.FailureError {
+		t.Fatalf("failure = %s, want error: %v", r.Failure, failedChecks(r))
+	}
+	last := r.Checks[len(r.Checks)-1]
+	if last.Passed || !strings.Contains(last.Detail, "not decided") {
+		t.Errorf("policy check = %+v", last)
+	}
+	// Two bundles share the budget: each alone fits, together they do not.
+	limit := cost + cost/2
+	if r := f.verify(t, bundle, nil, verify.WithPolicy(p), verify.WithPolicyCostLimit(limit)); !r.Verified {
+		t.Fatalf("one bundle within %d: failure %s: %v", limit, r.Failure, failedChecks(r))
+	}
+	two := append(append(bytes.Clone(bundle), '\n'), bundle...)
+	if r := f.verify(t, two, nil, verify.WithPolicy(p), verify.WithPolicyCostLimit(limit)); r.Failure != verify.FailureError {
+		t.Errorf("two bundles within %d: failure %s, want error", limit, r.Failure)
 	}
 }
