@@ -12,7 +12,6 @@ import (
 	"time"
 
 	intoto "github.com/in-toto/attestation/go/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // PayloadType is the DSSE payload type of an in-toto statement.
@@ -66,26 +65,6 @@ func (s *Statement) Validate() error {
 	}
 	_, err = ParseStatement(b)
 	return err
-}
-
-// ParseStatement decodes and validates an in-toto Statement v1 (or v0.1,
-// as cosign attest-blob writes it).
-func ParseStatement(b []byte) (*Statement, error) {
-	var pb intoto.Statement
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &pb); err != nil {
-		return nil, fmt.Errorf("decoding in-toto statement: %w", err)
-	}
-	if err := pb.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid in-toto statement: %w", err)
-	}
-	if t := pb.GetType(); t != StatementType && t != LegacyStatementType {
-		return nil, fmt.Errorf("statement _type %q: expected %q", t, StatementType)
-	}
-	var s Statement
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("decoding in-toto statement: %w", err)
-	}
-	return &s, nil
 }
 
 // Image is a container image the run used.

@@ -257,3 +257,59 @@ func TestCheckPredicate(t *testing.T) {
 		t.Errorf("other predicate type checked: %v", err)
 	}
 }
+
+// TestParseStatementStrict: the parser sign and verify share refuses what
+// another reader could take differently, and says where.
+func TestParseStatementStrict(t *testing.T) {
+	t.Parallel()
+	const subj = `[{"name":"a","digest":{"sha256":"` + "0000000000000000000000000000000000000000000000000000000000000000" + `"}}]`
+	st := func(fields string) string {
+		return `{"_type":"https://in-toto.io/Statement/v1","subject":` + subj + `,"predicateType":"p",` + fields + `}`
+	}
+	tests := []struct {
+		name, in string
+		wantErr  []string // nil: accepted
+	}{
+		{name: "valid", in: st(`"predicate":{"a":1}`)},
+		{name: "v0.1", in: strings.Replace(st(`"predicate":{}`), "Statement/v1", "Statement/v0.1", 1)},
+		{name: "subject with uri and annotations", in: strings.Replace(st(`"predicate":{}`), `"name":"a"`, `"name":"a","uri":"https://x","annotations":{"k":"v"},"mediaType":"t"`, 1)},
+		{name: "unknown field", in: st(`"predicate":{},"extra":1`), wantErr: []string{"invalid in-toto statement: extra: unknown field"}},
+		{name: "case variant", in: strings.Replace(st(`"predicate":{}`), `"predicateType"`, `"PredicateType"`, 1),
+			wantErr: []string{"PredicateType: unknown field", `hint: in-toto spells it "predicateType"`, "predicateType: missing"}},
+		{name: "proto field name", in: strings.Replace(st(`"predicate":{}`), `"predicateType"`, `"predicate_type"`, 1),
+			wantErr: []string{"predicate_type: unknown field", `in-toto spells it "predicateType"`}},
+		{name: "subject field case variant", in: strings.Replace(st(`"predicate":{}`), `"digest"`, `"Digest"`, 1),
+			wantErr: []string{"subject[0].Digest: unknown field", `in-toto spells it "digest"`}},
+		{name: "duplicate key in the predicate", in: st(`"predicate":{"result":"failed","result":"passed"}`),
+			wantErr: []string{`predicate: key "result" appears twice`}},
+		{name: "duplicate subject", in: `{"_type":"https://in-toto.io/Statement/v1","subject":` + subj + `,"subject":[],"predicateType":"p","predicate":{}}`,
+			wantErr: []string{`key "subject" appears twice`}},
+		{name: "digest not strings", in: strings.Replace(st(`"predicate":{}`), `{"sha256":"`, `{"n":1,"sha256":"`, 1),
+			wantErr: []string{"subject[0].digest: expected an object of strings"}},
+		{name: "predicate not an object", in: st(`"predicate":[1]`), wantErr: []string{"predicate: expected a JSON object"}},
+		{name: "predicate too deep", in: st(`"predicate":{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`),
+			wantErr: []string{"nesting deeper than 64 levels"}},
+		{name: "bad digest", in: strings.Replace(st(`"predicate":{}`), "000000000000", "zzzzzzzzzzzz", 1), wantErr: []string{"invalid in-toto statement"}},
+		{name: "no subject", in: `{"_type":"https://in-toto.io/Statement/v1","predicateType":"p","predicate":{}}`, wantErr: []string{"subject: missing"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := attest.ParseStatement([]byte(tt.in))
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}

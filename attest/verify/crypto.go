@@ -71,6 +71,12 @@ func (v *Verifier) checkSignature(r *Report, e Entry, b *bundle.Bundle, br *Bund
 	res, err := v.sv.Verify(b, pol)
 	if err != nil {
 		msg := err.Error()
+		if strings.Contains(msg, "failed to fetch envelope statement") {
+			// sigstore-go reads the statement after the signature held.
+			r.add(Check{Check: CheckStatement, Target: e.Source, Detail: "signature valid, but the payload is not an in-toto statement: " + msg})
+			r.fail(FailurePolicy)
+			return false
+		}
 		check := CheckSignature
 		switch {
 		case strings.Contains(msg, "certificate identit"):

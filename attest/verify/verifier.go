@@ -40,6 +40,10 @@ func New(opts ...Option) (*Verifier, error) {
 	}
 	vopts, tsReq := o.timestampPolicy()
 	crit = append(crit, Criterion{Check: CheckTimestamps, Requirement: strings.Join(tsReq, "; ")})
+	// sigstore-go only summarizes the statement; attest.ParseStatement,
+	// the parser sign uses too, decides whether it is valid (a statement
+	// check, not a signature one) and the predicate is decoded once.
+	vopts = append(vopts, sgverify.WithoutStatementPredicate())
 	if v.sv, err = sgverify.NewVerifier(tm, vopts...); err != nil {
 		return nil, fmt.Errorf("configuring verifier: %w", err)
 	}

@@ -1,0 +1,386 @@
+package jsonstrict
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Error is a problem at one place in a document.
+type Error struct {
+	// Offset is the byte offset of the problem.
+	Offset int
+	// Line and Col are its 1-based position (Col counts bytes).
+	Line, Col int
+	// Path is the field path of the value it is in, such as
+	// "subject[0].digest"; empty at the top level.
+	Path string
+	// Msg says what is wrong.
+	Msg string
+}
+
+// Error returns "line:col: path: msg".
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg)
+	}
+	return fmt.Sprintf("%d:%d: %s: %s", e.Line, e.Col, e.Path, e.Msg)
+}
+
+// Check reports the first syntax error, invalid UTF-8, repeated object
+// key or nesting deeper than maxDepth (objects and arrays) in data, which
+// must hold exactly one JSON value.
+func Check(data []byte, maxDepth int) error {
+	s := &scanner{data: data, maxDepth: maxDepth}
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return s.errorf("unexpected end of input: expected a JSON value")
+	}
+	if err := s.value(); err != nil {
+		return err
+	}
+	s.skipSpace()
+	if s.pos < len(s.data) {
+		return s.errorf("unexpected %s after the top-level value", s.describe())
+	}
+	return nil
+}
+
+// frame is one open object or array.
+type frame struct {
+	object bool
+	// key is the object key whose value is being read (inValue), index
+	// the array index.
+	key     string
+	inValue bool
+	index   int
+	// keys holds the keys seen so far; small objects compare them in a
+	// slice (which deeper objects reuse), large ones in a map.
+	keys [][]byte
+	set  map[string]struct{}
+}
+
+// smallObject is how many keys an object holds before its keys go into a
+// map.
+const smallObject = 16
+
+func (f *frame) addKey(k []byte) bool {
+	if f.set != nil {
+		if _, dup := f.set[string(k)]; dup {
+			return false
+		}
+		f.set[string(k)] = struct{}{}
+		return true
+	}
+	for _, seen := range f.keys {
+		if bytes.Equal(seen, k) {
+			return false
+		}
+	}
+	f.keys = append(f.keys, k)
+	if len(f.keys) > smallObject {
+		f.set = make(map[string]struct{}, 2*len(f.keys))
+		for _, seen := range f.keys {
+			f.set[string(seen)] = struct{}{}
+		}
+		f.keys = f.keys[:0]
+	}
+	return true
+}
+
+type scanner struct {
+	data     []byte
+	pos      int
+	maxDepth int
+	stack    []frame
+}
+
+func (s *scanner) value() error {
+	switch c := s.data[s.pos]; {
+	case c == '{':
+		return s.container(true)
+	case c == '[':
+		return s.container(false)
+	case c == '"':
+		_, err := s.str(false)
+		return err
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number()
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	}
+	return s.errorf("unexpected %s: expected a JSON value", s.describe())
+}
+
+// container reads an object or an array, iteratively for its elements
+// and recursively (bounded by maxDepth) for nested containers.
+func (s *scanner) container(object bool) error {
+	if len(s.stack) >= s.maxDepth {
+		return s.errorf("nesting deeper than %d levels", s.maxDepth)
+	}
+	if n := len(s.stack); n < cap(s.stack) {
+		// Reuse the key slice of the last object closed at this depth.
+		s.stack = s.stack[:n+1]
+		s.stack[n] = frame{object: object, keys: s.stack[n].keys[:0]}
+	} else {
+		s.stack = append(s.stack, frame{object: object})
+	}
+	defer func() { s.stack = s.stack[:len(s.stack)-1] }()
+	// Nested containers may grow the stack and move it: the frame is
+	// addressed by its depth, never by a pointer kept across them.
+	depth := len(s.stack) - 1
+	closing := byte(']')
+	if object {
+		closing = '}'
+	}
+	s.pos++
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == closing {
+		s.pos++
+		return nil
+	}
+	for n := 0; ; n++ {
+		if object {
+			if err := s.member(depth); err != nil {
+				return err
+			}
+		} else {
+			s.stack[depth].index = n
+			if err := s.element(); err != nil {
+				return err
+			}
+		}
+		s.skipSpace()
+		switch {
+		case s.pos >= len(s.data):
+			return s.errorf("unexpected end of input: expected ',' or '%c'", closing)
+		case s.data[s.pos] == ',':
+			s.pos++
+			s.skipSpace()
+		case s.data[s.pos] == closing:
+			s.pos++
+			return nil
+		default:
+			return s.errorf("unexpected %s: expected ',' or '%c'", s.describe(), closing)
+		}
+	}
+}
+
+// member reads `"key": value` of the object at depth.
+func (s *scanner) member(depth int) error {
+	f := &s.stack[depth]
+	f.inValue = false
+	if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+		return s.errorf("unexpected %s: expected an object key", s.describe())
+	}
+	start := s.pos
+	k, err := s.str(true)
+	if err != nil {
+		return err
+	}
+	if !f.addKey(k) {
+		s.pos = start
+		return s.errorf("key %q appears twice in the object", k)
+	}
+	f.key, f.inValue = string(k), true
+	s.skipSpace()
+	if s.pos >= len(s.data) || s.data[s.pos] != ':' {
+		return s.errorf("unexpected %s: expected ':' after the object key", s.describe())
+	}
+	s.pos++
+	return s.element()
+}
+
+func (s *scanner) element() error {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return s.errorf("unexpected end of input: expected a JSON value")
+	}
+	return s.value()
+}
+
+// str reads a string and returns its value when want is set (a slice of
+// the document unless it holds escapes).
+func (s *scanner) str(want bool) ([]byte, error) {
+	start := s.pos
+	s.pos++
+	escaped := false
+	for s.pos < len(s.data) {
+		c := s.data[s.pos]
+		switch {
+		case c == '"':
+			s.pos++
+			raw := s.data[start:s.pos]
+			switch {
+			case !want:
+				return nil, nil
+			case !escaped:
+				return raw[1 : len(raw)-1], nil
+			}
+			var v string
+			if err := json.Unmarshal(raw, &v); err != nil {
+				s.pos = start
+				return nil, s.errorf("invalid string: %v", err)
+			}
+			return []byte(v), nil
+		case c == '\\':
+			if err := s.escape(); err != nil {
+				return nil, err
+			}
+			escaped = true
+		case c < 0x20:
+			return nil, s.errorf("control character %#02x in a string: expected it escaped", c)
+		case c < utf8.RuneSelf:
+			s.pos++
+		default:
+			r, n := utf8.DecodeRune(s.data[s.pos:])
+			if r == utf8.RuneError && n <= 1 {
+				return nil, s.errorf("invalid UTF-8 in a string")
+			}
+			s.pos += n
+		}
+	}
+	return nil, s.errorf("unexpected end of input in a string")
+}
+
+// escape reads one backslash escape.
+func (s *scanner) escape() error {
+	if s.pos+1 >= len(s.data) {
+		return s.errorf("unexpected end of input in a string escape")
+	}
+	switch s.data[s.pos+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.pos += 2
+		return nil
+	case 'u':
+		if s.pos+6 > len(s.data) {
+			return s.errorf("unexpected end of input in a \\u escape")
+		}
+		if _, err := strconv.ParseUint(string(s.data[s.pos+2:s.pos+6]), 16, 16); err != nil {
+			return s.errorf("invalid \\u escape %q", s.data[s.pos:s.pos+6])
+		}
+		s.pos += 6
+		return nil
+	}
+	return s.errorf("invalid escape %q in a string", s.data[s.pos:s.pos+2])
+}
+
+// number reads a number as RFC 8259 spells it.
+func (s *scanner) number() error {
+	start := s.pos
+	if s.data[s.pos] == '-' {
+		s.pos++
+	}
+	switch {
+	case s.pos < len(s.data) && s.data[s.pos] == '0':
+		s.pos++
+	case s.digits() == 0:
+		s.pos = start
+		return s.errorf("invalid number")
+	}
+	if s.pos < len(s.data) && s.data[s.pos] == '.' {
+		s.pos++
+		if s.digits() == 0 {
+			return s.errorf("invalid number: expected digits after '.'")
+		}
+	}
+	if s.pos < len(s.data) && (s.data[s.pos] == 'e' || s.data[s.pos] == 'E') {
+		s.pos++
+		if s.pos < len(s.data) && (s.data[s.pos] == '+' || s.data[s.pos] == '-') {
+			s.pos++
+		}
+		if s.digits() == 0 {
+			return s.errorf("invalid number: expected digits in the exponent")
+		}
+	}
+	return nil
+}
+
+func (s *scanner) digits() int {
+	n := 0
+	for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
+		s.pos++
+		n++
+	}
+	return n
+}
+
+func (s *scanner) literal(word string) error {
+	if !bytes.HasPrefix(s.data[s.pos:], []byte(word)) {
+		return s.errorf("unexpected %s: expected a JSON value", s.describe())
+	}
+	s.pos += len(word)
+	return nil
+}
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// describe names the byte at the current position for a message.
+func (s *scanner) describe() string {
+	if s.pos >= len(s.data) {
+		return "end of input"
+	}
+	c := s.data[s.pos]
+	if c >= 0x20 && c < 0x7f {
+		return fmt.Sprintf("character %q", c)
+	}
+	return fmt.Sprintf("byte %#02x", c)
+}
+
+func (s *scanner) errorf(format string, args ...any) error {
+	line := 1 + bytes.Count(s.data[:s.pos], []byte("\n"))
+	col := s.pos + 1
+	if i := bytes.LastIndexByte(s.data[:s.pos], '\n'); i >= 0 {
+		col = s.pos - i
+	}
+	return &Error{Offset: s.pos, Line: line, Col: col, Path: s.path(), Msg: fmt.Sprintf(format, args...)}
+}
+
+// path spells the open containers as a field path.
+func (s *scanner) path() string {
+	var b strings.Builder
+	for i, f := range s.stack {
+		switch {
+		case f.object && !f.inValue:
+			return b.String()
+		case !f.object:
+			fmt.Fprintf(&b, "[%d]", f.index)
+		case isIdent(f.key):
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(f.key)
+		default:
+			fmt.Fprintf(&b, "[%q]", f.key)
+		}
+	}
+	return b.String()
+}
+
+func isIdent(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
