@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
@@ -80,9 +81,9 @@ file (a missing baseline is an error, never a skip), 2 usage.`,
 			return withCode(exitFailed, fmt.Errorf("comparing: %w", err))
 		}
 		if rep.HardwareRefused {
-			fmt.Fprintln(c.ErrOrStderr(), "gpuattest: "+rep.RefusalMessage())
+			fmt.Fprintln(c.ErrOrStderr(), "gpuattest: "+textsafe.Lines(rep.RefusalMessage()))
 		} else if len(rep.HardwareMismatch) > 0 {
-			fmt.Fprintf(c.ErrOrStderr(), "WARNING: COMPARING ACROSS DIFFERENT HARDWARE (--allow-hardware-mismatch): %s\n", strings.Join(rep.HardwareMismatch, "; "))
+			fmt.Fprintf(c.ErrOrStderr(), "WARNING: COMPARING ACROSS DIFFERENT HARDWARE (--allow-hardware-mismatch): %s\n", textsafe.Line(strings.Join(rep.HardwareMismatch, "; ")))
 		}
 		if *out == "json" {
 			if err := writeJSON(c.OutOrStdout(), rep); err != nil {
@@ -99,15 +100,18 @@ file (a missing baseline is an error, never a skip), 2 usage.`,
 	return c
 }
 
+// renderCompare prints the report; every string from the results files
+// (paths, hardware, case names, reasons) goes through textsafe.
 func renderCompare(w io.Writer, rep *suite.Report) error {
-	fmt.Fprintf(w, "baseline:  %s (%s: %s)\n", rep.Baseline.Path, rep.Baseline.Kind, rep.Baseline.Hardware)
-	fmt.Fprintf(w, "candidate: %s (%s: %s)\n", rep.Candidate.Path, rep.Candidate.Kind, rep.Candidate.Hardware)
+	safe := textsafe.Line
+	fmt.Fprintf(w, "baseline:  %s (%s: %s)\n", safe(rep.Baseline.Path), safe(rep.Baseline.Kind), safe(rep.Baseline.Hardware.String()))
+	fmt.Fprintf(w, "candidate: %s (%s: %s)\n", safe(rep.Candidate.Path), safe(rep.Candidate.Kind), safe(rep.Candidate.Hardware.String()))
 	fmt.Fprintf(w, "gate: threshold %.2f%%, alpha %g\n", 100*rep.Gate.Threshold, rep.Gate.Alpha)
 	switch {
 	case rep.HardwareRefused:
-		fmt.Fprintf(w, "DIFFERENT HARDWARE, not compared: %s\n", strings.Join(rep.HardwareMismatch, "; "))
+		fmt.Fprintf(w, "DIFFERENT HARDWARE, not compared: %s\n", safe(strings.Join(rep.HardwareMismatch, "; ")))
 	case len(rep.HardwareMismatch) > 0:
-		fmt.Fprintf(w, "WARNING: DIFFERENT HARDWARE, compared anyway: %s\n", strings.Join(rep.HardwareMismatch, "; "))
+		fmt.Fprintf(w, "WARNING: DIFFERENT HARDWARE, compared anyway: %s\n", safe(strings.Join(rep.HardwareMismatch, "; ")))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -119,7 +123,7 @@ func renderCompare(w io.Writer, rep *suite.Report) error {
 			ci = fmt.Sprintf("[%+.2f%%, %+.2f%%]", 100*c.Shift.CI.Lo, 100*c.Shift.CI.Hi)
 			p = fmt.Sprintf("%.2g", c.P())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Verdict, delta, ci, p,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(c.Name), safe(string(c.Verdict)), delta, ci, p,
 			sideStr(c.BaselineN, c.BaselineMedian), sideStr(c.CandidateN, c.CandidateMedian))
 	}
 	if err := tw.Flush(); err != nil {
@@ -128,7 +132,7 @@ func renderCompare(w io.Writer, rep *suite.Report) error {
 	fmt.Fprintln(w)
 	for _, c := range rep.Cases {
 		if c.Verdict != stats.Same {
-			fmt.Fprintf(w, "%s: %s: %s\n", c.Name, c.Verdict, c.Reason)
+			fmt.Fprintf(w, "%s: %s: %s\n", safe(c.Name), safe(string(c.Verdict)), safe(c.Reason))
 		}
 	}
 	var parts []string

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/spf13/cobra"
 )
 
@@ -106,11 +107,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if !ee.silent && ee.err != nil {
-			fmt.Fprintf(stderr, "gpuattest: %v\n", ee.err)
+			fmt.Fprintf(stderr, "gpuattest: %s\n", textsafe.Lines(ee.err.Error()))
 		}
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "gpuattest: %v\n", err)
+	// Errors quote the files they are about: escaped, as all text output.
+	fmt.Fprintf(stderr, "gpuattest: %s\n", textsafe.Lines(err.Error()))
 	// cobra's own argument errors (unknown command, wrong arg count) are usage errors.
 	if isCobraUsage(err) {
 		return exitUsage

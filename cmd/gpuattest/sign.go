@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/spf13/cobra"
 )
@@ -128,7 +129,7 @@ the bundle appended as one line (atomically).`,
 			return withCode(exitFailed, err)
 		}
 		if output != "" {
-			fmt.Fprintf(c.ErrOrStderr(), "Signed %s (%s) into %s\n", args[0], s.Identity(), output)
+			fmt.Fprintf(c.ErrOrStderr(), "Signed %s (%s) into %s\n", textsafe.Line(args[0]), textsafe.Line(s.Identity()), textsafe.Line(output))
 		}
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/spf13/cobra"
 )
@@ -132,7 +133,7 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	}
 	w := c.OutOrStdout()
 	if *f.output == "text" {
-		fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", len(entries), f.bundlePath)
+		fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", len(entries), textsafe.Line(f.bundlePath))
 		printVerifyCriteria(w, v.Criteria(arts))
 		fmt.Fprintln(w)
 	}
@@ -151,10 +152,13 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	return nil
 }
 
+// printVerifyCriteria prints the criteria. Here and in the checks every
+// string goes through textsafe: requirements and details quote the
+// bundles, statements and predicates.
 func printVerifyCriteria(w io.Writer, crit []verify.Criterion) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, cr := range crit {
-		fmt.Fprintf(tw, "  - %s\t%s\n", cr.Check, cr.Requirement)
+		fmt.Fprintf(tw, "  - %s\t%s\n", textsafe.Line(cr.Check), textsafe.Line(cr.Requirement))
 	}
 	tw.Flush()
 }
@@ -172,12 +176,12 @@ func printVerifyChecks(w io.Writer, rep *verify.Report, code int) {
 		if !ch.Passed {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", mark, ch.Check, ch.Target, verifyOneLine(ch.Detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", mark, textsafe.Line(ch.Check), textsafe.Line(ch.Target), verifyOneLine(ch.Detail))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	if rep.Verified {
-		fmt.Fprintf(w, "Verified OK: %d bundle(s), %d artifact(s), predicate %s, policy %s\n", len(rep.Bundles), len(rep.Artifacts), rep.PredicateType, verifyPolicyName(rep.Policy))
+		fmt.Fprintf(w, "Verified OK: %d bundle(s), %d artifact(s), predicate %s, policy %s\n", len(rep.Bundles), len(rep.Artifacts), textsafe.Line(rep.PredicateType), textsafe.Line(verifyPolicyName(rep.Policy)))
 		return
 	}
 	what := map[verify.Failure]string{
@@ -189,7 +193,8 @@ func printVerifyChecks(w io.Writer, rep *verify.Report, code int) {
 	fmt.Fprintf(w, "Verification FAILED: %s (exit %d)\n", what, code)
 }
 
-func verifyOneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+// verifyOneLine puts a detail (a message and its hint) on one line.
+func verifyOneLine(s string) string { return textsafe.Line(strings.ReplaceAll(s, "\n", " ")) }
 
 func verifyPolicyName(s string) string {
 	if s == "" {
