@@ -151,7 +151,7 @@ func TestCostCharges(t *testing.T) {
 // a second and Evaluate says so.
 func TestEvaluateCancelled(t *testing.T) {
 	t.Parallel()
-	prog := compile(t, `predicate.steps.all(s, predicate.steps.exists(t, t.id == "none"))`)
+	prog := compile(t, `predicate.steps.all(s, !predicate.steps.exists(t, t.id == "none"))`)
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()

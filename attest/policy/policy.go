@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/internal/regfile"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -74,9 +75,14 @@ func Default() *Policy {
 	}
 }
 
-// Load reads and parses the policy file at path.
+// MaxSize is the largest policy file Load reads, and the largest policy
+// Parse accepts.
+const MaxSize = 1 << 20
+
+// Load reads and parses the policy file at path, a regular file of at
+// most MaxSize bytes.
 func Load(path string) (*Policy, error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(context.Background(), path, MaxSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading policy: %w", err)
 	}

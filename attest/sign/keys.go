@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/regfile"
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
@@ -191,9 +192,13 @@ func LoadPrivateKey(path string, password []byte) (*Keypair, error) {
 	return k, nil
 }
 
-// LoadPublicKey reads a PEM public key file.
+// maxPublicKey is the largest public key file read.
+const maxPublicKey = 64 << 10
+
+// LoadPublicKey reads a PEM public key file (a regular file, at most
+// 64 KiB).
 func LoadPublicKey(path string) (crypto.PublicKey, error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(context.Background(), path, maxPublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("reading public key: %w", err)
 	}

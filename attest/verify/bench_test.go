@@ -1,6 +1,7 @@
 package verify_test
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -33,7 +34,7 @@ func BenchmarkVerify(b *testing.B) {
 				if err := os.WriteFile(p, buf, 0o644); err != nil {
 					b.Fatal(err)
 				}
-				a, err := verify.DigestFile(p)
+				a, err := verify.DigestFile(context.Background(), p)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -61,7 +62,7 @@ func BenchmarkVerify(b *testing.B) {
 				}
 				var arts []verify.Artifact
 				for _, p := range paths {
-					a, err := verify.DigestFile(p)
+					a, err := verify.DigestFile(context.Background(), p)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
+	"github.com/gpuattest/gpuattest/internal/regfile"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -41,6 +43,17 @@ func keyFingerprint(pub crypto.PublicKey) (string, error) {
 // its statement.
 func (v *Verifier) verifyBundle(r *Report, e Entry) BundleResult {
 	br := BundleResult{Source: e.Source}
+	if n := int64(len(e.Data)); n > v.opts.maxEntrySize() {
+		r.add(Check{Check: CheckSignature, Target: e.Source, Detail: fmt.Sprintf("bundle not read: it is %s, more than the %s a bundle may be\n%s",
+			regfile.Size(n), regfile.Size(v.opts.maxEntrySize()), v.opts.limitHint())})
+		r.fail(FailureError)
+		return br
+	}
+	if err := jsonstrict.Check(e.Data, MaxBundleDepth); err != nil {
+		r.add(Check{Check: CheckSignature, Target: e.Source, Detail: "not a valid Sigstore bundle: " + err.Error()})
+		r.fail(FailureSignature)
+		return br
+	}
 	var b bundle.Bundle
 	if err := b.UnmarshalJSON(e.Data); err != nil {
 		r.add(Check{Check: CheckSignature, Target: e.Source, Detail: "not a valid Sigstore bundle: " + err.Error()})
@@ -125,6 +138,12 @@ func (v *Verifier) readStatement(r *Report, e Entry, b *bundle.Bundle, br *Bundl
 		return
 	}
 	payload, err := raw.DecodeB64Payload()
+	if n := int64(len(payload)); err == nil && n > v.opts.maxPredicateSize {
+		r.add(Check{Check: CheckStatement, Target: e.Source, Detail: fmt.Sprintf("statement not read: it is %s, more than the limit of %s\n%s",
+			regfile.Size(n), regfile.Size(v.opts.maxPredicateSize), v.opts.limitHint())})
+		r.fail(FailureError)
+		return
+	}
 	if err == nil {
 		br.statement, err = attest.ParseStatement(payload)
 	}

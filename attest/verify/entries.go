@@ -2,10 +2,12 @@ package verify
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
-	"github.com/gpuattest/gpuattest/internal/digest"
+	"github.com/gpuattest/gpuattest/internal/regfile"
 )
 
 // Artifact is a file to check against the subjects.
@@ -16,9 +18,11 @@ type Artifact struct {
 	SHA256 string `json:"sha256"`
 }
 
-// DigestFile hashes the file at path.
-func DigestFile(path string) (Artifact, error) {
-	sum, _, err := digest.File(path)
+// DigestFile hashes the file at path, which must be a regular file (a
+// FIFO or device is refused at once, never waited on), and stops when
+// ctx is done.
+func DigestFile(ctx context.Context, path string) (Artifact, error) {
+	sum, _, err := regfile.SHA256(ctx, path)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("reading artifact: %w", err)
 	}
@@ -31,6 +35,21 @@ type Entry struct {
 	Source string
 	// Data is the bundle's JSON.
 	Data []byte
+}
+
+// ReadBundles reads the bundle file at path (a regular file, no larger
+// than the Verifier's limits allow) and splits it with ParseBundles; the
+// read stops when ctx is done.
+func (v *Verifier) ReadBundles(ctx context.Context, path string) ([]Entry, error) {
+	data, err := regfile.ReadFile(ctx, path, v.opts.maxFileSize())
+	var tl *regfile.TooLargeError
+	if errors.As(err, &tl) {
+		return nil, fmt.Errorf("reading bundles: %w: a bundle file may hold %d bundles of the largest size\n%s", err, bundlesPerFile, v.opts.limitHint())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading bundles: %w", err)
+	}
+	return ParseBundles(path, data)
 }
 
 // ParseBundles splits a file's content into bundles: one JSON document

@@ -26,16 +26,19 @@ type options struct {
 	predicateType string
 	policy        *policy.Policy
 	policyCost    uint64
-	logger        *slog.Logger
-	now           func() time.Time
+	// maxPredicateSize bounds the DSSE payload; see limits.go.
+	maxPredicateSize int64
+	logger           *slog.Logger
+	now              func() time.Time
 }
 
 func defaultOptions() options {
 	return options{
-		predicateType: attest.ValidationPredicateType,
-		policyCost:    policy.DefaultCostLimit,
-		logger:        slog.New(slog.DiscardHandler),
-		now:           time.Now,
+		predicateType:    attest.ValidationPredicateType,
+		policyCost:       policy.DefaultCostLimit,
+		maxPredicateSize: DefaultMaxPredicateSize,
+		logger:           slog.New(slog.DiscardHandler),
+		now:              time.Now,
 	}
 }
 
@@ -116,6 +119,21 @@ func WithPolicyCostLimit(units uint64) Option {
 			return errors.New("policy cost limit: expected a positive number of units")
 		}
 		o.policyCost = units
+		return nil
+	}
+}
+
+// WithMaxPredicateSize sets the largest signed statement (its predicate
+// and subjects) Verify accepts, in bytes (default
+// DefaultMaxPredicateSize). Bundles and bundle files are bounded by it
+// too: a bundle may be its base64 size plus 1 MiB, a file 8 such
+// bundles. Anything larger is refused as an error with the limit named.
+func WithMaxPredicateSize(bytes int64) Option {
+	return func(o *options) error {
+		if bytes <= 0 {
+			return fmt.Errorf("max predicate size %d: expected a positive number of bytes", bytes)
+		}
+		o.maxPredicateSize = bytes
 		return nil
 	}
 }

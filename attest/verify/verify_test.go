@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"bytes"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -61,7 +62,7 @@ func writeArtifact(t testing.TB, dir, name, content string) verify.Artifact {
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := verify.DigestFile(p)
+	a, err := verify.DigestFile(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,5 +512,61 @@ func TestPolicyCostLimit(t *testing.T) {
 	two := append(append(bytes.Clone(bundle), '\n'), bundle...)
 	if r := f.verify(t, two, nil, verify.WithPolicy(p), verify.WithPolicyCostLimit(limit)); r.Failure != verify.FailureError {
 		t.Errorf("two bundles within %d: failure %s, want error", limit, r.Failure)
+	}
+}
+
+// TestLimits: inputs over a limit are refused as errors that name the
+// limit, before the expensive work; within the limit they verify.
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	run := attesttest.Run(false, f.artifact.SHA256)
+	for i := range 20_000 {
+		run.Steps = append(run.Steps, attest.StepVerdict{ID: fmt.Sprintf("step-%06d", i), Kind: "test", Verdict: "passed"})
+	}
+	st, err := attest.ValidationStatement(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := st.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := signStatement(t, f.kp, st)
+	arts := []verify.Artifact{f.artifact}
+	if r := f.verify(t, big, arts); !r.Verified {
+		t.Fatalf("within the default limit: failure %s: %v", r.Failure, failedChecks(r))
+	}
+	// The statement is over the limit, the bundle within its own.
+	r := f.verify(t, big, arts, verify.WithMaxPredicateSize(int64(len(payload)-1)))
+	if r.Failure != verify.FailureError || !strings.Contains(strings.Join(failedChecks(r), "\n"), "statement not read: it is ") ||
+		!strings.Contains(strings.Join(failedChecks(r), "\n"), "--max-predicate-size") {
+		t.Errorf("statement over the limit: failure %s: %v", r.Failure, failedChecks(r))
+	}
+	// The bundle itself is over the limit: not even parsed.
+	r = f.verify(t, big, arts, verify.WithMaxPredicateSize(100_000))
+	if r.Failure != verify.FailureError || !strings.Contains(strings.Join(failedChecks(r), "\n"), "bundle not read: it is 1.") {
+		t.Errorf("bundle over the limit: failure %s: %v", r.Failure, failedChecks(r))
+	}
+	// A bundle nested too deep.
+	deep := []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","x":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`)
+	r = f.verify(t, deep, arts)
+	if r.Failure != verify.FailureSignature || !strings.Contains(strings.Join(failedChecks(r), "\n"), "nesting deeper than 32 levels") {
+		t.Errorf("deep bundle: failure %s: %v", r.Failure, failedChecks(r))
+	}
+	// A bundle file over the limit is not read.
+	v, err := verify.New(verify.WithKey(mustPub(t, f.pubPath), f.pubPath), verify.WithMaxPredicateSize(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(f.dir, "big.jsonl")
+	if err := os.WriteFile(path, bytes.Repeat([]byte(" "), 9<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.ReadBundles(t.Context(), path); err == nil || !strings.Contains(err.Error(), "more than the limit of") || !strings.Contains(err.Error(), "--max-predicate-size") {
+		t.Errorf("ReadBundles over the limit: err = %v", err)
+	}
+	if _, err := verify.New(verify.WithKey(mustPub(t, f.pubPath), f.pubPath), verify.WithMaxPredicateSize(0)); err == nil {
+		t.Error("a zero predicate size was accepted")
 	}
 }

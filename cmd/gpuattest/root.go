@@ -24,6 +24,8 @@ const (
 	exitSig     = 10 // verify: signature or identity
 	exitSubject = 11 // verify: subject mismatch
 	exitPolicy  = 12 // verify: policy failed
+
+	exitInterrupted = 130 // verify: stopped by SIGINT or SIGTERM
 )
 
 // verifyExit maps a verification's failure to the exit code README.md

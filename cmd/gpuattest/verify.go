@@ -1,9 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -11,7 +12,9 @@ import (
 	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/regfile"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/spf13/cobra"
 )
@@ -23,6 +26,8 @@ type verifyFlags struct {
 	output                                                      *string
 	bundlePath, keyPath, trustedRoot, predicateType, policyPath string
 	san, sanRE, issuer, issuerRE                                string
+	maxPredicateSize                                            string
+	maxPolicyCost                                               uint64
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -38,8 +43,14 @@ ARTIFACT's sha256 is a subject of a bundle of the predicate type, and a policy
 simulated). --bundle takes one bundle or a JSON Lines file of many. Nothing is
 fetched over the network.
 
+Every ARTIFACT, --bundle and --policy must be a regular file. Inputs are
+bounded: a signed statement may be --max-predicate-size bytes (a bundle its
+base64 size plus 1 MiB, the bundle file 8 such bundles), the policy may cost
+--max-policy-cost units over all bundles; past a limit verify stops and
+says which (exit 1). Ctrl-C or SIGTERM stops it at once (exit 130).
+
 Exit codes: 0 verified, 1 error, 10 signature or identity, 11 subject
-mismatch, 12 policy failed (predicate type included).`,
+mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	}
 	f.output = outputFlag(c)
 	fl := c.Flags()
@@ -52,6 +63,8 @@ mismatch, 12 policy failed (predicate type included).`,
 	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
 	fl.StringVar(&f.predicateType, "predicate-type", attest.ValidationPredicateType, "predicate type the bundles must have")
 	fl.StringVar(&f.policyPath, "policy", "", "policy file (YAML, kind Policy); default: all steps passed, not simulated")
+	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", regfile.Size(verify.DefaultMaxPredicateSize), "largest signed statement (predicate and subjects) to verify, such as 16MiB")
+	fl.Uint64Var(&f.maxPolicyCost, "max-policy-cost", policy.DefaultCostLimit, "most the policy may cost over all bundles, in CEL cost units")
 	c.RunE = func(c *cobra.Command, args []string) error { return runVerify(c, &f, args) }
 	return c
 }
@@ -80,7 +93,18 @@ func (f *verifyFlags) check() error {
 // verifier loads the key, trusted root and policy the flags name and
 // builds the verifier.
 func (f *verifyFlags) verifier() (*verify.Verifier, error) {
-	opts := []verify.Option{verify.WithPredicateType(f.predicateType)}
+	maxPred, err := pipeline.ParseSize(f.maxPredicateSize)
+	if err != nil || maxPred <= 0 {
+		return nil, usageErr("--max-predicate-size %q: expected a size such as 16MiB", f.maxPredicateSize)
+	}
+	if f.maxPolicyCost == 0 {
+		return nil, usageErr("--max-policy-cost: expected a positive number of units")
+	}
+	opts := []verify.Option{
+		verify.WithPredicateType(f.predicateType),
+		verify.WithMaxPredicateSize(maxPred),
+		verify.WithPolicyCostLimit(f.maxPolicyCost),
+	}
 	if f.keyPath != "" {
 		pub, err := sign.LoadPublicKey(f.keyPath)
 		if err != nil {
@@ -91,7 +115,11 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 		opts = append(opts, verify.WithCertificateIdentity(f.san, f.sanRE, f.issuer, f.issuerRE))
 	}
 	if f.trustedRoot != "" {
-		tr, err := root.NewTrustedRootFromPath(f.trustedRoot)
+		data, err := regfile.ReadFile(context.Background(), f.trustedRoot, maxTrustedRoot)
+		var tr *root.TrustedRoot
+		if err == nil {
+			tr, err = root.NewTrustedRootFromJSON(data)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: reading trusted root: %w", f.trustedRoot, err)
 		}
@@ -107,29 +135,24 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 	return verify.New(opts...)
 }
 
+// maxTrustedRoot is the largest trusted root file read.
+const maxTrustedRoot = 4 << 20
+
 func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	v, err := f.verifier()
+	ctx := c.Context()
+	v, entries, arts, err := f.inputs(ctx, args)
 	if err != nil {
-		return withCode(exitFailed, err)
-	}
-	data, err := os.ReadFile(f.bundlePath)
-	if err != nil {
-		return withCode(exitFailed, fmt.Errorf("reading bundle: %w", err))
-	}
-	entries, err := verify.ParseBundles(f.bundlePath, data)
-	if err != nil {
-		return withCode(exitFailed, err)
-	}
-	var arts []verify.Artifact
-	for _, a := range args {
-		art, err := verify.DigestFile(a)
-		if err != nil {
-			return withCode(exitFailed, err)
+		if ctx.Err() != nil {
+			return interrupted()
 		}
-		arts = append(arts, art)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
+		return withCode(exitFailed, err)
 	}
 	w := c.OutOrStdout()
 	if *f.output == "text" {
@@ -137,7 +160,19 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 		printVerifyCriteria(w, v.Criteria(arts))
 		fmt.Fprintln(w)
 	}
-	rep := v.Verify(c.Context(), entries, arts)
+	// Verify checks ctx between steps; a step that is not interruptible
+	// (one bundle's signature) does not hold the exit back.
+	done := make(chan *verify.Report, 1)
+	go func() { done <- v.Verify(ctx, entries, arts) }()
+	var rep *verify.Report
+	select {
+	case rep = <-done:
+	case <-ctx.Done():
+		return interrupted()
+	}
+	if ctx.Err() != nil {
+		return interrupted()
+	}
 	code := verifyExit(rep.Failure)
 	if *f.output == "json" {
 		if err := writeJSON(w, verifyOutput{Report: rep, ExitCode: code}); err != nil {
@@ -152,9 +187,32 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	return nil
 }
 
-// printVerifyCriteria prints the criteria. Here and in the checks every
-// string goes through textsafe: requirements and details quote the
-// bundles, statements and predicates.
+// inputs builds the verifier and reads the bundles and artifacts.
+func (f *verifyFlags) inputs(ctx context.Context, args []string) (*verify.Verifier, []verify.Entry, []verify.Artifact, error) {
+	v, err := f.verifier()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	entries, err := v.ReadBundles(ctx, f.bundlePath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var arts []verify.Artifact
+	for _, a := range args {
+		art, err := verify.DigestFile(ctx, a)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		arts = append(arts, art)
+	}
+	return v, entries, arts, nil
+}
+
+// interrupted is the error of a verification stopped by a signal.
+func interrupted() error {
+	return withCode(exitInterrupted, errors.New("interrupted: nothing was verified"))
+}
+
 func printVerifyCriteria(w io.Writer, crit []verify.Criterion) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, cr := range crit {

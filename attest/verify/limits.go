@@ -1,0 +1,40 @@
+package verify
+
+import (
+	"encoding/base64"
+	"fmt"
+
+	"github.com/gpuattest/gpuattest/internal/regfile"
+)
+
+// Limits on what a Verifier reads. A bundle is refused before it is
+// parsed when it is larger than a statement of the maximum size could
+// make it; a statement larger than the maximum is refused after its
+// signature is checked, before it is decoded.
+const (
+	// DefaultMaxPredicateSize is the largest signed statement (the
+	// predicate and the subjects: the DSSE payload) verified by default.
+	DefaultMaxPredicateSize = 16 << 20
+	// MaxBundleDepth is the deepest nesting of objects and arrays a
+	// bundle's JSON may have.
+	MaxBundleDepth = 32
+	// bundleSlack is what a bundle may hold beyond its payload:
+	// certificates, transparency log entries, timestamps.
+	bundleSlack = 1 << 20
+	// bundlesPerFile is how many bundles of the maximum size a bundle
+	// file may hold.
+	bundlesPerFile = 8
+)
+
+// maxEntrySize is the largest bundle (one JSON document) read.
+func (o *options) maxEntrySize() int64 {
+	return int64(base64.StdEncoding.EncodedLen(int(o.maxPredicateSize))) + bundleSlack
+}
+
+// maxFileSize is the largest bundle file read.
+func (o *options) maxFileSize() int64 { return bundlesPerFile * o.maxEntrySize() }
+
+// limitHint says how to raise the predicate limit.
+func (o *options) limitHint() string {
+	return fmt.Sprintf("hint: the limit follows --max-predicate-size (now %s); raise it if you expect statements this large", regfile.Size(o.maxPredicateSize))
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestVerifyInterrupt: SIGINT or SIGTERM stops verify within a second
+// with exit 130, whether it is hashing a large artifact or evaluating a
+// long policy.
+func TestVerifyInterrupt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := selfAsGpuattest(t)
+	sparse := filepath.Join(dir, "huge.bin")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 40); err != nil {
+		t.Skipf("no sparse 1 TiB file here: %v", err)
+	}
+	f.Close()
+	art := filepath.Join(dir, "k.bin")
+	if err := os.WriteFile(art, []byte("kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("kernel"))
+	var steps []string
+	for i := range 20_000 {
+		steps = append(steps, fmt.Sprintf(`{"id":"s%d"}`, i))
+	}
+	payload := `{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"k","digest":{"sha256":"` + hex.EncodeToString(sum[:]) +
+		`"}}],"predicateType":"https://example.com/p/v1","predicate":{"steps":[` + strings.Join(steps, ",") + `]}}`
+	pub, bundle := signedFixture(t, dir, []byte(payload))
+	bundlePath := filepath.Join(dir, "b.json")
+	policyPath := filepath.Join(dir, "slow.yaml")
+	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(policyPath, []byte("apiVersion: gpuattest.dev/v1\nkind: Policy\nrules:\n  - name: slow\n    expr: 'predicate.steps.all(s, !predicate.steps.exists(t, t.id == \"none\"))'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"verify", "--bundle", bundlePath, "--key", pub, "--predicate-type", "https://example.com/p/v1"}
+	tests := []struct {
+		name string
+		sig  syscall.Signal
+		args []string
+	}{
+		{"hashing/SIGINT", syscall.SIGINT, append(base, sparse)},
+		{"hashing/SIGTERM", syscall.SIGTERM, append(base, sparse)},
+		{"policy/SIGINT", syscall.SIGINT, append(base, "--policy", policyPath, "--max-policy-cost", "1000000000000", art)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(bin, tt.args...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			time.Sleep(700 * time.Millisecond)
+			sent := time.Now()
+			if err := cmd.Process.Signal(tt.sig); err != nil {
+				t.Fatalf("signal: %v (exited early? %s)", err, out.String())
+			}
+			var werr error
+			select {
+			case werr = <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("still running 10 s after %s:\n%s", tt.sig, out.String())
+			}
+			took := time.Since(sent)
+			var ee *exec.ExitError
+			if !errors.As(werr, &ee) || ee.ExitCode() != 130 {
+				t.Errorf("exit = %v, want 130:\n%s", werr, out.String())
+			}
+			if took > time.Second {
+				t.Errorf("exited %s after %s, want within 1s", took, tt.sig)
+			}
+			if !strings.Contains(out.String(), "interrupted") {
+				t.Errorf("output does not say interrupted:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// TestVerifyRefusesFIFO: a FIFO (or any non-regular file) as artifact,
+// bundle or policy is refused at once, never waited on.
+func TestVerifyRefusesFIFO(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	pub, bundle := signedFixture(t, dir, []byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"k","digest":{"sha256":"`+strings.Repeat("a", 64)+`"}}],"predicateType":"https://example.com/p/v1","predicate":{}}`))
+	bundlePath := filepath.Join(dir, "b.json")
+	if err := os.WriteFile(bundlePath, bundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"verify", "--bundle", bundlePath, "--key", pub, fifo},
+		{"verify", "--bundle", fifo, "--key", pub},
+		{"verify", "--bundle", bundlePath, "--key", pub, "--policy", fifo},
+		{"verify", "--bundle", bundlePath, "--key", fifo},
+		{"verify", "--bundle", bundlePath, "--key", pub, dir},
+	} {
+		type result struct {
+			code           int
+			stdout, stderr string
+		}
+		done := make(chan result, 1)
+		go func() {
+			code, stdout, stderr := runCLI(t, args...)
+			done <- result{code, stdout, stderr}
+		}()
+		select {
+		case r := <-done:
+			if r.code != 1 || !strings.Contains(r.stderr, "not a regular file") {
+				t.Errorf("%v: exit %d, stderr %q", args[1:], r.code, r.stderr)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%v: blocked on the FIFO", args[1:])
+		}
+	}
+}
