@@ -12,7 +12,6 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -90,14 +89,23 @@ func Load(path string) (*Policy, error) {
 }
 
 // Parse decodes and validates a policy; name is used in messages. Unknown
-// fields are errors; every problem is reported with its line:col.
+// fields are errors; every problem is reported with its line:col. A
+// policy is one YAML document of at most MaxSize bytes and MaxDepth
+// levels, without tags, anchors or aliases; a rule whose expression YAML
+// folded from several lines may not hold a // comment (it would comment
+// out the rest of the rule).
 func Parse(name string, src []byte) (*Policy, error) {
+	f, err := checkYAML(name, src)
+	if err != nil {
+		return nil, err
+	}
 	var p Policy
 	if err := yaml.UnmarshalWithOptions(src, &p, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("%s: %s", name, yaml.FormatError(err, false, true))
 	}
 	p.source = name
-	p.positions = positions(src)
+	var folded map[string]bool
+	p.positions, folded = positions(f)
 	var errs []error
 	at := func(field string) string {
 		if pos, ok := p.positions[field]; ok {
@@ -126,6 +134,9 @@ func Parse(name string, src []byte) (*Policy, error) {
 		if strings.TrimSpace(r.Expr) == "" {
 			errs = append(errs, fmt.Errorf("%s: %s.expr: expected a CEL expression", at(f), f))
 		}
+		if folded[f+".expr"] && foldedComment(r.Expr) {
+			errs = append(errs, fmt.Errorf("%s: %s.expr: a // comment in an expression YAML folds onto one line comments out the rest of the rule\nhint: write the rule as a literal block (expr: |) to keep its line ends, or remove the comment", at(f+".expr"), f))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -136,16 +147,16 @@ func Parse(name string, src []byte) (*Policy, error) {
 	return &p, nil
 }
 
-// positions maps field paths of a policy document to "line:col".
-func positions(src []byte) map[string]string {
-	out := map[string]string{}
-	f, err := parser.ParseBytes(src, 0)
-	if err != nil || len(f.Docs) == 0 {
-		return out
+// positions maps field paths of a policy document to "line:col", and
+// notes the fields whose scalar YAML folded from several lines.
+func positions(f *ast.File) (map[string]string, map[string]bool) {
+	out, folded := map[string]string{}, map[string]bool{}
+	if f == nil || len(f.Docs) == 0 {
+		return out, folded
 	}
 	root, ok := f.Docs[0].Body.(*ast.MappingNode)
 	if !ok {
-		return out
+		return out, folded
 	}
 	pos := func(n ast.Node) string {
 		t := n.GetToken()
@@ -170,10 +181,11 @@ func positions(src []byte) map[string]string {
 			}
 			for _, rkv := range m.Values {
 				out[f+"."+rkv.Key.String()] = pos(rkv.Value)
+				folded[f+"."+rkv.Key.String()] = isFolded(rkv.Value)
 			}
 		}
 	}
-	return out
+	return out, folded
 }
 
 // Input is what the rules see.

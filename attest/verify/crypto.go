@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -108,7 +109,11 @@ func (v *Verifier) checkSignature(r *Report, e Entry, b *bundle.Bundle, br *Bund
 		fp, _ := keyFingerprint(v.opts.key)
 		br.Signer = "key " + fp
 	}
-	r.add(Check{Check: CheckSignature, Target: e.Source, Passed: true, Detail: "signed by " + br.Signer})
+	detail := "signed by " + br.Signer
+	if res.Signature != nil && res.Signature.PublicKeyID != nil {
+		detail += v.hintNote(string(*res.Signature.PublicKeyID))
+	}
+	r.add(Check{Check: CheckSignature, Target: e.Source, Passed: true, Detail: detail})
 	if v.identity != nil {
 		r.add(Check{Check: CheckIdentity, Target: e.Source, Passed: true, Detail: br.Signer})
 	}
@@ -120,6 +125,25 @@ func (v *Verifier) checkSignature(r *Report, e Entry, b *bundle.Bundle, br *Bund
 		r.add(Check{Check: CheckTimestamps, Target: e.Source, Passed: true, Detail: strings.Join(parts, ", ")})
 	}
 	return true
+}
+
+// hintNote says when a key-signed bundle's key hint names another key
+// than the one given. The hint is advisory: a bundle is verified against
+// the key given whatever its hint says (empty, another key's, or
+// anything), so the note informs and decides nothing.
+func (v *Verifier) hintNote(hint string) string {
+	if hint == "" || v.opts.key == nil {
+		return ""
+	}
+	der, err := x509.MarshalPKIXPublicKey(v.opts.key)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(der)
+	if hint == base64.StdEncoding.EncodeToString(sum[:]) {
+		return ""
+	}
+	return fmt.Sprintf(" (the bundle's key hint %q names another key; hints are advisory, the signature was checked against the key given)", hint)
 }
 
 // readStatement decodes the signed statement of a verified bundle into

@@ -570,3 +570,53 @@ func TestLimits(t *testing.T) {
 		t.Error("a zero predicate size was accepted")
 	}
 }
+
+// TestKeyHint: a bundle's key hint is advisory. An empty hint and a hint
+// naming another key verify alike against the key given (the second with
+// a note); the signature decides, as a bundle re-signed with another key
+// and carrying the right hint shows.
+func TestKeyHint(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	setHint := func(b []byte, hint string) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["verificationMaterial"].(map[string]any)["publicKey"].(map[string]any)["hint"] = hint
+		out, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var m map[string]any
+	if err := json.Unmarshal(f.bundle, &m); err != nil {
+		t.Fatal(err)
+	}
+	goodHint := m["verificationMaterial"].(map[string]any)["publicKey"].(map[string]any)["hint"].(string)
+	other, _ := newKey(t, f.dir, "other")
+	forged := setHint(signRun(t, other, attesttest.Run(false, f.artifact.SHA256)), goodHint)
+	tests := []struct {
+		name     string
+		bundle   []byte
+		want     verify.Failure
+		wantNote bool
+	}{
+		{"right hint", f.bundle, verify.FailureNone, false},
+		{"empty hint", setHint(f.bundle, ""), verify.FailureNone, false},
+		{"hint of another key", setHint(f.bundle, "c29tZSBvdGhlciBrZXk="), verify.FailureNone, true},
+		{"another key with the right hint", forged, verify.FailureSignature, false},
+	}
+	for _, tt := range tests {
+		r := f.verify(t, tt.bundle, []verify.Artifact{f.artifact})
+		if r.Failure != tt.want {
+			t.Errorf("%s: failure %s, want %s: %v", tt.name, r.Failure, tt.want, failedChecks(r))
+			continue
+		}
+		note := strings.Contains(r.Checks[0].Detail, "hints are advisory")
+		if note != tt.wantNote {
+			t.Errorf("%s: signature detail %q: advisory note %v, want %v", tt.name, r.Checks[0].Detail, note, tt.wantNote)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+)
+
+// MaxDepth is the deepest nesting of mappings and sequences a policy file
+// may have; a policy needs three.
+const MaxDepth = 32
+
+// checkYAML refuses what a policy file must not hold, before it is
+// decoded: more than MaxSize bytes, nesting deeper than MaxDepth, a
+// second document (which the decoder would silently ignore), tags such as
+// !!binary, anchors and aliases. It returns the parsed file, nil when the
+// YAML does not parse (the decoder then says why).
+func checkYAML(name string, src []byte) (*ast.File, error) {
+	if len(src) > MaxSize {
+		return nil, fmt.Errorf("%s: the policy is %d bytes, more than the limit of %d", name, len(src), MaxSize)
+	}
+	if line, col, ok := flowDepthOK(src, MaxDepth); !ok {
+		return nil, fmt.Errorf("%s:%d:%d: nesting deeper than %d levels: a policy file may nest at most %d", name, line, col, MaxDepth, MaxDepth)
+	}
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return nil, nil
+	}
+	var errs []error
+	docs := 0
+	for _, d := range f.Docs {
+		if d.Body == nil {
+			continue
+		}
+		if docs++; docs == 2 {
+			where := at(d.Body)
+			if d.Start != nil {
+				where = fmt.Sprintf("%d:%d", d.Start.Position.Line, d.Start.Position.Column)
+			}
+			errs = append(errs, fmt.Errorf("%s:%s: a second YAML document: a policy file holds one document\nhint: remove the '---' and merge the rules into one list", name, where))
+		}
+		ast.Walk(yamlChecker{name: name, errs: &errs}, d.Body)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return f, nil
+}
+
+// yamlChecker walks a document and notes tags, anchors, aliases and deep
+// nesting; depth is the nesting of the nodes it visits.
+type yamlChecker struct {
+	name  string
+	depth int
+	errs  *[]error
+}
+
+// Visit implements ast.Visitor.
+func (v yamlChecker) Visit(n ast.Node) ast.Visitor {
+	switch n.(type) {
+	case *ast.TagNode:
+		*v.errs = append(*v.errs, fmt.Errorf("%s:%s: tag %s: a policy file may not use YAML tags", v.name, at(n), n.GetToken().Value))
+		return nil
+	case *ast.AnchorNode, *ast.AliasNode:
+		*v.errs = append(*v.errs, fmt.Errorf("%s:%s: a policy file may not use YAML anchors or aliases", v.name, at(n)))
+		return nil
+	case *ast.MappingNode, *ast.SequenceNode:
+		if v.depth >= MaxDepth {
+			*v.errs = append(*v.errs, fmt.Errorf("%s:%s: nesting deeper than %d levels: a policy file may nest at most %d", v.name, at(n), MaxDepth, MaxDepth))
+			return nil
+		}
+		v.depth++
+	}
+	return v
+}
+
+// at is a node's "line:col".
+func at(n ast.Node) string {
+	t := n.GetToken()
+	return fmt.Sprintf("%d:%d", t.Position.Line, t.Position.Column)
+}
+
+// flowDepthOK scans src for flow collections ([ and {) nested deeper than
+// limit, without parsing it: a parser given a megabyte of brackets builds
+// gigabytes. It follows YAML enough not to count brackets in comments,
+// quoted scalars or block scalars, and errs on the side of counting.
+func flowDepthOK(src []byte, limit int) (line, col int, ok bool) {
+	s := flowScanner{src: src, line: 1}
+	for s.pos < len(src) {
+		if s.lineStart {
+			s.startLine()
+			if s.pos >= len(src) {
+				break
+			}
+		}
+		c := src[s.pos]
+		switch {
+		case c == '\n':
+			s.newline()
+			continue
+		case c == '#' && (s.pos == 0 || strings.IndexByte(" \t\n", src[s.pos-1]) >= 0):
+			s.skipToEOL()
+			continue
+		case (c == '\'' || c == '"') && s.scalarStart():
+			s.quoted(c)
+			continue
+		case (c == '|' || c == '>') && s.scalarStart() && s.depth == 0:
+			s.blockIndent = s.indent
+			s.inBlock = true
+			s.skipToEOL()
+			continue
+		case c == '[' || c == '{':
+			s.depth++
+			if s.depth > limit {
+				return s.line, s.pos - s.lineOffset + 1, false
+			}
+		case (c == ']' || c == '}') && s.depth > 0:
+			s.depth--
+		}
+		if c != ' ' && c != '\t' {
+			s.last = c
+		}
+		s.pos++
+	}
+	return 0, 0, true
+}
+
+type flowScanner struct {
+	src         []byte
+	pos, line   int
+	lineOffset  int
+	lineStart   bool
+	indent      int
+	depth       int
+	last        byte
+	inBlock     bool
+	blockIndent int
+}
+
+// startLine reads a line's indentation and skips the line when it belongs
+// to a block scalar.
+func (s *flowScanner) startLine() {
+	s.lineStart = false
+	s.lineOffset = s.pos
+	i := s.pos
+	for i < len(s.src) && s.src[i] == ' ' {
+		i++
+	}
+	blank := i >= len(s.src) || s.src[i] == '\n' || s.src[i] == '\r'
+	if s.inBlock && (blank || i-s.pos > s.blockIndent) {
+		s.skipToEOL()
+		return
+	}
+	s.inBlock = false
+	s.indent = i - s.pos
+	s.pos = i
+	s.last = 0
+}
+
+func (s *flowScanner) newline() {
+	s.pos++
+	s.line++
+	s.lineStart = true
+}
+
+func (s *flowScanner) skipToEOL() {
+	for s.pos < len(s.src) && s.src[s.pos] != '\n' {
+		s.pos++
+	}
+}
+
+// scalarStart reports whether a scalar may begin here: at the start of a
+// line's content or after an indicator (":", "-", "?", ",", "[", "{").
+func (s *flowScanner) scalarStart() bool {
+	return s.last == 0 || strings.IndexByte(":-?,[{", s.last) >= 0
+}
+
+// quoted skips a quoted scalar, which may span lines.
+func (s *flowScanner) quoted(q byte) {
+	s.pos++
+	for s.pos < len(s.src) {
+		c := s.src[s.pos]
+		switch {
+		case c == '\\' && q == '"':
+			s.pos += 2
+			continue
+		case c == q && q == '\'' && s.pos+1 < len(s.src) && s.src[s.pos+1] == '\'':
+			s.pos += 2
+			continue
+		case c == q:
+			s.pos++
+			s.last = q
+			return
+		case c == '\n':
+			s.line++
+			s.lineOffset = s.pos + 1
+		}
+		s.pos++
+	}
+}
+
+// foldedComment reports whether expr holds a CEL line comment (// outside
+// a string literal).
+func foldedComment(expr string) bool {
+	for i := 0; i < len(expr); i++ {
+		switch c := expr[i]; {
+		case c == '/' && i+1 < len(expr) && expr[i+1] == '/':
+			return true
+		case c == '"' || c == '\'':
+			raw := i > 0 && (expr[i-1] == 'r' || expr[i-1] == 'R')
+			i = skipCELString(expr, i, raw)
+		}
+	}
+	return false
+}
+
+// skipCELString returns the index of the last byte of the CEL string
+// literal starting at i (quoted with ' or ", single or triple).
+func skipCELString(expr string, i int, raw bool) int {
+	q := expr[i : i+1]
+	if strings.HasPrefix(expr[i:], q+q+q) {
+		q = q + q + q
+	}
+	for j := i + len(q); j < len(expr); j++ {
+		switch {
+		case expr[j] == '\\' && !raw:
+			j++
+		case strings.HasPrefix(expr[j:], q):
+			return j + len(q) - 1
+		}
+	}
+	return len(expr)
+}
+
+// isFolded reports whether YAML joined the lines of a scalar the author
+// wrote on several: a folded block (>) or a plain or quoted scalar that
+// spans lines.
+func isFolded(n ast.Node) bool {
+	switch v := n.(type) {
+	case *ast.LiteralNode:
+		return v.Start != nil && v.Start.Type == token.FoldedType
+	case *ast.StringNode:
+		return strings.Contains(strings.TrimSpace(v.GetToken().Origin), "\n")
+	}
+	return false
+}
