@@ -28,6 +28,7 @@ type options struct {
 	policyCost    uint64
 	// maxPredicateSize bounds the DSSE payload; see limits.go.
 	maxPredicateSize int64
+	requireArtifacts bool
 	logger           *slog.Logger
 	now              func() time.Time
 }
@@ -136,6 +137,13 @@ func WithMaxPredicateSize(bytes int64) Option {
 		o.maxPredicateSize = bytes
 		return nil
 	}
+}
+
+// WithArtifactsRequired makes a Verify call without artifacts fail as a
+// subject failure. Without it such a call checks signatures and the
+// policy only, and its report says that no artifact was checked.
+func WithArtifactsRequired() Option {
+	return func(o *options) error { o.requireArtifacts = true; return nil }
 }
 
 // WithLogger sets the logger for diagnostics (default: discard).

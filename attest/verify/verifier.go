@@ -172,7 +172,8 @@ func matcher(v, re string) string {
 }
 
 // Criteria returns what the Verifier enforces, plus one subject criterion
-// per artifact.
+// per artifact; without artifacts, one subject criterion that says no
+// artifact is checked (or that one is required).
 func (v *Verifier) Criteria(artifacts []Artifact) []Criterion {
 	var out []Criterion
 	for _, c := range v.criteria {
@@ -181,8 +182,19 @@ func (v *Verifier) Criteria(artifacts []Artifact) []Criterion {
 		}
 		out = append(out, c)
 	}
+	n := len(out)
 	for _, a := range artifacts {
 		out = append(out, Criterion{Check: CheckSubject, Requirement: fmt.Sprintf("%s (sha256:%s) is a subject of a verified bundle", a.Name, a.SHA256), Artifact: a.Name})
 	}
-	return append(out, v.criteria[len(out)-len(artifacts):]...)
+	if len(artifacts) == 0 {
+		req := NoArtifacts + ": the signatures and the policy are checked, no file is compared with the subjects"
+		if v.opts.requireArtifacts {
+			req = "at least one artifact, as required; " + NoArtifacts
+		}
+		out = append(out, Criterion{Check: CheckSubject, Requirement: req})
+	}
+	return append(out, v.criteria[n:]...)
 }
+
+// NoArtifacts is how criteria and reports say that no artifact was given.
+const NoArtifacts = "0 artifacts checked"

@@ -91,6 +91,10 @@ func (v *Verifier) checkPredicateType(r *Report, haveEntries bool) []*BundleResu
 // bundle and returns the bundles that cover an artifact.
 func (v *Verifier) checkSubjects(r *Report, typed []*BundleResult, artifacts []Artifact) map[*BundleResult]bool {
 	covering := map[*BundleResult]bool{}
+	if len(artifacts) == 0 && v.opts.requireArtifacts {
+		r.add(Check{Check: CheckSubject, Target: "artifacts", Detail: "no artifact given: at least one is required (--require-artifacts)"})
+		r.fail(FailureSubject)
+	}
 	for _, a := range artifacts {
 		c := Check{Check: CheckSubject, Target: a.Name}
 		var names []string

@@ -620,3 +620,30 @@ func TestKeyHint(t *testing.T) {
 		}
 	}
 }
+
+// TestNoArtifacts: without artifacts the criteria and the report say that
+// none was checked; WithArtifactsRequired makes it a subject failure.
+func TestNoArtifacts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := f.verify(t, f.bundle, nil)
+	if !r.Verified || len(r.Artifacts) != 0 {
+		t.Fatalf("failure %s: %v", r.Failure, failedChecks(r))
+	}
+	var subj []verify.Criterion
+	for _, c := range r.Criteria {
+		if c.Check == verify.CheckSubject {
+			subj = append(subj, c)
+		}
+	}
+	if len(subj) != 1 || !strings.Contains(subj[0].Requirement, verify.NoArtifacts) || subj[0].Result != verify.ResultNotChecked {
+		t.Errorf("subject criteria = %+v", subj)
+	}
+	r = f.verify(t, f.bundle, nil, verify.WithArtifactsRequired())
+	if r.Failure != verify.FailureSubject {
+		t.Errorf("required: failure %s, want subject: %v", r.Failure, failedChecks(r))
+	}
+	if r := f.verify(t, f.bundle, []verify.Artifact{f.artifact}, verify.WithArtifactsRequired()); !r.Verified {
+		t.Errorf("required and given: failure %s: %v", r.Failure, failedChecks(r))
+	}
+}

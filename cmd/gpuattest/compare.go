@@ -24,7 +24,9 @@ func newCompareCmd() *cobra.Command {
 p-value, and a verdict SAME | FASTER | SLOWER | AMBIGUOUS. SLOWER needs both
 p < alpha and a slowdown beyond the threshold; fewer than 10 samples a side
 is AMBIGUOUS, never SAME. A case in the baseline but not the candidate is
-MISSING and fails like SLOWER.
+MISSING and fails like SLOWER. AMBIGUOUS fails the gate too (the data cannot
+rule out a regression), with how many samples each side is missing, unless
+--allow-ambiguous is given.
 
 Files may be results files, a benchmark step's benchmark.json or a baseline
 (gpuattest baseline save). Samples from different hardware are not
@@ -32,20 +34,22 @@ compared: every case is AMBIGUOUS with the differing fields (exit 1),
 unless --allow-hardware-mismatch is given. A benchmark step with a
 reference compares in the same run, on the same device, instead.
 
-Exit codes: 0 no regression, 1 a SLOWER or MISSING case or an unreadable
-file (a missing baseline is an error, never a skip), 2 usage.`,
+Exit codes: 0 no regression, 1 a SLOWER, MISSING or (without
+--allow-ambiguous) AMBIGUOUS case or an unreadable file (a missing baseline
+is an error, never a skip), 2 usage.`,
 		Args: cobra.NoArgs,
 	}
 	var (
 		baseline, candidate, threshold string
 		alpha                          float64
-		allowMismatch                  bool
+		allowMismatch, allowAmbiguous  bool
 	)
 	c.Flags().StringVar(&baseline, "baseline", "", "baseline file (baseline, benchmark.json or results JSON)")
 	c.Flags().StringVar(&candidate, "candidate", "", "candidate file (benchmark.json or results JSON)")
 	c.Flags().StringVar(&threshold, "threshold", "3%", "smallest slowdown that counts")
 	c.Flags().Float64Var(&alpha, "alpha", stats.DefaultAlpha, "significance level of the Mann-Whitney test")
 	c.Flags().BoolVar(&allowMismatch, "allow-hardware-mismatch", false, "compare samples taken on different hardware (said loudly)")
+	c.Flags().BoolVar(&allowAmbiguous, "allow-ambiguous", false, "pass cases the data cannot decide (AMBIGUOUS); they fail by default")
 	out := outputFlag(c)
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		if err := checkOutput(*out); err != nil {
@@ -79,6 +83,9 @@ file (a missing baseline is an error, never a skip), 2 usage.`,
 		rep, err := suite.Compare(base, cand, opts...)
 		if err != nil {
 			return withCode(exitFailed, fmt.Errorf("comparing: %w", err))
+		}
+		if msg := gateAmbiguous(rep, allowAmbiguous); msg != "" {
+			fmt.Fprintln(c.ErrOrStderr(), "gpuattest: "+msg)
 		}
 		if rep.HardwareRefused {
 			fmt.Fprintln(c.ErrOrStderr(), "gpuattest: "+textsafe.Lines(rep.RefusalMessage()))
@@ -147,6 +154,43 @@ func renderCompare(w io.Writer, rep *suite.Report) error {
 	}
 	_, err := fmt.Fprintf(w, "%s: %s\n", result, strings.Join(parts, ", "))
 	return err
+}
+
+// gateAmbiguous fails rep when it has AMBIGUOUS cases and they are not
+// allowed, and returns the message that says so, with the samples each
+// case is missing; "" when there is nothing to say. A report refused for
+// its hardware has failed already and says why itself.
+func gateAmbiguous(rep *suite.Report, allow bool) string {
+	n := rep.Counts[stats.Ambiguous]
+	if n == 0 || rep.HardwareRefused {
+		return ""
+	}
+	var lines []string
+	for _, c := range rep.Cases {
+		if c.Verdict == stats.Ambiguous {
+			lines = append(lines, "  "+textsafe.Line(c.Name)+": "+missingSamples(c.BaselineN, c.CandidateN))
+		}
+	}
+	if allow {
+		return fmt.Sprintf("%d AMBIGUOUS case(s) passed (--allow-ambiguous):\n%s", n, strings.Join(lines, "\n"))
+	}
+	rep.Failed = true
+	return fmt.Sprintf("%d AMBIGUOUS case(s) fail the gate: the data cannot rule out a regression\n%s\nhint: collect at least %d samples a side and compare again, or pass --allow-ambiguous",
+		n, strings.Join(lines, "\n"), stats.MinSamples)
+}
+
+// missingSamples says how many samples each side lacks for a verdict.
+func missingSamples(base, cand int) string {
+	if base >= stats.MinSamples && cand >= stats.MinSamples {
+		return fmt.Sprintf("0 samples missing (n=%d and %d): too noisy to decide at this threshold; more samples may decide", base, cand)
+	}
+	side := func(name string, n int) string {
+		if n >= stats.MinSamples {
+			return fmt.Sprintf("%s has %d", name, n)
+		}
+		return fmt.Sprintf("%s has %d of %d, %d missing", name, n, stats.MinSamples, stats.MinSamples-n)
+	}
+	return side("baseline", base) + "; " + side("candidate", cand)
 }
 
 func sideStr(n int, median float64) string {

@@ -28,6 +28,7 @@ type verifyFlags struct {
 	san, sanRE, issuer, issuerRE                                string
 	maxPredicateSize                                            string
 	maxPolicyCost                                               uint64
+	requireArtifacts                                            bool
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -41,7 +42,9 @@ transparency log and timestamps as the trusted material requires, that each
 ARTIFACT's sha256 is a subject of a bundle of the predicate type, and a policy
 (CEL rules over the predicate; default: every step passed, hardware not
 simulated). --bundle takes one bundle or a JSON Lines file of many. Nothing is
-fetched over the network.
+fetched over the network. Without ARTIFACT no file is compared with the
+subjects: verify says "0 artifacts checked", and fails with
+--require-artifacts.
 
 Every ARTIFACT, --bundle and --policy must be a regular file. Inputs are
 bounded: a signed statement may be --max-predicate-size bytes (a bundle its
@@ -65,6 +68,7 @@ mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	fl.StringVar(&f.policyPath, "policy", "", "policy file (YAML, kind Policy); default: all steps passed, not simulated")
 	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", regfile.Size(verify.DefaultMaxPredicateSize), "largest signed statement (predicate and subjects) to verify, such as 16MiB")
 	fl.Uint64Var(&f.maxPolicyCost, "max-policy-cost", policy.DefaultCostLimit, "most the policy may cost over all bundles, in CEL cost units")
+	fl.BoolVar(&f.requireArtifacts, "require-artifacts", false, "fail (exit 11) when no ARTIFACT is given; without it verify says \"0 artifacts checked\"")
 	c.RunE = func(c *cobra.Command, args []string) error { return runVerify(c, &f, args) }
 	return c
 }
@@ -104,6 +108,9 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 		verify.WithPredicateType(f.predicateType),
 		verify.WithMaxPredicateSize(maxPred),
 		verify.WithPolicyCostLimit(f.maxPolicyCost),
+	}
+	if f.requireArtifacts {
+		opts = append(opts, verify.WithArtifactsRequired())
 	}
 	if f.keyPath != "" {
 		pub, err := sign.LoadPublicKey(f.keyPath)
@@ -238,8 +245,12 @@ func printVerifyChecks(w io.Writer, rep *verify.Report, code int) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+	arts := fmt.Sprintf("%d artifact(s)", len(rep.Artifacts))
+	if len(rep.Artifacts) == 0 {
+		arts = verify.NoArtifacts + " (no ARTIFACT given: no file was compared with the subjects)"
+	}
 	if rep.Verified {
-		fmt.Fprintf(w, "Verified OK: %d bundle(s), %d artifact(s), predicate %s, policy %s\n", len(rep.Bundles), len(rep.Artifacts), textsafe.Line(rep.PredicateType), textsafe.Line(verifyPolicyName(rep.Policy)))
+		fmt.Fprintf(w, "Verified OK: %d bundle(s), %s, predicate %s, policy %s\n", len(rep.Bundles), arts, textsafe.Line(rep.PredicateType), textsafe.Line(verifyPolicyName(rep.Policy)))
 		return
 	}
 	what := map[verify.Failure]string{
@@ -249,6 +260,9 @@ func printVerifyChecks(w io.Writer, rep *verify.Report, code int) {
 		verify.FailurePolicy:    "policy failed",
 	}[rep.Failure]
 	fmt.Fprintf(w, "Verification FAILED: %s (exit %d)\n", what, code)
+	if len(rep.Artifacts) == 0 {
+		fmt.Fprintf(w, "Note: %s\n", arts)
+	}
 }
 
 // verifyOneLine puts a detail (a message and its hint) on one line.
