@@ -14,6 +14,11 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
+// DefaultMaxStatementSize is the largest statement (predicate and
+// subjects) gpuattest verify accepts by default and gpuattest sign signs
+// by default, in bytes.
+const DefaultMaxStatementSize = 16 << 20
+
 // MaxStatementDepth is the deepest nesting of objects and arrays a
 // statement may have (the predicate's included).
 const MaxStatementDepth = 64

@@ -73,3 +73,34 @@ func TestSignAgreesWithVerify(t *testing.T) {
 		})
 	}
 }
+
+// TestSignSizeLimit: sign refuses a statement larger than verify accepts.
+func TestSignSizeLimit(t *testing.T) {
+	t.Parallel()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := sign.NewKeypair(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := statement(t, attesttest.Hex('c')).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sign.NewKeySigner(kp, sign.WithMaxStatementSize(int64(len(payload)-1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SignPayload(t.Context(), payload); err == nil || !strings.Contains(err.Error(), "more than the") {
+		t.Errorf("over the limit: err = %v", err)
+	}
+	s, err = sign.NewKeySigner(kp, sign.WithMaxStatementSize(int64(len(payload))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SignPayload(t.Context(), payload); err != nil {
+		t.Errorf("at the limit: %v", err)
+	}
+}

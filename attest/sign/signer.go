@@ -36,6 +36,7 @@ type options struct {
 	logger      *slog.Logger
 	timeout     time.Duration
 	trustedRoot root.TrustedMaterial
+	maxSize     int64
 }
 
 // WithTimestampURL adds an RFC 3161 timestamp authority (full URL of its
@@ -82,6 +83,20 @@ func WithTrustedRoot(tm root.TrustedMaterial) Option {
 	return func(o *options) error { o.trustedRoot = tm; return nil }
 }
 
+// WithMaxStatementSize sets the largest statement signed, in bytes
+// (default attest.DefaultMaxStatementSize, what verify accepts by
+// default): a larger one would be refused by a verifier with the default
+// limits.
+func WithMaxStatementSize(bytes int64) Option {
+	return func(o *options) error {
+		if bytes <= 0 {
+			return fmt.Errorf("max statement size %d: expected a positive number of bytes", bytes)
+		}
+		o.maxSize = bytes
+		return nil
+	}
+}
+
 // Signer signs statements into Sigstore bundles.
 type Signer struct {
 	opts options
@@ -95,7 +110,7 @@ type Signer struct {
 }
 
 func applyOptions(opts []Option) (options, error) {
-	o := options{logger: slog.New(slog.DiscardHandler), timeout: 30 * time.Second}
+	o := options{logger: slog.New(slog.DiscardHandler), timeout: 30 * time.Second, maxSize: attest.DefaultMaxStatementSize}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return o, err
@@ -141,8 +156,12 @@ func (s *Signer) Sign(ctx context.Context, st *attest.Statement) ([]byte, error)
 }
 
 // SignPayload signs an already-encoded in-toto statement. The payload is
-// validated as a Statement v1 first.
+// validated first exactly as verify will parse it (attest.ParseStatement)
+// and must be within the size verify accepts.
 func (s *Signer) SignPayload(ctx context.Context, payload []byte) ([]byte, error) {
+	if n := int64(len(payload)); n > s.opts.maxSize {
+		return nil, fmt.Errorf("refusing to sign: the statement is %d bytes, more than the %d that verify accepts\nhint: pass --max-predicate-size to both sign and verify to go beyond", n, s.opts.maxSize)
+	}
 	st, err := attest.ParseStatement(payload)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 
+	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/internal/regfile"
 )
 
@@ -14,7 +15,7 @@ import (
 const (
 	// DefaultMaxPredicateSize is the largest signed statement (the
 	// predicate and the subjects: the DSSE payload) verified by default.
-	DefaultMaxPredicateSize = 16 << 20
+	DefaultMaxPredicateSize = attest.DefaultMaxStatementSize
 	// MaxBundleDepth is the deepest nesting of objects and arrays a
 	// bundle's JSON may have.
 	MaxBundleDepth = 32

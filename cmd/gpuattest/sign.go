@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 
+	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/regfile"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/spf13/cobra"
 )
@@ -39,9 +42,22 @@ func addSignFlags(c *cobra.Command) *signFlags {
 // set reports whether any signing was asked for.
 func (f *signFlags) set() bool { return f.key != "" || f.keyless }
 
-// signer builds the signer the flags describe.
-func (f *signFlags) signer(c *cobra.Command) (*sign.Signer, error) {
-	var opts []sign.Option
+// readStatement reads a statement from a regular file or, for "-", from
+// stdin, refusing one over limit bytes.
+func readStatement(c *cobra.Command, path string, limit int64) ([]byte, error) {
+	if path != "-" {
+		return regfile.ReadFile(c.Context(), path, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(regfile.Reader(c.Context(), c.InOrStdin()), limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = &regfile.TooLargeError{Path: "stdin", Size: int64(len(b)), Limit: limit}
+	}
+	return b, err
+}
+
+// signer builds the signer the flags describe, with extra options.
+func (f *signFlags) signer(c *cobra.Command, extra ...sign.Option) (*sign.Signer, error) {
+	opts := extra
 	for _, u := range f.timestampURL {
 		opts = append(opts, sign.WithTimestampURL(u))
 	}
@@ -90,7 +106,7 @@ func (f *signFlags) signer(c *cobra.Command) (*sign.Signer, error) {
 }
 
 func newSignCmd() *cobra.Command {
-	var output string
+	var output, maxSize string
 	c := &cobra.Command{
 		Use:   "sign STATEMENT.json",
 		Short: "Sign an in-toto statement into a Sigstore bundle",
@@ -101,18 +117,17 @@ the bundle appended as one line (atomically).`,
 	}
 	sf := addSignFlags(c)
 	c.Flags().StringVarP(&output, "output", "o", "", "write the bundle to FILE (append when FILE ends in .jsonl)")
+	c.Flags().StringVar(&maxSize, "max-predicate-size", regfile.Size(attest.DefaultMaxStatementSize), "largest statement to sign, as verify's flag of the same name")
 	c.RunE = func(c *cobra.Command, args []string) error {
-		var payload []byte
-		var err error
-		if args[0] == "-" {
-			payload, err = io.ReadAll(c.InOrStdin())
-		} else {
-			payload, err = os.ReadFile(args[0])
+		limit, err := pipeline.ParseSize(maxSize)
+		if err != nil || limit <= 0 {
+			return usageErr("--max-predicate-size %q: expected a size such as 16MiB", maxSize)
 		}
+		payload, err := readStatement(c, args[0], limit)
 		if err != nil {
 			return withCode(exitFailed, fmt.Errorf("reading statement: %w", err))
 		}
-		s, err := sf.signer(c)
+		s, err := sf.signer(c, sign.WithMaxStatementSize(limit))
 		if err != nil {
 			return err
 		}
