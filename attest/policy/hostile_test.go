@@ -26,6 +26,8 @@ func TestParseHostile(t *testing.T) {
 		{name: "deep flow nesting", src: header + "rules: " + strings.Repeat("[", 200_000) + strings.Repeat("]", 200_000) + "\n", wantErr: "p.yaml:3:40: nesting deeper than 32 levels"},
 		{name: "deep block nesting", src: header + "x:\n" + deepBlock(40) + rule, wantErr: "nesting deeper than 32 levels"},
 		{name: "too large", src: header + rule + "# " + strings.Repeat("x", policy.MaxSize) + "\n", wantErr: "more than the limit of 1048576"},
+		{name: "too many rules", src: header + "rules:\n" + strings.Repeat("  - name: a\n    expr: 'true'\n", policy.MaxRules+1), wantErr: "p.yaml:516:9: rules[256]: 257 rules, more than the limit of 256"},
+		{name: "long expression", src: header + "rules:\n  - name: a\n    expr: '" + strings.Repeat("true || ", 300) + "true'\n", wantErr: "p.yaml:5:11: rules[0].expr: 2404 bytes, more than the limit of 2048"},
 		{name: "folded block comment", src: header + "rules:\n  - name: real\n    expr: >\n      predicate.result == \"passed\" // must pass\n      && !predicate.simulated\n",
 			wantErr: "p.yaml:5:11: rules[0].expr: a // comment in an expression YAML folds onto one line comments out the rest of the rule"},
 		{name: "plain multi-line comment", src: header + "rules:\n  - name: real\n    expr: predicate.result == \"passed\" // must pass\n      && !predicate.simulated\n",

@@ -90,8 +90,8 @@ func Load(path string) (*Policy, error) {
 
 // Parse decodes and validates a policy; name is used in messages. Unknown
 // fields are errors; every problem is reported with its line:col. A
-// policy is one YAML document of at most MaxSize bytes and MaxDepth
-// levels, without tags, anchors or aliases; a rule whose expression YAML
+// policy is one YAML document of at most MaxSize bytes, MaxDepth levels
+// and MaxRules rules of at most MaxExprSize bytes, without tags, anchors or aliases; a rule whose expression YAML
 // folded from several lines may not hold a // comment (it would comment
 // out the rest of the rule).
 func Parse(name string, src []byte) (*Policy, error) {
@@ -122,6 +122,10 @@ func Parse(name string, src []byte) (*Policy, error) {
 	if len(p.Rules) == 0 {
 		errs = append(errs, fmt.Errorf("%s: rules: expected at least one rule", at("rules")))
 	}
+	if len(p.Rules) > MaxRules {
+		f := fmt.Sprintf("rules[%d]", MaxRules)
+		return nil, fmt.Errorf("%s: %s: %d rules, more than the limit of %d a policy may have", at(f), f, len(p.Rules), MaxRules)
+	}
 	seen := map[string]bool{}
 	for i, r := range p.Rules {
 		f := fmt.Sprintf("rules[%d]", i)
@@ -133,6 +137,9 @@ func Parse(name string, src []byte) (*Policy, error) {
 		seen[r.Name] = true
 		if strings.TrimSpace(r.Expr) == "" {
 			errs = append(errs, fmt.Errorf("%s: %s.expr: expected a CEL expression", at(f), f))
+		}
+		if len(r.Expr) > MaxExprSize {
+			errs = append(errs, fmt.Errorf("%s: %s.expr: %d bytes, more than the limit of %d an expression may have\nhint: split the rule", at(f+".expr"), f, len(r.Expr), MaxExprSize))
 		}
 		if folded[f+".expr"] && foldedComment(r.Expr) {
 			errs = append(errs, fmt.Errorf("%s: %s.expr: a // comment in an expression YAML folds onto one line comments out the rest of the rule\nhint: write the rule as a literal block (expr: |) to keep its line ends, or remove the comment", at(f+".expr"), f))

@@ -14,6 +14,14 @@ import (
 // may have; a policy needs three.
 const MaxDepth = 32
 
+// MaxRules is the most rules a policy may have: each is a CEL program to
+// compile (a thousand rules take about half a second and 20 MB).
+const MaxRules = 256
+
+// MaxExprSize is the longest a rule's expression may be, in bytes: the
+// CEL checker takes about a millisecond per kilobyte.
+const MaxExprSize = 2 << 10
+
 // checkYAML refuses what a policy file must not hold, before it is
 // decoded: more than MaxSize bytes, nesting deeper than MaxDepth, a
 // second document (which the decoder would silently ignore), tags such as

@@ -12,6 +12,13 @@
 //
 // Without -gpuattest it builds ./cmd/gpuattest; without -cosign it looks
 // in PATH and $GOPATH/bin (.ci/cosign installs it there).
+//
+// With -hostile it instead runs gpuattest verify on hostile and large
+// inputs (predicates of 2, 10 and 21 MB, junk and deeply nested bundles,
+// 10 MB of JSONL, nested, huge, multi-document and expensive policies)
+// and prints exit code, wall and CPU time and peak RSS per case; it exits
+// 1 when a case answers wrongly or an input of at most 10 MB takes more
+// than 2 s of CPU or 256 MiB.
 package main
 
 import (
@@ -43,7 +50,20 @@ func main() {
 	gpuattestBin := flag.String("gpuattest", "", "gpuattest binary (default: go build ./cmd/gpuattest)")
 	cosignBin := flag.String("cosign", "", "cosign binary (default: PATH, then $GOPATH/bin)")
 	n := flag.Int("n", 100, "bundles in the many-bundles case")
+	hostile := flag.Bool("hostile", false, "run the hostile-input cases instead (no cosign)")
+	fixtures := flag.String("hostile-fixtures", "", "internal: write the hostile inputs into this directory and exit")
 	flag.Parse()
+	if *fixtures != "" {
+		if err := writeHostileFixtures(*fixtures); err != nil {
+			fmt.Fprintf(os.Stderr, "bench/verify: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	run := run
+	if *hostile {
+		run = func(_, _ int, bin, _ string) error { return hostileMain(bin) }
+	}
 	if err := run(*runs, *n, *gpuattestBin, *cosignBin); err != nil {
 		fmt.Fprintf(os.Stderr, "bench/verify: %v\n", err)
 		os.Exit(1)
@@ -129,9 +149,8 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 	}
 	defer os.RemoveAll(dir)
 	if gpuattestBin == "" {
-		gpuattestBin = filepath.Join(dir, "gpuattest")
-		if out, err := exec.Command("go", "build", "-o", gpuattestBin, "./cmd/gpuattest").CombinedOutput(); err != nil {
-			return fmt.Errorf("building gpuattest: %v\n%s", err, out)
+		if gpuattestBin, err = buildGpuattest(dir); err != nil {
+			return err
 		}
 	}
 	if cosignBin == "" {
@@ -139,19 +158,8 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 			return err
 		}
 	}
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kp, err := benchKey(dir)
 	if err != nil {
-		return err
-	}
-	kp, err := sign.NewKeypair(priv)
-	if err != nil {
-		return err
-	}
-	pubPEM, err := kp.GetPublicKeyPem()
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "key.pub"), []byte(pubPEM), 0o644); err != nil {
 		return err
 	}
 	signer, err := sign.NewKeySigner(kp)
@@ -244,6 +252,48 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 	fmt.Printf("\nratios (gpuattest / cosign): single wall %.2fx, single peak RSS %.2fx; %d bundles: gpuattest %.1fx faster\n",
 		float64(g1.wall)/float64(c1.wall), float64(g1.maxRSS)/float64(c1.maxRSS), n, float64(cN.wall)/float64(gN.wall))
 	return nil
+}
+
+// hostileMain runs the hostile-input cases in a temporary directory.
+func hostileMain(bin string) error {
+	dir, err := os.MkdirTemp("", "gpuattest-bench-hostile-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if bin == "" {
+		if bin, err = buildGpuattest(dir); err != nil {
+			return err
+		}
+	}
+	env := []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	return runHostile(context.Background(), bin, dir, env)
+}
+
+// buildGpuattest builds ./cmd/gpuattest into dir.
+func buildGpuattest(dir string) (string, error) {
+	bin := filepath.Join(dir, "gpuattest")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/gpuattest").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building gpuattest: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// benchKey makes a key pair and writes its public key to dir/key.pub.
+func benchKey(dir string) (*sign.Keypair, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := sign.NewKeypair(priv)
+	if err != nil {
+		return nil, err
+	}
+	pubPEM, err := kp.GetPublicKeyPem()
+	if err != nil {
+		return nil, err
+	}
+	return kp, os.WriteFile(filepath.Join(dir, "key.pub"), []byte(pubPEM), 0o644)
 }
 
 func cosignVersion(bin string) string {
