@@ -167,10 +167,7 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 		return err
 	}
 	env := []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
-	cosignVerify := func(bundle, artifact string) []string {
-		return []string{cosignBin, "verify-blob-attestation", "--key", "key.pub", "--bundle", bundle,
-			"--insecure-ignore-tlog", "--type", attest.ValidationPredicateType, artifact}
-	}
+	cosignVerify := func(bundle, artifact string) []string { return cosignVerifyArgs(cosignBin, bundle, artifact) }
 
 	// Case 1: one bundle, 10 MB artifact.
 	digest, err := writeArtifact(filepath.Join(dir, "big.fatbin"), 10<<20)
@@ -239,7 +236,19 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 	}
 	cN.wall = time.Since(start)
 
-	fmt.Printf("gpuattest verify vs cosign %s verify-blob-attestation (key-signed bundles, --insecure-ignore-tlog for cosign)\n", cosignVersion(cosignBin))
+	printComparison(runs, n, cosignVersion(cosignBin), g1, c1, gN, cN)
+	return nil
+}
+
+// cosignVerifyArgs is the cosign call that verifies bundle for artifact.
+func cosignVerifyArgs(bin, bundle, artifact string) []string {
+	return []string{bin, "verify-blob-attestation", "--key", "key.pub", "--bundle", bundle,
+		"--insecure-ignore-tlog", "--type", attest.ValidationPredicateType, artifact}
+}
+
+// printComparison prints the table of the gpuattest and cosign figures.
+func printComparison(runs, n int, cosignVer string, g1, c1, gN, cN measure) {
+	fmt.Printf("gpuattest verify vs cosign %s verify-blob-attestation (key-signed bundles, --insecure-ignore-tlog for cosign)\n", cosignVer)
 	fmt.Printf("runs per single-call figure: %d (median wall, max peak RSS)\n\n", runs)
 	fmt.Printf("%-34s %-10s %12s %14s\n", "case", "tool", "wall", "peak RSS")
 	row := func(c, tool string, m measure) {
@@ -251,7 +260,6 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 	row(fmt.Sprintf("%d bundles, %d cosign calls", n, n), "cosign", cN)
 	fmt.Printf("\nratios (gpuattest / cosign): single wall %.2fx, single peak RSS %.2fx; %d bundles: gpuattest %.1fx faster\n",
 		float64(g1.wall)/float64(c1.wall), float64(g1.maxRSS)/float64(c1.maxRSS), n, float64(cN.wall)/float64(gN.wall))
-	return nil
 }
 
 // hostileMain runs the hostile-input cases in a temporary directory.

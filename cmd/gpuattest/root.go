@@ -52,6 +52,7 @@ type exitError struct {
 	silent bool
 }
 
+// Error returns the wrapped error's text.
 func (e *exitError) Error() string {
 	if e.err == nil {
 		return fmt.Sprintf("exit %d", e.code)
@@ -59,6 +60,7 @@ func (e *exitError) Error() string {
 	return e.err.Error()
 }
 
+// Unwrap returns the wrapped error.
 func (e *exitError) Unwrap() error { return e.err }
 
 // usageErr marks bad input (exit 2).

@@ -126,6 +126,7 @@ type ctxReader struct {
 	r   io.Reader
 }
 
+// Read reads at most a chunk, once ctx is checked.
 func (c *ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
