@@ -15,12 +15,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// TestSignAgreesWithVerify: sign refuses, with the field path, every
-// statement verify would refuse; and verify reports such a statement,
-// validly signed by other means, as a statement problem (a policy
-// failure), not as a bad signature.
-func TestSignAgreesWithVerify(t *testing.T) {
-	t.Parallel()
+// keypair makes an ECDSA P-256 key pair (without the slow encryption).
+func keypair(t *testing.T) (*ecdsa.PrivateKey, *sign.Keypair) {
+	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +26,16 @@ func TestSignAgreesWithVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return priv, kp
+}
+
+// TestSignAgreesWithVerify: sign refuses, with the field path, every
+// statement verify would refuse; and verify reports such a statement,
+// validly signed by other means, as a statement problem (a policy
+// failure), not as a bad signature.
+func TestSignAgreesWithVerify(t *testing.T) {
+	t.Parallel()
+	priv, kp := keypair(t)
 	s, err := sign.NewKeySigner(kp)
 	if err != nil {
 		t.Fatal(err)
@@ -77,14 +84,7 @@ func TestSignAgreesWithVerify(t *testing.T) {
 // TestSignSizeLimit: sign refuses a statement larger than verify accepts.
 func TestSignSizeLimit(t *testing.T) {
 	t.Parallel()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := sign.NewKeypair(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, kp := keypair(t)
 	payload, err := statement(t, attesttest.Hex('c')).Marshal()
 	if err != nil {
 		t.Fatal(err)

@@ -245,7 +245,7 @@ func runHostile(ctx context.Context, bin, dir string, env []string) error {
 			verdict = "OVER THE GOAL"
 		}
 		if verdict != "ok" {
-			bad = append(bad, c.Name+": "+verdict+"\n"+lastLines(out, 6))
+			bad = append(bad, c.Name+": "+verdict+"\n"+out[max(0, len(out)-600):])
 		}
 		fmt.Printf("%-42s %6.1fMB %5d %9s %9s %6.1f MiB  %s\n", c.Name, c.InputMB, u.exit,
 			u.wall.Round(time.Millisecond), u.cpu.Round(time.Millisecond), float64(u.maxRSS)/1024, verdict)
@@ -254,12 +254,4 @@ func runHostile(ctx context.Context, bin, dir string, env []string) error {
 		return fmt.Errorf("%d case(s) failed:\n%s", len(bad), strings.Join(bad, "\n"))
 	}
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
