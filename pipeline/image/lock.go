@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/jsonpos"
 )
 
 // LockFileName is the name of the lock file, written beside the pipeline.
@@ -138,7 +139,7 @@ func ParseLock(data []byte, filename string) (*Lock, error) {
 	}
 	if off := dec.InputOffset(); len(bytes.TrimSpace(data[off:])) > 0 {
 		lead := len(data[off:]) - len(bytes.TrimLeft(data[off:], " \t\r\n"))
-		line, col := lineCol(data, int(off)+lead)
+		line, col := jsonpos.LineCol(data, off+int64(lead))
 		return nil, fmt.Errorf("%s:%d:%d: unexpected data after the lock document", filename, line, col)
 	}
 	var errs []error
@@ -191,34 +192,11 @@ func ParseLock(data []byte, filename string) (*Lock, error) {
 
 // jsonErr names the line:col of a JSON decoding error.
 func jsonErr(data []byte, filename string, err error) error {
-	var off int64 = -1
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	}
-	if off < 0 {
+	line, col, ok := jsonpos.OfError(data, err)
+	if !ok {
 		return fmt.Errorf("%s: %w", filename, err)
 	}
-	// Offset counts the bytes read, the offending one included.
-	line, col := lineCol(data, int(off)-1)
 	return fmt.Errorf("%s:%d:%d: %w", filename, line, col, err)
-}
-
-// lineCol gives the 1-based line and column of byte offset off.
-func lineCol(data []byte, off int) (int, int) {
-	line, col := 1, 1
-	for _, c := range data[:max(0, min(off, len(data)))] {
-		if c == '\n' {
-			line, col = line+1, 1
-		} else {
-			col++
-		}
-	}
-	return line, col
 }
 
 // Marshal returns the lock as indented JSON with a trailing newline, entries

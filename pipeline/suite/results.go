@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpuattest/gpuattest/internal/jsonpos"
 	"github.com/gpuattest/gpuattest/internal/schema"
 
 	"github.com/invopop/jsonschema"
@@ -255,33 +256,11 @@ func parseResultsJSON(path string, b []byte) (*Results, error) {
 
 // jsonSyntaxError turns an encoding/json error into file:line:col.
 func jsonSyntaxError(path string, b []byte, err error) error {
-	var off int64 = -1
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	}
-	if off < 0 {
+	line, col, ok := jsonpos.OfError(b, err)
+	if !ok {
 		return fmt.Errorf("%s: %v\nhint: expected a gpuattest results JSON object", path, err)
 	}
-	if off > 0 {
-		off-- // the offset is just past the offending byte
-	}
-	line, col := lineCol(b, off)
 	return fmt.Errorf("%s:%d:%d: %v\nhint: expected a gpuattest results JSON object", path, line, col, err)
-}
-
-func lineCol(b []byte, off int64) (int, int) {
-	if off > int64(len(b)) {
-		off = int64(len(b))
-	}
-	pre := b[:off]
-	line := bytes.Count(pre, []byte{'\n'}) + 1
-	col := int(off) - bytes.LastIndexByte(pre, '\n')
-	return line, col
 }
 
 // schemaError flattens a validation error into one line per leaf problem,
@@ -348,7 +327,7 @@ func checkDuplicateKeys(path string, b []byte) error {
 				for off < int64(len(b)) && strings.IndexByte(" \t\r\n,", b[off]) >= 0 {
 					off++
 				}
-				line, col := lineCol(b, off)
+				line, col := jsonpos.LineCol(b, off)
 				where := top.ptr
 				if where == "" {
 					where = "/"
