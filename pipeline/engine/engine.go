@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -143,13 +144,16 @@ func (e *run) prepare(ctx context.Context) error {
 	if !e.o.noCache {
 		dir := e.o.cacheDir
 		if dir == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				base = filepath.Join(os.TempDir(), "gpuattest-cache")
+			var err error
+			if dir, err = image.DefaultCacheDir(); err != nil {
+				// Never a shared temporary directory: anyone could plant
+				// cache entries there.
+				e.o.logger.Warn("running without the build cache", "reason", err)
 			}
-			dir = filepath.Join(base, "gpuattest")
 		}
-		e.cache = &cache{dir: dir}
+		if dir != "" {
+			e.cache = &cache{dir: dir}
+		}
 	}
 	e.rec = newRecorder(filepath.Join(e.dir, "run.json"), rec)
 	return e.rec.flush()

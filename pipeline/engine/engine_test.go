@@ -286,3 +286,25 @@ func BenchmarkCachedRerun(b *testing.B) {
 		}
 	}
 }
+
+// TestNoCacheDirMeansNoCache: with neither XDG_CACHE_HOME nor HOME the
+// build cache is off, never put in a shared temporary directory.
+func TestNoCacheDirMeansNoCache(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	p := load(t, "steps:\n  - {id: a, run: 'echo x > out.txt', outputs: [out.txt]}\n")
+	for i := range 2 {
+		res, err := Run(t.Context(), p, WithOutDir(filepath.Join(t.TempDir(), "r")))
+		if err != nil || !res.Passed() {
+			t.Fatalf("run %d: %v %+v", i, err, res.Record)
+		}
+		if c := res.Record.Step("a").Cache; c == "hit" {
+			t.Fatalf("run %d: cache %q without a cache directory", i, c)
+		}
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("the temporary directory holds %v", ents)
+	}
+}

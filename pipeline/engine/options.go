@@ -109,7 +109,8 @@ func WithJobs(n int) Option {
 }
 
 // WithCacheDir sets the build cache directory (default
-// $XDG_CACHE_HOME/gpuattest).
+// image.DefaultCacheDir(), $XDG_CACHE_HOME/gpuattest; when that cannot be
+// found, the run goes without a cache and logs why).
 func WithCacheDir(dir string) Option {
 	return func(o *options) error { o.cacheDir = dir; return nil }
 }
