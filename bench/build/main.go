@@ -28,6 +28,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -94,7 +95,7 @@ func run(rounds, jobs int, kernels string) error {
 			start, cpu0 := time.Now(), childCPU()
 			switch variant {
 			case "sequential":
-				recs, failed, err := cuda.RunJobs(ctx, host, dir, env, "", plan, 1, nil, nil)
+				recs, failed, err := cuda.RunJobs(ctx, host, dir, env, image.Pinned{}, plan, 1, nil, nil)
 				if err != nil || failed >= 0 {
 					return fmt.Errorf("sequential build failed: %v %v", err, recs)
 				}

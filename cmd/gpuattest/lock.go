@@ -134,9 +134,9 @@ func newLockCmd() *cobra.Command {
 			fmt.Fprintln(tw, "IMAGE\tACTION\tREFERENCE\tPINNED")
 		}
 		for _, ch := range changes {
-			pinned, perr := ch.Entry.Pinned()
-			if perr != nil {
-				pinned = ch.Entry.ManifestDigest
+			pinned := ch.Entry.ManifestDigest
+			if pe, perr := ch.Entry.Pinned(); perr == nil {
+				pinned = pe.String()
 			}
 			if ch.Action == "removed" {
 				pinned = "-"

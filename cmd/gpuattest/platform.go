@@ -76,7 +76,11 @@ func platformOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]eng
 		if locked && lock == nil && len(p.Images) > 0 {
 			return nil, withCode(exitUsage, fmt.Errorf("%s is a release pipeline but %s does not exist\nhint: run gpuattest lock %s and commit the lock file", p.Path, lockFile, p.Path))
 		}
-		pinner, err := image.NewPinner(ctx, p.Images, lock, locked, image.WithBaseDir(p.Dir))
+		pinOpts := []image.Option{image.WithBaseDir(p.Dir)}
+		if locked {
+			pinOpts = append(pinOpts, image.WithLocked())
+		}
+		pinner, err := image.NewPinner(ctx, p.Images, lock, pinOpts...)
 		if err != nil {
 			return nil, withCode(exitUsage, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -173,7 +174,7 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		det.Targets = append(det.Targets, t.SM())
 	}
 	env, cleared := clearEnv(s.Env)
-	if s.Image != "" {
+	if !s.Image.IsZero() {
 		// The image's own ENV counts too: record it (the explicit empty
 		// values in env override it).
 		fromImage, err := imageNVCCEnv(ctx, s.Runner, s.Image, s.WorkDir, s.Env)
@@ -364,7 +365,7 @@ func clearEnv(env []string) ([]string, map[string]string) {
 
 // imageNVCCEnv reads the clearedVars an image's own environment sets, by
 // running sh in it with env minus those variables.
-func imageNVCCEnv(ctx context.Context, r runner.Runner, image, dir string, env []string) (map[string]string, error) {
+func imageNVCCEnv(ctx context.Context, r runner.Runner, img image.Pinned, dir string, env []string) (map[string]string, error) {
 	var base []string
 	for _, kv := range env {
 		if k, _, _ := strings.Cut(kv, "="); !contains(clearedVars, k) {
@@ -376,7 +377,7 @@ func imageNVCCEnv(ctx context.Context, r runner.Runner, image, dir string, env [
 		script += fmt.Sprintf(`if [ -n "${%[1]s+set}" ]; then printf '%%s=%%s\0' %[1]s "$%[1]s"; fi; `, k)
 	}
 	var out, errb bytes.Buffer
-	res, err := r.Run(ctx, &runner.Command{Args: []string{"sh", "-c", script}, Dir: dir, Env: base, Stdout: &out, Stderr: &errb, Image: image})
+	res, err := r.Run(ctx, &runner.Command{Args: []string{"sh", "-c", script}, Dir: dir, Env: base, Stdout: &out, Stderr: &errb, Image: img})
 	if err != nil {
 		return nil, err
 	}
@@ -398,12 +399,12 @@ func imageNVCCEnv(ctx context.Context, r runner.Runner, image, dir string, env [
 // ends, so logs of parallel jobs do not interleave. It returns one record
 // per job and the index of the first failed job (-1 when all succeeded);
 // the error is for a job that could not run at all.
-func RunJobs(ctx context.Context, r runner.Runner, dir string, env []string, image string, jobs []Job, parallel int, stdout, stderr io.Writer) ([]CommandRecord, int, error) {
+func RunJobs(ctx context.Context, r runner.Runner, dir string, env []string, img image.Pinned, jobs []Job, parallel int, stdout, stderr io.Writer) ([]CommandRecord, int, error) {
 	b := &Build{Jobs: parallel}
-	return b.runJobs(ctx, r, dir, env, image, jobs, stdout, stderr)
+	return b.runJobs(ctx, r, dir, env, img, jobs, stdout, stderr)
 }
 
-func (b *Build) runJobs(ctx context.Context, r runner.Runner, dir string, env []string, image string, jobs []Job, stdout, stderr io.Writer) ([]CommandRecord, int, error) {
+func (b *Build) runJobs(ctx context.Context, r runner.Runner, dir string, env []string, img image.Pinned, jobs []Job, stdout, stderr io.Writer) ([]CommandRecord, int, error) {
 	// Output directories are made through a root of dir: a directory
 	// symlink in the work dir cannot make gpuattest create one elsewhere.
 	root, err := os.OpenRoot(dir)
@@ -429,7 +430,7 @@ func (b *Build) runJobs(ctx context.Context, r runner.Runner, dir string, env []
 		j := jobs[i]
 		var so, se bytes.Buffer
 		start := time.Now()
-		res, err := r.Run(ctx, &runner.Command{Args: j.Args, Dir: dir, Env: env, Stdout: &so, Stderr: &se, Image: image})
+		res, err := r.Run(ctx, &runner.Command{Args: j.Args, Dir: dir, Env: env, Stdout: &so, Stderr: &se, Image: img})
 		recs[i] = CommandRecord{Source: j.Source, Argv: j.Args, Line: shellQuote(j.Args), DurationMS: time.Since(start).Milliseconds()}
 		if err != nil {
 			errs[i] = fmt.Errorf("running nvcc for %s: %w", j.Source, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -274,7 +275,7 @@ type layeredEnvRunner struct {
 
 func (l *layeredEnvRunner) Run(ctx context.Context, c *runner.Command) (*runner.Result, error) {
 	cc := *c
-	cc.Image = ""
+	cc.Image = image.Pinned{}
 	cc.Env = append(append([]string(nil), l.imageEnv...), c.Env...)
 	return l.Host.Run(ctx, &cc)
 }
@@ -290,7 +291,11 @@ func TestImageEnvCannotAddArchs(t *testing.T) {
 	sneak := "-gencode arch=compute_86,code=sm_86"
 	sc, _, stderr := testContext(t, p, work, nil)
 	sc.Runner = &layeredEnvRunner{imageEnv: []string{"NVCC_APPEND_FLAGS=" + sneak}}
-	sc.Image = "example.invalid/cuda@sha256:" + strings.Repeat("0", 64)
+	pinned, err := image.ParsePinned("example.invalid/cuda@sha256:" + strings.Repeat("0", 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Image = pinned
 	out, err := (&Build{}).Execute(timeout(t, 2*time.Minute), sc)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)

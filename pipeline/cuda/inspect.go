@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -189,7 +190,7 @@ type Option func(*options) error
 
 type options struct {
 	env       []string
-	image     string
+	image     image.Pinned
 	tmpDir    string
 	nvccFlags []string
 }
@@ -215,9 +216,10 @@ func WithEnv(env []string) Option {
 	return func(o *options) error { o.env = env; return nil }
 }
 
-// WithImage runs cuobjdump in image (name@sha256:...) for container runners.
-func WithImage(image string) Option {
-	return func(o *options) error { o.image = image; return nil }
+// WithImage runs cuobjdump (and Fingerprint's probes) in the pinned image
+// img, for container runners.
+func WithImage(img image.Pinned) Option {
+	return func(o *options) error { o.image = img; return nil }
 }
 
 // WithTempDir puts the extraction directory under dir (default: the

@@ -50,7 +50,7 @@ func (e *run) cacheKey(s *pipeline.Step, sc *step.Context, inputs []step.File) (
 	norm.ID, norm.Description, norm.Needs = "", "", nil
 	in := keyInput{
 		Version: e.o.version, Step: norm, Targets: e.p.Targets, Release: e.p.Release,
-		Env: e.p.Env, Workdir: s.Workdir, Runner: s.Runner, Image: sc.Image, Inputs: inputs,
+		Env: e.p.Env, Workdir: s.Workdir, Runner: s.Runner, Image: sc.Image.String(), Inputs: inputs,
 	}
 	var notes []string
 	if len(s.Inputs)+len(s.Sources) == 0 {

@@ -478,10 +478,9 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 		if err != nil {
 			return sr, fmt.Errorf("resolving image %s: %w", s.Image, err)
 		}
-		sc.Image, info.Image = pinned, pinned
-		e.rec.update(func(rec *Record) {
-			addImage(rec, ImageRef{Name: s.Image, Reference: e.p.Images[s.Image], Pinned: pinned})
-		})
+		pinned.Name, pinned.Reference = s.Image, e.p.Images[s.Image]
+		sc.Image, info.Image = pinned, pinned.String()
+		e.rec.update(func(rec *Record) { addImage(rec, pinned) })
 	}
 	sr.Runner = &info
 	if st, err := os.Stat(sc.WorkDir); err != nil || !st.IsDir() {
@@ -605,7 +604,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 	return sr, nil
 }
 
-func addImage(r *Record, im ImageRef) {
+func addImage(r *Record, im image.Pinned) {
 	for _, x := range r.Images {
 		if x.Name == im.Name {
 			return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -38,9 +39,9 @@ type options struct {
 	now        func() time.Time
 }
 
-// ImageResolver turns a pipeline image (name and reference as written) into
-// a pinned reference (name@sha256:...), enforcing the lock in release mode.
-type ImageResolver func(ctx context.Context, name, ref string) (pinned string, err error)
+// ImageResolver pins a pipeline image (name and reference as written) to
+// its digests, enforcing the lock in release mode (image.Pinner.Pin).
+type ImageResolver func(ctx context.Context, name, ref string) (image.Pinned, error)
 
 // GPUMonitor runs preflight checks before, and telemetry around, every
 // gpu: true step. The engine calls it; pipeline/gpu implements it.

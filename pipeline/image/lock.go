@@ -71,14 +71,15 @@ func EntryFor(name string, r *Resolved) LockEntry {
 	}
 }
 
-// Pinned returns the digest-pinned source runners use for this entry
-// (repo@sha256:<manifest>, oci-layout:PATH@..., docker-archive:PATH@...).
-func (e LockEntry) Pinned() (string, error) {
+// Pinned returns the image this entry pins, with all its digests; its
+// Source is what runners use (repo@sha256:<manifest>, oci-layout:PATH@...,
+// docker-archive:PATH@..., PATH as written).
+func (e LockEntry) Pinned() (Pinned, error) {
 	s, err := ParseSource(e.Reference)
 	if err != nil {
-		return "", fmt.Errorf("lock entry %q: %w", e.Name, err)
+		return Pinned{}, fmt.Errorf("lock entry %q: %w", e.Name, err)
 	}
-	return pinned(s, e.ManifestDigest), nil
+	return newPinned(e.Name, e.Reference, s, e.ManifestDigest, e.IndexDigest, e.ConfigDigest, e.Platform), nil
 }
 
 // NewLock returns an empty lock.

@@ -17,7 +17,7 @@ import (
 // WithPlatform says otherwise.
 const DefaultPlatform = "linux/amd64"
 
-// Option configures Resolve, Pull, Extract and CheckLock.
+// Option configures Resolve, Pull, Extract, CheckLock and NewPinner.
 type Option func(*options) error
 
 type options struct {
@@ -31,6 +31,9 @@ type options struct {
 	// CheckLock only.
 	pipelineFile string
 	skipSources  bool
+
+	// NewPinner only.
+	locked bool
 }
 
 func applyOptions(opts []Option) (*options, error) {

@@ -24,6 +24,9 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/image"
 )
 
+// TestCheckImage: a runner refuses a command with no image or one not
+// pinned by digest; an image written as text is parsed once, by
+// image.ParsePinned, which refuses what is not pinned the same way.
 func TestCheckImage(t *testing.T) {
 	tests := []struct {
 		name, ref, wantErr string
@@ -32,11 +35,21 @@ func TestCheckImage(t *testing.T) {
 		{"tag", "nvidia/cuda:12.4.1-devel-ubuntu22.04", "not pinned by digest"},
 		{"empty", "", "has no image"},
 		{"short digest", "x@sha256:abc", "not pinned by digest"},
-		{"oci layout", "oci-layout:/srv/img@sha256:" + strings.Repeat("ab", 32), "file source"},
+		{"oci layout", "oci-layout:/srv/img@sha256:" + strings.Repeat("ab", 32), ""},
+		{"docker archive", "docker-archive:/srv/img.tar@sha256:" + strings.Repeat("ab", 32), ""},
+		{"floating oci layout", "oci-layout:/srv/img", "not pinned by digest"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := checkImage("docker", tt.ref)
+			var err error
+			switch p, perr := image.ParsePinned(tt.ref); {
+			case tt.ref == "":
+				err = checkImage("docker", image.Pinned{})
+			case perr != nil:
+				err = perr
+			default:
+				err = checkImage("docker", p)
+			}
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -142,8 +155,8 @@ func TestExtractIntoStaysInside(t *testing.T) {
 
 // cudaImage builds (or loads) the CUDA build image, pushes it to a fresh
 // registry on 127.0.0.1 under a tag and locks the tag to a digest the way
-// gpuattest lock does (image.Resolve), returning the pinned reference.
-func cudaImage(t *testing.T) string {
+// gpuattest lock does (image.Resolve), returning the pinned image.
+func cudaImage(t *testing.T) image.Pinned {
 	t.Helper()
 	testenv.RequireTool(t, "nvcc")
 	_, img := cudaimage.Ensure(t)
@@ -153,14 +166,14 @@ func cudaImage(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("locking the pushed image: %v", err)
 	}
-	if res.Pinned() != pushed {
+	if res.Pinned().String() != pushed {
 		t.Fatalf("lock resolved %s, pushed %s", res.Pinned(), pushed)
 	}
 	return res.Pinned()
 }
 
 // runIn runs args in ref with r and returns the result and the output.
-func runIn(t *testing.T, ctx context.Context, r Runner, ref, dir string, env []string, args ...string) (*Result, string, string, error) {
+func runIn(t *testing.T, ctx context.Context, r Runner, ref image.Pinned, dir string, env []string, args ...string) (*Result, string, string, error) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	res, err := r.Run(ctx, &Command{Args: args, Dir: dir, Env: env, Image: ref, Stdout: &stdout, Stderr: &stderr})
@@ -183,42 +196,47 @@ func hostProcessWith(arg string) bool {
 	return false
 }
 
+// checkBuildEqualsHost builds the test kernel with nvcc in ref through r
+// and checks that the fatbin is the host build's, byte for byte, and
+// belongs to the invoking user.
+func checkBuildEqualsHost(t *testing.T, r Runner, ref image.Pinned) {
+	t.Helper()
+	hostFatbin := cudaimage.HostFatbin(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "kernel.cu")
+	if err := os.WriteFile(src, []byte(cudaimage.KernelSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "kernel.fatbin")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, stdout, stderr, err := runIn(t, ctx, r, ref, dir, nil, cudaimage.NvccArgs(src, out, true)...)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("nvcc exit %d\nstdout: %s\nstderr: %s", res.ExitCode, stdout, stderr)
+	}
+	t.Logf("nvcc build inside %s took %v (runner duration %v)", r.Name(), time.Since(start).Round(time.Millisecond), res.Duration.Round(time.Millisecond))
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, hostFatbin) {
+		t.Fatalf("fatbin built inside (%d bytes) differs from the host build (%d bytes)", len(got), len(hostFatbin))
+	}
+	fi, _ := os.Stat(out)
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		t.Errorf("output owned by %+v, want uid %d", fi.Sys(), os.Getuid())
+	}
+}
+
 // checkRunnerBehaviour runs the checks shared by the container runners:
 // a real nvcc build whose fatbin equals the host's, env, exit codes, no
 // network, cancel.
-func checkRunnerBehaviour(t *testing.T, r Runner, ref string, afterCancel func(t *testing.T)) {
-	hostFatbin := cudaimage.HostFatbin(t)
-
-	t.Run("nvcc build equals host build", func(t *testing.T) {
-		dir := t.TempDir()
-		src := filepath.Join(dir, "kernel.cu")
-		if err := os.WriteFile(src, []byte(cudaimage.KernelSource), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out := filepath.Join(dir, "kernel.fatbin")
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		defer cancel()
-		start := time.Now()
-		res, stdout, stderr, err := runIn(t, ctx, r, ref, dir, nil, cudaimage.NvccArgs(src, out, true)...)
-		if err != nil {
-			t.Fatalf("run: %v\n%s", err, stderr)
-		}
-		if res.ExitCode != 0 {
-			t.Fatalf("nvcc exit %d\nstdout: %s\nstderr: %s", res.ExitCode, stdout, stderr)
-		}
-		t.Logf("nvcc build inside %s took %v (runner duration %v)", r.Name(), time.Since(start).Round(time.Millisecond), res.Duration.Round(time.Millisecond))
-		got, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, hostFatbin) {
-			t.Fatalf("fatbin built inside (%d bytes) differs from the host build (%d bytes)", len(got), len(hostFatbin))
-		}
-		fi, _ := os.Stat(out)
-		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
-			t.Errorf("output owned by %+v, want uid %d", fi.Sys(), os.Getuid())
-		}
-	})
+func checkRunnerBehaviour(t *testing.T, r Runner, ref image.Pinned, afterCancel func(t *testing.T)) {
+	t.Run("nvcc build equals host build", func(t *testing.T) { checkBuildEqualsHost(t, r, ref) })
 
 	t.Run("env and exit code", func(t *testing.T) {
 		res, stdout, stderr, err := runIn(t, t.Context(), r, ref, t.TempDir(), []string{"GREETING=hello there", "PATH=/usr/bin:/bin"},
@@ -318,7 +336,7 @@ func checkRunnerBehaviour(t *testing.T, r Runner, ref string, afterCancel func(t
 func TestDockerCUDA(t *testing.T) {
 	testenv.RequireDocker(t)
 	ref := cudaImage(t)
-	t.Cleanup(func() { exec.Command("docker", "rmi", "--force", ref).Run() })
+	t.Cleanup(func() { exec.Command("docker", "rmi", "--force", ref.String()).Run() })
 
 	prefix := "gpuattest-test-" + randomHex(4) + "-"
 	d, err := NewDocker(WithDockerNamePrefix(prefix), WithDockerLogger(slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
@@ -326,14 +344,17 @@ func TestDockerCUDA(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := d.ensureImage(t.Context(), ref); err != nil {
+	if _, err := d.ensureImage(t.Context(), ref); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("docker pull of %s took %v", ref, time.Since(start).Round(time.Millisecond))
 
 	t.Run("refuses a tag", func(t *testing.T) {
-		tag := strings.Split(ref, "@")[0] + ":" + cudaimage.Tag
-		_, err := d.Run(t.Context(), &Command{Args: []string{"true"}, Dir: t.TempDir(), Image: tag})
+		tag, err := image.ParseSource(ref.Source.Ref.Context().String() + ":" + cudaimage.Tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Run(t.Context(), &Command{Args: []string{"true"}, Dir: t.TempDir(), Image: image.Pinned{Source: tag}})
 		if err == nil || !strings.Contains(err.Error(), "not pinned by digest") {
 			t.Fatalf("got %v, want a not-pinned error", err)
 		}
@@ -350,7 +371,7 @@ func TestDockerCUDA(t *testing.T) {
 	})
 
 	t.Run("bind mounts reach the engine", func(t *testing.T) {
-		if !d.bindMountsWork(t.Context(), ref) {
+		if !d.bindMountsWork(t.Context(), ref.String()) {
 			t.Error("the probe says bind mounts do not work on a local engine")
 		}
 	})
@@ -406,10 +427,15 @@ func ExampleDocker() {
 	if err != nil {
 		panic(err)
 	}
+	// Normally an image.Pinner pins the pipeline's image from the lock.
+	img, err := image.ParsePinned("registry.example.com/cuda-build@sha256:" + strings.Repeat("0", 64))
+	if err != nil {
+		panic(err)
+	}
 	res, err := d.Run(context.Background(), &Command{
 		Args:  []string{"nvcc", "-fatbin", "-gencode", "arch=compute_90,code=sm_90", "-o", "k.fatbin", "k.cu"},
 		Dir:   "/home/me/project",
-		Image: "registry.example.com/cuda-build@sha256:" + strings.Repeat("0", 64),
+		Image: img,
 		Env:   []string{"PATH=/usr/bin:/bin"},
 	})
 	if err != nil {

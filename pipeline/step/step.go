@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -31,8 +32,9 @@ type Context struct {
 	Step *pipeline.Step
 	// Runner runs the step's processes.
 	Runner runner.Runner
-	// Image is the step's image as name@sha256:digest, empty on host.
-	Image string
+	// Image is the step's image pinned to its digests (image.Pinner); the
+	// zero value on host.
+	Image image.Pinned
 	// Root is the pipeline's root (its workdir), absolute with symlinks
 	// resolved: every path the step names stays inside it. Executors
 	// read, write and remove the files a step names through an os.Root
