@@ -37,7 +37,7 @@ func TestFileImageNamedByDigest(t *testing.T) {
 	manifest, _ := img.Digest()
 	config, _ := img.ConfigName()
 
-	for _, kind := range []string{"bwrap"} {
+	for _, kind := range []string{"bwrap", "docker"} {
 		t.Run(kind, func(t *testing.T) {
 			var r runner.Runner
 			switch kind {

@@ -1,13 +1,21 @@
 package image
 
 import (
+	"archive/tar"
+	"bytes"
 	"encoding/json"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 func TestParsePinned(t *testing.T) {
@@ -162,5 +170,78 @@ func TestPullPinnedChecksConfig(t *testing.T) {
 	}
 	if _, _, err := PullPinned(t.Context(), Pinned{}); err == nil {
 		t.Fatal("PullPinned of no image succeeded")
+	}
+}
+
+// TestWriteDockerArchiveUntagged: the stream docker load reads holds the
+// pinned image and no repository or tag, for an oci-layout source and for
+// a tagged docker archive.
+func TestWriteDockerArchiveUntagged(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	img := platformImage(t, "linux", "amd64")
+	cfg, _ := img.ConfigName()
+	if err := writeLayout(filepath.Join(dir, "layout"), img); err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("example.com/victim:latest")
+	if err := tarball.WriteToFile(filepath.Join(dir, "img.tar"), tag, img); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"oci-layout:layout", "docker-archive:img.tar"} {
+		t.Run(src, func(t *testing.T) {
+			r, err := Resolve(t.Context(), src, WithBaseDir(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			got, err := WriteDockerArchive(t.Context(), r.Pinned(), &buf, WithBaseDir(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != cfg.String() {
+				t.Errorf("config digest %s, want %s", got, cfg)
+			}
+			opener := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil }
+			m, err := tarball.LoadManifest(opener)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m) != 1 || len(m[0].RepoTags) != 0 {
+				t.Errorf("manifest.json %+v, want one untagged image", m)
+			}
+			tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+			for {
+				h, err := tr.Next()
+				if err != nil {
+					break
+				}
+				if archiveTagFiles[h.Name] && h.Name != "manifest.json" {
+					t.Errorf("the stream holds %s, which tags images on load", h.Name)
+				}
+			}
+			back, err := tarball.Image(opener, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, _ := back.ConfigName(); c != cfg {
+				t.Errorf("image in the stream has config %s, want %s", c, cfg)
+			}
+			if rootfs, err := Extract(t.Context(), back, t.TempDir()); err != nil {
+				t.Error(err)
+			} else if b, _ := os.ReadFile(filepath.Join(rootfs, "platform")); string(b) != "linux/amd64" {
+				t.Errorf("/platform in the loaded image = %q", b)
+			}
+		})
+	}
+	// An archive of two images is refused: it does not say which is meant.
+	two := filepath.Join(dir, "two.tar")
+	other := mutate.MediaType(empty.Image, "application/vnd.docker.distribution.manifest.v2+json")
+	t2, _ := name.NewTag("example.com/other:1")
+	if err := tarball.MultiRefWriteToFile(two, map[name.Reference]v1.Image{tag: img, t2: other}); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyArchiveUntagged(two, io.Discard); err == nil || !strings.Contains(err.Error(), "holds 2 images") {
+		t.Errorf("copying an archive of two images: %v", err)
 	}
 }

@@ -24,11 +24,15 @@ import (
 )
 
 // Docker runs each command in a fresh docker container, talking to the
-// engine through the docker CLI. Only digest-pinned registry images
-// (name@sha256:...) are accepted; the container has no network, runs as
-// the invoking user and is removed when the command ends or ctx is done.
-// The work dir is bind-mounted at the same path; when bind mounts do not
-// reach the engine (a remote engine) the work dir is copied in and out.
+// engine through the docker CLI. Only digest-pinned images are accepted:
+// a registry image runs by repo@sha256:<manifest> (pulled by digest when
+// the engine lacks it); an image carried as a file (oci-layout:,
+// docker-archive:) is loaded into the engine untagged and runs by its
+// image ID, which must be the pinned config digest. The container has no
+// network, runs as the invoking user and is removed when the command ends
+// or ctx is done. The work dir is bind-mounted at the same path; when bind
+// mounts do not reach the engine (a remote engine) the work dir is copied
+// in and out.
 type Docker struct {
 	bin       string
 	prefix    string
@@ -39,6 +43,9 @@ type Docker struct {
 	probeMu   sync.Mutex
 	probed    bool
 	bindWorks bool
+
+	loadMu sync.Mutex
+	loaded map[string]string // pinned file source -> image ID
 }
 
 var _ Runner = (*Docker)(nil)
@@ -472,11 +479,12 @@ func extractInto(r io.Reader, dir string) error {
 }
 
 // ensureImage makes sure the engine has the pinned image and returns the
-// reference to run it by: repo@sha256:<manifest>, pulled by digest when
-// the engine lacks it. A file source is refused.
+// reference to run it by: repo@sha256:<manifest> for a registry image,
+// pulled by digest when the engine lacks it; the image ID for a file
+// source, loaded into the engine when it lacks it (see loadFile).
 func (d *Docker) ensureImage(ctx context.Context, p image.Pinned) (string, error) {
 	if p.Source.Kind != image.Registry {
-		return "", fmt.Errorf("docker runner: image %q is a file source; the docker engine pulls only from registries\nhint: use runner: bwrap for %s sources, or push the image to a registry and pin NAME@sha256:...", p.String(), p.Source.Kind)
+		return d.loadFile(ctx, p)
 	}
 	ref := p.String()
 	if _, err := d.cli(ctx, nil, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {

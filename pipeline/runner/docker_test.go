@@ -18,6 +18,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/gpuattest/gpuattest/internal/cudaimage"
 	"github.com/gpuattest/gpuattest/internal/testenv"
@@ -399,6 +405,180 @@ func TestDockerCUDA(t *testing.T) {
 		}
 		if !bytes.Equal(got, cudaimage.HostFatbin(t)) {
 			t.Error("fatbin built in copy mode differs from the host build")
+		}
+	})
+}
+
+// labelled returns img with one more config label: the same file system
+// under an image ID no engine has yet.
+func labelled(t *testing.T, img v1.Image, value string) v1.Image {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := *cf.Config.DeepCopy()
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	c.Labels["dev.gpuattest.test"] = value
+	out, err := mutate.Config(img, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dockerOut runs the docker CLI and returns its trimmed output.
+func dockerOut(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// TestDockerFileSources is the air-gapped release path: the CUDA test
+// image carried as an oci-layout: directory and as a docker-archive: tar
+// (tagged, as docker save writes it), locked, and run by the docker runner
+// with no registry. The runner loads each into the engine untagged, runs
+// it by its image ID (the pinned config digest), and nvcc builds the same
+// fatbin as the host. Each image gets a label of this test's own, so that
+// its ID is new to the engine and the load itself is exercised; its file
+// system is the CUDA test image's.
+func TestDockerFileSources(t *testing.T) {
+	testenv.RequireDocker(t)
+	testenv.RequireTool(t, "nvcc")
+	_, cuda := cudaimage.Ensure(t)
+	dir := t.TempDir()
+	run := randomHex(6)
+
+	layoutImg := labelled(t, cuda, "layout-"+run)
+	layoutDir := filepath.Join(dir, "cuda-oci")
+	if _, err := layout.Write(layoutDir, mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: layoutImg})); err != nil {
+		t.Fatal(err)
+	}
+	archiveImg := labelled(t, cuda, "archive-"+run)
+	archive := filepath.Join(dir, "cuda.tar")
+	victim := "gpuattest.test/victim:" + run
+	vtag, err := name.NewTag(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(archive, vtag, archiveImg); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, img := range []v1.Image{layoutImg, archiveImg} {
+		cfg, err := img.ConfigName()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if out, err := dockerOut(t, "rmi", cfg.String()); err != nil {
+				t.Logf("removing %s: %v: %s", cfg, err, out)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		src string
+		img v1.Image
+	}{{"oci-layout:" + layoutDir, layoutImg}, {"docker-archive:" + archive, archiveImg}} {
+		kind, _, _ := strings.Cut(tc.src, ":")
+		t.Run(kind, func(t *testing.T) {
+			cfg, err := tc.img.ConfigName()
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := cfg.String()
+			// gpuattest lock, then the pinned image as a Pinner hands it over.
+			res, err := image.Resolve(t.Context(), tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := image.EntryFor("cuda", res)
+			pinned, err := e.Pinned()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pinned.ConfigDigest != id {
+				t.Fatalf("locked config digest %s, want %s", pinned.ConfigDigest, id)
+			}
+			prefix := "gpuattest-test-" + randomHex(4) + "-"
+			d, err := NewDocker(WithDockerNamePrefix(prefix), WithDockerLogger(slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.hasImageID(t.Context(), id) {
+				t.Fatalf("the engine has %s before the test loaded it", id)
+			}
+			start := time.Now()
+			ref, err := d.ensureImage(t.Context(), pinned)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("docker load of %s (%s) took %v", tc.src, id, time.Since(start).Round(time.Millisecond))
+			if ref != id {
+				t.Errorf("the runner runs %s, want the image ID %s", ref, id)
+			}
+			if tags, err := dockerOut(t, "image", "inspect", "--format", "{{json .RepoTags}}", id); err != nil || tags != "[]" {
+				t.Errorf("the loaded image has tags %s (%v), want none", tags, err)
+			}
+			if out, err := dockerOut(t, "image", "inspect", victim); err == nil {
+				t.Errorf("the archive's own tag %s was applied: %s", victim, out)
+			}
+
+			checkBuildEqualsHost(t, d, pinned)
+
+			// Another runner (another run) finds the image by its ID and
+			// does not read the file again.
+			d2, err := NewDocker(WithDockerNamePrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gone := pinned
+			gone.Source, err = image.ParseSource(kind + ":" + filepath.Join(dir, "moved-away") + "@" + pinned.ManifestDigest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			start = time.Now()
+			if ref, err := d2.ensureImage(t.Context(), gone); err != nil || ref != id {
+				t.Errorf("second run: %s, %v; want %s without reading the file", ref, err, id)
+			}
+			t.Logf("second run found the loaded image in %v", time.Since(start).Round(time.Millisecond))
+		})
+	}
+
+	t.Run("full runner behaviour from an oci-layout", func(t *testing.T) {
+		res, err := image.Resolve(t.Context(), "oci-layout:"+layoutDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := "gpuattest-test-" + randomHex(4) + "-"
+		d, err := NewDocker(WithDockerNamePrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRunnerBehaviour(t, d, res.Pinned(), func(t *testing.T) {
+			if out, _ := dockerOut(t, "ps", "--all", "--quiet", "--filter", "name="+prefix); out != "" {
+				t.Errorf("containers left after cancel: %s", out)
+			}
+		})
+	})
+
+	t.Run("a file that is not the locked image is refused", func(t *testing.T) {
+		res, err := image.Resolve(t.Context(), "oci-layout:"+layoutDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := res.Pinned()
+		p.ConfigDigest = "sha256:" + strings.Repeat("0", 64)
+		d, err := NewDocker()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Run(t.Context(), &Command{Args: []string{"true"}, Dir: t.TempDir(), Image: p})
+		if err == nil || !strings.Contains(err.Error(), "not the pinned") {
+			t.Fatalf("got %v, want the config digest mismatch", err)
 		}
 	})
 }
