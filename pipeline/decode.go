@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -60,7 +60,7 @@ func WithStepCheck(kind string, check StepCheck) LoadOption {
 // Load reads, decodes, validates and defaults the pipeline at path. Invalid
 // input yields Problems listing every problem with its position.
 func Load(path string, opts ...LoadOption) (*Pipeline, error) {
-	data, err := os.ReadFile(path)
+	data, err := limits.ReadFile(path, limits.PipelineBytes, "pipeline")
 	if err != nil {
 		return nil, fmt.Errorf("reading pipeline: %w", err)
 	}
@@ -79,6 +79,9 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 		return nil, fmt.Errorf("resolving %s: %w", path, err)
 	}
 	src := newSource(path, data)
+	if err := src.bounded(); err != nil {
+		return nil, err
+	}
 	p, probs := src.decode()
 	var l *layout
 	if p != nil {
@@ -224,6 +227,19 @@ func (s *source) decode() (*Pipeline, Problems) {
 		return nil, append(probs, s.yamlError(err))
 	}
 	return &p, probs
+}
+
+// bounded refuses a document past the size or flow-nesting bounds before
+// the YAML parser sees it: its memory grows steeply with nesting.
+func (s *source) bounded() error {
+	if len(s.data) > limits.PipelineBytes {
+		return Problems{{File: s.path, Line: 1, Col: 1, Message: (&limits.TooLargeError{Name: s.path, What: "pipeline", Limit: limits.PipelineBytes}).Error()}}
+	}
+	if line, col := limits.CheckYAMLNesting(s.data, limits.YAMLNesting); line > 0 {
+		return Problems{s.at(&token.Position{Line: line, Column: col}, "", "a pipeline needs a few levels; this looks generated or hostile",
+			"flow collections ([...] and {...}) nested deeper than %d", limits.YAMLNesting)}
+	}
+	return nil
 }
 
 // yamlError turns a goccy error into a positioned problem.

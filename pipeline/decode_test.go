@@ -203,3 +203,21 @@ func FuzzParse(f *testing.F) {
 		_, _ = Parse("f.yaml", data)
 	})
 }
+
+// Hostile pipelines are refused before the parser sees them: 50 000 nested
+// flow sequences drove lint to 3.8 GB, nested flow mappings to a crash.
+func TestHostileNestingRefused(t *testing.T) {
+	t.Parallel()
+	for _, open := range []string{"[", "{a: "} {
+		src := header + "steps: " + strings.Repeat(open, 50000) + "\n"
+		_, err := Parse("p.yaml", []byte(src))
+		var probs Problems
+		if !errors.As(err, &probs) || len(probs) != 1 || probs[0].Line != 4 || !strings.Contains(probs[0].Message, "nested deeper than 64") {
+			t.Errorf("%q x 50000: %v", open, err)
+		}
+	}
+	big := header + "description: " + strings.Repeat("x", 2<<20) + "\nsteps: [{id: a, run: x}]\n"
+	if _, err := Parse("p.yaml", []byte(big)); err == nil || !strings.Contains(err.Error(), "pipeline larger than 1 MiB") {
+		t.Errorf("2 MiB pipeline: %v", err)
+	}
+}

@@ -3,7 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"path/filepath"
 	"sync"
 	"time"
@@ -110,7 +110,7 @@ type StepRecord struct {
 
 // ReadRecord reads run.json from a run directory.
 func ReadRecord(dir string) (*Record, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	data, err := limits.ReadFile(filepath.Join(dir, "run.json"), limits.RecordBytes, "run record")
 	if err != nil {
 		return nil, fmt.Errorf("reading run record: %w", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -100,7 +100,7 @@ func (r *Run) Step(id string) *Step {
 // that it is the record the run used.
 func readHardware(dir string, ref *engine.HardwareRef) (*hardware.Record, error) {
 	path := filepath.Join(dir, filepath.Base(ref.File))
-	raw, err := os.ReadFile(path)
+	raw, err := limits.ReadFile(path, limits.RecordBytes, "hardware record")
 	if err != nil {
 		return nil, fmt.Errorf("reading the hardware record: %w", err)
 	}

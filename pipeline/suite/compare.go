@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"os"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ var ErrNoBaseline = errors.New("baseline not found")
 // written by a benchmark step, or a baseline file. A missing file is an
 // error wrapping ErrNoBaseline when what is "baseline".
 func LoadSampleSet(path, what string) (*SampleSet, error) {
-	b, err := os.ReadFile(path)
+	b, err := limits.ReadFile(path, limits.ResultsBytes, what+" file")
 	if err != nil {
 		return nil, readSampleSetError(path, what, err)
 	}

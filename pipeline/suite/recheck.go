@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -60,7 +60,7 @@ func checkRecordedFiles(s *step.Context, recorded []step.File) ([]recordedFile, 
 		if name == "" || strings.Contains(name, "/") {
 			return nil, fmt.Errorf("recorded file %s is not in the step directory", f.Path)
 		}
-		b, err := os.ReadFile(filepath.Join(s.StepDir, name))
+		b, err := limits.ReadFile(filepath.Join(s.StepDir, name), limits.ResultsBytes, "results copy")
 		if err != nil {
 			return nil, fmt.Errorf("recorded file %s: %w", f.Path, err)
 		}
