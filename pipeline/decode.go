@@ -18,24 +18,11 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// Issue is a problem a step check found, by field path (steps[2].flags[0]);
-// Load gives it the field's position.
-type Issue struct {
-	Path    string
-	Message string
-	Hint    string
-}
-
-// StepCheck checks step i of a decoded, otherwise valid pipeline; packages
-// that implement a step kind provide one (the cuda-build flag rules).
-type StepCheck func(p *Pipeline, i int) []Issue
-
 // LoadOption configures Load and Parse.
 type LoadOption func(*loadOptions)
 
 type loadOptions struct {
-	checks map[string][]StepCheck
-	root   string
+	root string
 }
 
 // WithRoot names the directory the pipeline's root (its workdir) must
@@ -44,17 +31,6 @@ type loadOptions struct {
 // inside the pipeline's root either way.
 func WithRoot(dir string) LoadOption {
 	return func(o *loadOptions) { o.root = dir }
-}
-
-// WithStepCheck runs check on every step of kind, after validation, and
-// reports what it finds with positions like any other problem.
-func WithStepCheck(kind string, check StepCheck) LoadOption {
-	return func(o *loadOptions) {
-		if o.checks == nil {
-			o.checks = map[string][]StepCheck{}
-		}
-		o.checks[kind] = append(o.checks[kind], check)
-	}
 }
 
 // Load reads, decodes, validates and defaults the pipeline at path. Invalid
@@ -87,9 +63,6 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 		}
 		probs = append(probs, validate(p, src, l)...)
 	}
-	if p != nil && len(o.checks) > 0 {
-		probs = append(probs, runStepChecks(p, src, o.checks, probs)...)
-	}
 	if len(probs) > 0 {
 		return nil, probs.sorted()
 	}
@@ -100,31 +73,6 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	applyDefaults(p)
 	return p, nil
-}
-
-// runStepChecks runs the kinds' checks on a defaulted copy of p, skipping
-// what validation already reported at the same path.
-func runStepChecks(p *Pipeline, src *source, checks map[string][]StepCheck, have Problems) Problems {
-	seen := map[string]bool{}
-	for _, pr := range have {
-		seen[pr.Path] = true
-	}
-	cp := *p
-	cp.Steps = append([]Step(nil), p.Steps...)
-	applyDefaults(&cp)
-	var out Problems
-	for i := range cp.Steps {
-		for _, check := range checks[cp.Steps[i].Kind] {
-			for _, is := range check(&cp, i) {
-				if seen[is.Path] {
-					continue
-				}
-				seen[is.Path] = true
-				out = append(out, src.problem(is.Path, false, is.Hint, "%s", is.Message))
-			}
-		}
-	}
-	return out
 }
 
 // source is a pipeline file being decoded: its lines for snippets and the

@@ -94,7 +94,7 @@ func run(rounds, jobs int, kernels string) error {
 			start, cpu0 := time.Now(), childCPU()
 			switch variant {
 			case "sequential":
-				recs, failed, err := cuda.RunJobs(ctx, host, dir, env, "", plan, 1, nil, nil)
+				recs, failed, err := cuda.RunJobs(ctx, host, dir, plan, cuda.RunOptions{Env: env, Parallel: 1})
 				if err != nil || failed >= 0 {
 					return fmt.Errorf("sequential build failed: %v %v", err, recs)
 				}

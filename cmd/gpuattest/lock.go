@@ -56,11 +56,7 @@ func newLockCmd() *cobra.Command {
 			return usageErr("--platform %q: expected os/arch such as linux/amd64", *platform)
 		}
 		file := args[0]
-		var lopts []pipeline.LoadOption
-		if *root != "" {
-			lopts = append(lopts, pipeline.WithRoot(*root))
-		}
-		p, err := pipeline.Load(file, lopts...)
+		p, err := loadPipeline(file, *root)
 		if err != nil {
 			var probs pipeline.Problems
 			if errors.As(err, &probs) {

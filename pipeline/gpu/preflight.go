@@ -172,22 +172,22 @@ func Err(checks []Check) error {
 }
 
 // BuildCode returns the code a build for targets embeds: SASS for each
-// target and, when ptx is set, PTX (compute_XY) for the highest one, as
-// cuda-build does by default. Preflight takes this list.
+// target and, when ptx is set, PTX for the highest one (plain compute_XY,
+// see [pipeline.PTXTarget]), as cuda-build does by default. Preflight
+// takes this list.
 func BuildCode(targets []string, ptx bool) []string {
 	out := slices.Clone(targets)
 	if !ptx {
 		return out
 	}
-	best, bestCC := "", -1
-	for _, t := range targets {
-		c, err := parseCode(t)
-		if err == nil && !c.ptx && c.cc > bestCC {
-			best, bestCC = t, c.cc
+	var sass []pipeline.Target
+	for _, s := range targets {
+		if t, isPTX, err := pipeline.ParseCode(s); err == nil && !isPTX {
+			sass = append(sass, t)
 		}
 	}
-	if best != "" {
-		out = append(out, "compute_"+strings.TrimPrefix(best, "sm_"))
+	if hi, ok := pipeline.PTXTarget(sass); ok {
+		out = append(out, hi.Compute())
 	}
 	return out
 }
@@ -200,27 +200,12 @@ type code struct {
 	specific bool // sm_90a / sm_100f: runs only on exactly that cc
 }
 
-func parseCode(t string) (code, error) {
-	c := code{name: t}
-	rest, ok := strings.CutPrefix(t, "sm_")
-	if !ok {
-		rest, ok = strings.CutPrefix(t, "compute_")
-		c.ptx = true
+func parseCode(s string) (code, error) {
+	t, ptx, err := pipeline.ParseCode(s)
+	if err != nil {
+		return code{name: s}, err
 	}
-	if !ok {
-		return c, fmt.Errorf("target %q: expected sm_XY or compute_XY (e.g. sm_90)", t)
-	}
-	if s, ok := strings.CutSuffix(rest, "a"); ok {
-		rest, c.specific = s, true
-	} else if s, ok := strings.CutSuffix(rest, "f"); ok {
-		rest, c.specific = s, true
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 10 || len(rest) < 2 {
-		return c, fmt.Errorf("target %q: expected sm_XY or compute_XY (e.g. sm_90)", t)
-	}
-	c.cc = n
-	return c, nil
+	return code{name: s, cc: t.CC(), ptx: ptx, specific: t.Specific()}, nil
 }
 
 func ccString(cc int) string { return fmt.Sprintf("%d.%d", cc/10, cc%10) }
