@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -43,8 +42,8 @@ func CompareArchs(code string, got, want []string) *ArchDiff {
 	if len(d.Extra) == 0 && len(d.Missing) == 0 {
 		return nil
 	}
-	sort.Strings(d.Extra)
-	sort.Strings(d.Missing)
+	sortArchs(d.Extra)
+	sortArchs(d.Missing)
 	return d
 }
 

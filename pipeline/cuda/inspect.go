@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -25,10 +25,10 @@ type Inspection struct {
 	// Size is the file's size in bytes.
 	Size int64 `json:"size"`
 	// SASS lists the architectures of the embedded cubins (sm_80, ...),
-	// sorted and unique.
+	// unique and sorted by compute capability (sm_90 before sm_100).
 	SASS []string `json:"sass"`
 	// PTX lists the virtual architectures of embedded PTX (compute_90,
-	// ...), sorted and unique.
+	// ...), unique and sorted like SASS.
 	PTX []string `json:"ptx"`
 	// Cubins are the embedded cubins, in cuobjdump's order.
 	Cubins []Cubin `json:"cubins"`
@@ -38,7 +38,8 @@ type Inspection struct {
 type Cubin struct {
 	// Name is the name cuobjdump gave it (e.g. vector_add.1.sm_80.cubin).
 	Name string `json:"name"`
-	// Arch is the SASS architecture read from the ELF header (sm_80).
+	// Arch is the SASS architecture read from the ELF header (sm_80; see
+	// namedCubinArch for the a and f suffixes).
 	Arch string `json:"arch"`
 	// SHA256 is the hex sha256 of the cubin's bytes.
 	SHA256 string `json:"sha256"`
@@ -95,7 +96,7 @@ func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) 
 		for _, m := range ptxTarget.FindAllStringSubmatch(string(data), -1) {
 			in.PTX = appendUnique(in.PTX, "compute_"+m[1])
 		}
-		sort.Strings(in.PTX)
+		sortArchs(in.PTX)
 		return in, nil
 	case isELF(data) && elfMachine(data) == emCUDA:
 		// A bare cubin: cuobjdump would list it under an odd name.
@@ -169,7 +170,7 @@ func (c *cuobjdump) inspect(ctx context.Context, in *Inspection) error {
 		}
 		in.PTX = appendUnique(in.PTX, "compute_"+a[2])
 	}
-	sort.Strings(in.PTX)
+	sortArchs(in.PTX)
 	if len(listed) == 0 {
 		return nil
 	}
@@ -187,7 +188,7 @@ func (c *cuobjdump) inspect(ctx context.Context, in *Inspection) error {
 	if len(in.Cubins) != len(listed) {
 		return fmt.Errorf("cuobjdump listed %d cubins in %s but extracted %d", len(listed), c.path, len(in.Cubins))
 	}
-	sort.Strings(in.SASS)
+	sortArchs(in.SASS)
 	return nil
 }
 
@@ -200,12 +201,9 @@ func (c *cuobjdump) cubin(name string) (Cubin, error) {
 	if err != nil {
 		return Cubin{}, fmt.Errorf("reading cubin %s extracted from %s: %w", name, c.path, err)
 	}
-	arch, err := cubinArch(b)
+	arch, err := namedCubinArch(b, name)
 	if err != nil {
 		return Cubin{}, fmt.Errorf("cubin %s extracted from %s: %w", name, c.path, err)
-	}
-	if a := nameArch.FindStringSubmatch(name); a != nil && "sm_"+a[2] != arch {
-		return Cubin{}, fmt.Errorf("cubin %s extracted from %s: its ELF header says %s", name, c.path, arch)
 	}
 	return Cubin{Name: name, Arch: arch, SHA256: sum(b), Size: int64(len(b))}, nil
 }
@@ -277,4 +275,24 @@ func appendUnique(ss []string, s string) []string {
 func sum(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// sortArchs sorts architecture names (sm_80, compute_90a) by compute
+// capability, then suffix; names that do not parse sort last, by name.
+func sortArchs(names []string) {
+	slices.SortFunc(names, func(a, b string) int {
+		ta, _, errA := pipeline.ParseCode(a)
+		tb, _, errB := pipeline.ParseCode(b)
+		switch {
+		case errA == nil && errB == nil:
+			if c := pipeline.CompareTargets(ta, tb); c != 0 {
+				return c
+			}
+		case errA == nil:
+			return -1
+		case errB == nil:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
 }
