@@ -206,22 +206,37 @@ func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Proble
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if ok, special := s.checkSpecial(node, t, path, probs); special {
+		return ok
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return s.checkMapping(node, t, path, probs)
+	case reflect.Slice:
+		return s.checkSequence(node, t, path, probs)
+	}
+	return s.checkScalar(node, t, path, probs)
+}
+
+// checkSpecial checks the spec's types with YAML forms of their own (a
+// command, repeats, a duration); special is false for any other type.
+func (s *source) checkSpecial(node ast.Node, t reflect.Type, path string, probs *Problems) (ok, special bool) {
 	switch {
 	case t == commandType:
 		switch node.Type() {
 		case ast.StringType, ast.LiteralType:
-			return true
+			return true, true
 		case ast.SequenceType:
-			return s.check(node, reflect.TypeOf([]string{}), path, probs)
+			return s.check(node, reflect.TypeOf([]string{}), path, probs), true
 		}
 		*probs = append(*probs, s.typeProblem(path, "a shell string or a list of strings", node))
-		return false
+		return false, true
 	case t == repeatsType:
 		if node.Type() == ast.IntegerType || (node.Type() == ast.StringType && node.GetToken().Value == RepeatsAuto) {
-			return true
+			return true, true
 		}
 		*probs = append(*probs, s.typeProblem(path, "a positive integer or auto", node))
-		return false
+		return false, true
 	case t == durationType:
 		if node.Type() != ast.StringType {
 			hint := "use a number with a unit: 90s, 10m, 1h30m"
@@ -229,70 +244,85 @@ func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Proble
 				hint = fmt.Sprintf("add a unit: %ss", node.GetToken().Value)
 			}
 			*probs = append(*probs, s.at(node.GetToken().Position, path, hint, "unparsable duration %s", node.GetToken().Value))
-			return false
+			return false, true
 		}
-		return true
+		return true, true
 	}
+	return false, false
+}
+
+// checkMapping checks a struct (known fields only) or a map, and drops
+// the entries it reports from the node.
+func (s *source) checkMapping(node ast.Node, t reflect.Type, path string, probs *Problems) bool {
+	m, ok := asMapping(node)
+	if !ok {
+		*probs = append(*probs, s.typeProblem(path, "a mapping", node))
+		return false
+	}
+	var fields map[string]reflect.StructField // nil for a map: any key
+	if t.Kind() == reflect.Struct {
+		fields = yamlFields(t)
+	}
+	seen := map[string]*token.Position{}
+	kept := m.Values[:0:0]
+	for _, mv := range m.Values {
+		key, kpos, ok := s.key(mv, path, probs)
+		if !ok {
+			continue
+		}
+		fpath := join(path, key)
+		if first, dup := seen[key]; dup {
+			*probs = append(*probs, s.at(kpos, fpath, "", "duplicate key %q (first set at line %d)", key, first.Line))
+			continue
+		}
+		seen[key] = kpos
+		var elem reflect.Type
+		if fields == nil {
+			elem = t.Elem()
+		} else {
+			f, known := fields[key]
+			if !known {
+				*probs = append(*probs, s.at(kpos, fpath, suggest(key, fieldNames(fields)), "unknown field %q in %s", key, describe(t)))
+				continue
+			}
+			elem = f.Type
+		}
+		s.keys[fpath] = kpos
+		if s.check(mv.Value, elem, fpath, probs) {
+			kept = append(kept, mv)
+		} else {
+			s.bad[fpath] = true
+		}
+	}
+	m.Values = kept
+	return true
+}
+
+// checkSequence checks a list, and drops the items it reports from the
+// node.
+func (s *source) checkSequence(node ast.Node, t reflect.Type, path string, probs *Problems) bool {
+	seq, ok := node.(*ast.SequenceNode)
+	if !ok {
+		*probs = append(*probs, s.typeProblem(path, "a list", node))
+		return false
+	}
+	kept := seq.Values[:0:0]
+	for i, v := range seq.Values {
+		ipath := fmt.Sprintf("%s[%d]", path, i)
+		if v != nil {
+			s.keys[ipath] = unwrap(v).GetToken().Position
+		}
+		if s.check(v, t.Elem(), ipath, probs) {
+			kept = append(kept, v)
+		}
+	}
+	seq.Values = kept
+	return true
+}
+
+// checkScalar checks a string, bool or number.
+func (s *source) checkScalar(node ast.Node, t reflect.Type, path string, probs *Problems) bool {
 	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
-		m, ok := asMapping(node)
-		if !ok {
-			*probs = append(*probs, s.typeProblem(path, "a mapping", node))
-			return false
-		}
-		var fields map[string]reflect.StructField // nil for a map: any key
-		if t.Kind() == reflect.Struct {
-			fields = yamlFields(t)
-		}
-		seen := map[string]*token.Position{}
-		kept := m.Values[:0:0]
-		for _, mv := range m.Values {
-			key, kpos, ok := s.key(mv, path, probs)
-			if !ok {
-				continue
-			}
-			fpath := join(path, key)
-			if first, dup := seen[key]; dup {
-				*probs = append(*probs, s.at(kpos, fpath, "", "duplicate key %q (first set at line %d)", key, first.Line))
-				continue
-			}
-			seen[key] = kpos
-			var elem reflect.Type
-			if fields == nil {
-				elem = t.Elem()
-			} else {
-				f, known := fields[key]
-				if !known {
-					*probs = append(*probs, s.at(kpos, fpath, suggest(key, fieldNames(fields)), "unknown field %q in %s", key, describe(t)))
-					continue
-				}
-				elem = f.Type
-			}
-			s.keys[fpath] = kpos
-			if s.check(mv.Value, elem, fpath, probs) {
-				kept = append(kept, mv)
-			} else {
-				s.bad[fpath] = true
-			}
-		}
-		m.Values = kept
-	case reflect.Slice:
-		seq, ok := node.(*ast.SequenceNode)
-		if !ok {
-			*probs = append(*probs, s.typeProblem(path, "a list", node))
-			return false
-		}
-		kept := seq.Values[:0:0]
-		for i, v := range seq.Values {
-			ipath := fmt.Sprintf("%s[%d]", path, i)
-			if v != nil {
-				s.keys[ipath] = unwrap(v).GetToken().Position
-			}
-			if s.check(v, t.Elem(), ipath, probs) {
-				kept = append(kept, v)
-			}
-		}
-		seq.Values = kept
 	case reflect.String:
 		if node.Type() != ast.StringType && node.Type() != ast.LiteralType {
 			p := s.typeProblem(path, "a string", node)
