@@ -49,13 +49,7 @@ func (p Problem) String() string {
 type Problems []Problem
 
 // Error renders every problem, one block each.
-func (ps Problems) Error() string {
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = p.String()
-	}
-	return strings.Join(parts, "\n")
-}
+func (ps Problems) Error() string { return blocks(ps) }
 
 // Issue is one problem a step check (such as [CheckCUDABuild]) found, by
 // field path (steps[2].flags[0]) and without a position: Load reports it
@@ -83,9 +77,12 @@ func (i Issue) String() string {
 type Issues []Issue
 
 // Error renders every issue, one block each.
-func (is Issues) Error() string {
-	parts := make([]string, len(is))
-	for i, x := range is {
+func (is Issues) Error() string { return blocks(is) }
+
+// blocks renders each of xs, one after the other on lines of their own.
+func blocks[T fmt.Stringer](xs []T) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
 		parts[i] = x.String()
 	}
 	return strings.Join(parts, "\n")
