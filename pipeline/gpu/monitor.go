@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"path/filepath"
 	"strings"
 
@@ -18,12 +19,12 @@ const TelemetryFile = "telemetry.jsonl"
 // match what the run engine asks of a GPU monitor.
 type Monitor struct {
 	src Source
-	rec *Record
+	rec *hardware.Record
 }
 
 // NewMonitor returns a Monitor for src, whose hardware record is rec (from
 // Collect with the same source).
-func NewMonitor(src Source, rec *Record) *Monitor {
+func NewMonitor(src Source, rec *hardware.Record) *Monitor {
 	return &Monitor{src: src, rec: rec}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"os"
 	"slices"
 	"strconv"
@@ -261,7 +262,7 @@ func parseVersion(s string) ([]int, bool) {
 // fall back to the record with a warning when live is nil. The error is
 // for bad input only (a bad minDriver, target or memory size), naming the
 // field; failed checks are in the result (see Err).
-func Preflight(rec *Record, spec *pipeline.Preflight, embedded []string, memory string, live *Live) ([]Check, error) {
+func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory string, live *Live) ([]Check, error) {
 	if spec == nil {
 		spec = &pipeline.Preflight{}
 	}
@@ -346,14 +347,14 @@ func parsePreflightInputs(spec *pipeline.Preflight, embedded []string, memory st
 
 // preflightRun collects the checks of one Preflight call.
 type preflightRun struct {
-	rec  *Record
+	rec  *hardware.Record
 	spec *pipeline.Preflight
 	out  []Check
 }
 
 // add records one check (of gpu, or of the machine when gpu is nil); an
 // empty msg says "seen X, required Y".
-func (p *preflightRun) add(name string, gpu *GPU, st CheckStatus, seen, required, msg string) {
+func (p *preflightRun) add(name string, gpu *hardware.GPU, st CheckStatus, seen, required, msg string) {
 	c := Check{Name: name, Status: st, Seen: seen, Required: required}
 	prefix := name
 	if gpu != nil {
@@ -399,7 +400,7 @@ func (p *preflightRun) driver(minDriver []int) {
 }
 
 // ecc checks g's ECC mode against preflight.requireECC.
-func (p *preflightRun) ecc(g *GPU) {
+func (p *preflightRun) ecc(g *hardware.GPU) {
 	requireECC := p.spec.RequireECC != nil && *p.spec.RequireECC
 	switch {
 	case g.ECCEnabled == nil && requireECC:
@@ -418,7 +419,7 @@ func (p *preflightRun) ecc(g *GPU) {
 }
 
 // memoryHealth checks g's retired pages and row remapping.
-func (p *preflightRun) memoryHealth(g *GPU) {
+func (p *preflightRun) memoryHealth(g *hardware.GPU) {
 	switch {
 	case g.RetiredPagesPending == nil:
 		// Row-remapping GPUs (A100 and later) do not report it; the
@@ -441,7 +442,7 @@ func (p *preflightRun) memoryHealth(g *GPU) {
 }
 
 // mig checks g's MIG mode against preflight.allowMIG.
-func (p *preflightRun) mig(g *GPU) {
+func (p *preflightRun) mig(g *hardware.GPU) {
 	migReq := "disabled"
 	if p.spec.AllowMIG {
 		migReq = "allowed"
@@ -460,7 +461,7 @@ func (p *preflightRun) mig(g *GPU) {
 
 // processes checks the other compute processes live saw on g against
 // preflight.allowOtherProcesses.
-func (p *preflightRun) processes(g *GPU, lg LiveGPU, haveLive bool) {
+func (p *preflightRun) processes(g *hardware.GPU, lg LiveGPU, haveLive bool) {
 	procReq := "none"
 	if p.spec.AllowOtherProcess {
 		procReq = "allowed"
@@ -486,7 +487,7 @@ func (p *preflightRun) processes(g *GPU, lg LiveGPU, haveLive bool) {
 
 // memory checks g's free memory (live) or total memory (the record)
 // against the need bytes the step declares as memory.
-func (p *preflightRun) memory(g *GPU, lg LiveGPU, haveLive bool, need uint64, memory string) {
+func (p *preflightRun) memory(g *hardware.GPU, lg LiveGPU, haveLive bool, need uint64, memory string) {
 	req := ">= " + FormatSize(need) + " free"
 	switch {
 	case haveLive && lg.MemoryFreeBytes != nil:
@@ -510,7 +511,7 @@ func (p *preflightRun) memory(g *GPU, lg LiveGPU, haveLive bool, need uint64, me
 
 // persistence checks that g runs in persistence mode
 // (preflight.requirePersistence).
-func (p *preflightRun) persistence(g *GPU) {
+func (p *preflightRun) persistence(g *hardware.GPU) {
 	switch {
 	case g.PersistenceMode == nil:
 		p.add(CheckPersistence, g, CheckFailed, "not reported", "enabled", "")
@@ -524,7 +525,7 @@ func (p *preflightRun) persistence(g *GPU) {
 // checkCC decides whether g can run the build's code: exact SASS, SASS of
 // a lower minor of the same major (binary compatibility), or else PTX the
 // driver JIT-compiles (warned).
-func checkCC(g *GPU, codes []code, add func(string, *GPU, CheckStatus, string, string, string)) {
+func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, CheckStatus, string, string, string)) {
 	var names []string
 	for _, c := range codes {
 		names = append(names, c.name)

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"strconv"
 	"strings"
 	"testing"
@@ -206,7 +207,7 @@ func TestPreflightFailures(t *testing.T) {
 
 func TestPreflightNoGPU(t *testing.T) {
 	t.Parallel()
-	rec := &Record{GPUs: []GPU{}, Reason: "NVIDIA driver not loaded"}
+	rec := &hardware.Record{GPUs: []hardware.GPU{}, Reason: "NVIDIA driver not loaded"}
 	checks, err := Preflight(rec, nil, []string{"sm_90"}, "1GiB", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +258,7 @@ func TestPreflightGPUChanged(t *testing.T) {
 
 func TestPreflightBadInput(t *testing.T) {
 	t.Parallel()
-	rec := &Record{GPUs: []GPU{}}
+	rec := &hardware.Record{GPUs: []hardware.GPU{}}
 	_, err := Preflight(rec, &pipeline.Preflight{MinDriver: "r550"}, []string{"sm90", "sm_90"}, "8 gigs", nil)
 	if err == nil {
 		t.Fatal("no error for bad input")
