@@ -3,7 +3,7 @@ package pipeline
 // Defaults applied by Load after validation.
 const (
 	DefaultRunner   = "host"
-	DefaultOutput   = "fatbin"
+	DefaultOutput   = OutputFatbin
 	DefaultOutDir   = "build"
 	DefaultInterval = Duration("1s")
 	DefaultFormat   = "auto"

@@ -13,13 +13,6 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
-// Architectures lists the real CUDA SASS targets a pipeline may pin.
-var Architectures = []string{
-	"sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75",
-	"sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a",
-	"sm_100", "sm_100a", "sm_101", "sm_101a", "sm_103", "sm_103a", "sm_120", "sm_120a", "sm_121", "sm_121a",
-}
-
 var (
 	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	stepIDRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
@@ -92,7 +85,7 @@ func (v *validator) targets() {
 	seen := map[string]bool{}
 	for i, t := range v.p.Targets {
 		path := fmt.Sprintf("targets[%d]", i)
-		if !slices.Contains(Architectures, t) {
+		if pt, err := ParseTarget(t); err != nil || !pt.Known() {
 			hint := suggest(t, Architectures)
 			if strings.HasPrefix(t, "compute_") {
 				hint = "pin SASS targets (sm_XX); gpuattest adds the PTX itself"
@@ -104,6 +97,11 @@ func (v *validator) targets() {
 			v.add(path, false, "", "target %q listed twice", t)
 		}
 		seen[t] = true
+	}
+	if len(v.p.Targets) == 0 && slices.ContainsFunc(v.p.Steps, func(s Step) bool { return s.Kind == KindCUDABuild }) {
+		for _, is := range cudaTargetIssues(v.p.Targets) {
+			v.add(is.Path, false, is.Hint, "%s", is.Message)
+		}
 	}
 }
 
@@ -296,33 +294,12 @@ func (v *validator) duration(path string, d Duration, required bool) {
 	}
 }
 
-func validateCUDABuild(v *validator, i int, s *Step) {
-	path := fmt.Sprintf("steps[%d]", i)
-	if len(v.p.Targets) == 0 {
-		v.add(path, false, "add targets: [sm_80, sm_90] at the top of the pipeline", "step %q is a cuda-build but the pipeline pins no targets", s.ID)
-	}
-	if len(s.Sources) == 0 {
-		v.add(path, false, "add sources: [kernels/vector_add.cu]", "step %q: missing required field sources", s.ID)
-	}
-	for j, src := range s.Sources {
-		if strings.TrimSpace(src) == "" {
-			v.add(fmt.Sprintf("%s.sources[%d]", path, j), false, "", "empty source path")
-		}
-	}
-	if s.Output != "" && !slices.Contains([]string{"fatbin", "cubin", "ptx", "object"}, s.Output) {
-		v.add(path+".output", false, suggest(s.Output, []string{"fatbin", "cubin", "ptx", "object"}), "unknown output %q: expected fatbin, cubin, ptx or object", s.Output)
-	}
-	if s.Reproducible != "" && s.Reproducible != "check" && s.Reproducible != "off" {
-		v.add(path+".reproducible", false, "", "reproducible %q: expected check or off", s.Reproducible)
-	}
-	for j, f := range s.Flags {
-		fp := fmt.Sprintf("%s.flags[%d]", path, j)
-		if f == "-arch=native" || f == "-arch=all" || f == "-arch=all-major" || f == "--gpu-architecture=native" || f == "--gpu-architecture=all" {
-			v.add(fp, false, "pin architectures with targets: at the top of the pipeline", "flag %q builds for whatever GPU is present; releases pin their targets", f)
-		}
-		if v.p.Release && (f == "-G" || f == "--device-debug" || f == "-lineinfo" || f == "--generate-line-info") {
-			v.add(fp, false, "drop it from release pipelines, or set release: false for a debug build", "flag %q is not allowed in a release build", f)
-		}
+// validateCUDABuild reports the cuda-build rules (see CheckCUDABuild) for
+// step i. The pinned targets are checked once, by targets, and the step's
+// paths by the sandbox rule (stepPaths).
+func validateCUDABuild(v *validator, i int, _ *Step) {
+	for _, is := range cudaStepIssues(v.p, i, false) {
+		v.add(is.Path, false, is.Hint, "%s", is.Message)
 	}
 }
 

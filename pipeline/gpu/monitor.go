@@ -56,7 +56,7 @@ func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeli
 func embedsPTX(p *pipeline.Pipeline) bool {
 	builds := 0
 	for _, s := range p.Steps {
-		if s.Kind != "cuda-build" {
+		if s.Kind != pipeline.KindCUDABuild {
 			continue
 		}
 		builds++

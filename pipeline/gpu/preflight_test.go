@@ -280,6 +280,16 @@ func TestBuildCode(t *testing.T) {
 	}
 }
 
+// TestBuildCodePTXIsPortable: the PTX embedded for the highest target is
+// plain compute_XY, also when that target is architecture-specific
+// (compute_100a PTX runs on no later GPU), as cuda-build embeds it.
+func TestBuildCodePTXIsPortable(t *testing.T) {
+	t.Parallel()
+	if diff := cmp.Diff([]string{"sm_90a", "sm_100a", "sm_80", "compute_100"}, BuildCode([]string{"sm_90a", "sm_100a", "sm_80"}, true)); diff != "" {
+		t.Error(diff)
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
