@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -203,7 +204,9 @@ func (s *source) yamlError(err error) Problem {
 
 var (
 	commandType  = reflect.TypeOf(Command{})
-	durationType = reflect.TypeOf(Duration(""))
+	durationType = reflect.TypeOf(Duration{})
+	sizeType     = reflect.TypeOf(Size{})
+	percentType  = reflect.TypeOf(Percent{})
 	repeatsType  = reflect.TypeOf(Repeats{})
 )
 
@@ -254,17 +257,46 @@ func (s *source) checkSpecial(node ast.Node, t reflect.Type, path string, probs 
 		*probs = append(*probs, s.typeProblem(path, "a positive integer or auto", node))
 		return false, true
 	case t == durationType:
-		if node.Type() != ast.StringType {
+		_, err := NewDuration(node.GetToken().Value)
+		if node.Type() != ast.StringType || err != nil {
 			hint := "use a number with a unit: 90s, 10m, 1h30m"
-			if node.Type() == ast.IntegerType {
+			if _, nerr := strconv.Atoi(node.GetToken().Value); nerr == nil {
 				hint = fmt.Sprintf("add a unit: %ss", node.GetToken().Value)
 			}
-			*probs = append(*probs, s.at(node.GetToken().Position, path, hint, "unparsable duration %s", node.GetToken().Value))
+			*probs = append(*probs, s.at(node.GetToken().Position, path, hint, "unparsable duration %s", quoteIfString(node)))
 			return false, true
 		}
 		return true, true
+	case t == sizeType:
+		return s.checkScalarValue(node, path, probs, "e.g. 8GiB", func(v string) error { _, err := NewSize(v); return err }), true
+	case t == percentType:
+		return s.checkScalarValue(node, path, probs, "e.g. 3%", func(v string) error { _, err := NewPercent(v); return err }), true
 	}
 	return false, false
+}
+
+// checkScalarValue checks a string or number that parse must accept.
+func (s *source) checkScalarValue(node ast.Node, path string, probs *Problems, hint string, parse func(string) error) bool {
+	switch node.Type() {
+	case ast.StringType, ast.IntegerType, ast.FloatType:
+	default:
+		*probs = append(*probs, s.typeProblem(path, "a string or a number", node))
+		return false
+	}
+	if err := parse(node.GetToken().Value); err != nil {
+		*probs = append(*probs, s.at(node.GetToken().Position, path, hint, "%v", err))
+		return false
+	}
+	return true
+}
+
+// quoteIfString renders a scalar as the user wrote it: quoted when it is
+// a string.
+func quoteIfString(node ast.Node) string {
+	if node.Type() == ast.StringType {
+		return strconv.Quote(node.GetToken().Value)
+	}
+	return node.GetToken().Value
 }
 
 // checkMapping checks a struct (known fields only) or a map, and drops

@@ -6,9 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
@@ -250,13 +248,8 @@ func (v *validator) step(i int, s *Step) {
 	}
 	v.duration(path+".timeout", s.Timeout, false)
 	v.duration(path+".interval", s.Interval, false)
-	if s.Interval != "" && !s.GPU && kind != KindBurnin {
+	if !s.Interval.IsZero() && !s.GPU && kind != KindBurnin {
 		v.add(path+".interval", true, "set gpu: true, or remove it", "step %q: interval is the GPU telemetry sampling interval; it applies to gpu: true steps and burn-ins", s.ID)
-	}
-	if s.Memory != "" {
-		if _, err := ParseSize(s.Memory); err != nil {
-			v.add(path+".memory", false, "e.g. 8GiB", "%v", err)
-		}
 	}
 	v.globs(path+".inputs", s.Inputs)
 	v.globs(path+".outputs", s.Outputs)
@@ -273,30 +266,21 @@ func (v *validator) globs(path string, globs []string) {
 	}
 }
 
+// duration checks a decoded duration: required ones must be set, set
+// ones positive (the decoder reported those that do not parse).
 func (v *validator) duration(path string, d Duration, required bool) {
-	if d == "" {
-		if required {
-			v.add(parentPath(path), false, "e.g. "+strings.TrimPrefix(path[strings.LastIndex(path, ".")+1:], "")+": 30s", "missing required field %s", path[strings.LastIndex(path, ".")+1:])
+	name := path[strings.LastIndex(path, ".")+1:]
+	if d.IsZero() {
+		if required && !v.src.bad[path] {
+			v.add(parentPath(path), false, "e.g. "+name+": 30s", "missing required field %s", name)
 		}
 		return
 	}
-	dv, err := time.ParseDuration(string(d))
-	if err != nil {
-		hint := "use a number with a unit: 90s, 10m, 1h30m"
-		if _, nerr := strconv.Atoi(string(d)); nerr == nil {
-			hint = fmt.Sprintf("add a unit: %ss", d)
-		}
-		v.add(path, false, hint, "unparsable duration %q", string(d))
-		return
-	}
-	if dv <= 0 {
-		v.add(path, false, "", "duration %q must be positive", string(d))
+	if d.D <= 0 {
+		v.add(path, false, "", "duration %q must be positive", d.String())
 	}
 }
 
-// validateCUDABuild reports the cuda-build rules (see CheckCUDABuild) for
-// step i. The pinned targets are checked once, by targets, and the step's
-// paths by the sandbox rule (stepPaths).
 func validateCUDABuild(v *validator, i int, _ *Step) {
 	for _, is := range cudaStepIssues(v.p, i, false) {
 		v.add(is.Path, false, is.Hint, "%s", is.Message)
@@ -321,10 +305,8 @@ func validateSuite(v *validator, i int, s *Step) {
 		if s.Baseline == "" && s.Reference == nil {
 			v.add(path+".gate", true, "add reference: {run: ..., results: ...} to compare in the same run, or baseline: path/to/baseline.json", "step %q has a gate but neither a reference nor a baseline", s.ID)
 		}
-		if s.Gate.Threshold != "" {
-			if _, err := ParsePercent(s.Gate.Threshold); err != nil {
-				v.add(path+".gate.threshold", false, "", "%v", err)
-			}
+		if s.Gate.Threshold.Fraction >= 1 {
+			v.add(path+".gate.threshold", false, "e.g. 3%", "threshold %s: expected a slowdown below 100%%", s.Gate.Threshold)
 		}
 		if s.Gate.Alpha < 0 || s.Gate.Alpha >= 1 {
 			v.add(path+".gate.alpha", false, "typical values are 0.01 or 0.05", "alpha %v must be between 0 and 1", s.Gate.Alpha)
@@ -337,12 +319,8 @@ func validateBenchmark(v *validator, i int, s *Step) {
 	validateSuite(v, i, s)
 	path := fmt.Sprintf("steps[%d]", i)
 	if s.Repeats.Auto {
-		if s.Precision != "" {
-			if p, err := ParsePercent(s.Precision); err != nil {
-				v.add(path+".precision", false, "e.g. 1%", "%v", err)
-			} else if p <= 0 || p >= 1 {
-				v.add(path+".precision", false, "e.g. 1%", "precision %q must be above 0%% and below 100%%", s.Precision)
-			}
+		if !s.Precision.IsZero() && (s.Precision.Fraction <= 0 || s.Precision.Fraction >= 1) {
+			v.add(path+".precision", false, "e.g. 1%", "precision %q must be above 0%% and below 100%%", s.Precision)
 		}
 		v.duration(path+".maxTime", s.MaxTime, false)
 	} else {
@@ -393,11 +371,6 @@ func validateBurnin(v *validator, i int, s *Step) {
 		v.add(path+".repeats", false, "give a count: each burn-in iteration runs the same work", "repeats: auto applies to benchmarks")
 	}
 	v.duration(path+".duration", s.Duration, true)
-	if s.LeakTolerance != "" {
-		if _, err := ParseSize(s.LeakTolerance); err != nil {
-			v.add(path+".leakTolerance", false, "e.g. 1MiB (bytes per iteration)", "%v", err)
-		}
-	}
 }
 
 // cycles reports each dependency cycle once, as a -> b -> a.

@@ -118,7 +118,7 @@ func printRecord(w io.Writer, rec *hardware.Record) error {
 		host += fmt.Sprintf(" (%d CPUs)", h.CPUCores)
 	}
 	if h.MemoryBytes > 0 {
-		host += ", " + gpu.FormatSize(h.MemoryBytes) + " RAM"
+		host += ", " + pipeline.FormatSize(h.MemoryBytes) + " RAM"
 	}
 	fmt.Fprintf(&b, "host:    %s\n", host)
 	fmt.Fprintf(&b, "os:      %s, kernel %s\n", orDash(h.OS), orDash(h.Kernel))
@@ -140,7 +140,7 @@ func printRecord(w io.Writer, rec *hardware.Record) error {
 	for _, g := range rec.GPUs {
 		mem := "-"
 		if g.MemoryTotalBytes != nil {
-			mem = gpu.FormatSize(*g.MemoryTotalBytes)
+			mem = pipeline.FormatSize(*g.MemoryTotalBytes)
 		}
 		power := "-"
 		if g.PowerLimitWatts != nil {

@@ -262,7 +262,7 @@ func parseVersion(s string) ([]int, bool) {
 // fall back to the record with a warning when live is nil. The error is
 // for bad input only (a bad minDriver, target or memory size), naming the
 // field; failed checks are in the result (see Err).
-func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory string, live *Live) ([]Check, error) {
+func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory pipeline.Size, live *Live) ([]Check, error) {
 	if spec == nil {
 		spec = &pipeline.Preflight{}
 	}
@@ -298,8 +298,8 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 			continue
 		}
 		p.processes(g, lg, haveLive)
-		if memory != "" {
-			p.memory(g, lg, haveLive, in.need, memory)
+		if !memory.IsZero() {
+			p.memory(g, lg, haveLive, memory.Bytes, memory.String())
 		}
 		if spec.RequirePersistence {
 			p.persistence(g)
@@ -312,12 +312,12 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 type preflightInputs struct {
 	minDriver []int  // nil: no minimum
 	codes     []code // what the build embeds
-	need      uint64 // the step's device memory in bytes
+
 }
 
 // parsePreflightInputs parses the minimum driver, the embedded code and
 // the step's memory, naming the field of each that does not parse.
-func parsePreflightInputs(spec *pipeline.Preflight, embedded []string, memory string) (preflightInputs, error) {
+func parsePreflightInputs(spec *pipeline.Preflight, embedded []string, memory pipeline.Size) (preflightInputs, error) {
 	var in preflightInputs
 	var errs []error
 	if spec.MinDriver != "" {
@@ -334,13 +334,6 @@ func parsePreflightInputs(spec *pipeline.Preflight, embedded []string, memory st
 			continue
 		}
 		in.codes = append(in.codes, c)
-	}
-	if memory != "" {
-		n, err := ParseSize(memory)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("memory: %w", err))
-		}
-		in.need = n
 	}
 	return in, errors.Join(errs...)
 }
@@ -474,7 +467,7 @@ func (p *preflightRun) processes(g *hardware.GPU, lg LiveGPU, haveLive bool) {
 	default:
 		var pids []string
 		for _, pr := range lg.Processes {
-			pids = append(pids, fmt.Sprintf("pid %d (%s)", pr.PID, FormatSize(pr.UsedMemoryBytes)))
+			pids = append(pids, fmt.Sprintf("pid %d (%s)", pr.PID, pipeline.FormatSize(pr.UsedMemoryBytes)))
 		}
 		seen := fmt.Sprintf("%d other compute process(es): %s", len(lg.Processes), strings.Join(pids, ", "))
 		if p.spec.AllowOtherProcess {
@@ -488,22 +481,22 @@ func (p *preflightRun) processes(g *hardware.GPU, lg LiveGPU, haveLive bool) {
 // memory checks g's free memory (live) or total memory (the record)
 // against the need bytes the step declares as memory.
 func (p *preflightRun) memory(g *hardware.GPU, lg LiveGPU, haveLive bool, need uint64, memory string) {
-	req := ">= " + FormatSize(need) + " free"
+	req := ">= " + pipeline.FormatSize(need) + " free"
 	switch {
 	case haveLive && lg.MemoryFreeBytes != nil:
 		free := *lg.MemoryFreeBytes
-		seen := FormatSize(free) + " free"
+		seen := pipeline.FormatSize(free) + " free"
 		if free < need {
 			p.add(CheckMemory, g, CheckFailed, seen, req, fmt.Sprintf("seen %s, required %s (the step declares memory: %s)", seen, req, memory))
 		} else {
 			p.add(CheckMemory, g, CheckPassed, seen, req, "")
 		}
 	case g.MemoryTotalBytes != nil && *g.MemoryTotalBytes < need:
-		seen := FormatSize(*g.MemoryTotalBytes) + " total"
+		seen := pipeline.FormatSize(*g.MemoryTotalBytes) + " total"
 		p.add(CheckMemory, g, CheckFailed, seen, req, fmt.Sprintf("seen %s, required %s (the step declares memory: %s)", seen, req, memory))
 	case g.MemoryTotalBytes != nil:
-		seen := FormatSize(*g.MemoryTotalBytes) + " total"
-		p.add(CheckMemory, g, CheckWarned, seen, req, "free memory not probed; total "+FormatSize(*g.MemoryTotalBytes)+" is enough for "+memory)
+		seen := pipeline.FormatSize(*g.MemoryTotalBytes) + " total"
+		p.add(CheckMemory, g, CheckWarned, seen, req, "free memory not probed; total "+pipeline.FormatSize(*g.MemoryTotalBytes)+" is enough for "+memory)
 	default:
 		p.add(CheckMemory, g, CheckWarned, "not reported", req, "device memory not reported: cannot check the step's "+memory)
 	}

@@ -173,7 +173,7 @@ func (b Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome,
 	st := s.Step
 	d := &BenchmarkDetails{Hardware: hw, Warmup: st.Warmup, Repeats: st.Repeats.String(), Seeds: st.Seeds}
 	if st.Repeats.Auto {
-		if d.Precision, err = pipeline.ParsePercent(st.Precision); err != nil || !(d.Precision > 0 && d.Precision < 1) {
+		if d.Precision = st.Precision.Fraction; !(d.Precision > 0 && d.Precision < 1) {
 			return nil, fmt.Errorf("step %s: precision %q: expected a percentage above 0%% and below 100%%, such as 1%%", st.ID, st.Precision)
 		}
 		if st.MaxTime.Value() <= 0 {
@@ -697,12 +697,8 @@ func gateSettings(gt *pipeline.Gate) (stats.Gate, error) {
 	if gt == nil {
 		return g, nil
 	}
-	if gt.Threshold != "" {
-		t, err := pipeline.ParsePercent(gt.Threshold)
-		if err != nil {
-			return g, fmt.Errorf("gate.threshold: %w", err)
-		}
-		g.Threshold = t
+	if !gt.Threshold.IsZero() {
+		g.Threshold = gt.Threshold.Fraction
 	}
 	if gt.Alpha != 0 {
 		g.Alpha = gt.Alpha

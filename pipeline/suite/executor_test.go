@@ -272,7 +272,7 @@ func sealed(cpu string) *hardware.Record {
 func TestBenchmarkGate(t *testing.T) {
 	t.Parallel()
 	base := saveBaseline(t, hwA)
-	g := &pipeline.Gate{Threshold: "3%", Alpha: 0.01}
+	g := &pipeline.Gate{Threshold: pipeline.MustPercent("3%"), Alpha: 0.01}
 	tests := []struct {
 		name    string
 		scale   string
@@ -286,7 +286,7 @@ func TestBenchmarkGate(t *testing.T) {
 		{"one case 10% slower", "1.1", hwA, g, step.Failed, map[string]stats.Verdict{"copy/n=1024": stats.Same, "scale/n=1024": stats.Slower}, "scale/n=1024 SLOWER"},
 		{"slower without a gate only reports", "1.1", hwA, nil, step.Passed, map[string]stats.Verdict{"scale/n=1024": stats.Slower}, ""},
 		{"hardware mismatch refused", "1", hwB, g, step.Failed, nil, "refusing to compare"},
-		{"hardware mismatch allowed", "1", hwB, &pipeline.Gate{Threshold: "3%", Alpha: 0.01, AllowHardwareMismatch: true}, step.Passed, map[string]stats.Verdict{"copy/n=1024": stats.Same}, ""},
+		{"hardware mismatch allowed", "1", hwB, &pipeline.Gate{Threshold: pipeline.MustPercent("3%"), Alpha: 0.01, AllowHardwareMismatch: true}, step.Passed, map[string]stats.Verdict{"copy/n=1024": stats.Same}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -355,7 +355,7 @@ func TestBurnin(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(tt.run), Results: "out.json", Duration: pipeline.Duration(tt.duration), LeakTolerance: tt.leak, Repeats: pipeline.Repeats{N: 3}})
+			s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(tt.run), Results: "out.json", Duration: pipeline.MustDuration(tt.duration), LeakTolerance: sizeOrZero(tt.leak), Repeats: pipeline.Repeats{N: 3}})
 			ctx := t.Context()
 			if tt.cancel > 0 {
 				var cancel context.CancelFunc
@@ -431,4 +431,12 @@ func TestProfile(t *testing.T) {
 			t.Errorf("outcome %+v", out)
 		}
 	})
+}
+
+// sizeOrZero is a test case's leak tolerance; "" leaves it out.
+func sizeOrZero(s string) pipeline.Size {
+	if s == "" {
+		return pipeline.Size{}
+	}
+	return pipeline.MustSize(s)
 }

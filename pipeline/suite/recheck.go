@@ -117,11 +117,7 @@ func recheckBenchmark(s *step.Context, files []recordedFile) error {
 	st := s.Step
 	d := &BenchmarkDetails{Hardware: HardwareFromRecord(s.Hardware), Warmup: st.Warmup, Repeats: st.Repeats.String(), Seeds: st.Seeds}
 	if st.Repeats.Auto {
-		p, err := pipeline.ParsePercent(st.Precision)
-		if err != nil {
-			return fmt.Errorf("precision: %w", err)
-		}
-		d.Precision = p
+		d.Precision = st.Precision.Fraction
 	}
 	br := &benchRun{s: s, d: d, out: &step.Outcome{}}
 	for _, f := range files {

@@ -24,7 +24,7 @@ func refStep(scale string, edit func(*pipeline.Step)) pipeline.Step {
 	st := pipeline.Step{ID: "bench", Kind: "benchmark", Run: sh(`"$HARNESS" cand.json ` + scale), Results: "cand.json",
 		Reference: &pipeline.Reference{Run: sh(`"$HARNESS" ref.json 1`), Results: "ref.json"},
 		Rounds:    10, Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2, 3},
-		Gate: &pipeline.Gate{Threshold: "10%", Alpha: 0.01}}
+		Gate: &pipeline.Gate{Threshold: pipeline.MustPercent("10%"), Alpha: 0.01}}
 	if edit != nil {
 		edit(&st)
 	}
@@ -248,7 +248,7 @@ func TestReferenceGateOnRealWork(t *testing.T) {
 				st := pipeline.Step{ID: "bench", Kind: "benchmark", Results: "cand.json",
 					Run:       pipeline.Command{Argv: []string{spin, "-work", "50000", "-out", "cand.json"}},
 					Reference: &pipeline.Reference{Run: pipeline.Command{Argv: []string{spin, "-work", refWork, "-out", "ref.json"}}, Results: "ref.json"},
-					Warmup:    3, Repeats: pipeline.Repeats{N: 200}, Gate: &pipeline.Gate{Threshold: "10%", Alpha: 0.01}}
+					Warmup:    3, Repeats: pipeline.Repeats{N: 200}, Gate: &pipeline.Gate{Threshold: pipeline.MustPercent("10%"), Alpha: 0.01}}
 				s := newContext(t, st)
 				out, err := Benchmark{}.Execute(t.Context(), s)
 				if err != nil {
@@ -299,7 +299,7 @@ func TestBenchmarkAutoRepeats(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := newContext(t, pipeline.Step{ID: "b", Kind: "benchmark", Run: sh(tt.run), Results: "r.json",
-				Repeats: pipeline.Repeats{Auto: true}, Precision: "1%", MaxTime: "2m"})
+				Repeats: pipeline.Repeats{Auto: true}, Precision: pipeline.MustPercent("1%"), MaxTime: pipeline.MustDuration("2m")})
 			out, err := Benchmark{}.Execute(t.Context(), s)
 			if err != nil {
 				t.Fatal(err)
