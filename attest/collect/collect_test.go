@@ -19,6 +19,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/tinyimage"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
@@ -36,6 +37,10 @@ func TestFileImageNamedByDigest(t *testing.T) {
 	}
 	manifest, _ := img.Digest()
 	config, _ := img.ConfigName()
+	hw := &hardware.Record{GPUs: []hardware.GPU{}, Reason: "no GPU in this test"}
+	if err := hw.Seal(); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, kind := range []string{"bwrap", "docker"} {
 		t.Run(kind, func(t *testing.T) {
@@ -82,7 +87,7 @@ func TestFileImageNamedByDigest(t *testing.T) {
 			}
 			out := filepath.Join(dir, "run")
 			res, err := engine.Run(t.Context(), p, engine.WithOutDir(out), engine.WithoutCache(), engine.WithRunner(r),
-				engine.WithImageResolver(pinner.Pin), engine.WithHardware(json.RawMessage(`{"simulated":false,"gpus":[]}`)))
+				engine.WithImageResolver(pinner.Pin), engine.WithHardware(hw))
 			if err != nil || !res.Passed() {
 				t.Fatalf("run: %v %+v", err, res.Record.Step("hello"))
 			}

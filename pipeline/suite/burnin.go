@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -122,12 +122,8 @@ func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		return nil, fmt.Errorf("step %s: duration %q: expected a positive duration such as 30s or 1h", s.Step.ID, s.Step.Duration)
 	}
 	tol := int64(DefaultLeakTolerance)
-	if s.Step.LeakTolerance != "" {
-		v, err := pipeline.ParseSize(s.Step.LeakTolerance)
-		if err != nil {
-			return nil, fmt.Errorf("step %s: leakTolerance: %w", s.Step.ID, err)
-		}
-		tol = v
+	if !s.Step.LeakTolerance.IsZero() {
+		tol = int64(min(s.Step.LeakTolerance.Bytes, math.MaxInt64))
 	}
 	resFile, err := resultsFile(s)
 	if err != nil {

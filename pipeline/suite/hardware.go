@@ -1,8 +1,8 @@
 package suite
 
 import (
-	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 )
 
 // Hardware identifies the machine a set of samples was taken on.
@@ -18,31 +18,13 @@ type Hardware struct {
 	Simulated bool `json:"simulated,omitempty"`
 }
 
-// hardwareRecord is the part of pipeline/gpu's Record that suites need.
-type hardwareRecord struct {
-	Simulated bool   `json:"simulated"`
-	Digest    string `json:"digest"`
-	GPUs      []struct {
-		Name string `json:"name"`
-	} `json:"gpus"`
-}
-
-// HardwareFromRecord extracts the digest, GPU model and simulated flag
-// from a hardware record's JSON (see pipeline/gpu). Empty input gives a
-// zero Hardware.
-func HardwareFromRecord(raw []byte) (Hardware, error) {
-	if len(raw) == 0 {
-		return Hardware{}, nil
+// HardwareFromRecord takes the digest, GPU model and simulated flag from
+// a hardware record. A nil record gives a zero Hardware.
+func HardwareFromRecord(r *hardware.Record) Hardware {
+	if r == nil {
+		return Hardware{}
 	}
-	var r hardwareRecord
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return Hardware{}, fmt.Errorf("decoding the hardware record: %w", err)
-	}
-	h := Hardware{Digest: r.Digest, Simulated: r.Simulated}
-	if len(r.GPUs) > 0 {
-		h.GPUModel = r.GPUs[0].Name
-	}
-	return h, nil
+	return Hardware{Digest: r.Digest, Simulated: r.Simulated, GPUModel: r.Model()}
 }
 
 // Differences lists how h and o differ, field by field; fields unknown on
