@@ -72,7 +72,7 @@ type Step struct {
 
 	// benchmark
 
-	Warmup    int        `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0"`
+	Warmup    *int       `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0,description=benchmark/burnin: untimed iterations per case (GPUATTEST_WARMUP); when omitted the suite's own default applies"`
 	Repeats   Repeats    `yaml:"repeats,omitempty" json:"repeats,omitempty"`
 	Precision string     `yaml:"precision,omitempty" json:"precision,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case once the 95% confidence interval of its median is within ±precision (1% when omitted)"`
 	MaxTime   Duration   `yaml:"maxTime,omitempty" json:"maxTime,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case after this long even if the precision was not reached (2m when omitted)"`

@@ -334,7 +334,7 @@ func validateSuite(v *validator, i int, s *Step) {
 	if s.Format != "" && !slices.Contains([]string{"auto", "gpuattest", "junit"}, s.Format) {
 		v.add(path+".format", false, "", "format %q: expected auto, gpuattest or junit", s.Format)
 	}
-	if s.Warmup < 0 {
+	if s.Warmup != nil && *s.Warmup < 0 {
 		v.add(path+".warmup", false, "", "warmup must be 0 or more")
 	}
 	if v.src.has(path+".repeats") && !s.Repeats.Auto && s.Repeats.N < 1 {

@@ -134,8 +134,8 @@ func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		return nil, err
 	}
 	var env []string
-	if s.Step.Warmup > 0 {
-		env = append(env, "GPUATTEST_WARMUP="+strconv.Itoa(s.Step.Warmup))
+	if s.Step.Warmup != nil {
+		env = append(env, "GPUATTEST_WARMUP="+strconv.Itoa(*s.Step.Warmup))
 	}
 	if s.Step.Repeats.N > 0 {
 		env = append(env, "GPUATTEST_REPEATS="+strconv.Itoa(s.Step.Repeats.N))
