@@ -39,7 +39,7 @@ func buildHarness(t *testing.T) string {
 		harness = filepath.Join(buildDir, "gpuattest-harness")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "g++", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-o", harness, "harness/harness.cc", "-ldl").CombinedOutput()
+		out, err := exec.CommandContext(ctx, "g++", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", harness, "harness/harness.cc", "-ldl").CombinedOutput()
 		if err != nil {
 			buildErr = errors.New(err.Error() + "\n" + string(out))
 		}
