@@ -85,7 +85,8 @@ type Step struct {
 	// burnin
 
 	Duration      Duration `yaml:"duration,omitempty" json:"duration,omitempty" jsonschema:"description=burnin: how long to repeat the suite"`
-	LeakTolerance string   `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed, bytes per iteration (e.g. 1MiB)"`
+	LeakTolerance string   `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed, bytes per iteration, or per memory sample (one a second) of a sustained run (e.g. 1MiB)"`
+	MinDutyCycle  string   `yaml:"minDutyCycle,omitempty" json:"minDutyCycle,omitempty" jsonschema:"description=burnin: lowest busy share of a sustained run's wall time (95% on a GPU when omitted; on the CPU backend only reported unless set)"`
 }
 
 // Reference is a benchmark's same-run reference: a second command (the

@@ -421,6 +421,11 @@ func validateBurnin(v *validator, i int, s *Step) {
 			v.add(path+".leakTolerance", false, "e.g. 1MiB (bytes per iteration)", "%v", err)
 		}
 	}
+	if s.MinDutyCycle != "" {
+		if d, err := ParsePercent(s.MinDutyCycle); err != nil || !(d > 0 && d <= 1) {
+			v.add(path+".minDutyCycle", false, "e.g. 95%", "minDutyCycle %q: expected a percentage above 0%% and at most 100%%", s.MinDutyCycle)
+		}
+	}
 }
 
 // cycles reports each dependency cycle once, as a -> b -> a.

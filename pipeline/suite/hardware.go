@@ -20,11 +20,30 @@ type Hardware struct {
 
 // hardwareRecord is the part of pipeline/gpu's Record that suites need.
 type hardwareRecord struct {
-	Simulated bool   `json:"simulated"`
-	Digest    string `json:"digest"`
-	GPUs      []struct {
-		Name string `json:"name"`
-	} `json:"gpus"`
+	Simulated bool        `json:"simulated"`
+	Digest    string      `json:"digest"`
+	GPUs      []recordGPU `json:"gpus"`
+}
+
+// recordGPU is one GPU of a hardware record.
+type recordGPU struct {
+	Index    int    `json:"index"`
+	Name     string `json:"name"`
+	UUID     string `json:"uuid"`
+	PCIBusID string `json:"pci_bus_id"`
+}
+
+// decodeRecord decodes a hardware record's JSON; empty input gives an
+// empty record.
+func decodeRecord(raw []byte) (*hardwareRecord, error) {
+	var r hardwareRecord
+	if len(raw) == 0 {
+		return &r, nil
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("decoding the hardware record: %w", err)
+	}
+	return &r, nil
 }
 
 // HardwareFromRecord extracts the digest, GPU model and simulated flag
@@ -34,9 +53,9 @@ func HardwareFromRecord(raw []byte) (Hardware, error) {
 	if len(raw) == 0 {
 		return Hardware{}, nil
 	}
-	var r hardwareRecord
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return Hardware{}, fmt.Errorf("decoding the hardware record: %w", err)
+	r, err := decodeRecord(raw)
+	if err != nil {
+		return Hardware{}, err
 	}
 	h := Hardware{Digest: r.Digest, Simulated: r.Simulated}
 	if len(r.GPUs) > 0 {
