@@ -1,11 +1,8 @@
 package kernels_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,12 +38,7 @@ func fakeDriver(t *testing.T) (libDir, fatbinDir string) {
 		if fakeErr != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "g++", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-			"-o", filepath.Join(fakeDir, "libcuda.so.1"), "testdata/fakecuda/fakecuda.cc").CombinedOutput()
-		if err != nil {
-			fakeErr = errors.New(err.Error() + "\n" + string(out))
+		if fakeErr = gxx("-shared", "-fPIC", "-o", filepath.Join(fakeDir, "libcuda.so.1"), "testdata/fakecuda/fakecuda.cc"); fakeErr != nil {
 			return
 		}
 		if fakeErr = os.Mkdir(filepath.Join(fakeDir, "fatbins"), 0o755); fakeErr != nil {

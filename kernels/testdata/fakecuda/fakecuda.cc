@@ -454,34 +454,39 @@ CUresult cuEventElapsedTime(float* ms, void* a, void* b) {
   return kSuccess;
 }
 
+// kErrors names the codes the fake returns, as the driver does.
+const struct {
+  CUresult code;
+  const char *name, *text;
+} kErrors[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+};
+
 CUresult cuGetErrorString(CUresult rc, const char** str) {
-  switch (rc) {
-    case 0: *str = "no error"; break;
-    case 1: *str = "invalid argument"; break;
-    case 3: *str = "initialization error"; break;
-    case 100: *str = "no CUDA-capable device is detected"; break;
-    case 101: *str = "invalid device ordinal"; break;
-    case 400: *str = "invalid resource handle"; break;
-    case 500: *str = "named symbol not found"; break;
-    case 700: *str = "an illegal memory access was encountered"; break;
-    default: return kInvalidValue;
+  for (auto& e : kErrors) {
+    if (e.code == rc) {
+      *str = e.text;
+      return kSuccess;
+    }
   }
-  return kSuccess;
+  return kInvalidValue;
 }
 
 CUresult cuGetErrorName(CUresult rc, const char** str) {
-  switch (rc) {
-    case 0: *str = "CUDA_SUCCESS"; break;
-    case 1: *str = "CUDA_ERROR_INVALID_VALUE"; break;
-    case 3: *str = "CUDA_ERROR_NOT_INITIALIZED"; break;
-    case 100: *str = "CUDA_ERROR_NO_DEVICE"; break;
-    case 101: *str = "CUDA_ERROR_INVALID_DEVICE"; break;
-    case 400: *str = "CUDA_ERROR_INVALID_HANDLE"; break;
-    case 500: *str = "CUDA_ERROR_NOT_FOUND"; break;
-    case 700: *str = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
-    default: return kInvalidValue;
+  for (auto& e : kErrors) {
+    if (e.code == rc) {
+      *str = e.name;
+      return kSuccess;
+    }
   }
-  return kSuccess;
+  return kInvalidValue;
 }
 
 }  // extern "C"
