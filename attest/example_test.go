@@ -3,6 +3,7 @@ package attest_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"strings"
 	"time"
 
@@ -12,14 +13,18 @@ import (
 // A run with a failed step yields a statement whose result is "failed"
 // and that names the step: never a passing claim.
 func ExampleValidationStatement() {
+	hw := &hardware.Record{Simulated: true, GPUs: []hardware.GPU{}, Reason: "simulated, none attached"}
+	if err := hw.Seal(); err != nil {
+		panic(err)
+	}
 	st, err := attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + strings.Repeat("a", 64),
-		Steps: []attest.StepRecord{
+		Steps: []attest.StepVerdict{
 			{ID: "build", Kind: "cuda-build", Verdict: "passed"},
 			{ID: "test", Kind: "test", Verdict: "failed", Reason: "2 of 40 cases failed"},
 		},
-		Hardware:   json.RawMessage(`{"simulated":true,"gpus":[]}`),
-		Artifacts:  []attest.Artifact{{Path: "build/kernels.fatbin", SHA256: strings.Repeat("c", 64)}},
+		Hardware:   hw,
+		Artifacts:  []attest.FileDigest{{Path: "build/kernels.fatbin", SHA256: strings.Repeat("c", 64)}},
 		StartedAt:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		FinishedAt: time.Date(2026, 1, 2, 3, 9, 5, 0, time.UTC),
 		Version:    "v0.1.0",

@@ -30,10 +30,9 @@ type ValidationPredicate struct {
 	// Simulated is true when the hardware record comes from a simulated GPU
 	// (GPUATTEST_FAKE_GPU); lifted from the record.
 	Simulated bool `json:"simulated"`
-	// Hardware is the run's hardware record, embedded as given.
+	// Hardware is the run's hardware record (schemas/hardware.schema.json);
+	// its digest field is the one hardware digest of the predicate.
 	Hardware json.RawMessage `json:"hardware" jsonschema:"type=object"`
-	// HardwareDigest is "sha256:<hex>" of the hardware record bytes.
-	HardwareDigest string `json:"hardware_digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
 	// Build holds the build facts, when the run built anything.
 	Build *BuildFacts `json:"build,omitempty"`
 	// Results lists every result file with its sha256.
@@ -95,15 +94,18 @@ type CubinDigest struct {
 	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 }
 
-// FileDigest is a file by path and sha256.
+// FileDigest is a file a run produced or read, by path and sha256: an
+// artifact (a statement subject), a result file, a byproduct or a source.
 type FileDigest struct {
-	// Path is the file's path (slash-separated, relative).
+	// Path is the file's path, slash-separated and relative to the run's
+	// work dir (artifacts, sources) or run directory (results, logs); an
+	// artifact's path becomes its subject name.
 	Path string `json:"path"`
 	// SHA256 is the hex sha256 of the file.
 	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// Step is the id of the step that produced it, when known.
 	Step string `json:"step,omitempty"`
-	// Kind says what the file is ("results", "junit", "log", ...).
+	// Kind says what the file is ("fatbin", "results", "junit", "log", ...).
 	Kind string `json:"kind,omitempty"`
 }
 
@@ -118,6 +120,8 @@ type StepVerdict struct {
 	Verdict string `json:"verdict"`
 	// Reason says why a step that did not pass did not, in one line.
 	Reason string `json:"reason,omitempty"`
+	// Runner is the runner the step ran on: host, docker or bwrap.
+	Runner string `json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap"`
 }
 
 // BenchmarkSummary summarizes one benchmark case.

@@ -2,11 +2,10 @@ package attest
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"regexp"
 	"slices"
 	"sort"
@@ -89,33 +88,6 @@ func ParseStatement(b []byte) (*Statement, error) {
 	return &s, nil
 }
 
-// Artifact is a file a run produced, by path and hex sha256.
-type Artifact struct {
-	// Path is the file's path, slash-separated and relative to the run's
-	// work dir; it becomes the subject name.
-	Path string
-	// SHA256 is the lowercase hex sha256 of the file.
-	SHA256 string
-	// Step is the id of the step that produced it.
-	Step string
-	// Kind says what it is ("fatbin", "cubin", "results", "log", ...).
-	Kind string
-}
-
-// StepRecord is one step of a run as the engine recorded it.
-type StepRecord struct {
-	// ID is the step id.
-	ID string
-	// Kind is the step kind.
-	Kind string
-	// Verdict is the final state: passed, failed, error, skipped or cached.
-	Verdict string
-	// Reason says why a step that did not pass did not.
-	Reason string
-	// Runner is the runner kind the step ran on (host, docker, bwrap).
-	Runner string
-}
-
 // Image is a container image the run used.
 type Image struct {
 	// Name is the image's name in the pipeline.
@@ -152,21 +124,22 @@ type Run struct {
 	// SelectedSteps are the step ids the run was limited to (empty: all).
 	SelectedSteps []string
 	// Steps are all the run's steps in pipeline order.
-	Steps []StepRecord
+	Steps []StepVerdict
 	// Preflight are the preflight outcomes.
 	Preflight []PreflightCheck
 	// RunError is set when the run itself failed (not just a step).
 	RunError string
-	// Hardware is the hardware record as JSON (pipeline/gpu).
-	Hardware json.RawMessage
+	// Hardware is the hardware record (read from disk with
+	// hardware.Decode, which checks its digest).
+	Hardware *hardware.Record
 	// Artifacts are the released artifacts: the statements' subjects.
-	Artifacts []Artifact
+	Artifacts []FileDigest
 	// Results are the result files whose sha256 the predicate binds.
-	Results []Artifact
+	Results []FileDigest
 	// Byproducts are logs and reports (provenance byproducts).
-	Byproducts []Artifact
+	Byproducts []FileDigest
 	// Sources are the build's source files.
-	Sources []Artifact
+	Sources []FileDigest
 	// Build are the build facts, nil when nothing was built.
 	Build *BuildFacts
 	// Benchmarks are the benchmark summaries.
@@ -197,7 +170,7 @@ var passingVerdicts = []string{"passed", "cached"}
 
 // subjects returns the run's artifacts as statement subjects, sorted by
 // name, with problems collected.
-func subjects(arts []Artifact) ([]Subject, []error) {
+func subjects(arts []FileDigest) ([]Subject, []error) {
 	var errs []error
 	seen := map[string]string{}
 	var out []Subject
@@ -229,17 +202,14 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		return nil, errors.New("nil run")
 	}
 	var errs []error
-	if len(bytes.TrimSpace(run.Hardware)) == 0 {
+	var hw json.RawMessage
+	switch {
+	case run.Hardware == nil:
 		errs = append(errs, errors.New("hardware: the run has no hardware record\nhint: the engine must capture one (pipeline/gpu) even when there is no GPU"))
-	}
-	var hw struct {
-		Simulated *bool `json:"simulated"`
-	}
-	var compact bytes.Buffer
-	if len(run.Hardware) > 0 {
-		if err := json.Unmarshal(run.Hardware, &hw); err != nil {
-			errs = append(errs, fmt.Errorf("hardware: expected a JSON object: %w", err))
-		} else if err := json.Compact(&compact, run.Hardware); err != nil {
+	default:
+		if err := run.Hardware.Verify(); err != nil {
+			errs = append(errs, fmt.Errorf("hardware: %w", err))
+		} else if hw, err = json.Marshal(run.Hardware); err != nil {
 			errs = append(errs, fmt.Errorf("hardware: %w", err))
 		}
 	}
@@ -253,7 +223,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		errs = append(errs, errors.New("steps: the run has no steps"))
 	}
 	p := &ValidationPredicate{
-		Hardware:         json.RawMessage(compact.Bytes()),
+		Hardware:         hw,
 		Build:            normalizeBuild(run.Build),
 		Benchmarks:       run.Benchmarks,
 		Burnin:           run.Burnin,
@@ -269,11 +239,9 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		Results:          []FileDigest{},
 		Steps:            []StepVerdict{},
 	}
-	if hw.Simulated != nil {
-		p.Simulated = *hw.Simulated
+	if run.Hardware != nil {
+		p.Simulated = run.Hardware.Simulated
 	}
-	sum := sha256.Sum256(run.Hardware)
-	p.HardwareDigest = "sha256:" + hex.EncodeToString(sum[:])
 	for i, r := range run.Results {
 		if !hexSHA256.MatchString(r.SHA256) {
 			errs = append(errs, fmt.Errorf("results[%d].sha256 %q: expected 64 lowercase hex digits", i, r.SHA256))
@@ -286,7 +254,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 			errs = append(errs, fmt.Errorf("steps[%d]: id and verdict are required", i))
 			continue
 		}
-		p.Steps = append(p.Steps, StepVerdict{ID: s.ID, Kind: s.Kind, Verdict: s.Verdict, Reason: s.Reason})
+		p.Steps = append(p.Steps, s)
 		if !slices.Contains(passingVerdicts, s.Verdict) {
 			p.FailedSteps = append(p.FailedSteps, s.ID)
 		}
@@ -318,11 +286,11 @@ func ValidationStatement(run *Run) (*Statement, error) {
 }
 
 // NewStatement builds a statement over subjects with any JSON predicate.
-func NewStatement(subjects []Artifact, predicateType string, predicate any) (*Statement, error) {
+func NewStatement(subjects []FileDigest, predicateType string, predicate any) (*Statement, error) {
 	return newStatement(subjects, predicateType, predicate)
 }
 
-func newStatement(arts []Artifact, predicateType string, predicate any) (*Statement, error) {
+func newStatement(arts []FileDigest, predicateType string, predicate any) (*Statement, error) {
 	subj, errs := subjects(arts)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

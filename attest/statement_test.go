@@ -2,9 +2,8 @@ package attest_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"strings"
 	"testing"
 
@@ -34,7 +33,7 @@ func TestValidationStatement(t *testing.T) {
 		}, wantResult: "failed", wantFailed: []string{"preflight/ecc"}},
 		{name: "run error", edit: func(r *attest.Run) { r.RunError = "interrupted" }, wantResult: "failed", wantFailed: []string{}},
 		{name: "no hardware", edit: func(r *attest.Run) { r.Hardware = nil }, wantErr: "no hardware record"},
-		{name: "hardware not an object", edit: func(r *attest.Run) { r.Hardware = json.RawMessage(`[1`) }, wantErr: "hardware: expected a JSON object"},
+		{name: "hardware edited after collection", edit: func(r *attest.Run) { r.Hardware.Host.CPUModel = "other" }, wantErr: "hardware: hardware record digest"},
 		{name: "bad pipeline digest", edit: func(r *attest.Run) { r.PipelineDigest = "abc" }, wantErr: "pipeline_digest \"abc\""},
 		{name: "no artifacts", edit: func(r *attest.Run) { r.Artifacts = nil }, wantErr: "no subjects"},
 		{name: "bad artifact digest", edit: func(r *attest.Run) { r.Artifacts[0].SHA256 = "XYZ" }, wantErr: "artifacts[0].sha256"},
@@ -92,14 +91,17 @@ func TestValidationStatementContent(t *testing.T) {
 	if err := json.Unmarshal(st.Predicate, &p); err != nil {
 		t.Fatal(err)
 	}
-	// The hardware record is embedded byte for byte and its digest is the
-	// sha256 of the record's bytes.
-	if !bytes.Equal(p.Hardware, run.Hardware) {
-		t.Errorf("hardware not byte-faithful:\n got %s\nwant %s", p.Hardware, run.Hardware)
+	// The hardware record is embedded whole and decodes as one, its own
+	// digest checked: the predicate's one hardware digest.
+	hw, err := hardware.Decode(p.Hardware)
+	if err != nil {
+		t.Fatalf("embedded hardware record: %v", err)
 	}
-	sum := sha256.Sum256(run.Hardware)
-	if want := "sha256:" + hex.EncodeToString(sum[:]); p.HardwareDigest != want {
-		t.Errorf("hardware_digest = %s, want %s", p.HardwareDigest, want)
+	if diff := cmp.Diff(run.Hardware, hw); diff != "" {
+		t.Errorf("hardware (-run +predicate):\n%s", diff)
+	}
+	if bytes.Contains(st.Predicate, []byte(`"hardware_digest"`)) {
+		t.Error("the predicate carries a second hardware digest")
 	}
 	if !p.Simulated {
 		t.Error("simulated not lifted from the hardware record")
@@ -111,7 +113,7 @@ func TestValidationStatementContent(t *testing.T) {
 		t.Errorf("benchmarks lost: %+v", p.Benchmarks)
 	}
 	// snake_case keys.
-	for _, k := range []string{`"hardware_digest"`, `"failed_steps"`, `"pipeline_digest"`, `"gpuattest_version"`, `"median_ns"`, `"ci_low_ns"`, `"sass_archs"`} {
+	for _, k := range []string{`"digest"`, `"failed_steps"`, `"pipeline_digest"`, `"gpuattest_version"`, `"median_ns"`, `"ci_low_ns"`, `"sass_archs"`} {
 		if !bytes.Contains(st.Predicate, []byte(k)) {
 			t.Errorf("predicate lacks key %s", k)
 		}

@@ -3,7 +3,6 @@
 package collect
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -19,6 +18,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -27,20 +27,28 @@ import (
 // Paths in the result are slash paths relative to the pipeline's workdir
 // (for files in the work tree) or to the run directory (steps/<id>/...).
 func FromRunDir(dir string, p *pipeline.Pipeline) (*attest.Run, error) {
-	rec, err := engine.ReadRecord(dir)
+	rd, err := rundir.Open(dir)
 	if err != nil {
 		return nil, err
 	}
+	return FromRun(rd, p)
+}
+
+// FromRun turns a run read with rundir.Open, made from pipeline p, into an
+// attest.Run.
+func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
+	rec := rd.Record
 	if rec.Pipeline.Digest != p.Digest {
-		return nil, fmt.Errorf("run %s was made from a different pipeline (digest %s, %s is %s)", dir, rec.Pipeline.Digest, p.Path, p.Digest)
+		return nil, fmt.Errorf("run %s was made from a different pipeline (digest %s, %s is %s)", rd.Dir, rec.Pipeline.Digest, p.Path, p.Digest)
 	}
-	c := &collector{dir: dir, p: p, rec: rec, run: &attest.Run{
-		ID:             filepath.Base(filepath.Clean(dir)),
+	c := &collector{dir: rd.Dir, p: p, rd: rd, run: &attest.Run{
+		ID:             filepath.Base(filepath.Clean(rd.Dir)),
 		PipelinePath:   filepath.ToSlash(p.Path),
 		PipelineDigest: rec.Pipeline.Digest,
 		LockDigest:     rec.LockDigest,
 		StartedAt:      rec.StartedAt,
 		Version:        rec.Version,
+		Hardware:       rd.Hardware,
 	}}
 	if rec.FinishedAt != nil {
 		c.run.FinishedAt = *rec.FinishedAt
@@ -50,10 +58,9 @@ func FromRunDir(dir string, p *pipeline.Pipeline) (*attest.Run, error) {
 	if rec.State != engine.Passed {
 		c.run.RunError = fmt.Sprintf("run %s: %s", rec.State, rec.Reason)
 	}
-	if err := c.hardware(); err != nil {
-		return nil, err
+	if tc := rd.Toolchain; tc != nil {
+		c.run.Toolchain = append(c.run.Toolchain, attest.Tool{Name: "nvcc", Version: tc.Release, SHA256: firstNonEmpty(tc.NVCCBinarySHA256, tc.NVCCSHA256)})
 	}
-	c.toolchain()
 	for _, im := range rec.Images {
 		digest := ""
 		if _, d, ok := strings.Cut(im.Pinned, "@"); ok {
@@ -74,39 +81,12 @@ func FromRunDir(dir string, p *pipeline.Pipeline) (*attest.Run, error) {
 type collector struct {
 	dir string
 	p   *pipeline.Pipeline
-	rec *engine.Record
+	rd  *rundir.Run
 	run *attest.Run
 
 	reproSeen, reproAll bool
 	telemetry           []gpu.Summary
 	preflight           map[string]bool
-}
-
-func (c *collector) hardware() error {
-	if c.rec.Hardware == nil {
-		return nil
-	}
-	raw, err := os.ReadFile(filepath.Join(c.dir, c.rec.Hardware.File))
-	if err != nil {
-		return fmt.Errorf("reading the hardware record: %w", err)
-	}
-	if !json.Valid(raw) {
-		return fmt.Errorf("%s: invalid JSON", filepath.Join(c.dir, c.rec.Hardware.File))
-	}
-	c.run.Hardware = raw
-	return nil
-}
-
-func (c *collector) toolchain() {
-	if c.rec.Toolchain == nil {
-		return
-	}
-	b, _ := json.Marshal(c.rec.Toolchain)
-	var tc cuda.Toolchain
-	if json.Unmarshal(b, &tc) != nil || tc.NVCC == "" {
-		return
-	}
-	c.run.Toolchain = append(c.run.Toolchain, attest.Tool{Name: "nvcc", Version: tc.Release, SHA256: firstNonEmpty(tc.NVCCBinarySHA256, tc.NVCCSHA256)})
 }
 
 // rel names a step's file relative to the pipeline's workdir.
@@ -129,7 +109,7 @@ func (c *collector) file(s *pipeline.Step, f step.File) string {
 }
 
 func (c *collector) step(s *pipeline.Step) error {
-	sr := c.rec.Step(s.ID)
+	sr := c.rd.Step(s.ID)
 	if sr == nil {
 		return fmt.Errorf("run.json has no record of step %s", s.ID)
 	}
@@ -141,58 +121,38 @@ func (c *collector) step(s *pipeline.Step) error {
 	if sr.Runner != nil {
 		runnerName = sr.Runner.Name
 	}
-	c.run.Steps = append(c.run.Steps, attest.StepRecord{ID: s.ID, Kind: s.Kind, Verdict: verdict, Reason: firstLine(sr.Reason), Runner: runnerName})
+	c.run.Steps = append(c.run.Steps, attest.StepVerdict{ID: s.ID, Kind: s.Kind, Verdict: verdict, Reason: firstLine(sr.Reason), Runner: runnerName})
 
 	for _, f := range sr.Artifacts {
-		c.run.Artifacts = append(c.run.Artifacts, attest.Artifact{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
+		c.run.Artifacts = append(c.run.Artifacts, attest.FileDigest{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
 	}
 	for _, f := range sr.Results {
-		c.run.Results = append(c.run.Results, attest.Artifact{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
+		c.run.Results = append(c.run.Results, attest.FileDigest{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
 	}
 	if s.Kind == pipeline.KindCUDABuild {
 		for _, f := range sr.Inputs {
-			c.run.Sources = append(c.run.Sources, attest.Artifact{Path: c.rel(s, f.Path), SHA256: f.SHA256, Step: s.ID, Kind: "source"})
+			c.run.Sources = append(c.run.Sources, attest.FileDigest{Path: c.rel(s, f.Path), SHA256: f.SHA256, Step: s.ID, Kind: "source"})
 		}
 	}
 	for _, log := range []string{"stdout.log", "stderr.log"} {
 		rel := path.Join("steps", s.ID, log)
 		if sum, _, err := digest.File(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
-			c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
+			c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
 		}
 	}
-	if len(sr.Details) == 0 {
-		return nil
+	if sr.Preflight != nil {
+		c.addPreflight(sr.Preflight)
 	}
-	var common struct {
-		Preflight *gpu.PreflightReport `json:"preflight"`
-		Telemetry *gpu.Summary         `json:"telemetry"`
+	if sr.Telemetry != nil {
+		c.telemetry = append(c.telemetry, *sr.Telemetry)
 	}
-	_ = json.Unmarshal(sr.Details, &common)
-	if common.Preflight != nil {
-		c.addPreflight(common.Preflight)
-	}
-	if common.Telemetry != nil {
-		c.telemetry = append(c.telemetry, *common.Telemetry)
-	}
-	switch s.Kind {
-	case pipeline.KindCUDABuild:
-		var d cuda.BuildDetails
-		if err := json.Unmarshal(sr.Details, &d); err != nil {
-			return fmt.Errorf("step %s: reading build details: %w", s.ID, err)
-		}
-		c.build(s, &d)
-	case pipeline.KindBenchmark:
-		var d suite.BenchmarkDetails
-		if err := json.Unmarshal(sr.Details, &d); err != nil {
-			return fmt.Errorf("step %s: reading benchmark details: %w", s.ID, err)
-		}
-		c.benchmark(s, &d)
-	case pipeline.KindBurnin:
-		var d suite.BurninDetails
-		if err := json.Unmarshal(sr.Details, &d); err != nil {
-			return fmt.Errorf("step %s: reading burn-in details: %w", s.ID, err)
-		}
-		c.burnin(s, sr, &d)
+	switch {
+	case sr.Build != nil:
+		c.build(s, sr.Build)
+	case sr.Benchmark != nil:
+		c.benchmark(s, sr.Benchmark)
+	case sr.Burnin != nil:
+		c.burnin(s, sr.StepRecord, sr.Burnin)
 	}
 	return nil
 }
@@ -216,7 +176,7 @@ func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
 		c.reproAll = c.reproAll && d.Reproducibility.Reproducible
 	}
 	if sum, _, err := digest.File(filepath.Join(c.dir, "steps", s.ID, "repro.json")); err == nil {
-		c.run.Byproducts = append(c.run.Byproducts, attest.Artifact{Path: path.Join("steps", s.ID, "repro.json"), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
+		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: path.Join("steps", s.ID, "repro.json"), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
 	}
 }
 
@@ -231,7 +191,7 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 	gate := "none"
 	if d.Gate != nil {
 		gate = "passed"
-		if sr := c.rec.Step(s.ID); sr != nil && sr.State != engine.Passed {
+		if sr := c.rd.Step(s.ID); sr != nil && sr.State != engine.Passed {
 			gate = "failed"
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest"
@@ -20,11 +21,15 @@ func Example() {
 	priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	kp, _ := sign.NewKeypair(priv)
 	digest := strings.Repeat("c", 64)
+	hw := &hardware.Record{GPUs: []hardware.GPU{{Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-1", ComputeCapability: "9.0"}}}
+	if err := hw.Seal(); err != nil {
+		panic(err)
+	}
 	st, err := attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + strings.Repeat("a", 64),
-		Steps:          []attest.StepRecord{{ID: "test", Kind: "test", Verdict: "passed"}},
-		Hardware:       []byte(`{"simulated":false,"gpus":[{"compute_capability":"9.0"}]}`),
-		Artifacts:      []attest.Artifact{{Path: "kernels.fatbin", SHA256: digest}},
+		Steps:          []attest.StepVerdict{{ID: "test", Kind: "test", Verdict: "passed"}},
+		Hardware:       hw,
+		Artifacts:      []attest.FileDigest{{Path: "kernels.fatbin", SHA256: digest}},
 	})
 	if err != nil {
 		panic(err)

@@ -93,9 +93,9 @@ type driftCell struct {
 
 // abGate runs one same-run A/B benchmark of rounds ABBA pairs under ld and
 // returns the paired verdict (the gate of a benchmark with a reference)
-// and, for comparison, the verdict of Mann-Whitney + Hodges-Lehmann over
-// the same samples pooled per side.
-func abGate(r *rand.Rand, ld load, rounds, reps int, factor float64, g stats.Gate) (paired, pooled stats.Verdict) {
+// and, when withPooled, for comparison, the verdict of Mann-Whitney +
+// Hodges-Lehmann over the same samples pooled per side.
+func abGate(r *rand.Rand, ld load, rounds, reps int, factor float64, g stats.Gate, withPooled bool) (paired, pooled stats.Verdict) {
 	n := 2 * rounds
 	var ref, cand [][]float64
 	var allRef, allCand []float64
@@ -130,6 +130,9 @@ func abGate(r *rand.Rand, ld load, rounds, reps int, factor float64, g stats.Gat
 	if err != nil {
 		panic(err)
 	}
+	if !withPooled {
+		return c.Verdict, ""
+	}
 	p, err := stats.Compare(allRef, allCand, g)
 	if err != nil {
 		panic(err)
@@ -154,8 +157,9 @@ func storedGate(r *rand.Rand, ld load, seeds, reps int, factor float64, g stats.
 }
 
 // driftTable measures each gate's false-positive rate and power for a true
-// 5 % slowdown under each load scenario.
-func driftTable(r *rand.Rand, trials, rounds, reps int, g stats.Gate) []driftCell {
+// 5 % slowdown under each load scenario; pairedOnly leaves out the two
+// gates it is compared with.
+func driftTable(r *rand.Rand, trials, rounds, reps int, g stats.Gate, pairedOnly bool) []driftCell {
 	var out []driftCell
 	for _, mk := range drifts() {
 		name := mk(r).name
@@ -163,8 +167,11 @@ func driftTable(r *rand.Rand, trials, rounds, reps int, g stats.Gate) []driftCel
 		for _, factor := range []float64{1, 1.05} {
 			for range trials {
 				ld := mk(r)
-				s := storedGate(r, ld, 2, rounds*reps/2, factor, g)
-				p, q := abGate(r, ld, rounds, reps, factor, g)
+				var s stats.Verdict
+				if !pairedOnly {
+					s = storedGate(r, ld, 2, rounds*reps/2, factor, g)
+				}
+				p, q := abGate(r, ld, rounds, reps, factor, g, !pairedOnly)
 				cnt := &fp
 				if factor != 1 {
 					cnt = &pw
@@ -177,6 +184,9 @@ func driftTable(r *rand.Rand, trials, rounds, reps int, g stats.Gate) []driftCel
 			}
 		}
 		for k, gate := range []string{"stored baseline (MWU+HL)", "same-run A/B, paired (gpuattest)", "same-run A/B, pooled MWU+HL"} {
+			if pairedOnly && k != 1 {
+				continue
+			}
 			out = append(out, driftCell{scenario: name, gate: gate, fp: float64(fp[k]) / float64(trials), power: float64(pw[k]) / float64(trials)})
 		}
 	}

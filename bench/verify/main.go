@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"go/build"
 	"os"
 	"os/exec"
@@ -110,10 +111,10 @@ func statement(name, digest string) (*attest.Statement, error) {
 	hex64 := strings.Repeat("a", 64)
 	return attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + hex64,
-		Steps:          []attest.StepRecord{{ID: "build", Kind: "cuda-build", Verdict: "passed"}, {ID: "test", Kind: "test", Verdict: "passed"}},
-		Hardware:       []byte(`{"simulated":false,"gpus":[{"name":"bench","compute_capability":"9.0"}]}`),
-		Artifacts:      []attest.Artifact{{Path: name, SHA256: digest}},
-		Results:        []attest.Artifact{{Path: "results.json", SHA256: hex64}},
+		Steps:          []attest.StepVerdict{{ID: "build", Kind: "cuda-build", Verdict: "passed"}, {ID: "test", Kind: "test", Verdict: "passed"}},
+		Hardware:       benchHardware(),
+		Artifacts:      []attest.FileDigest{{Path: name, SHA256: digest}},
+		Results:        []attest.FileDigest{{Path: "results.json", SHA256: hex64}},
 		StartedAt:      time.Now().Add(-time.Minute),
 		FinishedAt:     time.Now(),
 		Version:        "bench",
@@ -258,4 +259,13 @@ func cosignVersion(bin string) string {
 		}
 	}
 	return "?"
+}
+
+// benchHardware is a sealed record of one real (not simulated) GPU.
+func benchHardware() *hardware.Record {
+	rec := &hardware.Record{Host: hardware.Host{CPUModel: "bench"}, GPUs: []hardware.GPU{{Name: "bench", UUID: "GPU-bench", ComputeCapability: "9.0"}}}
+	if err := rec.Seal(); err != nil {
+		panic(err)
+	}
+	return rec
 }

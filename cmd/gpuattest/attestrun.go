@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/rundir"
 )
 
 // attestation is what run --key wrote.
@@ -26,7 +28,16 @@ type attestation struct {
 // provenance when it built something), signs them, and writes
 // attestations.intoto.jsonl into the run directory, replacing an older one.
 func attestRun(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, res *engine.Result) (*attestation, error) {
-	run, err := collect.FromRunDir(res.Dir, p)
+	rd, err := rundir.Open(res.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// A verdict is signed only when the files behind it still give it: a
+	// run.json edited before a --resume does not become a claim.
+	if err := rd.Recheck(p); err != nil {
+		return nil, fmt.Errorf("refusing to sign: %w", err)
+	}
+	run, err := collect.FromRun(rd, p)
 	if err != nil {
 		return nil, err
 	}

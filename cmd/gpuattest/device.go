@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"os"
 	"strconv"
@@ -72,7 +72,7 @@ func gpuSource() (gpu.Source, error) {
 // hardwareOptions collects the hardware record and returns the engine
 // options that store it (hardware.json) and run preflight and telemetry
 // around gpu: true steps. run's platform wiring calls it.
-func hardwareOptions(ctx context.Context) ([]engine.Option, *gpu.Record, error) {
+func hardwareOptions(ctx context.Context) ([]engine.Option, *hardware.Record, error) {
 	src, err := gpuSource()
 	if err != nil {
 		return nil, nil, withCode(exitUsage, err)
@@ -81,12 +81,8 @@ func hardwareOptions(ctx context.Context) ([]engine.Option, *gpu.Record, error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("collecting the hardware record: %w", err)
 	}
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return nil, nil, err
-	}
 	opts := []engine.Option{
-		engine.WithHardware(raw),
+		engine.WithHardware(rec),
 		engine.WithGPUMonitor(gpuMonitor{gpu.NewMonitor(src, rec)}),
 	}
 	return opts, rec, nil
@@ -111,7 +107,7 @@ func (g gpuMonitor) Watch(ctx context.Context, s *pipeline.Step, stepDir string)
 
 // printRecord renders the record as text: a banner when simulated, host
 // and driver lines, then one table row per GPU.
-func printRecord(w io.Writer, rec *gpu.Record) error {
+func printRecord(w io.Writer, rec *hardware.Record) error {
 	var b strings.Builder
 	if rec.Simulated {
 		b.WriteString("SIMULATED: these GPUs come from " + gpu.FakeGPUEnv + " (go-nvml mock servers), not from hardware\n\n")
@@ -122,7 +118,7 @@ func printRecord(w io.Writer, rec *gpu.Record) error {
 		host += fmt.Sprintf(" (%d CPUs)", h.CPUCores)
 	}
 	if h.MemoryBytes > 0 {
-		host += ", " + gpu.FormatSize(h.MemoryBytes) + " RAM"
+		host += ", " + pipeline.FormatSize(h.MemoryBytes) + " RAM"
 	}
 	fmt.Fprintf(&b, "host:    %s\n", host)
 	fmt.Fprintf(&b, "os:      %s, kernel %s\n", orDash(h.OS), orDash(h.Kernel))
@@ -144,7 +140,7 @@ func printRecord(w io.Writer, rec *gpu.Record) error {
 	for _, g := range rec.GPUs {
 		mem := "-"
 		if g.MemoryTotalBytes != nil {
-			mem = gpu.FormatSize(*g.MemoryTotalBytes)
+			mem = pipeline.FormatSize(*g.MemoryTotalBytes)
 		}
 		power := "-"
 		if g.PowerLimitWatts != nil {
@@ -164,7 +160,7 @@ func printRecord(w io.Writer, rec *gpu.Record) error {
 	return tw.Flush()
 }
 
-func health(g gpu.GPU) string {
+func health(g hardware.GPU) string {
 	var bad []string
 	if g.RetiredPagesPending != nil && *g.RetiredPagesPending {
 		bad = append(bad, "retirement pending")

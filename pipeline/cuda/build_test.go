@@ -177,8 +177,8 @@ func TestArchCheckCatchesExtraSASS(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Path = "v.fatbin"
-	targets, _ := ParseTargets([]string{"sm_80", "sm_90"})
-	got := checkArchs(in, OutputFatbin, targets, true, "")
+	targets, _ := pipeline.ParseTargets([]string{"sm_80", "sm_90"})
+	got := checkArchs(in, pipeline.OutputFatbin, targets, true, "")
 	want := "v.fatbin: SASS architectures [sm_80 sm_86 sm_90] do not match the expected [sm_80 sm_90]: extra sm_86; PTX architectures [] do not match the expected [compute_90]: missing compute_90 (pinned targets: [sm_80 sm_90])"
 	if got != want {
 		t.Errorf("checkArchs =\n%q\nwant\n%q", got, want)

@@ -126,13 +126,12 @@ func (e *run) prepare(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(e.dir, "steps"), 0o755); err != nil {
 		return fmt.Errorf("creating run directory: %w", err)
 	}
-	if len(e.o.hardware) > 0 {
-		var hw struct {
-			Digest    string `json:"digest"`
-			Simulated bool   `json:"simulated"`
+	if hw := e.o.hardware; hw != nil {
+		raw, err := json.Marshal(hw)
+		if err != nil {
+			return fmt.Errorf("encoding the hardware record: %w", err)
 		}
-		_ = json.Unmarshal(e.o.hardware, &hw)
-		if err := atomicfile.Write(filepath.Join(e.dir, "hardware.json"), e.o.hardware, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(e.dir, "hardware.json"), raw, 0o644); err != nil {
 			return err
 		}
 		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: "hardware.json"}
@@ -429,67 +428,23 @@ func (e *run) runStep(ctx context.Context, i int) State {
 }
 
 // stepBody does the work of one step and returns its record (State set
-// to Passed or Failed), or an error for a step that could not be carried out.
+// to Passed or Failed), or an error for a step that could not be carried
+// out: prepare its context, restore it from the build cache or run it
+// (with preflight and telemetry around gpu: true steps), then collect,
+// cache and copy its outputs.
 func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, error) {
 	sr := &StepRecord{Cache: "off"}
-	stepDir := filepath.Join(e.abs, "steps", s.ID)
-	if err := os.RemoveAll(stepDir); err != nil {
-		return sr, fmt.Errorf("clearing %s: %w", stepDir, err)
+	sc, logs, err := e.prepareStep(ctx, s, sr)
+	if logs != nil {
+		defer logs.Close()
 	}
-	if err := os.MkdirAll(stepDir, 0o755); err != nil {
-		return sr, fmt.Errorf("creating step directory: %w", err)
-	}
-	stdout, err := os.Create(filepath.Join(stepDir, "stdout.log"))
 	if err != nil {
 		return sr, err
 	}
-	defer stdout.Close()
-	stderr, err := os.Create(filepath.Join(stepDir, "stderr.log"))
-	if err != nil {
-		return sr, err
-	}
-	defer stderr.Close()
-
-	r, ok := e.o.runners[s.Runner]
-	if !ok {
-		return sr, fmt.Errorf("runner %q is not available\nhint: the %s runner needs its tool installed (docker or bwrap)", s.Runner, s.Runner)
-	}
-	info := runner.Info{Name: r.Name()}
-	if d, ok := r.(interface{ Info() runner.Info }); ok {
-		info = d.Info()
-	}
-	wd, err := e.workDir(s)
-	if err != nil {
-		return sr, err
-	}
-	sc := &step.Context{
-		Pipeline: e.p, Step: s, Runner: r, Root: e.root, WorkDir: wd, StepDir: stepDir,
-		Stdout: stdout, Stderr: stderr, Logger: e.o.logger.With("step", s.ID), Hardware: e.o.hardware,
-	}
-	if s.Image != "" {
-		if e.o.images == nil {
-			return sr, fmt.Errorf("step %s needs image %s but this build cannot resolve images", s.ID, s.Image)
-		}
-		pinned, err := e.o.images(ctx, s.Image, e.p.Images[s.Image])
-		if err != nil {
-			return sr, fmt.Errorf("resolving image %s: %w", s.Image, err)
-		}
-		sc.Image, info.Image = pinned, pinned
-		e.rec.update(func(rec *Record) {
-			addImage(rec, ImageRef{Name: s.Image, Reference: e.p.Images[s.Image], Pinned: pinned})
-		})
-	}
-	sr.Runner = &info
-	if st, err := os.Stat(sc.WorkDir); err != nil || !st.IsDir() {
-		return sr, fmt.Errorf("work directory %s does not exist\nhint: a step's workdir is relative to the pipeline's workdir (the pipeline file's directory by default)", sc.WorkDir)
-	}
-	sc.Env = e.env(s, stepDir, r.Name() == "host")
-
 	exec, ok := e.o.executors[s.Kind]
 	if !ok {
 		return sr, fmt.Errorf("no executor for step kind %q in this build", s.Kind)
 	}
-
 	w, err := openWorkTree(sc.WorkDir)
 	if err != nil {
 		return sr, err
@@ -502,59 +457,161 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 	}
 	sr.Inputs = inputs
 
-	// Build cache.
-	var key string
-	if e.cache != nil && s.Cacheable() && (len(s.Outputs) > 0 || s.Kind == pipeline.KindCUDABuild) {
-		k, notes, err := e.cacheKey(s, sc, inputs)
-		if err != nil {
-			return sr, err
-		}
-		key, sr.CacheKey, sr.Notes = k, k, append(sr.Notes, notes...)
-		if m, ok := e.cache.lookup(key); ok {
-			if files, err := e.cache.restore(m, w); err == nil {
-				sr.Cache = "hit"
-				sr.State = Passed
-				sr.ExitCode = m.ExitCode
-				sr.Outputs, sr.Artifacts, sr.Results, sr.Details = files, m.Artifacts, m.Results, m.Details
-				sr.Notes = append(sr.Notes, "restored from the build cache")
-				if err := e.cache.linkOutputs(stepDir, files); err != nil {
-					return sr, err
-				}
-				return sr, nil
-			} else {
-				sr.Notes = append(sr.Notes, "cache entry unusable, running: "+err.Error())
-			}
-		}
-		sr.Cache = "miss"
+	key, hit, err := e.fromCache(s, sc, w, sr)
+	if err != nil || hit {
+		return sr, err
 	}
+	out, err := e.executeStep(ctx, exec, s, sc, sr)
+	if err != nil || out == nil {
+		return sr, err
+	}
+	if out.Status != step.Passed {
+		sr.State, sr.Reason = Failed, out.Reason
+		if sr.Reason == "" {
+			sr.Reason = "failed"
+		}
+		return sr, nil
+	}
+	return sr, e.finishOutputs(s, sc, w, sr, out, key)
+}
 
-	// GPU preflight and telemetry.
+// stepLogs are a step's stdout.log and stderr.log.
+type stepLogs struct{ stdout, stderr *os.File }
+
+// Close closes both logs.
+func (l *stepLogs) Close() {
+	if l.stdout != nil {
+		l.stdout.Close()
+	}
+	if l.stderr != nil {
+		l.stderr.Close()
+	}
+}
+
+// prepareStep makes the step's directory and logs, picks its runner,
+// resolves its workdir and image, and builds its environment.
+func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord) (*step.Context, *stepLogs, error) {
+	stepDir := filepath.Join(e.abs, "steps", s.ID)
+	if err := os.RemoveAll(stepDir); err != nil {
+		return nil, nil, fmt.Errorf("clearing %s: %w", stepDir, err)
+	}
+	if err := os.MkdirAll(stepDir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("creating step directory: %w", err)
+	}
+	logs := &stepLogs{}
+	var err error
+	if logs.stdout, err = os.Create(filepath.Join(stepDir, "stdout.log")); err != nil {
+		return nil, logs, err
+	}
+	if logs.stderr, err = os.Create(filepath.Join(stepDir, "stderr.log")); err != nil {
+		return nil, logs, err
+	}
+	r, ok := e.o.runners[s.Runner]
+	if !ok {
+		return nil, logs, fmt.Errorf("runner %q is not available\nhint: the %s runner needs its tool installed (docker or bwrap)", s.Runner, s.Runner)
+	}
+	info := runner.Info{Name: r.Name()}
+	if d, ok := r.(interface{ Info() runner.Info }); ok {
+		info = d.Info()
+	}
+	wd, err := e.workDir(s)
+	if err != nil {
+		return nil, logs, err
+	}
+	sc := &step.Context{
+		Pipeline: e.p, Step: s, Runner: r, Root: e.root, WorkDir: wd, StepDir: stepDir,
+		Stdout: logs.stdout, Stderr: logs.stderr, Logger: e.o.logger.With("step", s.ID), Hardware: e.o.hardware,
+	}
+	if err := e.pinImage(ctx, s, sc, &info); err != nil {
+		return nil, logs, err
+	}
+	sr.Runner = &info
+	if st, err := os.Stat(sc.WorkDir); err != nil || !st.IsDir() {
+		return nil, logs, fmt.Errorf("work directory %s does not exist\nhint: a step's workdir is relative to the pipeline's workdir (the pipeline file's directory by default)", sc.WorkDir)
+	}
+	sc.Env = e.env(s, stepDir, r.Name() == "host")
+	return sc, logs, nil
+}
+
+// pinImage resolves the step's image to its pinned reference, for the
+// runner and run.json.
+func (e *run) pinImage(ctx context.Context, s *pipeline.Step, sc *step.Context, info *runner.Info) error {
+	if s.Image == "" {
+		return nil
+	}
+	if e.o.images == nil {
+		return fmt.Errorf("step %s needs image %s but this build cannot resolve images", s.ID, s.Image)
+	}
+	pinned, err := e.o.images(ctx, s.Image, e.p.Images[s.Image])
+	if err != nil {
+		return fmt.Errorf("resolving image %s: %w", s.Image, err)
+	}
+	sc.Image, info.Image = pinned, pinned
+	e.rec.update(func(rec *Record) {
+		addImage(rec, ImageRef{Name: s.Image, Reference: e.p.Images[s.Image], Pinned: pinned})
+	})
+	return nil
+}
+
+// fromCache restores a cacheable step from the build cache. It returns
+// the cache key (empty when the step is not cached) and whether the step
+// was restored, in which case sr is final.
+func (e *run) fromCache(s *pipeline.Step, sc *step.Context, w *workTree, sr *StepRecord) (string, bool, error) {
+	if e.cache == nil || !s.Cacheable() || (len(s.Outputs) == 0 && s.Kind != pipeline.KindCUDABuild) {
+		return "", false, nil
+	}
+	key, notes, err := e.cacheKey(s, sc, sr.Inputs)
+	if err != nil {
+		return "", false, err
+	}
+	sr.CacheKey, sr.Notes = key, append(sr.Notes, notes...)
+	sr.Cache = "miss"
+	m, ok := e.cache.lookup(key)
+	if !ok {
+		return key, false, nil
+	}
+	files, err := e.cache.restore(m, w)
+	if err != nil {
+		sr.Notes = append(sr.Notes, "cache entry unusable, running: "+err.Error())
+		return key, false, nil
+	}
+	sr.Cache, sr.State, sr.ExitCode = "hit", Passed, m.ExitCode
+	sr.Outputs, sr.Artifacts, sr.Results, sr.Details = files, m.Artifacts, m.Results, m.Details
+	sr.Notes = append(sr.Notes, "restored from the build cache")
+	return key, true, e.cache.linkOutputs(sc.StepDir, files)
+}
+
+// executeStep runs the executor within the step's timeout, with GPU preflight
+// before and telemetry around a gpu: true step, and records what it
+// reported. A nil outcome with a nil error means sr is final (preflight
+// failed, or the step timed out).
+func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.Step, sc *step.Context, sr *StepRecord) (*step.Outcome, error) {
 	var watch Watch
 	if s.GPU && e.o.monitor != nil {
 		report, err := e.o.monitor.Preflight(ctx, e.p, s)
 		if report != nil {
-			sr.Details = mustJSON(map[string]any{"preflight": report})
+			sr.Preflight = mustJSON(report)
 		}
 		if err != nil {
 			sr.State, sr.Reason = Failed, "preflight: "+err.Error()
-			return sr, nil
+			return nil, nil
 		}
-		if watch, err = e.o.monitor.Watch(ctx, s, stepDir); err != nil {
-			return sr, fmt.Errorf("starting telemetry: %w", err)
+		if watch, err = e.o.monitor.Watch(ctx, s, sc.StepDir); err != nil {
+			return nil, fmt.Errorf("starting telemetry: %w", err)
 		}
 	}
-
 	runCtx := ctx
-	var cancel context.CancelFunc
 	if t := s.Timeout.Value(); t > 0 {
+		var cancel context.CancelFunc
 		runCtx, cancel = context.WithTimeoutCause(ctx, t, fmt.Errorf("timed out after %s", s.Timeout))
 		defer cancel()
 	}
 	out, execErr := exec.Execute(runCtx, sc)
-	var telemetry any
 	if watch != nil {
 		summary, failure, werr := watch.Stop()
-		telemetry = summary
+		if summary != nil {
+			sr.Telemetry = mustJSON(summary)
+		}
 		if werr != nil && execErr == nil {
 			execErr = fmt.Errorf("telemetry: %w", werr)
 		}
@@ -564,41 +621,40 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 	}
 	if runCtx.Err() != nil && ctx.Err() == nil {
 		sr.State, sr.Reason = Failed, context.Cause(runCtx).Error()
-		return sr, nil
+		return nil, nil
 	}
 	if execErr != nil {
-		return sr, execErr
+		return nil, execErr
 	}
 	if out == nil {
-		return sr, fmt.Errorf("executor for %s returned no outcome", s.Kind)
+		return nil, fmt.Errorf("executor for %s returned no outcome", s.Kind)
 	}
 	sr.ExitCode, sr.Artifacts, sr.Results = out.ExitCode, out.Artifacts, out.Results
-	sr.Details = mergeDetails(sr.Details, out.Details, telemetry)
-	if out.Status != step.Passed {
-		sr.State, sr.Reason = Failed, out.Reason
-		if sr.Reason == "" {
-			sr.Reason = "failed"
-		}
-		return sr, nil
+	if out.Details != nil {
+		sr.Details = mustJSON(out.Details)
 	}
+	return out, nil
+}
+
+// finishOutputs collects a passed step's declared outputs, stores them in
+// the build cache under key (when there is one) and copies or links them
+// into the step directory.
+func (e *run) finishOutputs(s *pipeline.Step, sc *step.Context, w *workTree, sr *StepRecord, out *step.Outcome, key string) error {
 	files, err := collectOutputs(w, s.Outputs, out)
 	if err != nil {
 		sr.State, sr.Reason = Failed, err.Error()
-		return sr, nil
+		return nil
 	}
 	sr.Outputs = files
 	sr.State = Passed
 	if key != "" {
 		if err := e.cache.store(key, w, files, sr); err != nil {
 			sr.Notes = append(sr.Notes, "not cached: "+err.Error())
-		} else if err := e.cache.linkOutputs(stepDir, files); err == nil {
-			return sr, nil
+		} else if err := e.cache.linkOutputs(sc.StepDir, files); err == nil {
+			return nil
 		}
 	}
-	if err := copyOutputs(w, stepDir, files); err != nil {
-		return sr, err
-	}
-	return sr, nil
+	return copyOutputs(w, sc.StepDir, files)
 }
 
 func addImage(r *Record, im ImageRef) {
@@ -665,34 +721,6 @@ func mustJSON(v any) json.RawMessage {
 		return nil
 	}
 	return b
-}
-
-// mergeDetails combines preflight (already in prev), the executor's
-// details and the telemetry summary into one JSON object.
-func mergeDetails(prev json.RawMessage, details, telemetry any) json.RawMessage {
-	if len(prev) == 0 && telemetry == nil {
-		if details == nil {
-			return nil
-		}
-		return mustJSON(details)
-	}
-	m := map[string]json.RawMessage{}
-	_ = json.Unmarshal(prev, &m)
-	if details != nil {
-		b := mustJSON(details)
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(b, &obj) == nil {
-			for k, v := range obj {
-				m[k] = v
-			}
-		} else {
-			m["result"] = b
-		}
-	}
-	if telemetry != nil {
-		m["telemetry"] = mustJSON(telemetry)
-	}
-	return mustJSON(m)
 }
 
 func short(d string) string {

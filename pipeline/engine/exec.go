@@ -11,6 +11,13 @@ import (
 // Exec runs steps of kind exec: the step's command, passed when it exits 0.
 type Exec struct{}
 
+// ExecDetails are an exec step's facts (Outcome.Details), when its runner
+// had something to say.
+type ExecDetails struct {
+	// RunnerNotes are the runner's notes (an image pulled, a copy mode).
+	RunnerNotes []string `json:"runner_notes,omitempty"`
+}
+
 var _ step.Executor = Exec{}
 
 // Execute runs s.Step.Run through s.Runner.
@@ -30,7 +37,7 @@ func (Exec) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 	code := res.ExitCode
 	out := &step.Outcome{Status: step.Passed, ExitCode: &code}
 	if len(res.Notes) > 0 {
-		out.Details = map[string]any{"runner_notes": res.Notes}
+		out.Details = &ExecDetails{RunnerNotes: res.Notes}
 	}
 	if code != 0 {
 		out.Status, out.Reason = step.Failed, fmt.Sprintf("exit status %d", code)

@@ -2,9 +2,9 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"log/slog"
 	"runtime"
@@ -30,7 +30,7 @@ type options struct {
 	executors  map[string]step.Executor
 	runners    map[string]runner.Runner
 	images     ImageResolver
-	hardware   json.RawMessage
+	hardware   *hardware.Record
 	monitor    GPUMonitor
 	lockDigest string
 	toolchain  func(ctx context.Context) any
@@ -155,14 +155,17 @@ func WithImageResolver(f ImageResolver) Option {
 	return func(o *options) error { o.images = f; return nil }
 }
 
-// WithHardware records the hardware record (JSON of pipeline/gpu.Record)
-// as hardware.json and passes it to executors.
-func WithHardware(raw json.RawMessage) Option {
+// WithHardware records the hardware record as hardware.json and passes
+// it to executors. The record's digest must match its content.
+func WithHardware(rec *hardware.Record) Option {
 	return func(o *options) error {
-		if len(raw) > 0 && !json.Valid(raw) {
-			return errors.New("hardware record is not valid JSON")
+		if rec == nil {
+			return errors.New("nil hardware record")
 		}
-		o.hardware = raw
+		if err := rec.Verify(); err != nil {
+			return err
+		}
+		o.hardware = rec
 		return nil
 	}
 }

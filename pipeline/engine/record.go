@@ -3,7 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"path/filepath"
 	"sync"
 	"time"
@@ -81,29 +81,36 @@ type Attempt struct {
 
 // StepRecord is one step's entry in run.json.
 type StepRecord struct {
-	ID         string          `json:"id"`
-	Kind       string          `json:"kind"`
-	State      State           `json:"state"`
-	Reason     string          `json:"reason,omitempty"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	DurationMS int64           `json:"duration_ms,omitempty"`
-	ExitCode   *int            `json:"exit_code,omitempty"`
-	Runner     *runner.Info    `json:"runner,omitempty"`
-	Cache      string          `json:"cache,omitempty"` // hit, miss or off
-	CacheKey   string          `json:"cache_key,omitempty"`
-	Inputs     []step.File     `json:"inputs,omitempty"`
-	Outputs    []step.File     `json:"outputs,omitempty"`
-	Artifacts  []step.File     `json:"artifacts,omitempty"`
-	Results    []step.File     `json:"results,omitempty"`
-	Notes      []string        `json:"notes,omitempty"`
-	Details    json.RawMessage `json:"details,omitempty"`
-	Runs       int             `json:"runs"`
+	ID         string       `json:"id"`
+	Kind       string       `json:"kind"`
+	State      State        `json:"state"`
+	Reason     string       `json:"reason,omitempty"`
+	StartedAt  *time.Time   `json:"started_at,omitempty"`
+	FinishedAt *time.Time   `json:"finished_at,omitempty"`
+	DurationMS int64        `json:"duration_ms,omitempty"`
+	ExitCode   *int         `json:"exit_code,omitempty"`
+	Runner     *runner.Info `json:"runner,omitempty"`
+	Cache      string       `json:"cache,omitempty"` // hit, miss or off
+	CacheKey   string       `json:"cache_key,omitempty"`
+	Inputs     []step.File  `json:"inputs,omitempty"`
+	Outputs    []step.File  `json:"outputs,omitempty"`
+	Artifacts  []step.File  `json:"artifacts,omitempty"`
+	Results    []step.File  `json:"results,omitempty"`
+	Notes      []string     `json:"notes,omitempty"`
+	// Details are the facts the step's executor reported, in its kind's
+	// type (cuda.BuildDetails, suite.TestDetails, ...); pipeline/rundir
+	// decodes them by kind.
+	Details json.RawMessage `json:"details,omitempty"`
+	// Preflight is the GPU preflight report of a gpu: true step.
+	Preflight json.RawMessage `json:"preflight,omitempty"`
+	// Telemetry is the GPU telemetry summary of a gpu: true step.
+	Telemetry json.RawMessage `json:"telemetry,omitempty"`
+	Runs      int             `json:"runs"`
 }
 
 // ReadRecord reads run.json from a run directory.
 func ReadRecord(dir string) (*Record, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	data, err := limits.ReadFile(filepath.Join(dir, "run.json"), limits.RecordBytes, "run record")
 	if err != nil {
 		return nil, fmt.Errorf("reading run record: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"log/slog"
 	"os"
@@ -93,7 +94,7 @@ func SourceFromEnv(fake string) (Source, error) {
 // GPU. With no usable GPU the record has empty GPUs and a Reason, and the
 // error is nil: "no GPU" is a fact to record, not a failure. Errors are
 // for bad options and a cancelled ctx.
-func Collect(ctx context.Context, opts ...Option) (*Record, error) {
+func Collect(ctx context.Context, opts ...Option) (*hardware.Record, error) {
 	o := options{logger: slog.New(slog.DiscardHandler), root: "/"}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -106,10 +107,10 @@ func Collect(ctx context.Context, opts ...Option) (*Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rec := &Record{
+	rec := &hardware.Record{
 		Simulated: o.src.Simulated(),
 		Host:      readHost(o.root, o.logger),
-		GPUs:      []GPU{},
+		GPUs:      []hardware.GPU{},
 	}
 	lib, release, err := o.src.Open()
 	if err != nil {
@@ -125,15 +126,13 @@ func Collect(ctx context.Context, opts ...Option) (*Record, error) {
 			return nil, err
 		}
 	}
-	d, err := ComputeDigest(rec)
-	if err != nil {
+	if err := rec.Seal(); err != nil {
 		return nil, err
 	}
-	rec.Digest = d
 	return rec, nil
 }
 
-func collectNVML(ctx context.Context, lib nvml.Interface, rec *Record, log *slog.Logger) error {
+func collectNVML(ctx context.Context, lib nvml.Interface, rec *hardware.Record, log *slog.Logger) error {
 	q := query{log: log}
 	if v, ret := lib.SystemGetDriverVersion(); q.ok("driver_version", ret) {
 		rec.DriverVersion = v
@@ -181,8 +180,8 @@ func (q query) ok(metric string, ret nvml.Return) bool {
 
 func ptr[T any](v T) *T { return &v }
 
-func readGPU(i int, d nvml.Device, q query) GPU {
-	g := GPU{Index: i}
+func readGPU(i int, d nvml.Device, q query) hardware.GPU {
+	g := hardware.GPU{Index: i}
 	if v, ret := d.GetName(); q.ok("name", ret) {
 		g.Name = v
 	}
@@ -216,7 +215,7 @@ func readGPU(i int, d nvml.Device, q query) GPU {
 	if mw, ret := d.GetEnforcedPowerLimit(); q.ok("power_limit_watts", ret) {
 		g.PowerLimitWatts = ptr(float64(mw) / 1000)
 	}
-	var clk Clocks
+	var clk hardware.Clocks
 	if v, ret := d.GetMaxClockInfo(nvml.CLOCK_SM); q.ok("max_clocks_mhz.sm", ret) {
 		clk.SM = ptr(v)
 	}
@@ -226,7 +225,7 @@ func readGPU(i int, d nvml.Device, q query) GPU {
 	if clk.SM != nil || clk.Mem != nil {
 		g.MaxClocksMHz = &clk
 	}
-	var link PCIe
+	var link hardware.PCIe
 	if v, ret := d.GetMaxPcieLinkGeneration(); q.ok("pcie.gen", ret) {
 		link.Gen = ptr(v)
 	}
@@ -259,8 +258,8 @@ func cString(b []int8) string {
 
 // readHost reads host facts under root; a fact it cannot read is left
 // empty (and logged), never guessed.
-func readHost(root string, log *slog.Logger) Host {
-	var h Host
+func readHost(root string, log *slog.Logger) hardware.Host {
+	var h hardware.Host
 	if f, err := os.Open(filepath.Join(root, "proc/cpuinfo")); err == nil {
 		h.CPUModel, h.CPUCores = parseCPUInfo(f)
 		f.Close()

@@ -3,6 +3,7 @@ package gpu
 import (
 	"encoding/json"
 	"errors"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ func TestCollectSimulatedH100(t *testing.T) {
 	if len(rec.GPUs) != 2 {
 		t.Fatalf("got %d GPUs, want 2", len(rec.GPUs))
 	}
-	want := GPU{
+	want := hardware.GPU{
 		Index:              0,
 		Name:               "NVIDIA H100 80GB HBM3",
 		UUID:               simUUID("h100", 0),
@@ -50,8 +51,8 @@ func TestCollectSimulatedH100(t *testing.T) {
 		MIGEnabled:         ptr(false),
 		PersistenceMode:    ptr(true),
 		PowerLimitWatts:    ptr(700.0),
-		MaxClocksMHz:       &Clocks{SM: ptr(uint32(1980)), Mem: ptr(uint32(2619))},
-		PCIe:               &PCIe{Gen: ptr(5), Width: ptr(16)},
+		MaxClocksMHz:       &hardware.Clocks{SM: ptr(uint32(1980)), Mem: ptr(uint32(2619))},
+		PCIe:               &hardware.PCIe{Gen: ptr(5), Width: ptr(16)},
 		RemappedRowsFailed: ptr(false),
 		// RetiredPagesPending: not supported on row-remapping GPUs: omitted.
 	}
@@ -177,14 +178,14 @@ func TestDigestSensitivity(t *testing.T) {
 	}
 	// Volatile health flags do not change the digest; configuration does.
 	c := *h100
-	c.GPUs = append([]GPU(nil), h100.GPUs...)
+	c.GPUs = append([]hardware.GPU(nil), h100.GPUs...)
 	c.GPUs[0].RemappedRowsFailed = ptr(true)
 	c.GPUs[0].RetiredPagesPending = ptr(true)
-	if d, _ := ComputeDigest(&c); d != h100.Digest {
+	if d, _ := hardware.ComputeDigest(&c); d != h100.Digest {
 		t.Errorf("health flags changed the digest: %s vs %s", d, h100.Digest)
 	}
 	c.GPUs[0].PowerLimitWatts = ptr(500.0)
-	if d, _ := ComputeDigest(&c); d == h100.Digest {
+	if d, _ := hardware.ComputeDigest(&c); d == h100.Digest {
 		t.Error("a different power limit kept the same digest")
 	}
 	c.Digest = h100.Digest
@@ -324,7 +325,7 @@ func TestHostParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Host{CPUModel: "AMD EPYC 7742 64-Core Processor", CPUCores: 2, MemoryBytes: 2113419748 * 1024, Kernel: "5.15.0-105-generic", OS: "Ubuntu 22.04.4 LTS"}
+	want := hardware.Host{CPUModel: "AMD EPYC 7742 64-Core Processor", CPUCores: 2, MemoryBytes: 2113419748 * 1024, Kernel: "5.15.0-105-generic", OS: "Ubuntu 22.04.4 LTS"}
 	if diff := cmp.Diff(want, rec.Host); diff != "" {
 		t.Errorf("host (-want +got):\n%s", diff)
 	}

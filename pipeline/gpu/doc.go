@@ -20,5 +20,3 @@
 // in the CLI by GPUATTEST_FAKE_GPU=h100|a100|h200[:N]). Everything derived
 // from a simulated source says "simulated": true.
 package gpu
-
-//go:generate go run ./internal/genschema ../../schemas/hardware.schema.json

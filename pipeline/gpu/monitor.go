@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"path/filepath"
 	"strings"
 
@@ -18,12 +19,12 @@ const TelemetryFile = "telemetry.jsonl"
 // match what the run engine asks of a GPU monitor.
 type Monitor struct {
 	src Source
-	rec *Record
+	rec *hardware.Record
 }
 
 // NewMonitor returns a Monitor for src, whose hardware record is rec (from
 // Collect with the same source).
-func NewMonitor(src Source, rec *Record) *Monitor {
+func NewMonitor(src Source, rec *hardware.Record) *Monitor {
 	return &Monitor{src: src, rec: rec}
 }
 
@@ -55,7 +56,7 @@ func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeli
 func embedsPTX(p *pipeline.Pipeline) bool {
 	builds := 0
 	for _, s := range p.Steps {
-		if s.Kind != "cuda-build" {
+		if s.Kind != pipeline.KindCUDABuild {
 			continue
 		}
 		builds++
@@ -70,7 +71,7 @@ func embedsPTX(p *pipeline.Pipeline) bool {
 // step's interval (DefaultInterval when unset).
 func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string) (*Watch, error) {
 	interval := DefaultInterval
-	if s.Interval != "" {
+	if !s.Interval.IsZero() {
 		interval = s.Interval.Value()
 	}
 	t, err := StartTelemetry(ctx, m.src, filepath.Join(stepDir, TelemetryFile), interval)

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -117,7 +117,7 @@ func (l *Lock) Set(e LockEntry) {
 // ReadLock reads and validates a lock file. A missing file gives an error
 // that matches os.ErrNotExist.
 func ReadLock(path string) (*Lock, error) {
-	b, err := os.ReadFile(path)
+	b, err := limits.ReadFile(path, limits.LockBytes, "lock file")
 	if err != nil {
 		return nil, fmt.Errorf("reading lock: %w", err)
 	}

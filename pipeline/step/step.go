@@ -5,10 +5,11 @@ package step
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -51,9 +52,8 @@ type Context struct {
 	Stdout, Stderr io.Writer
 	// Logger receives diagnostics; never nil.
 	Logger *slog.Logger
-	// Hardware is the run's hardware record as JSON (see pipeline/gpu);
-	// executors that gate on hardware decode it.
-	Hardware json.RawMessage
+	// Hardware is the run's hardware record; nil when none was collected.
+	Hardware *hardware.Record
 }
 
 // Status is a step's final state as an executor reports it.
@@ -98,6 +98,19 @@ type File struct {
 	// input recorded as a link (never followed; it points inside the
 	// work dir); SHA256 and Size are then those of the target's text.
 	Link string `json:"link,omitempty"`
+	// Mode is the permission bits of a regular file as the step left it
+	// (outputs): copies keep them, minus the write bits, and never widen
+	// them.
+	Mode uint32 `json:"mode,omitempty"`
+}
+
+// ReadOnly returns the permission bits copies of f get: f's own, minus
+// write (0444 when f's are unknown).
+func (f File) ReadOnly() os.FileMode {
+	if f.Mode == 0 {
+		return 0o444
+	}
+	return os.FileMode(f.Mode).Perm() &^ 0o222
 }
 
 // root is Root, or for a context built by hand without one, WorkDir.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"os"
 	"path/filepath"
@@ -84,10 +85,11 @@ func SaveBaseline(runDir, stepID string) (*Baseline, error) {
 	}
 	hw := set.Hardware
 	if raw, err := os.ReadFile(filepath.Join(runDir, "hardware.json")); err == nil {
-		rec, err := HardwareFromRecord(raw)
+		full, err := hardware.Decode(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(runDir, "hardware.json"), err)
 		}
+		rec := HardwareFromRecord(full)
 		if hw.Digest == "" {
 			hw.Digest, hw.Simulated = rec.Digest, rec.Simulated
 			if hw.GPUModel == "" {

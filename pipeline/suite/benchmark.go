@@ -170,14 +170,12 @@ type benchRun struct {
 
 // Execute runs the benchmark step s.Step.
 func (b Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error) {
-	hw, err := HardwareFromRecord(s.Hardware)
-	if err != nil {
-		return nil, err
-	}
+	hw := HardwareFromRecord(s.Hardware)
+	var err error
 	st := s.Step
 	d := &BenchmarkDetails{Hardware: hw, Warmup: st.Warmup, Repeats: st.Repeats.String(), Seeds: st.Seeds}
 	if st.Repeats.Auto {
-		if d.Precision, err = pipeline.ParsePercent(st.Precision); err != nil || !(d.Precision > 0 && d.Precision < 1) {
+		if d.Precision = st.Precision.Fraction; !(d.Precision > 0 && d.Precision < 1) {
 			return nil, fmt.Errorf("step %s: precision %q: expected a percentage above 0%% and below 100%%, such as 1%%", st.ID, st.Precision)
 		}
 		if st.MaxTime.Value() <= 0 {
@@ -379,53 +377,10 @@ func seedSuffix(seed int) string {
 
 // finish merges, summarises, judges and reports.
 func (br *benchRun) finish() (*step.Outcome, error) {
+	if err := br.judge(); err != nil {
+		return nil, err
+	}
 	s, d := br.s, br.d
-	var err error
-	d.Backend, d.Device, d.Counts, d.Cases, err = br.merge(br.cand)
-	if err != nil {
-		return nil, err
-	}
-	d.Hardware.Backend = d.Backend
-	if d.Hardware.GPUModel == "" && d.Device != "" {
-		d.Hardware.GPUModel = d.Device
-	}
-	if d.Counts.Total == 0 {
-		return nil, fmt.Errorf("results %s hold no case\nhint: a benchmark needs at least one case with samples_ns", s.Step.Results)
-	}
-	if err := br.summarize(d.Cases, sideCandidate, br.cand); err != nil {
-		return nil, err
-	}
-	if ref := d.Reference; ref != nil {
-		ref.Backend, ref.Device, ref.Counts, ref.Cases, err = br.merge(br.ref)
-		if err != nil {
-			return nil, err
-		}
-		if ref.Backend != d.Backend || ref.Device != d.Device {
-			br.failures = append(br.failures, fmt.Sprintf("the reference ran on %s, the candidate on %s: a same-run comparison needs one device", backendString(ref.Backend, ref.Device), backendString(d.Backend, d.Device)))
-		}
-		if err := br.summarize(ref.Cases, sideReference, br.ref); err != nil {
-			return nil, err
-		}
-		if ref.Report, err = br.comparePaired(); err != nil {
-			return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
-		}
-		if ref.Report.Failed {
-			br.failures = append(br.failures, "reference gate: "+failedCases(ref.Report))
-		}
-	}
-	if s.Step.Baseline != "" {
-		g, err := gate(s, d)
-		if err != nil {
-			return nil, err
-		}
-		d.Gate = g
-		switch {
-		case g.Refused != "" && g.Enforced:
-			br.failures = append(br.failures, "baseline gate: "+g.Refused)
-		case g.Enforced && g.Report != nil && g.Report.Failed:
-			br.failures = append(br.failures, "baseline gate: "+failedCases(g.Report))
-		}
-	}
 	files, err := writeBenchmarkReports(s, d)
 	if err != nil {
 		return nil, err
@@ -441,6 +396,60 @@ func (br *benchRun) finish() (*step.Outcome, error) {
 		out.Reason = strings.Join(br.failures, "; ")
 	}
 	return out, nil
+}
+
+// judge merges both sides' invocations, summarises every case and judges
+// the candidate against the reference and the baseline, collecting the
+// failures; it reads the baseline but writes nothing.
+func (br *benchRun) judge() error {
+	s, d := br.s, br.d
+	var err error
+	d.Backend, d.Device, d.Counts, d.Cases, err = br.merge(br.cand)
+	if err != nil {
+		return err
+	}
+	d.Hardware.Backend = d.Backend
+	if d.Hardware.GPUModel == "" && d.Device != "" {
+		d.Hardware.GPUModel = d.Device
+	}
+	if d.Counts.Total == 0 {
+		return fmt.Errorf("results %s hold no case\nhint: a benchmark needs at least one case with samples_ns", s.Step.Results)
+	}
+	if err := br.summarize(d.Cases, sideCandidate, br.cand); err != nil {
+		return err
+	}
+	if ref := d.Reference; ref != nil {
+		ref.Backend, ref.Device, ref.Counts, ref.Cases, err = br.merge(br.ref)
+		if err != nil {
+			return err
+		}
+		if ref.Backend != d.Backend || ref.Device != d.Device {
+			br.failures = append(br.failures, fmt.Sprintf("the reference ran on %s, the candidate on %s: a same-run comparison needs one device", backendString(ref.Backend, ref.Device), backendString(d.Backend, d.Device)))
+		}
+		if err := br.summarize(ref.Cases, sideReference, br.ref); err != nil {
+			return err
+		}
+		if ref.Report, err = br.comparePaired(); err != nil {
+			return fmt.Errorf("step %s: %w", s.Step.ID, err)
+		}
+		if ref.Report.Failed {
+			br.failures = append(br.failures, "reference gate: "+failedCases(ref.Report))
+		}
+	}
+	if s.Step.Baseline != "" {
+		g, err := gate(s, d)
+		if err != nil {
+			return err
+		}
+		d.Gate = g
+		switch {
+		case g.Refused != "" && g.Enforced:
+			br.failures = append(br.failures, "baseline gate: "+g.Refused)
+		case g.Enforced && g.Report != nil && g.Report.Failed:
+			br.failures = append(br.failures, "baseline gate: "+failedCases(g.Report))
+		}
+	}
+	return nil
 }
 
 func backendString(backend, device string) string {
@@ -695,12 +704,8 @@ func gateSettings(gt *pipeline.Gate) (stats.Gate, error) {
 	if gt == nil {
 		return g, nil
 	}
-	if gt.Threshold != "" {
-		t, err := pipeline.ParsePercent(gt.Threshold)
-		if err != nil {
-			return g, fmt.Errorf("gate.threshold: %w", err)
-		}
-		g.Threshold = t
+	if !gt.Threshold.IsZero() {
+		g.Threshold = gt.Threshold.Fraction
 	}
 	if gt.Alpha != 0 {
 		g.Alpha = gt.Alpha

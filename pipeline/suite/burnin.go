@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -222,17 +222,13 @@ func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		return nil, fmt.Errorf("step %s: duration %q: expected a positive duration such as 30s or 1h", s.Step.ID, s.Step.Duration)
 	}
 	tol := int64(DefaultLeakTolerance)
-	if s.Step.LeakTolerance != "" {
-		v, err := pipeline.ParseSize(s.Step.LeakTolerance)
-		if err != nil {
-			return nil, fmt.Errorf("step %s: leakTolerance: %w", s.Step.ID, err)
-		}
-		tol = v
+	if !s.Step.LeakTolerance.IsZero() {
+		tol = int64(min(s.Step.LeakTolerance.Bytes, math.MaxInt64))
 	}
 	var minDuty *float64
-	if s.Step.MinDutyCycle != "" {
-		v, err := pipeline.ParsePercent(s.Step.MinDutyCycle)
-		if err != nil || !(v > 0 && v <= 1) {
+	if !s.Step.MinDutyCycle.IsZero() {
+		v := s.Step.MinDutyCycle.Fraction
+		if !(v > 0 && v <= 1) {
 			return nil, fmt.Errorf("step %s: minDutyCycle %q: expected a percentage above 0%% and at most 100%%, such as 95%%", s.Step.ID, s.Step.MinDutyCycle)
 		}
 		minDuty = &v
@@ -573,9 +569,9 @@ func (br *burnRun) telemetry() {
 	}
 	defer f.Close()
 	gpu := -1
-	switch rec, err := decodeRecord(br.s.Hardware); {
-	case err != nil:
-		d.Notes = append(d.Notes, "telemetry of every GPU: "+err.Error())
+	switch rec := br.s.Hardware; {
+	case rec == nil:
+		d.Notes = append(d.Notes, "telemetry of every GPU: no hardware record to find the results' device in")
 	case d.DeviceUUID == "":
 		d.Notes = append(d.Notes, "telemetry of every GPU: the results name no device (device_uuid)")
 	default:

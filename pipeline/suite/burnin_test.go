@@ -2,7 +2,6 @@ package suite
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +26,7 @@ func sustainedStep(t *testing.T, duration string, knobs ...string) *step.Context
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(`"$SUSTAINED" out.json`), Results: "out.json", Duration: pipeline.Duration(duration)})
+	s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(`"$SUSTAINED" out.json`), Results: "out.json", Duration: pipeline.MustDuration(duration)})
 	s.Env = append(s.Env, append([]string{"SUSTAINED=" + p}, knobs...)...)
 	return s
 }
@@ -76,7 +75,10 @@ func TestBurninSustained(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := sustainedStep(t, "500ms", tt.knobs...)
-			s.Step.LeakTolerance, s.Step.MinDutyCycle = tt.leak, tt.minDC
+			s.Step.LeakTolerance = sizeOrZero(tt.leak)
+			if tt.minDC != "" {
+				s.Step.MinDutyCycle = pipeline.MustPercent(tt.minDC)
+			}
 			out, err := Burnin{}.Execute(t.Context(), s)
 			if err != nil {
 				t.Fatal(err)
@@ -162,7 +164,7 @@ func TestBurninSustainedThenNot(t *testing.T) {
 // told the time left all the same.
 func TestBurninGenericGetsDuration(t *testing.T) {
 	t.Parallel()
-	s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(`echo "$GPUATTEST_DURATION" >> duration.log; "$HARNESS" out.json`), Results: "out.json", Duration: "300ms"})
+	s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(`echo "$GPUATTEST_DURATION" >> duration.log; "$HARNESS" out.json`), Results: "out.json", Duration: pipeline.MustDuration("300ms")})
 	out, err := Burnin{}.Execute(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -192,10 +194,6 @@ func TestBurninTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	uuid1 := rec.GPUs[1].UUID
 	tests := []struct {
 		name       string
@@ -218,7 +216,7 @@ func TestBurninTelemetry(t *testing.T) {
 				knobs = append(knobs, "SUS_UUID="+tt.uuid)
 			}
 			s := sustainedStep(t, "300ms", knobs...)
-			s.Hardware = raw
+			s.Hardware = rec
 			mu.Lock()
 			defer mu.Unlock()
 			tel, err := gpu.StartTelemetry(t.Context(), sim, filepath.Join(s.StepDir, gpu.TelemetryFile), 20*time.Millisecond)
@@ -280,7 +278,7 @@ func TestBurninRealHarnessSustained(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "g++", "-O2", "-std=c++17", "-pthread", "-o", bin, "../../kernels/harness/harness.cc", "-ldl").CombinedOutput(); err != nil {
 		t.Fatalf("building the harness: %v\n%s", err, out)
 	}
-	s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Results: "out.json", Duration: "1500ms", LeakTolerance: "4MiB",
+	s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Results: "out.json", Duration: pipeline.MustDuration("1500ms"), LeakTolerance: pipeline.MustSize("4MiB"),
 		Run: pipeline.Command{Argv: []string{bin, "--backend", "cpu", "--n", "65536", "--gemm", "96", "--rows", "64", "--cols", "300", "--threads", "2", "--out", "out.json"}}})
 	out, err := Burnin{}.Execute(t.Context(), s)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"log/slog"
 	"os"
@@ -227,23 +228,27 @@ func copyFile(t *testing.T, src, dst string) {
 }
 
 // saveBaseline runs a benchmark and saves its samples as a baseline.
-func saveBaseline(t *testing.T, hw string) string {
+func saveBaseline(t *testing.T, hw *hardware.Record) string {
 	t.Helper()
 	s := newContext(t, benchStep("bench", "1", func(st *pipeline.Step) { st.Seeds = []int{11, 12} }))
-	s.Hardware = json.RawMessage(hw)
+	s.Hardware = hw
 	out, err := Benchmark{}.Execute(t.Context(), s)
 	if err != nil || out.Status != step.Passed {
 		t.Fatalf("baseline run: %v %+v", err, out)
 	}
 	runDir := filepath.Dir(filepath.Dir(s.StepDir))
-	if err := os.WriteFile(filepath.Join(runDir, "hardware.json"), []byte(hw), 0o644); err != nil {
+	raw, err := json.Marshal(hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "hardware.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	b, err := SaveBaseline(runDir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Source.Step != "bench" || b.Hardware.Digest != "sha256:aaa" || b.Hardware.Backend != "cpu" || len(b.Cases) != 2 || len(b.Cases[0].SamplesNS) != 30 {
+	if b.Source.Step != "bench" || b.Hardware.Digest != hw.Digest || b.Hardware.Backend != "cpu" || len(b.Cases) != 2 || len(b.Cases[0].SamplesNS) != 30 {
 		t.Fatalf("baseline %+v", b)
 	}
 	p := filepath.Join(t.TempDir(), "baseline.json")
@@ -253,16 +258,25 @@ func saveBaseline(t *testing.T, hw string) string {
 	return p
 }
 
-const hwA = `{"simulated": false, "gpus": [], "digest": "sha256:aaa"}`
+// hwA and hwB are two machines' sealed hardware records.
+var hwA, hwB = sealed("cpu a"), sealed("cpu b")
+
+func sealed(cpu string) *hardware.Record {
+	r := &hardware.Record{Host: hardware.Host{CPUModel: cpu}, GPUs: []hardware.GPU{}, Reason: "no NVIDIA driver"}
+	if err := r.Seal(); err != nil {
+		panic(err)
+	}
+	return r
+}
 
 func TestBenchmarkGate(t *testing.T) {
 	t.Parallel()
 	base := saveBaseline(t, hwA)
-	g := &pipeline.Gate{Threshold: "3%", Alpha: 0.01}
+	g := &pipeline.Gate{Threshold: pipeline.MustPercent("3%"), Alpha: 0.01}
 	tests := []struct {
 		name    string
 		scale   string
-		hw      string
+		hw      *hardware.Record
 		gate    *pipeline.Gate
 		status  step.Status
 		verdict map[string]stats.Verdict
@@ -271,15 +285,15 @@ func TestBenchmarkGate(t *testing.T) {
 		{"same", "1", hwA, g, step.Passed, map[string]stats.Verdict{"copy/n=1024": stats.Same, "scale/n=1024": stats.Same}, ""},
 		{"one case 10% slower", "1.1", hwA, g, step.Failed, map[string]stats.Verdict{"copy/n=1024": stats.Same, "scale/n=1024": stats.Slower}, "scale/n=1024 SLOWER"},
 		{"slower without a gate only reports", "1.1", hwA, nil, step.Passed, map[string]stats.Verdict{"scale/n=1024": stats.Slower}, ""},
-		{"hardware mismatch refused", "1", `{"gpus": [], "digest": "sha256:bbb"}`, g, step.Failed, nil, "refusing to compare"},
-		{"hardware mismatch allowed", "1", `{"gpus": [], "digest": "sha256:bbb"}`, &pipeline.Gate{Threshold: "3%", Alpha: 0.01, AllowHardwareMismatch: true}, step.Passed, map[string]stats.Verdict{"copy/n=1024": stats.Same}, ""},
+		{"hardware mismatch refused", "1", hwB, g, step.Failed, nil, "refusing to compare"},
+		{"hardware mismatch allowed", "1", hwB, &pipeline.Gate{Threshold: pipeline.MustPercent("3%"), Alpha: 0.01, AllowHardwareMismatch: true}, step.Passed, map[string]stats.Verdict{"copy/n=1024": stats.Same}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := newContext(t, benchStep("b", tt.scale, func(st *pipeline.Step) { st.Baseline, st.Gate = "baseline.json", tt.gate }))
 			copyFile(t, base, filepath.Join(s.WorkDir, "baseline.json")) // the baseline sits inside the pipeline's root
-			s.Hardware = json.RawMessage(tt.hw)
+			s.Hardware = tt.hw
 			out, err := Benchmark{}.Execute(t.Context(), s)
 			if err != nil {
 				t.Fatal(err)
@@ -341,7 +355,7 @@ func TestBurnin(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(tt.run), Results: "out.json", Duration: pipeline.Duration(tt.duration), LeakTolerance: tt.leak, Repeats: pipeline.Repeats{N: 3}})
+			s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(tt.run), Results: "out.json", Duration: pipeline.MustDuration(tt.duration), LeakTolerance: sizeOrZero(tt.leak), Repeats: pipeline.Repeats{N: 3}})
 			ctx := t.Context()
 			if tt.cancel > 0 {
 				var cancel context.CancelFunc
@@ -454,3 +468,11 @@ func TestBenchmarkWarmupOnlyWhenSet(t *testing.T) {
 }
 
 func ptrInt(v int) *int { return &v }
+
+// sizeOrZero is a test case's leak tolerance; "" leaves it out.
+func sizeOrZero(s string) pipeline.Size {
+	if s == "" {
+		return pipeline.Size{}
+	}
+	return pipeline.MustSize(s)
+}

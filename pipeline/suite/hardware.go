@@ -1,8 +1,8 @@
 package suite
 
 import (
-	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 )
 
 // Hardware identifies the machine a set of samples was taken on.
@@ -18,50 +18,13 @@ type Hardware struct {
 	Simulated bool `json:"simulated,omitempty"`
 }
 
-// hardwareRecord is the part of pipeline/gpu's Record that suites need.
-type hardwareRecord struct {
-	Simulated bool        `json:"simulated"`
-	Digest    string      `json:"digest"`
-	GPUs      []recordGPU `json:"gpus"`
-}
-
-// recordGPU is one GPU of a hardware record.
-type recordGPU struct {
-	Index    int    `json:"index"`
-	Name     string `json:"name"`
-	UUID     string `json:"uuid"`
-	PCIBusID string `json:"pci_bus_id"`
-}
-
-// decodeRecord decodes a hardware record's JSON; empty input gives an
-// empty record.
-func decodeRecord(raw []byte) (*hardwareRecord, error) {
-	var r hardwareRecord
-	if len(raw) == 0 {
-		return &r, nil
+// HardwareFromRecord takes the digest, GPU model and simulated flag from
+// a hardware record. A nil record gives a zero Hardware.
+func HardwareFromRecord(r *hardware.Record) Hardware {
+	if r == nil {
+		return Hardware{}
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("decoding the hardware record: %w", err)
-	}
-	return &r, nil
-}
-
-// HardwareFromRecord extracts the digest, GPU model and simulated flag
-// from a hardware record's JSON (see pipeline/gpu). Empty input gives a
-// zero Hardware.
-func HardwareFromRecord(raw []byte) (Hardware, error) {
-	if len(raw) == 0 {
-		return Hardware{}, nil
-	}
-	r, err := decodeRecord(raw)
-	if err != nil {
-		return Hardware{}, err
-	}
-	h := Hardware{Digest: r.Digest, Simulated: r.Simulated}
-	if len(r.GPUs) > 0 {
-		h.GPUModel = r.GPUs[0].Name
-	}
-	return h, nil
+	return Hardware{Digest: r.Digest, Simulated: r.Simulated, GPUModel: r.Model()}
 }
 
 // Differences lists how h and o differ, field by field; fields unknown on

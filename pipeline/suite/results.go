@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,7 +268,7 @@ func ReadResults(path string) (*Results, error) { return ReadResultsFormat(path,
 // "gpuattest" or "junit"; empty means auto). Errors name the file and, for
 // syntax errors, the line and column; schema violations name the field.
 func ReadResultsFormat(path, format string) (*Results, error) {
-	b, err := os.ReadFile(path)
+	b, err := limits.ReadFile(path, limits.ResultsBytes, "results file")
 	if err != nil {
 		return nil, readResultsError(path, err)
 	}

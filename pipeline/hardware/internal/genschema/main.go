@@ -4,7 +4,7 @@ package main
 
 import (
 	"github.com/gpuattest/gpuattest/internal/schema"
-	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 )
 
-func main() { schema.GenerateMain(gpu.RecordSchemaJSON) }
+func main() { schema.GenerateMain(hardware.RecordSchemaJSON) }

@@ -1,4 +1,4 @@
-package gpu
+package hardware
 
 import (
 	"crypto/sha256"
@@ -143,6 +143,16 @@ func ComputeDigest(r *Record) (string, error) {
 	}
 	sum := sha256.Sum256(canon)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// Seal sets r's digest from its content (ComputeDigest).
+func (r *Record) Seal() error {
+	d, err := ComputeDigest(r)
+	if err != nil {
+		return err
+	}
+	r.Digest = d
+	return nil
 }
 
 // Verify recomputes r's digest and reports an error when it does not
