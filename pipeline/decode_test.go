@@ -98,6 +98,17 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "burn-in duty cycle",
+			src: header + "steps:\n" +
+				"  - {id: a, kind: burnin, run: x, results: r.json, duration: 1m, minDutyCycle: 150%}\n" +
+				"  - {id: b, kind: burnin, run: x, results: r.json, duration: 1m, minDutyCycle: 90%}\n" +
+				"  - {id: c, kind: benchmark, run: x, results: r.json, minDutyCycle: 90%}\n",
+			want: []where{
+				{5, 80, `minDutyCycle "150%": expected a percenta`},
+				{7, 55, `field "minDutyCycle" is not valid for ki`},
+			},
+		},
+		{
 			name: "kind rules",
 			src: header + "targets: [sm_90]\nsteps:\n  - {id: a, kind: exec, run: x, sources: [k.cu]}\n  - {id: b, kind: cuda-build, run: make}\n" +
 				"  - {id: c, kind: test, run: x}\n  - {id: d, kind: burnin, run: x, results: r.json}\n  - {id: e, kind: banana, run: x}\n",

@@ -72,7 +72,7 @@ type Step struct {
 
 	// benchmark
 
-	Warmup    int        `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0"`
+	Warmup    *int       `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0,description=benchmark/burnin: untimed iterations per case (GPUATTEST_WARMUP); when omitted the suite's own default applies"`
 	Repeats   Repeats    `yaml:"repeats,omitempty" json:"repeats,omitempty"`
 	Precision Percent    `yaml:"precision,omitempty" json:"precision,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case once the 95% confidence interval of its median is within ±precision (1% when omitted)"`
 	MaxTime   Duration   `yaml:"maxTime,omitempty" json:"maxTime,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case after this long even if the precision was not reached (2m when omitted)"`
@@ -85,7 +85,8 @@ type Step struct {
 	// burnin
 
 	Duration      Duration `yaml:"duration,omitempty" json:"duration,omitempty" jsonschema:"description=burnin: how long to repeat the suite"`
-	LeakTolerance Size     `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed, bytes per iteration (e.g. 1MiB)"`
+	LeakTolerance Size     `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed in bytes per iteration or per memory sample (one a second) of a sustained run (e.g. 1MiB)"`
+	MinDutyCycle  Percent  `yaml:"minDutyCycle,omitempty" json:"minDutyCycle,omitempty" jsonschema:"description=burnin: lowest busy share of a sustained run's wall time (95% on a GPU when omitted; on the CPU backend only reported unless set)"`
 }
 
 // Reference is a benchmark's same-run reference: a second command (the

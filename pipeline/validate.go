@@ -295,7 +295,7 @@ func validateSuite(v *validator, i int, s *Step) {
 	if s.Format != "" && !slices.Contains([]string{"auto", "gpuattest", "junit"}, s.Format) {
 		v.add(path+".format", false, "", "format %q: expected auto, gpuattest or junit", s.Format)
 	}
-	if s.Warmup < 0 {
+	if s.Warmup != nil && *s.Warmup < 0 {
 		v.add(path+".warmup", false, "", "warmup must be 0 or more")
 	}
 	if v.src.has(path+".repeats") && !s.Repeats.Auto && s.Repeats.N < 1 {
@@ -371,6 +371,9 @@ func validateBurnin(v *validator, i int, s *Step) {
 		v.add(path+".repeats", false, "give a count: each burn-in iteration runs the same work", "repeats: auto applies to benchmarks")
 	}
 	v.duration(path+".duration", s.Duration, true)
+	if !s.MinDutyCycle.IsZero() && (s.MinDutyCycle.Fraction <= 0 || s.MinDutyCycle.Fraction > 1) {
+		v.add(path+".minDutyCycle", false, "e.g. 95%", "minDutyCycle %q: expected a percentage above 0%% and at most 100%%", s.MinDutyCycle)
+	}
 }
 
 // cycles reports each dependency cycle once, as a -> b -> a.

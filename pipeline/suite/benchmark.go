@@ -23,9 +23,10 @@ import (
 // Benchmark executes benchmark steps. Without a reference it runs the
 // suite once per seed; with one it runs the candidate and the reference
 // Rounds times each, interleaved in randomised ABBA blocks. Every
-// invocation gets GPUATTEST_WARMUP, GPUATTEST_REPEATS (and, for repeats:
-// auto, GPUATTEST_PRECISION, GPUATTEST_MAX_TIME and GPUATTEST_MIN_REPEATS)
-// and GPUATTEST_SEED. It merges the raw samples per case, computes the
+// invocation gets GPUATTEST_REPEATS (and, for repeats: auto,
+// GPUATTEST_PRECISION, GPUATTEST_MAX_TIME and GPUATTEST_MIN_REPEATS),
+// GPUATTEST_SEED, and GPUATTEST_WARMUP when the step sets warmup: (left
+// unset, the suite's own default applies). It merges the raw samples per case, computes the
 // statistics, throughput and roofline, judges the candidate against the
 // reference (paired, invocation by invocation) and against the baseline
 // when the step has one, and writes benchmark.json, samples.csv and
@@ -48,8 +49,9 @@ type BenchmarkDetails struct {
 	Device  string `json:"device,omitempty"`
 	// Hardware is where the samples were taken (from the hardware record).
 	Hardware Hardware `json:"hardware"`
-	// Warmup, Repeats and Seeds are the knobs passed to the suite.
-	Warmup  int    `json:"warmup,omitempty"`
+	// Warmup, Repeats and Seeds are the knobs passed to the suite; Warmup
+	// is nil when the step leaves it to the suite's default.
+	Warmup  *int   `json:"warmup,omitempty"`
 	Repeats string `json:"repeats,omitempty"`
 	Seeds   []int  `json:"seeds,omitempty"`
 	// Precision and MaxTime are repeats: auto's stopping rule.
@@ -290,7 +292,12 @@ func orderString(order []bool) string {
 // knobs is the environment every invocation of either side gets.
 func (br *benchRun) knobs(seed int) []string {
 	st := br.s.Step
-	env := []string{"GPUATTEST_WARMUP=" + strconv.Itoa(st.Warmup)}
+	var env []string
+	// Only a warmup the step sets is exported: GPUATTEST_WARMUP=0 would
+	// override the suite's own default (the harness warms up 3 times).
+	if st.Warmup != nil {
+		env = append(env, "GPUATTEST_WARMUP="+strconv.Itoa(*st.Warmup))
+	}
 	switch {
 	case st.Repeats.Auto:
 		env = append(env, "GPUATTEST_REPEATS="+pipeline.RepeatsAuto,

@@ -128,7 +128,7 @@ func TestTestExecutor(t *testing.T) {
 }
 
 func benchStep(id string, scale string, extra func(*pipeline.Step)) pipeline.Step {
-	st := pipeline.Step{ID: id, Kind: "benchmark", Run: sh(`"$HARNESS" out.json ` + scale), Results: "out.json", Warmup: 2, Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2}}
+	st := pipeline.Step{ID: id, Kind: "benchmark", Run: sh(`"$HARNESS" out.json ` + scale), Results: "out.json", Warmup: ptrInt(2), Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2}}
 	if extra != nil {
 		extra(&st)
 	}
@@ -432,6 +432,42 @@ func TestProfile(t *testing.T) {
 		}
 	})
 }
+
+// A benchmark without warmup: leaves GPUATTEST_WARMUP unset, so the
+// suite's own default (the harness's 3) applies; warmup: 0 exports 0.
+func TestBenchmarkWarmupOnlyWhenSet(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		warmup *int
+		want   string
+	}{
+		{"unset", nil, "unset\nunset\n"},
+		{"zero", ptrInt(0), "0\n0\n"},
+		{"five", ptrInt(5), "5\n5\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newContext(t, benchStep("bench", "1", func(st *pipeline.Step) { st.Warmup = tt.warmup }))
+			s.Step.Run = sh(`echo "${GPUATTEST_WARMUP-unset}" >> env.log; "$HARNESS" out.json`)
+			out, err := Benchmark{}.Execute(t.Context(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != step.Passed {
+				t.Fatalf("status %s: %s", out.Status, out.Reason)
+			}
+			if env, _ := os.ReadFile(filepath.Join(s.WorkDir, "env.log")); string(env) != tt.want {
+				t.Errorf("GPUATTEST_WARMUP seen by the suite: %q, want %q", env, tt.want)
+			}
+			if d := out.Details.(*BenchmarkDetails); (d.Warmup == nil) != (tt.warmup == nil) || (d.Warmup != nil && *d.Warmup != *tt.warmup) {
+				t.Errorf("details warmup %v, want %v", d.Warmup, tt.warmup)
+			}
+		})
+	}
+}
+
+func ptrInt(v int) *int { return &v }
 
 // sizeOrZero is a test case's leak tolerance; "" leaves it out.
 func sizeOrZero(s string) pipeline.Size {

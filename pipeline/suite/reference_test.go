@@ -248,7 +248,7 @@ func TestReferenceGateOnRealWork(t *testing.T) {
 				st := pipeline.Step{ID: "bench", Kind: "benchmark", Results: "cand.json",
 					Run:       pipeline.Command{Argv: []string{spin, "-work", "50000", "-out", "cand.json"}},
 					Reference: &pipeline.Reference{Run: pipeline.Command{Argv: []string{spin, "-work", refWork, "-out", "ref.json"}}, Results: "ref.json"},
-					Warmup:    3, Repeats: pipeline.Repeats{N: 200}, Gate: &pipeline.Gate{Threshold: pipeline.MustPercent("10%"), Alpha: 0.01}}
+					Warmup:    ptrInt(3), Repeats: pipeline.Repeats{N: 200}, Gate: &pipeline.Gate{Threshold: pipeline.MustPercent("10%"), Alpha: 0.01}}
 				s := newContext(t, st)
 				out, err := Benchmark{}.Execute(t.Context(), s)
 				if err != nil {
