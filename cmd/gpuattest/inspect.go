@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
-	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
 func init() { verbs = append(verbs, newInspectCmd) }
@@ -54,7 +53,7 @@ func newInspectCmd() *cobra.Command {
 		var results []inspectResult
 		failed := false
 		for _, f := range args {
-			in, err := cuda.Inspect(c.Context(), &runner.Host{}, f, cuda.WithEnv(os.Environ()))
+			in, err := cuda.Inspect(c.Context(), nil, f, cuda.WithEnv(os.Environ()))
 			if err != nil {
 				return withCode(exitFailed, err)
 			}

@@ -2,20 +2,16 @@ package main
 
 import (
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
 )
 
-// loadPipeline loads a pipeline the one way lint, run and lock all do:
-// pipeline.Load with its every rule (the cuda-build rules included), and
-// root as --root: the directory the pipeline's workdir may reach up to,
+// loadPipeline loads a pipeline as lint, lock and run all do (run.Load);
+// root is --root: the directory the pipeline's workdir may reach up to,
 // when not the default (the enclosing git work tree, else the file's
 // directory).
 func loadPipeline(path, root string) (*pipeline.Pipeline, error) {
-	var opts []pipeline.LoadOption
-	if root != "" {
-		opts = append(opts, pipeline.WithRoot(root))
-	}
-	return pipeline.Load(path, opts...)
+	return run.Load(path, root)
 }
 
 // rootFlag adds --root to c and returns where its value lands.

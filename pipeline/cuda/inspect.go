@@ -75,10 +75,13 @@ var (
 // Inspect lists the SASS and PTX architectures embedded in path (a fatbin,
 // cubin, object, executable or PTX file) and digests each embedded cubin.
 // cuobjdump runs through r (so inside the step's image for container
-// runners): --list-elf and --list-ptx, then --extract-elf all into a
+// runners; nil runs it on the host): --list-elf and --list-ptx, then --extract-elf all into a
 // temporary directory that is removed afterwards. A PTX text file is read
 // directly. A file without device code yields empty lists.
 func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) (*Inspection, error) {
+	if r == nil {
+		r = &runner.Host{}
+	}
 	o, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
