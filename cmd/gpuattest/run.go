@@ -216,14 +216,14 @@ type stepSummary struct {
 }
 
 type runSummaryJSON struct {
-	Dir          string        `json:"dir"`
+	Dir          string           `json:"dir"`
 	Attestations *run.Attestation `json:"attestations,omitempty"`
-	Pipeline     string        `json:"pipeline"`
-	Digest       string        `json:"pipeline_digest"`
-	State        string        `json:"state"`
-	Reason       string        `json:"reason,omitempty"`
-	Simulated    bool          `json:"simulated_hardware"`
-	Steps        []stepSummary `json:"steps"`
+	Pipeline     string           `json:"pipeline"`
+	Digest       string           `json:"pipeline_digest"`
+	State        string           `json:"state"`
+	Reason       string           `json:"reason,omitempty"`
+	Simulated    bool             `json:"simulated_hardware"`
+	Steps        []stepSummary    `json:"steps"`
 }
 
 func runSummary(res *run.Result) runSummaryJSON {
