@@ -42,6 +42,8 @@ type BurninDetails struct {
 	Completed bool `json:"completed"`
 	// Iterations is the number of full runs.
 	Iterations int `json:"iterations"`
+	// IterationSeconds is the wall time of each iteration, in order.
+	IterationSeconds []float64 `json:"iteration_s,omitempty"`
 	// Cases is the number of cases per iteration; OutputsChecked how many
 	// of them report an output digest compared across iterations.
 	Cases          int `json:"cases"`
@@ -170,6 +172,7 @@ loop:
 		if err := resFile.remove(); err != nil {
 			return nil, err
 		}
+		iterStart := now()
 		res, err := runStep(ctx, s, env...)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -181,6 +184,7 @@ loop:
 		}
 		out.ExitCode = exitPtr(res)
 		d.Iterations = iter
+		d.IterationSeconds = append(d.IterationSeconds, now().Sub(iterStart).Seconds())
 		rss = append(rss, res.MaxRSSBytes)
 		r, b, err := readResults(resFile, s.Step.Format)
 		if b != nil {
