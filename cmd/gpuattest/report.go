@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -214,4 +215,40 @@ func verifyExitCode(r *verify.Report) int {
 		return exitFailed
 	}
 	return r.Code
+}
+
+// appendStepSummary appends the run's Markdown summary to the file
+// GITHUB_STEP_SUMMARY names, when it is set (GitHub Actions shows it on
+// the job's page). A failure to do so is a warning, never the run's.
+func appendStepSummary(w io.Writer, dir string) {
+	path := os.Getenv("GITHUB_STEP_SUMMARY")
+	if path == "" {
+		return
+	}
+	err := func() error {
+		run, err := rundir.Open(dir)
+		if err != nil {
+			return err
+		}
+		rep, err := report.FromRun(run)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		if err := rep.WriteMarkdown(&b); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(append(b.Bytes(), '\n')); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}()
+	if err != nil {
+		fmt.Fprintf(w, "warning: writing the job summary to GITHUB_STEP_SUMMARY: %v\n", err)
+	}
 }

@@ -92,14 +92,21 @@ func newRunCmd() *cobra.Command {
 			dropSigningSecrets()
 			warnHostBuilds(c.ErrOrStderr(), p)
 		}
-		opts, err := engineOptions(c, p, f)
+		var prog *progress
+		if !f.quiet {
+			prog = newProgress(c.ErrOrStderr(), p, progressOptions{})
+		}
+		opts, err := engineOptions(c, p, f, prog)
 		if err != nil {
+			prog.Close()
 			return err
 		}
 		res, err := engine.Run(c.Context(), p, opts...)
+		prog.Close()
 		if err != nil {
 			return withCode(exitFailed, err)
 		}
+		appendStepSummary(c.ErrOrStderr(), res.Dir)
 		var attested *attestation
 		if signer != nil && res.Record.State != engine.Interrupted {
 			if attested, err = attestRun(c.Context(), signer, p, res); err != nil {
@@ -128,17 +135,21 @@ func newRunCmd() *cobra.Command {
 
 // engineOptions builds the engine's options from flags and what this
 // binary can do.
-func engineOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]engine.Option, error) {
+func engineOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags, prog *progress) ([]engine.Option, error) {
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelInfo
+	}
+	logw := c.ErrOrStderr()
+	if prog != nil {
+		logw = prog.Writer() // above the live status area
 	}
 	opts := []engine.Option{
 		engine.WithJobs(f.jobs),
 		engine.WithVersion(buildVersion().Version),
 		// Warnings (a floating image tag, a gate comparing across
 		// hardware) reach the user even with -q.
-		engine.WithLogger(slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))),
+		engine.WithLogger(slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))),
 	}
 	if f.out != "" {
 		opts = append(opts, engine.WithOutDir(f.out))
@@ -157,39 +168,14 @@ func engineOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]engin
 		// names it.
 		opts = append(opts, engine.WithBaseEnv(withoutPath(os.Environ(), f.sign.key)))
 	}
-	if !f.quiet {
-		opts = append(opts, engine.WithProgress(progressPrinter(c.ErrOrStderr())))
+	if prog != nil {
+		opts = append(opts, engine.WithProgress(prog.Event))
 	}
 	more, err := platformOptions(c, p, f)
 	if err != nil {
 		return nil, err
 	}
 	return append(opts, more...), nil
-}
-
-// progressPrinter prints one line per step start and finish.
-func progressPrinter(w io.Writer) func(engine.Event) {
-	return func(ev engine.Event) {
-		switch ev.Type {
-		case "start":
-			fmt.Fprintf(w, "start  %-20s %s\n", ev.Step, ev.Kind)
-		case "skip":
-			fmt.Fprintf(w, "skip   %-20s %s\n", ev.Step, ev.Reason)
-		case "finish":
-			word := map[engine.State]string{engine.Passed: "pass", engine.Failed: "FAIL", engine.Error: "ERROR"}[ev.State]
-			if word == "" {
-				word = string(ev.State)
-			}
-			line := fmt.Sprintf("%-6s %-20s %8s", word, ev.Step, fmtDuration(ev.Duration))
-			if ev.Cache != "" && ev.Cache != "off" {
-				line += "  cache " + ev.Cache
-			}
-			if ev.Reason != "" && ev.State != engine.Passed {
-				line += "  " + firstLine(ev.Reason)
-			}
-			fmt.Fprintln(w, line)
-		}
-	}
 }
 
 func fmtDuration(d time.Duration) string {

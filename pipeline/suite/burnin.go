@@ -246,6 +246,7 @@ loop:
 				fail(iter, "outputs differ from iteration 1: %s", d.Mismatches[0])
 			}
 		}
+		s.Report(step.Progress{Iterations: iter, Errors: len(failures)})
 		if len(failures) > 0 {
 			break
 		}
