@@ -89,7 +89,7 @@ func TestRunProgressOnTerminal(t *testing.T) {
 		t.Fatalf("run exited %d\nstdout:\n%s\nterminal:\n%q", code, stdout.String(), out)
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`build\s+\S \d+s`),                                               // a running step with its elapsed time
+		regexp.MustCompile(`build\s+\S \d+s`),                                            // a running step with its elapsed time
 		regexp.MustCompile(`soak\s+.*\d+s/3s, [1-9]\d* iterations, 0 errors, \d+s left`), // burn-in status
 		regexp.MustCompile(`pass\s+build`),                                               // finished steps scroll above
 		regexp.MustCompile(`pass\s+soak`),

@@ -472,11 +472,24 @@ func yRange(a, b []float64, ref float64) (lo, hi float64, above int) {
 }
 
 // note is a line of text at the top left of the data area.
-type note struct{ text string }
+type note struct {
+	text   string
+	col    color.Color // grey when nil
+	bottom bool        // at the bottom left instead of the top left
+}
 
 func (n note) Plot(c draw.Canvas, plt *plot.Plot) {
-	ts := draw.TextStyle{Color: color.NRGBA{R: 0x57, G: 0x60, B: 0x6a, A: 0xff}, Font: font.From(sans, 8.5), Handler: plot.DefaultTextHandler, XAlign: draw.XLeft, YAlign: draw.YTop}
-	c.FillText(ts, vg.Point{X: c.Min.X + 3, Y: c.Max.Y - 2}, n.text)
+	col := n.col
+	if col == nil {
+		col = color.NRGBA{R: 0x57, G: 0x60, B: 0x6a, A: 0xff}
+	}
+	ts := draw.TextStyle{Color: col, Font: font.From(sans, 8.5), Handler: plot.DefaultTextHandler, XAlign: draw.XLeft, YAlign: draw.YTop}
+	pt := vg.Point{X: c.Min.X + 3, Y: c.Max.Y - 2}
+	if n.bottom {
+		ts.YAlign = draw.YBottom
+		pt.Y = c.Min.Y + 2
+	}
+	c.FillText(ts, pt, n.text)
 }
 
 func withAlpha(c color.NRGBA, a uint8) color.NRGBA {
@@ -534,7 +547,6 @@ func seriesChart(file, title, ylabel string, ys []float64, div float64, slope *f
 			p.Add(sc)
 		}
 	}
-	p.Legend.Add("per iteration", l)
 	if slope != nil {
 		// The fitted line through the series' mean at its middle.
 		var mean float64
@@ -549,23 +561,24 @@ func seriesChart(file, title, ylabel string, ys []float64, div float64, slope *f
 			fit.LineStyle.Color, fit.LineStyle.Width = colFit, vg.Points(1.2)
 			fit.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			p.Add(fit)
-			p.Legend.Add(slopeLabel, fit)
+			p.Add(note{text: "dashed: " + slopeLabel, col: colFit})
 		}
 	}
 	p.Add(plotter.NewGrid())
-	padY(p)
+	padY(p, 0)
 	return &chart{File: file, Title: title, p: p, w: seriesW, h: seriesH}
 }
 
 // padY widens a flat y range so that a constant series is not drawn on
 // the axis, and leaves room above for the legend.
-func padY(p *plot.Plot) {
+func padY(p *plot.Plot, legendRows int) {
 	lo, hi := p.Y.Min, p.Y.Max
 	if hi-lo < 1e-9*max(1, math.Abs(hi)) {
 		d := max(math.Abs(hi)*0.05, 1)
 		lo, hi = lo-d, hi+d
 	}
-	p.Y.Min, p.Y.Max = lo, hi+(hi-lo)*0.25
+	head := 0.22 + 0.1*float64(legendRows)
+	p.Y.Min, p.Y.Max = lo-(hi-lo)*0.12, hi+(hi-lo)*head
 }
 
 // thinXY keeps at most n points of a line: per bucket the lowest and the
@@ -788,26 +801,32 @@ func telemetryCharts(t Telemetry) []*chart {
 			}
 			line.LineStyle.Color, line.LineStyle.Width = colGPU[k%len(colGPU)], vg.Points(1.2)
 			p.Add(line)
-			p.Legend.Add(fmt.Sprintf("GPU %d", g), line)
+			if len(ids) > 1 {
+				p.Legend.Add(fmt.Sprintf("GPU %d", g), line)
+			}
 			any = true
 		}
 		if !any {
 			continue
 		}
-		if len(spans) > 0 {
-			p.Legend.Add("throttled", swatch{colThrottle})
-		}
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Legend.XOffs = vg.Points(4)
 		if len(xidAt) > 0 {
 			p.Add(marks{at: xidAt, text: xidText, col: colXid, label: true})
-			p.Legend.Add("Xid event", swatch{colXid})
 		}
 		if len(eccAt) > 0 {
 			p.Add(marks{at: eccAt, text: eccText, col: colECC, label: true})
-			p.Legend.Add("ECC double-bit error", swatch{colECC})
+		}
+		if len(spans) > 0 {
+			p.Add(note{text: "shaded: throttled (power, thermal or HW slowdown)", col: color.NRGBA{R: 0xb2, G: 0x6a, A: 0xff}, bottom: true})
 		}
 		p.X.Min = 0
 		p.Add(plotter.NewGrid())
-		padY(p)
+		rows := 0
+		if len(ids) > 1 {
+			rows = len(ids)
+		}
+		padY(p, rows)
 		out = append(out, &chart{File: fileName("telemetry", t.Step, m.file), Title: m.name + " (" + m.unit + ")", p: p, w: seriesW, h: seriesH})
 	}
 	return out

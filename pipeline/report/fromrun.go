@@ -51,7 +51,7 @@ func FromRun(r *rundir.Run) (*Report, error) {
 	var cpu []string
 	for _, st := range r.Steps {
 		rep.Steps = append(rep.Steps, stepOf(st.StepRecord))
-		if st.State != engine.Passed && st.State != engine.Pending && st.State != engine.Running {
+		if st.State != engine.Passed && st.State != engine.Pending && st.State != engine.Running && st.State != engine.Skipped {
 			rep.Verdict.Failures = append(rep.Verdict.Failures, failureLine(st.ID, string(st.State), st.Reason))
 		}
 		switch {
