@@ -176,7 +176,7 @@ func Write(dir string, o Options) error {
 	tel := &gpu.Summary{Simulated: true, IntervalSeconds: 1, DurationSeconds: secs, Verdict: gpu.Verdict{Status: gpu.VerdictPassed}}
 	bStart := 80.0
 	add(&engine.StepRecord{ID: "burnin", Kind: "burnin", State: engine.Passed, StartedAt: at(bStart), FinishedAt: at(bStart + secs), ExitCode: &exit0}, bur)
-	add(&engine.StepRecord{ID: "publish" + x, Kind: "exec", State: engine.Skipped, Reason: "needs bench, which did not pass"}, nil)
+	add(&engine.StepRecord{ID: "publish", Kind: "exec", State: engine.Skipped, Reason: "needs bench, which did not pass" + x}, nil)
 
 	// telemetry.jsonl: temperature rising to a plateau, power at the cap
 	// with throttling in two windows, an Xid and an ECC event.

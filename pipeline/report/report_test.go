@@ -25,6 +25,12 @@ func fixtureReport(t testing.TB, o reportfixture.Options) *report.Report {
 	if err := reportfixture.Write(dir, o); err != nil {
 		t.Fatal(err)
 	}
+	return openReport(t, dir)
+}
+
+// openReport gathers the report of the run in dir.
+func openReport(t testing.TB, dir string) *report.Report {
+	t.Helper()
 	run, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)

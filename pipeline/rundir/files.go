@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
@@ -22,12 +23,24 @@ func (r *Run) StepDir(id string) string {
 	return filepath.Join(r.Dir, "steps", id)
 }
 
+// stepFile is the path of name in step id's directory; an id that is not
+// one plain path element (a run.json edited to climb out) is an error.
+func (r *Run) stepFile(id, name string) (string, error) {
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\\\x00") {
+		return "", fmt.Errorf("step id %q is not a directory name in %s", id, r.Dir)
+	}
+	return filepath.Join(r.StepDir(id), name), nil
+}
+
 // BenchmarkSamples reads the benchmark.json of benchmark step id: its
 // details with every case's raw samples (and the same-run reference's,
 // under Reference.Cases). It returns nil and no error when the step wrote
 // none (it failed before its samples were merged).
 func (r *Run) BenchmarkSamples(id string) (*suite.BenchmarkDetails, error) {
-	path := filepath.Join(r.StepDir(id), "benchmark.json")
+	path, err := r.stepFile(id, "benchmark.json")
+	if err != nil {
+		return nil, err
+	}
 	b, err := limits.ReadFile(path, limits.RecordBytes, "benchmark file")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -51,7 +64,10 @@ func (r *Run) BenchmarkSamples(id string) (*suite.BenchmarkDetails, error) {
 // every sample and event line in file order. It returns nil and no error
 // when the step has none.
 func (r *Run) Telemetry(id string) ([]gpu.Line, error) {
-	path := filepath.Join(r.StepDir(id), gpu.TelemetryFile)
+	path, err := r.stepFile(id, gpu.TelemetryFile)
+	if err != nil {
+		return nil, err
+	}
 	b, err := limits.ReadFile(path, limits.RecordBytes, "telemetry file")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
