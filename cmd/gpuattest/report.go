@@ -50,7 +50,7 @@ results (default report.html). A bundle that does not verify gets no report:
 the checks are printed and the exit code is verify's.
 
 Exit status: 0 written, 1 error, 2 usage; with --bundle 10, 11, 12 as verify.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.html, "html", "", "HTML report file (default RUNDIR/report.html, or report.html with --bundle)")
@@ -78,6 +78,8 @@ Exit status: 0 written, 1 error, 2 usage; with --bundle 10, 11, 12 as verify.`,
 			if f.html == "" {
 				f.html = "report.html"
 			}
+		case len(args) > 1:
+			return usageErr("report takes one run directory (artifacts are checked with --bundle)")
 		case len(args) == 1:
 			if f.keyPath != "" || f.san != "" || f.sanRE != "" || f.issuer != "" || f.issuerRE != "" || f.policy != "" {
 				return usageErr("--key, --policy and the identity flags verify a bundle: give --bundle FILE")
