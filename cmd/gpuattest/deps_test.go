@@ -25,6 +25,7 @@ var cmdMayImport = []string{
 	"pipeline/gpu",      // device
 	"pipeline/hardware", // device
 	"pipeline/image",    // lock
+	"pipeline/report",   // report
 	"pipeline/run",      // run
 	"pipeline/suite",    // compare, baseline save
 	"pipeline/suite/stats",

@@ -74,11 +74,20 @@ func newRunCmd() *cobra.Command {
 			}
 			return withCode(exitUsage, err)
 		}
-		opts, err := runOptions(c, p, f)
+		var prog *progress
+		if !f.quiet {
+			prog = newProgress(c.ErrOrStderr(), p, progressOptions{})
+		}
+		opts, err := runOptions(c, p, f, prog)
 		if err != nil {
+			prog.Close()
 			return err
 		}
 		res, err := run.Pipeline(c.Context(), p, opts...)
+		prog.Close()
+		if res != nil {
+			appendStepSummary(c.ErrOrStderr(), res.Dir)
+		}
 		switch {
 		case errors.Is(err, run.ErrInvalid):
 			return withCode(exitUsage, err)
@@ -109,7 +118,7 @@ func newRunCmd() *cobra.Command {
 // unlocked here, before the first step (a wrong password must not cost
 // the run), after checking it is outside the pipeline's root; the signing
 // secrets then leave this process's environment.
-func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]run.Option, error) {
+func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags, prog *progress) ([]run.Option, error) {
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelInfo
@@ -119,13 +128,17 @@ func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]run.Opti
 		return nil, withCode(exitUsage, err)
 	}
 	stderr := c.ErrOrStderr()
+	logw := stderr
+	if prog != nil {
+		logw = prog.Writer() // above the live status area
+	}
 	opts := []run.Option{
 		run.WithJobs(f.jobs),
 		run.WithVersion(buildVersion().Version),
 		// Warnings (a floating image tag, a gate comparing across
 		// hardware) reach the user even with -q.
-		run.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))),
-		run.WithWarnings(func(w string) { fmt.Fprintln(stderr, "warning: "+w) }),
+		run.WithLogger(slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))),
+		run.WithWarnings(func(w string) { fmt.Fprintln(logw, "warning: "+w) }),
 		run.WithGPUSource(src),
 	}
 	if f.out != "" {
@@ -143,8 +156,8 @@ func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]run.Opti
 	if f.locked {
 		opts = append(opts, run.WithLocked())
 	}
-	if !f.quiet {
-		opts = append(opts, run.WithProgress(progressPrinter(stderr)))
+	if prog != nil {
+		opts = append(opts, run.WithProgress(prog.Event))
 	}
 	if f.sign.set() {
 		files := map[string]string{"--key": f.sign.key}
@@ -162,31 +175,6 @@ func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]run.Opti
 		opts = append(opts, run.WithSigner(signer, f.sign.key))
 	}
 	return opts, nil
-}
-
-// progressPrinter prints one line per step start and finish.
-func progressPrinter(w io.Writer) func(run.Event) {
-	return func(ev run.Event) {
-		switch ev.Type {
-		case "start":
-			fmt.Fprintf(w, "start  %-20s %s\n", ev.Step, ev.Kind)
-		case "skip":
-			fmt.Fprintf(w, "skip   %-20s %s\n", ev.Step, ev.Reason)
-		case "finish":
-			word := map[run.State]string{run.Passed: "pass", run.Failed: "FAIL", run.Error: "ERROR"}[ev.State]
-			if word == "" {
-				word = string(ev.State)
-			}
-			line := fmt.Sprintf("%-6s %-20s %8s", word, ev.Step, fmtDuration(ev.Duration))
-			if ev.Cache != "" && ev.Cache != "off" {
-				line += "  cache " + ev.Cache
-			}
-			if ev.Reason != "" && ev.State != run.Passed {
-				line += "  " + firstLine(ev.Reason)
-			}
-			fmt.Fprintln(w, line)
-		}
-	}
 }
 
 func fmtDuration(d time.Duration) string {

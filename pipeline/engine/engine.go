@@ -270,6 +270,17 @@ func (e *run) workDir(s *pipeline.Step) (string, error) {
 	return real, nil
 }
 
+// stepProgress passes a running step's reports on as progress events;
+// nil without a progress receiver.
+func (e *run) stepProgress(s *pipeline.Step) func(step.Progress) {
+	if e.o.progress == nil {
+		return nil
+	}
+	return func(p step.Progress) {
+		e.emit(Event{Type: "progress", Step: s.ID, Kind: s.Kind, State: Running, Progress: &p})
+	}
+}
+
 func (e *run) emit(ev Event) {
 	if e.o.progress == nil {
 		return
@@ -525,6 +536,7 @@ func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord)
 	sc := &step.Context{
 		Pipeline: e.p, Step: s, Runner: r, Root: e.root, WorkDir: wd, StepDir: stepDir,
 		Stdout: logs.stdout, Stderr: logs.stderr, Logger: e.o.logger.With("step", s.ID), Hardware: e.o.hardware,
+		Progress: e.stepProgress(s),
 	}
 	if err := e.pinImage(ctx, s, sc, &info); err != nil {
 		return nil, logs, err
@@ -591,6 +603,7 @@ func (e *run) fromCache(s *pipeline.Step, sc *step.Context, w *workTree, sr *Ste
 func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.Step, sc *step.Context, sr *StepRecord) (*step.Outcome, error) {
 	var watch Watch
 	if s.GPU && e.o.monitor != nil {
+		sc.Report(step.Progress{Phase: "preflight"})
 		report, err := e.o.monitor.Preflight(ctx, e.p, s)
 		if report != nil {
 			sr.Preflight = mustJSON(report)

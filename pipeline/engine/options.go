@@ -64,7 +64,8 @@ type Watch interface {
 
 // Event is one line of progress.
 type Event struct {
-	// Type is "start", "finish" or "skip".
+	// Type is "start", "finish", "skip" or "progress" (a running step's
+	// report: Progress is set).
 	Type  string
 	Step  string
 	Kind  string
@@ -73,6 +74,8 @@ type Event struct {
 	Cache    string
 	Duration time.Duration
 	Reason   string
+	// Progress is a running step's report on a "progress" event.
+	Progress *step.Progress
 }
 
 // WithOutDir sets the run directory (default .gpuattest/runs/<time>-<name>).
@@ -131,8 +134,10 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithProgress receives an event as each step starts and ends. It is called
-// from the engine's goroutines, one call at a time.
+// WithProgress receives an event as each step starts and ends, and as a
+// running step reports progress (preflight, a burn-in's iterations, a
+// benchmark's samples). It is called from the engine's goroutines, one
+// call at a time, and must return quickly.
 func WithProgress(f func(Event)) Option {
 	return func(o *options) error { o.progress = f; return nil }
 }

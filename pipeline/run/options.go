@@ -8,6 +8,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
 // Event is a progress event of a run (a step started, was skipped or
@@ -130,6 +131,10 @@ func WithSigner(s *sign.Signer, keyFile string) Option {
 func WithBaseEnv(env []string) Option {
 	return func(o *options) error { o.baseEnv = env; return nil }
 }
+
+// Progress is what a running step reports of itself (burn-in iterations,
+// benchmark samples, a preflight), carried by an Event of type progress.
+type Progress = step.Progress
 
 // Record is run.json (engine.Record), for front ends that render it.
 type Record = engine.Record

@@ -56,6 +56,31 @@ type Context struct {
 	Logger *slog.Logger
 	// Hardware is the run's hardware record; nil when none was collected.
 	Hardware *hardware.Record
+	// Progress, when set, receives how far the step has come, for a live
+	// display (Report calls it). What it gets never reaches run.json, a
+	// log or a results file.
+	Progress func(Progress)
+}
+
+// Progress is how far a running step has come.
+type Progress struct {
+	// Phase is what the step is doing now, when it says ("preflight").
+	Phase string
+	// Iterations and Errors count a burn-in's finished and failed
+	// iterations.
+	Iterations, Errors int
+	// Samples counts a benchmark's samples so far (both sides); CIWidth
+	// is the widest relative width of a case's 95 % median interval among
+	// the candidate's cases (0 while unknown).
+	Samples int
+	CIWidth float64
+}
+
+// Report passes p to c.Progress, when set.
+func (c *Context) Report(p Progress) {
+	if c.Progress != nil {
+		c.Progress(p)
+	}
 }
 
 // Status is a step's final state as an executor reports it.

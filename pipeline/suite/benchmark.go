@@ -350,7 +350,9 @@ func (br *benchRun) invoke(ctx context.Context, side string, index, seed int) (*
 	if res.ExitCode != 0 {
 		br.failures = append(br.failures, fmt.Sprintf("%s exit code %d%s", side, res.ExitCode, seedSuffix(seed)))
 	}
-	return &invocation{side: side, index: index, seed: seed, res: r, exit: res.ExitCode}, nil
+	inv := &invocation{side: side, index: index, seed: seed, res: r, exit: res.ExitCode}
+	br.progress(inv)
+	return inv, nil
 }
 
 // copyName is the name of an invocation's results in the step directory:

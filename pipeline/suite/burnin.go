@@ -92,6 +92,8 @@ type BurninDetails struct {
 	Backend    string `json:"backend,omitempty"`
 	Device     string `json:"device,omitempty"`
 	DeviceUUID string `json:"device_uuid,omitempty"`
+	// IterationSeconds is the wall time of each invocation, in order.
+	IterationSeconds []float64 `json:"iteration_s,omitempty"`
 	// Cases is the number of cases per iteration; OutputsChecked how many
 	// of them report an output digest compared across iterations (or, in
 	// a sustained run, had every repeat compared with their first).
@@ -263,6 +265,7 @@ loop:
 		}
 		// The burn-in still to run, for a suite that sustains it itself.
 		duration := "GPUATTEST_DURATION=" + strconv.FormatFloat(max(left.Seconds(), 0.001), 'f', 3, 64)
+		iterStart := now()
 		res, err := runStep(ctx, s, append(slices.Clip(env), duration)...)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -274,6 +277,7 @@ loop:
 		}
 		out.ExitCode = exitPtr(res)
 		d.Invocations = iter
+		d.IterationSeconds = append(d.IterationSeconds, now().Sub(iterStart).Seconds())
 		r, b, err := readResults(resFile, s.Step.Format)
 		if b != nil {
 			lastRead = b
@@ -302,6 +306,7 @@ loop:
 			br.generic(iter, r, res.MaxRSSBytes)
 		}
 		br.compareOutputs(iter, r)
+		s.Report(step.Progress{Iterations: d.Iterations, Errors: len(br.failures)})
 		if len(br.failures) > 0 {
 			break
 		}
