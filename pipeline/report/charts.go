@@ -724,10 +724,22 @@ var telemetryMetrics = []telemetrySeries{
 	}},
 }
 
-// telemetryCharts are a step's telemetry series: temperature, power and
-// SM clock per GPU against time, throttled intervals shaded, Xid and ECC
-// events marked.
-func telemetryCharts(t Telemetry) []*chart {
+// telemetryEvents are a step's telemetry lines laid out for charts:
+// the time axis, the GPUs, throttled spans and Xid/ECC marks.
+type telemetryEvents struct {
+	t0               time.Time
+	div              float64 // seconds per axis unit
+	unit             string
+	ids              []int // the GPUs with samples, sorted
+	spans            [][2]float64
+	xidAt, eccAt     []float64
+	xidText, eccText []string
+}
+
+func (e *telemetryEvents) at(l gpu.Line) float64 { return l.Time.Sub(e.t0).Seconds() / e.div }
+
+// layoutTelemetry lays out t's lines; nil when there are none.
+func layoutTelemetry(t Telemetry) *telemetryEvents {
 	var t0, t1 time.Time
 	for _, l := range t.Lines {
 		if t0.IsZero() || l.Time.Before(t0) {
@@ -740,96 +752,110 @@ func telemetryCharts(t Telemetry) []*chart {
 	if t0.IsZero() {
 		return nil
 	}
-	div, unit := secondsAxis(t1.Sub(t0).Seconds())
-	at := func(l gpu.Line) float64 { return l.Time.Sub(t0).Seconds() / div }
+	e := &telemetryEvents{t0: t0}
+	e.div, e.unit = secondsAxis(t1.Sub(t0).Seconds())
 	// Throttled spans per GPU, merged over GPUs: a sample marks the time
 	// from it to the next sample of its GPU.
-	var spans [][2]float64
 	last := map[int]gpu.Line{}
-	var xidAt, eccAt []float64
-	var xidText, eccText []string
 	gpus := map[int]bool{}
 	for _, l := range t.Lines {
 		switch l.Kind {
 		case "sample":
 			gpus[l.GPU] = true
 			if prev, ok := last[l.GPU]; ok && prev.Throttled {
-				spans = append(spans, [2]float64{at(prev), at(l)})
+				e.spans = append(e.spans, [2]float64{e.at(prev), e.at(l)})
 			}
 			last[l.GPU] = l
 		case "xid":
-			xidAt = append(xidAt, at(l))
+			e.xidAt = append(e.xidAt, e.at(l))
 			code := ""
 			if l.Xid != nil {
 				code = fmt.Sprint(*l.Xid)
 			}
-			xidText = append(xidText, fmt.Sprintf("Xid %s (GPU %d)", code, l.GPU))
+			e.xidText = append(e.xidText, fmt.Sprintf("Xid %s (GPU %d)", code, l.GPU))
 		case "ecc_dbe":
-			eccAt = append(eccAt, at(l))
-			eccText = append(eccText, fmt.Sprintf("ECC DBE (GPU %d)", l.GPU))
+			e.eccAt = append(e.eccAt, e.at(l))
+			e.eccText = append(e.eccText, fmt.Sprintf("ECC DBE (GPU %d)", l.GPU))
 		}
 	}
-	spans = mergeSpans(spans)
-	ids := make([]int, 0, len(gpus))
+	e.spans = mergeSpans(e.spans)
 	for g := range gpus {
-		ids = append(ids, g)
+		e.ids = append(e.ids, g)
 	}
-	sort.Ints(ids)
+	sort.Ints(e.ids)
+	return e
+}
+
+// telemetryCharts are a step's telemetry series: temperature, power and
+// SM clock per GPU against time, throttled intervals shaded, Xid and ECC
+// events marked.
+func telemetryCharts(t Telemetry) []*chart {
+	e := layoutTelemetry(t)
+	if e == nil {
+		return nil
+	}
 	var out []*chart
 	for _, m := range telemetryMetrics {
-		p := newPlot(m.name, "time since the step started ("+unit+")", m.unit)
-		if len(spans) > 0 {
-			p.Add(band{spans: spans, col: colThrottle})
+		if c := e.metricChart(t, m); c != nil {
+			out = append(out, c)
 		}
-		any := false
-		for k, g := range ids {
-			var xys plotter.XYs
-			for _, l := range t.Lines {
-				if l.Kind != "sample" || l.GPU != g {
-					continue
-				}
-				if v, ok := m.get(l); ok {
-					xys = append(xys, plotter.XY{X: at(l), Y: v})
-				}
-			}
-			if len(xys) == 0 {
-				continue
-			}
-			line, err := plotter.NewLine(thinXY(xys, maxSeries))
-			if err != nil {
-				continue
-			}
-			line.LineStyle.Color, line.LineStyle.Width = colGPU[k%len(colGPU)], vg.Points(1.2)
-			p.Add(line)
-			if len(ids) > 1 {
-				p.Legend.Add(fmt.Sprintf("GPU %d", g), line)
-			}
-			any = true
-		}
-		if !any {
-			continue
-		}
-		p.Legend.Top, p.Legend.Left = true, true
-		p.Legend.XOffs = vg.Points(4)
-		if len(xidAt) > 0 {
-			p.Add(marks{at: xidAt, text: xidText, col: colXid, label: true})
-		}
-		if len(eccAt) > 0 {
-			p.Add(marks{at: eccAt, text: eccText, col: colECC, label: true})
-		}
-		if len(spans) > 0 {
-			p.Add(note{text: "shaded: throttled (power, thermal or HW slowdown)", col: color.NRGBA{R: 0xb2, G: 0x6a, A: 0xff}, bottom: true})
-		}
-		p.X.Min = 0
-		p.Add(plotter.NewGrid())
-		rows := 0
-		if len(ids) > 1 {
-			rows = len(ids)
-		}
-		padY(p, rows)
-		out = append(out, &chart{File: fileName("telemetry", t.Step, m.file), Title: m.name + " (" + m.unit + ")", p: p, w: seriesW, h: seriesH})
 	}
 	return out
+}
+
+// metricChart is one metric's chart; nil when no GPU reports it.
+func (e *telemetryEvents) metricChart(t Telemetry, m telemetrySeries) *chart {
+	p := newPlot(m.name, "time since the step started ("+e.unit+")", m.unit)
+	if len(e.spans) > 0 {
+		p.Add(band{spans: e.spans, col: colThrottle})
+	}
+	any := false
+	for k, g := range e.ids {
+		var xys plotter.XYs
+		for _, l := range t.Lines {
+			if l.Kind != "sample" || l.GPU != g {
+				continue
+			}
+			if v, ok := m.get(l); ok {
+				xys = append(xys, plotter.XY{X: e.at(l), Y: v})
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(thinXY(xys, maxSeries))
+		if err != nil {
+			continue
+		}
+		line.LineStyle.Color, line.LineStyle.Width = colGPU[k%len(colGPU)], vg.Points(1.2)
+		p.Add(line)
+		if len(e.ids) > 1 {
+			p.Legend.Add(fmt.Sprintf("GPU %d", g), line)
+		}
+		any = true
+	}
+	if !any {
+		return nil
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(4)
+	if len(e.xidAt) > 0 {
+		p.Add(marks{at: e.xidAt, text: e.xidText, col: colXid, label: true})
+	}
+	if len(e.eccAt) > 0 {
+		p.Add(marks{at: e.eccAt, text: e.eccText, col: colECC, label: true})
+	}
+	if len(e.spans) > 0 {
+		p.Add(note{text: "shaded: throttled (power, thermal or HW slowdown)", col: color.NRGBA{R: 0xb2, G: 0x6a, A: 0xff}, bottom: true})
+	}
+	p.X.Min = 0
+	p.Add(plotter.NewGrid())
+	rows := 0
+	if len(e.ids) > 1 {
+		rows = len(e.ids)
+	}
+	padY(p, rows)
+	return &chart{File: fileName("telemetry", t.Step, m.file), Title: m.name + " (" + m.unit + ")", p: p, w: seriesW, h: seriesH}
 }
 
 // mergeSpans sorts and merges overlapping intervals.

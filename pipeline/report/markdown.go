@@ -35,6 +35,23 @@ func (r *Report) WriteMarkdown(w io.Writer, opts ...MarkdownOption) error {
 	}
 	bw := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	r.mdVerdict(p)
+	r.mdSteps(p)
+	r.mdBenchmarks(p)
+	r.mdBurnins(p)
+	r.mdVerification(p)
+	if o.htmlPath != "" {
+		p("Full report: `%s`\n", strings.ReplaceAll(o.htmlPath, "`", "'"))
+	}
+	return bw.Flush()
+}
+
+// mdPrint writes formatted Markdown.
+type mdPrint func(format string, args ...any)
+
+// mdVerdict writes the title line, the warnings, the reason and the
+// failures.
+func (r *Report) mdVerdict(p mdPrint) {
 	verdict := strings.ToUpper(r.Verdict.State)
 	mark := "❌"
 	if r.Verdict.Passed {
@@ -58,23 +75,32 @@ func (r *Report) WriteMarkdown(w io.Writer, opts ...MarkdownOption) error {
 		}
 		p("\n")
 	}
-	if len(r.Steps) > 0 {
-		steps := append([]Step(nil), r.Steps...)
-		sort.SliceStable(steps, func(i, j int) bool { return stepRank(steps[i].State) < stepRank(steps[j].State) })
-		p("| step | kind | state | duration | cache |\n|---|---|---|---:|---|\n")
-		for _, s := range steps {
-			d := "–"
-			if s.Duration > 0 {
-				d = fmtDur(s.Duration)
-			}
-			state := md(s.State)
-			if stepRank(s.State) == 0 {
-				state = "**" + state + "**"
-			}
-			p("| %s | %s | %s | %s | %s |\n", md(s.ID), md(s.Kind), state, d, md(s.Cache))
-		}
-		p("\n")
+}
+
+// mdSteps writes the step table, failures first.
+func (r *Report) mdSteps(p mdPrint) {
+	if len(r.Steps) == 0 {
+		return
 	}
+	steps := append([]Step(nil), r.Steps...)
+	sort.SliceStable(steps, func(i, j int) bool { return stepRank(steps[i].State) < stepRank(steps[j].State) })
+	p("| step | kind | state | duration | cache |\n|---|---|---|---:|---|\n")
+	for _, s := range steps {
+		d := "–"
+		if s.Duration > 0 {
+			d = fmtDur(s.Duration)
+		}
+		state := md(s.State)
+		if stepRank(s.State) == 0 {
+			state = "**" + state + "**"
+		}
+		p("| %s | %s | %s | %s | %s |\n", md(s.ID), md(s.Kind), state, d, md(s.Cache))
+	}
+	p("\n")
+}
+
+// mdBenchmarks writes the benchmark verdict table, regressions first.
+func (r *Report) mdBenchmarks(p mdPrint) {
 	type row struct {
 		step string
 		c    BenchCase
@@ -86,29 +112,34 @@ func (r *Report) WriteMarkdown(w io.Writer, opts ...MarkdownOption) error {
 			rows = append(rows, row{b.Step, c, b.Against})
 		}
 	}
-	if len(rows) > 0 {
-		sort.SliceStable(rows, func(i, j int) bool { return verdictRank(rows[i].c) < verdictRank(rows[j].c) })
-		p("### Benchmarks\n\n| step | case | verdict | median | against | shift | CI |\n|---|---|---|---:|---|---:|---|\n")
-		for _, x := range rows {
-			med, v, vs, shift, ci := "–", md(x.c.Status), "–", "–", "–"
-			if x.c.Stats != nil {
-				med = fmtNS(x.c.Stats.Median)
-			}
-			if cmp := x.c.Comparison; cmp != nil {
-				v = string(cmp.Verdict)
-				if cmp.Verdict == stats.Slower || cmp.Verdict == "MISSING" {
-					v = "**" + v + "**"
-				}
-				vs = md(x.vs)
-				if x.c.AgainstMedian > 0 {
-					vs += " " + fmtNS(x.c.AgainstMedian)
-				}
-				shift, ci = fmtPct(cmp.Shift.Delta), fmtInterval(cmp.Shift.CI)
-			}
-			p("| %s | %s | %s | %s | %s | %s | %s |\n", md(x.step), md(x.c.Name), v, med, vs, shift, ci)
-		}
-		p("\n")
+	if len(rows) == 0 {
+		return
 	}
+	sort.SliceStable(rows, func(i, j int) bool { return verdictRank(rows[i].c) < verdictRank(rows[j].c) })
+	p("### Benchmarks\n\n| step | case | verdict | median | against | shift | CI |\n|---|---|---|---:|---|---:|---|\n")
+	for _, x := range rows {
+		med, v, vs, shift, ci := "–", md(x.c.Status), "–", "–", "–"
+		if x.c.Stats != nil {
+			med = fmtNS(x.c.Stats.Median)
+		}
+		if cmp := x.c.Comparison; cmp != nil {
+			v = string(cmp.Verdict)
+			if cmp.Verdict == stats.Slower || cmp.Verdict == "MISSING" {
+				v = "**" + v + "**"
+			}
+			vs = md(x.vs)
+			if x.c.AgainstMedian > 0 {
+				vs += " " + fmtNS(x.c.AgainstMedian)
+			}
+			shift, ci = fmtPct(cmp.Shift.Delta), fmtInterval(cmp.Shift.CI)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", md(x.step), md(x.c.Name), v, med, vs, shift, ci)
+	}
+	p("\n")
+}
+
+// mdBurnins writes one line per burn-in.
+func (r *Report) mdBurnins(p mdPrint) {
 	for _, b := range r.Burnins {
 		cons, leak := "outputs identical", "no leak"
 		if !b.OutputConsistent {
@@ -123,21 +154,23 @@ func (r *Report) WriteMarkdown(w io.Writer, opts ...MarkdownOption) error {
 		}
 		p("**Burn-in %s** (%s): %s, %d iterations, %d failed, %s, %s\n\n", md(b.Step), md(b.State), ran, b.Iterations, b.Failures, cons, leak)
 	}
-	if v := r.Verification; v != nil {
-		p("**Verification: %s**", md(v.Result))
-		if v.Policy != "" {
-			p(" (policy %s)", md(v.Policy))
-		}
-		p("\n\n")
-		for _, c := range v.Criteria {
-			p("- %s: %s — %s\n", md(c.Check), md(c.Requirement), md(c.Result))
-		}
-		p("\n")
+}
+
+// mdVerification writes the criteria of a verified bundle.
+func (r *Report) mdVerification(p mdPrint) {
+	v := r.Verification
+	if v == nil {
+		return
 	}
-	if o.htmlPath != "" {
-		p("Full report: `%s`\n", strings.ReplaceAll(o.htmlPath, "`", "'"))
+	p("**Verification: %s**", md(v.Result))
+	if v.Policy != "" {
+		p(" (policy %s)", md(v.Policy))
 	}
-	return bw.Flush()
+	p("\n\n")
+	for _, c := range v.Criteria {
+		p("- %s: %s — %s\n", md(c.Check), md(c.Requirement), md(c.Result))
+	}
+	p("\n")
 }
 
 // stepRank orders steps failures first.

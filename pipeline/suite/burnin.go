@@ -193,7 +193,13 @@ func trend(series []int64) *Trend {
 type burnRun struct {
 	s        *step.Context
 	d        *BurninDetails
+	out      *step.Outcome
 	tol      int64
+	want     time.Duration // the duration asked
+	minDuty  *float64      // the duty cycle required, nil: reported only
+	env      []string      // the knobs every invocation gets
+	start    time.Time
+	elapsed  time.Duration
 	failures []string
 	// first maps each case to its output digest in iteration 1; caseSet
 	// is iteration 1's case names.
@@ -213,12 +219,37 @@ func (br *burnRun) fail(iter int, format string, args ...any) {
 	br.failures = append(br.failures, fmt.Sprintf("iteration %d: ", iter)+fmt.Sprintf(format, args...))
 }
 
-// Execute runs the burnin step s.Step.
+// Execute runs the burnin step s.Step: it invokes the suite until the
+// requested duration is spent (once, for a suite that sustains the
+// burn-in itself), then judges outputs, memory trends, duty cycle and
+// telemetry.
 func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error) {
 	now := b.Now
 	if now == nil {
 		now = time.Now
 	}
+	br, err := newBurnRun(s)
+	if err != nil {
+		return nil, err
+	}
+	resFile, err := resultsFile(s)
+	if err != nil {
+		return nil, err
+	}
+	lastRead, err := br.loop(ctx, now, resFile)
+	if err != nil {
+		return nil, err
+	}
+	if lastRead != nil {
+		if f, err := writeBytesToStep(s, "results-last"+extOf(resFile.rel), "results", lastRead); err == nil {
+			br.out.Results = append(br.out.Results, f)
+		}
+	}
+	return br.verdict(), nil
+}
+
+// newBurnRun reads the step's settings.
+func newBurnRun(s *step.Context) (*burnRun, error) {
 	want := s.Step.Duration.Value()
 	if want <= 0 {
 		return nil, fmt.Errorf("step %s: duration %q: expected a positive duration such as 30s or 1h", s.Step.ID, s.Step.Duration)
@@ -227,36 +258,38 @@ func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 	if !s.Step.LeakTolerance.IsZero() {
 		tol = int64(min(s.Step.LeakTolerance.Bytes, math.MaxInt64))
 	}
-	var minDuty *float64
+	br := &burnRun{s: s, tol: tol, want: want}
 	if !s.Step.MinDutyCycle.IsZero() {
 		v := s.Step.MinDutyCycle.Fraction
 		if !(v > 0 && v <= 1) {
 			return nil, fmt.Errorf("step %s: minDutyCycle %q: expected a percentage above 0%% and at most 100%%, such as 95%%", s.Step.ID, s.Step.MinDutyCycle)
 		}
-		minDuty = &v
+		br.minDuty = &v
 	}
-	resFile, err := resultsFile(s)
-	if err != nil {
-		return nil, err
-	}
-	var env []string
 	if s.Step.Warmup != nil {
-		env = append(env, "GPUATTEST_WARMUP="+strconv.Itoa(*s.Step.Warmup))
+		br.env = append(br.env, "GPUATTEST_WARMUP="+strconv.Itoa(*s.Step.Warmup))
 	}
 	if s.Step.Repeats.N > 0 {
-		env = append(env, "GPUATTEST_REPEATS="+strconv.Itoa(s.Step.Repeats.N))
+		br.env = append(br.env, "GPUATTEST_REPEATS="+strconv.Itoa(s.Step.Repeats.N))
 	}
 	if len(s.Step.Seeds) > 0 {
-		env = append(env, "GPUATTEST_SEED="+strconv.Itoa(s.Step.Seeds[0]))
+		br.env = append(br.env, "GPUATTEST_SEED="+strconv.Itoa(s.Step.Seeds[0]))
 	}
-	d := &BurninDetails{Requested: want.String(), LeakToleranceBytes: tol}
-	out := &step.Outcome{Status: step.Passed, Details: d}
-	br := &burnRun{s: s, d: d, tol: tol}
-	var lastRes, lastRead []byte // the results file as last read, once iteration 1 parsed
-	start := now()
-loop:
+	br.d = &BurninDetails{Requested: want.String(), LeakToleranceBytes: tol}
+	br.out = &step.Outcome{Status: step.Passed, Details: br.d}
+	return br, nil
+}
+
+// loop invokes the suite until the duration is spent or an iteration
+// fails; it returns the results file as last read (nil when iteration 1
+// left none that parsed).
+func (br *burnRun) loop(ctx context.Context, now func() time.Time, resFile *rootedFile) ([]byte, error) {
+	s, d := br.s, br.d
+	var parsed bool
+	var lastRead []byte
+	br.start = now()
 	for iter := 1; ; iter++ {
-		left := want - now().Sub(start)
+		left := br.want - now().Sub(br.start)
 		if iter > 1 && left <= 0 {
 			break
 		}
@@ -266,20 +299,20 @@ loop:
 		// The burn-in still to run, for a suite that sustains it itself.
 		duration := "GPUATTEST_DURATION=" + strconv.FormatFloat(max(left.Seconds(), 0.001), 'f', 3, 64)
 		iterStart := now()
-		res, err := runStep(ctx, s, append(slices.Clip(env), duration)...)
+		res, err := runStep(ctx, s, append(slices.Clip(br.env), duration)...)
 		if err != nil {
 			if ctx.Err() != nil {
-				d.Elapsed = now().Sub(start).Round(time.Millisecond).String()
-				br.failures = append(br.failures, fmt.Sprintf("cut short after %s of %s in iteration %d: %v", d.Elapsed, want, iter, context.Cause(ctx)))
-				break loop
+				d.Elapsed = now().Sub(br.start).Round(time.Millisecond).String()
+				br.failures = append(br.failures, fmt.Sprintf("cut short after %s of %s in iteration %d: %v", d.Elapsed, br.want, iter, context.Cause(ctx)))
+				break
 			}
 			return nil, err
 		}
-		out.ExitCode = exitPtr(res)
+		br.out.ExitCode = exitPtr(res)
 		d.Invocations = iter
 		d.IterationSeconds = append(d.IterationSeconds, now().Sub(iterStart).Seconds())
 		r, b, err := readResults(resFile, s.Step.Format)
-		if b != nil {
+		if b != nil && (parsed || err == nil) {
 			lastRead = b
 		}
 		if err != nil {
@@ -289,55 +322,62 @@ loop:
 			br.fail(iter, "results: %s", firstLine(err.Error()))
 			break
 		}
-		if iter == 1 {
-			lastRes = b
-			d.Sustained = r.Sustained != nil
-			d.Backend, d.Device, d.DeviceUUID = r.Backend, r.Device, r.DeviceUUID
-		} else if (r.Sustained != nil) != d.Sustained {
-			br.fail(iter, "the results of iteration 1 and %d disagree on whether the suite ran sustained (a \"sustained\" block)", iter)
-			break
-		}
-		if res.ExitCode != 0 {
-			br.fail(iter, "command exited %d", res.ExitCode)
-		}
-		if d.Sustained {
-			br.sustained(iter, r)
-		} else {
-			br.generic(iter, r, res.MaxRSSBytes)
-		}
-		br.compareOutputs(iter, r)
-		s.Report(step.Progress{Iterations: d.Iterations, Errors: len(br.failures)})
-		if len(br.failures) > 0 {
+		parsed = true
+		if !br.take(iter, r, res.ExitCode, res.MaxRSSBytes) {
 			break
 		}
 	}
-	elapsed := now().Sub(start)
+	br.elapsed = now().Sub(br.start)
 	if d.Elapsed == "" {
-		d.Elapsed = elapsed.Round(time.Millisecond).String()
+		d.Elapsed = br.elapsed.Round(time.Millisecond).String()
 	}
-	if lastRes != nil {
-		if f, err := writeBytesToStep(s, "results-last"+extOf(resFile.rel), "results", lastRead); err == nil {
-			out.Results = append(out.Results, f)
-		}
+	return lastRead, nil
+}
+
+// take judges one invocation's results; it returns false to stop.
+func (br *burnRun) take(iter int, r *Results, exitCode int, maxRSS int64) bool {
+	d := br.d
+	if iter == 1 {
+		d.Sustained = r.Sustained != nil
+		d.Backend, d.Device, d.DeviceUUID = r.Backend, r.Device, r.DeviceUUID
+	} else if (r.Sustained != nil) != d.Sustained {
+		br.fail(iter, "the results of iteration 1 and %d disagree on whether the suite ran sustained (a \"sustained\" block)", iter)
+		return false
 	}
+	if exitCode != 0 {
+		br.fail(iter, "command exited %d", exitCode)
+	}
+	if d.Sustained {
+		br.sustained(iter, r)
+	} else {
+		br.generic(iter, r, maxRSS)
+	}
+	br.compareOutputs(iter, r)
+	br.s.Report(step.Progress{Iterations: d.Iterations, Errors: len(br.failures)})
+	return len(br.failures) == 0
+}
+
+// verdict judges the whole burn-in and returns the outcome.
+func (br *burnRun) verdict() *step.Outcome {
+	d, out := br.d, br.out
 	if d.Invocations > 0 && d.OutputsChecked == 0 {
 		d.Notes = append(d.Notes, "no case reports output_sha256: output consistency was not checked")
 	}
 	if d.Sustained {
-		br.judgeSustained(minDuty)
+		br.judgeSustained(br.minDuty)
 	} else {
 		br.judgeGeneric()
 	}
 	br.telemetry()
 	failures := br.failures
-	if len(failures) == 0 && elapsed < want {
-		failures = append(failures, fmt.Sprintf("ran %s of the %s asked: a burn-in shorter than asked is a failure", d.Elapsed, want))
+	if len(failures) == 0 && br.elapsed < br.want {
+		failures = append(failures, fmt.Sprintf("ran %s of the %s asked: a burn-in shorter than asked is a failure", d.Elapsed, br.want))
 	}
 	d.Completed = len(failures) == 0
 	if len(failures) > 0 {
 		out.Status = step.Failed
 		out.Reason = "burn-in " + strings.Join(failures, "; ")
-		return out, nil
+		return out
 	}
 	if d.Sustained {
 		out.Reason = fmt.Sprintf("sustained run: %d iterations in %s, duty cycle %.1f%% (%s), outputs of %d repeats of %d cases identical to their first",
@@ -345,7 +385,7 @@ loop:
 	} else {
 		out.Reason = fmt.Sprintf("%d iterations in %s, outputs of %d cases identical", d.Iterations, d.Elapsed, d.OutputsChecked)
 	}
-	return out, nil
+	return out
 }
 
 func derefOr(p *float64, v float64) float64 {
