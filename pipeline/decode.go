@@ -20,7 +20,7 @@ import (
 )
 
 // LoadOption configures Load and Parse.
-type LoadOption func(*loadOptions)
+type LoadOption func(*loadOptions) error
 
 type loadOptions struct {
 	root string
@@ -31,7 +31,13 @@ type loadOptions struct {
 // the pipeline file's directory when there is none. Step paths stay
 // inside the pipeline's root either way.
 func WithRoot(dir string) LoadOption {
-	return func(o *loadOptions) { o.root = dir }
+	return func(o *loadOptions) error {
+		if dir == "" {
+			return errors.New("pipeline.WithRoot: empty directory")
+		}
+		o.root = dir
+		return nil
+	}
 }
 
 // Load reads, decodes, validates and defaults the pipeline at path. Invalid
@@ -49,7 +55,9 @@ func Load(path string, opts ...LoadOption) (*Pipeline, error) {
 func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 	var o loadOptions
 	for _, opt := range opts {
-		opt(&o)
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

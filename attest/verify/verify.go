@@ -129,9 +129,10 @@ func WithPolicy(p *policy.Policy) Option {
 // WithLogger sets the logger for diagnostics (default: discard).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
+		o.logger = l
 		return nil
 	}
 }

@@ -127,9 +127,10 @@ func WithoutCache() Option {
 // WithLogger sets the diagnostics logger (default: discard).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
+		o.logger = l
 		return nil
 	}
 }

@@ -107,9 +107,10 @@ func WithBaseDir(dir string) Option {
 // WithLogger sets the logger for progress and notes; discarded when not set.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
+		o.logger = l
 		return nil
 	}
 }

@@ -84,7 +84,7 @@ func WithBwrapCacheDir(dir string) BwrapOption {
 func WithBwrapLogger(l *slog.Logger) BwrapOption {
 	return func(b *Bwrap) error {
 		if l == nil {
-			return errors.New("nil logger")
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
 		b.logger = l
 		return nil
