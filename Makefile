@@ -1,7 +1,8 @@
 # gpuattest: reproducible, attested GPU kernel releases.
 #
 #   make demo   install what is missing, build, run pipelines/quickstart.yaml,
-#               sign its attestations with a fresh demo key and verify them
+#               sign its attestations with a fresh demo key, verify them and
+#               write the run's report.html
 #   make test   install what is missing, then go vet and go test -race (all of it)
 #
 # `make deps` installs nvcc (Debian non-free), bubblewrap, docker-registry and
@@ -53,6 +54,7 @@ demo: deps build
 	$(BIN) run pipelines/quickstart.yaml --out $(DEMO)/run --key $(DEMO_KEY).key
 	$(BIN) inspect kernels/build/*.fatbin
 	$(BIN) verify --bundle $(DEMO)/run/attestations.intoto.jsonl --key $(DEMO_KEY).pub kernels/build/*.fatbin
+	$(BIN) report $(DEMO)/run --markdown $(DEMO)/run/summary.md
 
 bench: build
 	$(GO) run ./bench/engine
@@ -60,6 +62,7 @@ bench: build
 	$(GO) run ./bench/build
 	$(GO) run ./bench/stats
 	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN)
+	$(GO) run ./bench/report
 
 clean:
 	rm -rf bin .gpuattest

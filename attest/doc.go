@@ -31,7 +31,10 @@
 //   - internalParameters: {"runner": KIND, "gpuattest_version": V}.
 //   - resolvedDependencies: the pipeline file and the lock file by sha256
 //     (names "pipeline" and "lock"), every container image as
-//     name + uri "oci://REF" + sha256 digest, every source file by path and
+//     name + uri + sha256 manifest digest, with its index and config
+//     digests and platform as annotations (uri: "oci://REPO@sha256:..." for a
+//     registry image, the package URL "pkg:oci/NAME@sha256%3A<hex>" for
+//     an image carried as a file, never a local path), every source file by path and
 //     sha256, and the toolchain (nvcc, cuobjdump, host compiler) by name,
 //     version and, when known, sha256.
 //   - builder.id: BuilderHost (https://gpuattest.dev/builder/host/v1) when

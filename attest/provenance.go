@@ -115,6 +115,33 @@ func digestMap(d string) (map[string]string, error) {
 	return map[string]string{"sha256": h}, nil
 }
 
+// imageDescriptor describes a container image: name, URI and manifest
+// digest, with the index and config digests and the platform as
+// annotations.
+func imageDescriptor(im Image) (ResourceDescriptor, error) {
+	d, err := digestMap(im.Digest)
+	if err != nil {
+		return ResourceDescriptor{}, err
+	}
+	if im.URI == "" {
+		return ResourceDescriptor{}, errors.New("no URI")
+	}
+	rd := ResourceDescriptor{Name: im.Name, URI: im.URI, Digest: d}
+	for k, v := range map[string]string{"index_digest": im.IndexDigest, "config_digest": im.ConfigDigest, "platform": im.Platform} {
+		if v == "" {
+			continue
+		}
+		if k != "platform" && !prefixSHA256.MatchString(v) {
+			return ResourceDescriptor{}, fmt.Errorf("%s %q: expected sha256:<64 hex digits>", k, v)
+		}
+		if rd.Annotations == nil {
+			rd.Annotations = map[string]string{}
+		}
+		rd.Annotations[k] = v
+	}
+	return rd, nil
+}
+
 // ProvenanceFor builds the SLSA Provenance v1 predicate of run's builds.
 func ProvenanceFor(run *Run) (*Provenance, error) {
 	if run == nil {
@@ -135,12 +162,12 @@ func ProvenanceFor(run *Run) (*Provenance, error) {
 		}
 	}
 	for i, im := range run.Images {
-		d, err := digestMap(im.Digest)
+		rd, err := imageDescriptor(im)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("images[%d] (%s): %w", i, im.Name, err))
 			continue
 		}
-		deps = append(deps, ResourceDescriptor{Name: im.Name, URI: "oci://" + im.Ref, Digest: d})
+		deps = append(deps, rd)
 	}
 	for i, s := range run.Sources {
 		d, err := digestMap(s.SHA256)

@@ -67,14 +67,25 @@ func (s *Statement) Validate() error {
 	return err
 }
 
-// Image is a container image the run used.
+// Image is a container image the run used, named without any local path.
 type Image struct {
 	// Name is the image's name in the pipeline.
 	Name string
-	// Ref is the pinned reference (repo@sha256:...).
-	Ref string
-	// Digest is "sha256:<hex>" of the image manifest.
+	// URI names the image: oci://REPO@sha256:<manifest> for a registry
+	// image, pkg:oci/NAME@sha256%3A<manifest hex> for an image carried as
+	// a file (oci-layout:, docker-archive:), never its path.
+	URI string
+	// Digest is "sha256:<hex>" of the image manifest (a docker archive's
+	// image ID).
 	Digest string
+	// IndexDigest is "sha256:<hex>" of the multi-platform index the
+	// pipeline's reference pointed at, when it did.
+	IndexDigest string
+	// ConfigDigest is "sha256:<hex>" of the image config (the image ID),
+	// when known.
+	ConfigDigest string
+	// Platform is the platform the image was resolved for (linux/amd64).
+	Platform string
 }
 
 // Tool is a toolchain component (nvcc, cuobjdump, gcc).

@@ -37,12 +37,7 @@ func buildHarness(t *testing.T) string {
 			return
 		}
 		harness = filepath.Join(buildDir, "gpuattest-harness")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "g++", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-o", harness, "harness/harness.cc", "-ldl").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(err.Error() + "\n" + string(out))
-		}
+		buildErr = gxx("-pthread", "-o", harness, "harness/harness.cc", "-ldl")
 	})
 	if buildErr != nil {
 		t.Fatalf("building the harness: %v", buildErr)
@@ -50,10 +45,23 @@ func buildHarness(t *testing.T) string {
 	return harness
 }
 
+// gxx runs g++ with the tests' warning flags and args.
+func gxx(args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "g++", append([]string{"-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror"}, args...)...).CombinedOutput()
+	if err != nil {
+		return errors.New(err.Error() + "\n" + string(out))
+	}
+	return nil
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, d := range []string{buildDir, fakeDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/invopop/jsonschema"
 )
@@ -81,28 +80,6 @@ func (Command) JSONSchema() *jsonschema.Schema {
 			{Type: "string", MinLength: ptr(uint64(1))},
 			{Type: "array", MinItems: ptr(uint64(1)), Items: &jsonschema.Schema{Type: "string"}},
 		},
-	}
-}
-
-// Duration is a Go duration string such as "90s" or "1h30m"; validation
-// reports one that does not parse, with its position.
-type Duration string
-
-// Value returns the parsed duration, zero when empty or invalid.
-func (d Duration) Value() time.Duration {
-	v, err := time.ParseDuration(string(d))
-	if err != nil {
-		return 0
-	}
-	return v
-}
-
-// JSONSchema describes a duration string.
-func (Duration) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{
-		Type:        "string",
-		Pattern:     `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`,
-		Description: "a duration such as 90s, 10m or 1h30m",
 	}
 }
 

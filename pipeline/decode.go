@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -18,24 +19,11 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// Issue is a problem a step check found, by field path (steps[2].flags[0]);
-// Load gives it the field's position.
-type Issue struct {
-	Path    string
-	Message string
-	Hint    string
-}
-
-// StepCheck checks step i of a decoded, otherwise valid pipeline; packages
-// that implement a step kind provide one (the cuda-build flag rules).
-type StepCheck func(p *Pipeline, i int) []Issue
-
 // LoadOption configures Load and Parse.
-type LoadOption func(*loadOptions)
+type LoadOption func(*loadOptions) error
 
 type loadOptions struct {
-	checks map[string][]StepCheck
-	root   string
+	root string
 }
 
 // WithRoot names the directory the pipeline's root (its workdir) must
@@ -43,24 +31,19 @@ type loadOptions struct {
 // the pipeline file's directory when there is none. Step paths stay
 // inside the pipeline's root either way.
 func WithRoot(dir string) LoadOption {
-	return func(o *loadOptions) { o.root = dir }
-}
-
-// WithStepCheck runs check on every step of kind, after validation, and
-// reports what it finds with positions like any other problem.
-func WithStepCheck(kind string, check StepCheck) LoadOption {
-	return func(o *loadOptions) {
-		if o.checks == nil {
-			o.checks = map[string][]StepCheck{}
+	return func(o *loadOptions) error {
+		if dir == "" {
+			return errors.New("pipeline.WithRoot: empty directory")
 		}
-		o.checks[kind] = append(o.checks[kind], check)
+		o.root = dir
+		return nil
 	}
 }
 
 // Load reads, decodes, validates and defaults the pipeline at path. Invalid
 // input yields Problems listing every problem with its position.
 func Load(path string, opts ...LoadOption) (*Pipeline, error) {
-	data, err := os.ReadFile(path)
+	data, err := limits.ReadFile(path, limits.PipelineBytes, "pipeline")
 	if err != nil {
 		return nil, fmt.Errorf("reading pipeline: %w", err)
 	}
@@ -72,13 +55,18 @@ func Load(path string, opts ...LoadOption) (*Pipeline, error) {
 func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 	var o loadOptions
 	for _, opt := range opts {
-		opt(&o)
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("resolving %s: %w", path, err)
 	}
 	src := newSource(path, data)
+	if err := src.bounded(); err != nil {
+		return nil, err
+	}
 	p, probs := src.decode()
 	var l *layout
 	if p != nil {
@@ -86,9 +74,6 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 			return nil, err
 		}
 		probs = append(probs, validate(p, src, l)...)
-	}
-	if p != nil && len(o.checks) > 0 {
-		probs = append(probs, runStepChecks(p, src, o.checks, probs)...)
 	}
 	if len(probs) > 0 {
 		return nil, probs.sorted()
@@ -100,31 +85,6 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	applyDefaults(p)
 	return p, nil
-}
-
-// runStepChecks runs the kinds' checks on a defaulted copy of p, skipping
-// what validation already reported at the same path.
-func runStepChecks(p *Pipeline, src *source, checks map[string][]StepCheck, have Problems) Problems {
-	seen := map[string]bool{}
-	for _, pr := range have {
-		seen[pr.Path] = true
-	}
-	cp := *p
-	cp.Steps = append([]Step(nil), p.Steps...)
-	applyDefaults(&cp)
-	var out Problems
-	for i := range cp.Steps {
-		for _, check := range checks[cp.Steps[i].Kind] {
-			for _, is := range check(&cp, i) {
-				if seen[is.Path] {
-					continue
-				}
-				seen[is.Path] = true
-				out = append(out, src.problem(is.Path, false, is.Hint, "%s", is.Message))
-			}
-		}
-	}
-	return out
 }
 
 // source is a pipeline file being decoded: its lines for snippets and the
@@ -226,6 +186,19 @@ func (s *source) decode() (*Pipeline, Problems) {
 	return &p, probs
 }
 
+// bounded refuses a document past the size or flow-nesting bounds before
+// the YAML parser sees it: its memory grows steeply with nesting.
+func (s *source) bounded() error {
+	if len(s.data) > limits.PipelineBytes {
+		return Problems{{File: s.path, Line: 1, Col: 1, Message: (&limits.TooLargeError{Name: s.path, What: "pipeline", Limit: limits.PipelineBytes}).Error()}}
+	}
+	if line, col := limits.CheckYAMLNesting(s.data, limits.YAMLNesting); line > 0 {
+		return Problems{s.at(&token.Position{Line: line, Column: col}, "", "a pipeline needs a few levels; this looks generated or hostile",
+			"flow collections ([...] and {...}) nested deeper than %d", limits.YAMLNesting)}
+	}
+	return nil
+}
+
 // yamlError turns a goccy error into a positioned problem.
 func (s *source) yamlError(err error) Problem {
 	var ye yaml.Error
@@ -239,7 +212,9 @@ func (s *source) yamlError(err error) Problem {
 
 var (
 	commandType  = reflect.TypeOf(Command{})
-	durationType = reflect.TypeOf(Duration(""))
+	durationType = reflect.TypeOf(Duration{})
+	sizeType     = reflect.TypeOf(Size{})
+	percentType  = reflect.TypeOf(Percent{})
 	repeatsType  = reflect.TypeOf(Repeats{})
 )
 
@@ -258,93 +233,152 @@ func (s *source) check(node ast.Node, t reflect.Type, path string, probs *Proble
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if ok, special := s.checkSpecial(node, t, path, probs); special {
+		return ok
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return s.checkMapping(node, t, path, probs)
+	case reflect.Slice:
+		return s.checkSequence(node, t, path, probs)
+	}
+	return s.checkScalar(node, t, path, probs)
+}
+
+// checkSpecial checks the spec's types with YAML forms of their own (a
+// command, repeats, a duration); special is false for any other type.
+func (s *source) checkSpecial(node ast.Node, t reflect.Type, path string, probs *Problems) (ok, special bool) {
 	switch {
 	case t == commandType:
 		switch node.Type() {
 		case ast.StringType, ast.LiteralType:
-			return true
+			return true, true
 		case ast.SequenceType:
-			return s.check(node, reflect.TypeOf([]string{}), path, probs)
+			return s.check(node, reflect.TypeOf([]string{}), path, probs), true
 		}
 		*probs = append(*probs, s.typeProblem(path, "a shell string or a list of strings", node))
-		return false
+		return false, true
 	case t == repeatsType:
 		if node.Type() == ast.IntegerType || (node.Type() == ast.StringType && node.GetToken().Value == RepeatsAuto) {
-			return true
+			return true, true
 		}
 		*probs = append(*probs, s.typeProblem(path, "a positive integer or auto", node))
-		return false
+		return false, true
 	case t == durationType:
-		if node.Type() != ast.StringType {
+		_, err := NewDuration(node.GetToken().Value)
+		if node.Type() != ast.StringType || err != nil {
 			hint := "use a number with a unit: 90s, 10m, 1h30m"
-			if node.Type() == ast.IntegerType {
+			if _, nerr := strconv.Atoi(node.GetToken().Value); nerr == nil {
 				hint = fmt.Sprintf("add a unit: %ss", node.GetToken().Value)
 			}
-			*probs = append(*probs, s.at(node.GetToken().Position, path, hint, "unparsable duration %s", node.GetToken().Value))
-			return false
+			*probs = append(*probs, s.at(node.GetToken().Position, path, hint, "unparsable duration %s", quoteIfString(node)))
+			return false, true
 		}
-		return true
+		return true, true
+	case t == sizeType:
+		return s.checkScalarValue(node, path, probs, "e.g. 8GiB", func(v string) error { _, err := NewSize(v); return err }), true
+	case t == percentType:
+		return s.checkScalarValue(node, path, probs, "e.g. 3%", func(v string) error { _, err := NewPercent(v); return err }), true
 	}
+	return false, false
+}
+
+// checkScalarValue checks a string or number that parse must accept.
+func (s *source) checkScalarValue(node ast.Node, path string, probs *Problems, hint string, parse func(string) error) bool {
+	switch node.Type() {
+	case ast.StringType, ast.IntegerType, ast.FloatType:
+	default:
+		*probs = append(*probs, s.typeProblem(path, "a string or a number", node))
+		return false
+	}
+	if err := parse(node.GetToken().Value); err != nil {
+		*probs = append(*probs, s.at(node.GetToken().Position, path, hint, "%v", err))
+		return false
+	}
+	return true
+}
+
+// quoteIfString renders a scalar as the user wrote it: quoted when it is
+// a string.
+func quoteIfString(node ast.Node) string {
+	if node.Type() == ast.StringType {
+		return strconv.Quote(node.GetToken().Value)
+	}
+	return node.GetToken().Value
+}
+
+// checkMapping checks a struct (known fields only) or a map, and drops
+// the entries it reports from the node.
+func (s *source) checkMapping(node ast.Node, t reflect.Type, path string, probs *Problems) bool {
+	m, ok := asMapping(node)
+	if !ok {
+		*probs = append(*probs, s.typeProblem(path, "a mapping", node))
+		return false
+	}
+	var fields map[string]reflect.StructField // nil for a map: any key
+	if t.Kind() == reflect.Struct {
+		fields = yamlFields(t)
+	}
+	seen := map[string]*token.Position{}
+	kept := m.Values[:0:0]
+	for _, mv := range m.Values {
+		key, kpos, ok := s.key(mv, path, probs)
+		if !ok {
+			continue
+		}
+		fpath := join(path, key)
+		if first, dup := seen[key]; dup {
+			*probs = append(*probs, s.at(kpos, fpath, "", "duplicate key %q (first set at line %d)", key, first.Line))
+			continue
+		}
+		seen[key] = kpos
+		var elem reflect.Type
+		if fields == nil {
+			elem = t.Elem()
+		} else {
+			f, known := fields[key]
+			if !known {
+				*probs = append(*probs, s.at(kpos, fpath, suggest(key, fieldNames(fields)), "unknown field %q in %s", key, describe(t)))
+				continue
+			}
+			elem = f.Type
+		}
+		s.keys[fpath] = kpos
+		if s.check(mv.Value, elem, fpath, probs) {
+			kept = append(kept, mv)
+		} else {
+			s.bad[fpath] = true
+		}
+	}
+	m.Values = kept
+	return true
+}
+
+// checkSequence checks a list, and drops the items it reports from the
+// node.
+func (s *source) checkSequence(node ast.Node, t reflect.Type, path string, probs *Problems) bool {
+	seq, ok := node.(*ast.SequenceNode)
+	if !ok {
+		*probs = append(*probs, s.typeProblem(path, "a list", node))
+		return false
+	}
+	kept := seq.Values[:0:0]
+	for i, v := range seq.Values {
+		ipath := fmt.Sprintf("%s[%d]", path, i)
+		if v != nil {
+			s.keys[ipath] = unwrap(v).GetToken().Position
+		}
+		if s.check(v, t.Elem(), ipath, probs) {
+			kept = append(kept, v)
+		}
+	}
+	seq.Values = kept
+	return true
+}
+
+// checkScalar checks a string, bool or number.
+func (s *source) checkScalar(node ast.Node, t reflect.Type, path string, probs *Problems) bool {
 	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
-		m, ok := asMapping(node)
-		if !ok {
-			*probs = append(*probs, s.typeProblem(path, "a mapping", node))
-			return false
-		}
-		var fields map[string]reflect.StructField // nil for a map: any key
-		if t.Kind() == reflect.Struct {
-			fields = yamlFields(t)
-		}
-		seen := map[string]*token.Position{}
-		kept := m.Values[:0:0]
-		for _, mv := range m.Values {
-			key, kpos, ok := s.key(mv, path, probs)
-			if !ok {
-				continue
-			}
-			fpath := join(path, key)
-			if first, dup := seen[key]; dup {
-				*probs = append(*probs, s.at(kpos, fpath, "", "duplicate key %q (first set at line %d)", key, first.Line))
-				continue
-			}
-			seen[key] = kpos
-			var elem reflect.Type
-			if fields == nil {
-				elem = t.Elem()
-			} else {
-				f, known := fields[key]
-				if !known {
-					*probs = append(*probs, s.at(kpos, fpath, suggest(key, fieldNames(fields)), "unknown field %q in %s", key, describe(t)))
-					continue
-				}
-				elem = f.Type
-			}
-			s.keys[fpath] = kpos
-			if s.check(mv.Value, elem, fpath, probs) {
-				kept = append(kept, mv)
-			} else {
-				s.bad[fpath] = true
-			}
-		}
-		m.Values = kept
-	case reflect.Slice:
-		seq, ok := node.(*ast.SequenceNode)
-		if !ok {
-			*probs = append(*probs, s.typeProblem(path, "a list", node))
-			return false
-		}
-		kept := seq.Values[:0:0]
-		for i, v := range seq.Values {
-			ipath := fmt.Sprintf("%s[%d]", path, i)
-			if v != nil {
-				s.keys[ipath] = unwrap(v).GetToken().Position
-			}
-			if s.check(v, t.Elem(), ipath, probs) {
-				kept = append(kept, v)
-			}
-		}
-		seq.Values = kept
 	case reflect.String:
 		if node.Type() != ast.StringType && node.Type() != ast.LiteralType {
 			p := s.typeProblem(path, "a string", node)

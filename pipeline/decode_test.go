@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -97,6 +98,17 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "burn-in duty cycle",
+			src: header + "steps:\n" +
+				"  - {id: a, kind: burnin, run: x, results: r.json, duration: 1m, minDutyCycle: 150%}\n" +
+				"  - {id: b, kind: burnin, run: x, results: r.json, duration: 1m, minDutyCycle: 90%}\n" +
+				"  - {id: c, kind: benchmark, run: x, results: r.json, minDutyCycle: 90%}\n",
+			want: []where{
+				{5, 80, `minDutyCycle "150%": expected a percenta`},
+				{7, 55, `field "minDutyCycle" is not valid for ki`},
+			},
+		},
+		{
 			name: "kind rules",
 			src: header + "targets: [sm_90]\nsteps:\n  - {id: a, kind: exec, run: x, sources: [k.cu]}\n  - {id: b, kind: cuda-build, run: make}\n" +
 				"  - {id: c, kind: test, run: x}\n  - {id: d, kind: burnin, run: x, results: r.json}\n  - {id: e, kind: banana, run: x}\n",
@@ -181,7 +193,7 @@ func TestDefaultsAndCommand(t *testing.T) {
 }
 
 func TestParseSizeAndPercent(t *testing.T) {
-	for in, want := range map[string]int64{"8GiB": 8 << 30, "512MiB": 512 << 20, "1.5GB": 1500000000, "4096": 4096} {
+	for in, want := range map[string]uint64{"8GiB": 8 << 30, "512MiB": 512 << 20, "1.5GB": 1500000000, "4096": 4096} {
 		if got, err := ParseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
@@ -194,6 +206,32 @@ func TestParseSizeAndPercent(t *testing.T) {
 	}
 }
 
+// Sizes, percentages and durations are parsed when the pipeline is
+// decoded: a bad one is a problem with its position, and executors get
+// the parsed value.
+func TestTypedValuesParsedAtDecode(t *testing.T) {
+	got := problemsOf(t, header+"steps:\n  - {id: a, run: x, gpu: true, memory: lots, timeout: soon}\n  - {id: b, kind: burnin, run: x, results: r.json, duration: 1m, leakTolerance: 2 gigs}\n  - {id: c, kind: benchmark, run: x, results: r.json, baseline: b.json, gate: {threshold: much}}\n")
+	want := []where{
+		{5, 40, `invalid size "lots": expected a number w`},
+		{5, 55, `unparsable duration "soon"`},
+		{6, 81, `invalid size "2 gigs": expected a number`},
+		{7, 91, `invalid percentage "much": expected a nu`},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	p, err := Parse("p.yaml", []byte(header+"steps:\n  - {id: a, run: x, gpu: true, memory: 8GiB, timeout: 90s}\n  - {id: c, kind: benchmark, run: x, results: r.json, baseline: b.json, gate: {threshold: 5%}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := p.Steps[0]; a.Memory.Bytes != 8<<30 || a.Memory.String() != "8GiB" || a.Timeout.Value() != 90*time.Second {
+		t.Errorf("step a: memory %+v timeout %v", a.Memory, a.Timeout)
+	}
+	if g := p.Steps[1].Gate; g.Threshold.Fraction != 0.05 || g.Threshold.String() != "5%" {
+		t.Errorf("threshold %+v", g.Threshold)
+	}
+}
+
 // FuzzParse checks that no input makes Parse panic.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(header + "steps:\n  - id: a\n    run: echo a\n"))
@@ -202,4 +240,56 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = Parse("f.yaml", data)
 	})
+}
+
+// Hostile pipelines are refused before the parser sees them: 50 000 nested
+// flow sequences drove lint to 3.8 GB, nested flow mappings to a crash.
+func TestHostileNestingRefused(t *testing.T) {
+	t.Parallel()
+	for _, open := range []string{"[", "{a: "} {
+		src := header + "steps: " + strings.Repeat(open, 50000) + "\n"
+		_, err := Parse("p.yaml", []byte(src))
+		var probs Problems
+		if !errors.As(err, &probs) || len(probs) != 1 || probs[0].Line != 4 || !strings.Contains(probs[0].Message, "nested deeper than 64") {
+			t.Errorf("%q x 50000: %v", open, err)
+		}
+	}
+	big := header + "description: " + strings.Repeat("x", 2<<20) + "\nsteps: [{id: a, run: x}]\n"
+	if _, err := Parse("p.yaml", []byte(big)); err == nil || !strings.Contains(err.Error(), "pipeline larger than 1 MiB") {
+		t.Errorf("2 MiB pipeline: %v", err)
+	}
+}
+
+func TestParseSizeUnits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{in: "8GiB", want: 8 << 30},
+		{in: "512MiB", want: 512 << 20},
+		{in: "1.5GiB", want: 3 << 29},
+		{in: "2GB", want: 2e9},
+		{in: "1048576", want: 1 << 20},
+		{in: "64kib", want: 64 << 10},
+		{in: "1 TiB", want: 1 << 40},
+		{in: "0", want: 0},
+		{in: "", wantErr: true},
+		{in: "GiB", wantErr: true},
+		{in: "8 gigs", wantErr: true},
+		{in: "-1GiB", wantErr: true},
+		{in: "1e30TiB", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, err %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+	for n, want := range map[uint64]string{81920 << 20: "80 GiB", 40<<30 - 3<<20: "39.99 GiB", 1536: "1.5 KiB", 512: "512 B", 3 << 40: "3 TiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
 }

@@ -2,20 +2,27 @@ package pipeline
 
 // Defaults applied by Load after validation.
 const (
-	DefaultRunner   = "host"
-	DefaultOutput   = "fatbin"
-	DefaultOutDir   = "build"
-	DefaultInterval = Duration("1s")
-	DefaultFormat   = "auto"
+	DefaultRunner = "host"
+	DefaultOutput = OutputFatbin
+	DefaultOutDir = "build"
+	DefaultFormat = "auto"
 	// DefaultRounds is how often a benchmark with a reference invokes
 	// each side. Eight pairs reach significance at alpha 0.01; thirty keep
 	// the power for a 5 % slowdown at 95 % when a few pairs straddle a
 	// step change of the machine's load (go run ./bench/stats).
 	DefaultRounds = 30
+)
+
+// The typed defaults.
+var (
+	// DefaultInterval is the telemetry sampling interval of burn-ins.
+	DefaultInterval = MustDuration("1s")
 	// DefaultPrecision and DefaultMaxTime are repeats: auto's stopping
 	// rule.
-	DefaultPrecision = "1%"
-	DefaultMaxTime   = Duration("2m")
+	DefaultPrecision = MustPercent("1%")
+	DefaultMaxTime   = MustDuration("2m")
+	// DefaultThreshold is the smallest slowdown a gate counts.
+	DefaultThreshold = MustPercent("3%")
 )
 
 // applyDefaults fills what a valid pipeline left out.
@@ -50,7 +57,7 @@ func applyDefaults(p *Pipeline) {
 			if s.Format == "" {
 				s.Format = DefaultFormat
 			}
-			if s.Kind == KindBurnin && s.Interval == "" {
+			if s.Kind == KindBurnin && s.Interval.IsZero() {
 				s.Interval = DefaultInterval
 			}
 			if s.Kind == KindBenchmark {
@@ -63,17 +70,17 @@ func applyDefaults(p *Pipeline) {
 					}
 				}
 				if s.Repeats.Auto {
-					if s.Precision == "" {
+					if s.Precision.IsZero() {
 						s.Precision = DefaultPrecision
 					}
-					if s.MaxTime == "" {
+					if s.MaxTime.IsZero() {
 						s.MaxTime = DefaultMaxTime
 					}
 				}
 			}
 			if s.Gate != nil {
-				if s.Gate.Threshold == "" {
-					s.Gate.Threshold = "3%"
+				if s.Gate.Threshold.IsZero() {
+					s.Gate.Threshold = DefaultThreshold
 				}
 				if s.Gate.Alpha == 0 {
 					s.Gate.Alpha = 0.01

@@ -211,6 +211,13 @@ func (v *validator) stepPath(path, name string, sp stepPath, val string) bool {
 	return true
 }
 
+// insideWorkdir reports whether a step path (slash-separated, relative to
+// the step's workdir) stays inside that workdir, by its names alone.
+func insideWorkdir(p string) bool {
+	rel := filepath.FromSlash(p)
+	return !filepath.IsAbs(rel) && lexicallyInside(rel)
+}
+
 // lexicallyInside reports whether the relative path rel stays at or below
 // the directory it is relative to, by its names alone.
 func lexicallyInside(rel string) bool {

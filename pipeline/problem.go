@@ -49,10 +49,41 @@ func (p Problem) String() string {
 type Problems []Problem
 
 // Error renders every problem, one block each.
-func (ps Problems) Error() string {
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = p.String()
+func (ps Problems) Error() string { return blocks(ps) }
+
+// Issue is one problem a step check (such as [CheckCUDABuild]) found, by
+// field path (steps[2].flags[0]) and without a position: Load reports it
+// as a Problem at the field's position, and an executor that refuses a
+// step reports it as it is.
+type Issue struct {
+	// Path is the field path, e.g. steps[0].flags[2].
+	Path string `json:"path"`
+	// Message says what is wrong.
+	Message string `json:"message"`
+	// Hint suggests a fix; may be empty.
+	Hint string `json:"hint,omitempty"`
+}
+
+// String renders the issue as "path: message" plus a hint line.
+func (i Issue) String() string {
+	s := i.Path + ": " + i.Message
+	if i.Hint != "" {
+		s += "\nhint: " + i.Hint
+	}
+	return s
+}
+
+// Issues is every issue a check found; it is an error.
+type Issues []Issue
+
+// Error renders every issue, one block each.
+func (is Issues) Error() string { return blocks(is) }
+
+// blocks renders each of xs, one after the other on lines of their own.
+func blocks[T fmt.Stringer](xs []T) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = x.String()
 	}
 	return strings.Join(parts, "\n")
 }

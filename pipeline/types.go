@@ -45,7 +45,7 @@ type Step struct {
 	Runner      string            `yaml:"runner,omitempty" json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap"`
 	Image       string            `yaml:"image,omitempty" json:"image,omitempty" jsonschema:"description=name of an entry in images"`
 	GPU         bool              `yaml:"gpu,omitempty" json:"gpu,omitempty"`
-	Memory      string            `yaml:"memory,omitempty" json:"memory,omitempty" jsonschema:"description=device memory the step needs (e.g. 8GiB); preflight refuses a GPU with less free"`
+	Memory      Size              `yaml:"memory,omitempty" json:"memory,omitempty" jsonschema:"description=device memory the step needs (e.g. 8GiB); preflight refuses a GPU with less free"`
 	Run         Command           `yaml:"run,omitempty" json:"run,omitempty"`
 	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty" jsonschema:"description=directory the step runs in; relative to the pipeline's workdir and inside it"`
 	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
@@ -72,9 +72,9 @@ type Step struct {
 
 	// benchmark
 
-	Warmup    int        `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0"`
+	Warmup    *int       `yaml:"warmup,omitempty" json:"warmup,omitempty" jsonschema:"minimum=0,description=benchmark/burnin: untimed iterations per case (GPUATTEST_WARMUP); when omitted the suite's own default applies"`
 	Repeats   Repeats    `yaml:"repeats,omitempty" json:"repeats,omitempty"`
-	Precision string     `yaml:"precision,omitempty" json:"precision,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case once the 95% confidence interval of its median is within ±precision (1% when omitted)"`
+	Precision Percent    `yaml:"precision,omitempty" json:"precision,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case once the 95% confidence interval of its median is within ±precision (1% when omitted)"`
 	MaxTime   Duration   `yaml:"maxTime,omitempty" json:"maxTime,omitempty" jsonschema:"description=benchmark with repeats: auto: stop a case after this long even if the precision was not reached (2m when omitted)"`
 	Seeds     []int      `yaml:"seeds,omitempty" json:"seeds,omitempty"`
 	Baseline  string     `yaml:"baseline,omitempty" json:"baseline,omitempty" jsonschema:"description=benchmark: stored baseline file to compare against (same hardware only); relative to the pipeline file and inside the pipeline's root"`
@@ -85,7 +85,8 @@ type Step struct {
 	// burnin
 
 	Duration      Duration `yaml:"duration,omitempty" json:"duration,omitempty" jsonschema:"description=burnin: how long to repeat the suite"`
-	LeakTolerance string   `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed, bytes per iteration (e.g. 1MiB)"`
+	LeakTolerance Size     `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty" jsonschema:"description=burnin: largest memory slope allowed in bytes per iteration or per memory sample (one a second) of a sustained run (e.g. 1MiB)"`
+	MinDutyCycle  Percent  `yaml:"minDutyCycle,omitempty" json:"minDutyCycle,omitempty" jsonschema:"description=burnin: lowest busy share of a sustained run's wall time (95% on a GPU when omitted; on the CPU backend only reported unless set)"`
 }
 
 // Reference is a benchmark's same-run reference: a second command (the
@@ -99,7 +100,7 @@ type Reference struct {
 // Gate configures the regression gate of a benchmark step, against its
 // reference or its baseline.
 type Gate struct {
-	Threshold             string  `yaml:"threshold,omitempty" json:"threshold,omitempty" jsonschema:"description=smallest slowdown that counts (3% when omitted)"`
+	Threshold             Percent `yaml:"threshold,omitempty" json:"threshold,omitempty" jsonschema:"description=smallest slowdown that counts (3% when omitted)"`
 	Alpha                 float64 `yaml:"alpha,omitempty" json:"alpha,omitempty" jsonschema:"description=significance level (0.01 when omitted)"`
 	AllowHardwareMismatch bool    `yaml:"allowHardwareMismatch,omitempty" json:"allowHardwareMismatch,omitempty"`
 }

@@ -6,19 +6,10 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
-
-// Architectures lists the real CUDA SASS targets a pipeline may pin.
-var Architectures = []string{
-	"sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75",
-	"sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a",
-	"sm_100", "sm_100a", "sm_101", "sm_101a", "sm_103", "sm_103a", "sm_120", "sm_120a", "sm_121", "sm_121a",
-}
 
 var (
 	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
@@ -92,7 +83,7 @@ func (v *validator) targets() {
 	seen := map[string]bool{}
 	for i, t := range v.p.Targets {
 		path := fmt.Sprintf("targets[%d]", i)
-		if !slices.Contains(Architectures, t) {
+		if pt, err := ParseTarget(t); err != nil || !pt.Known() {
 			hint := suggest(t, Architectures)
 			if strings.HasPrefix(t, "compute_") {
 				hint = "pin SASS targets (sm_XX); gpuattest adds the PTX itself"
@@ -104,6 +95,11 @@ func (v *validator) targets() {
 			v.add(path, false, "", "target %q listed twice", t)
 		}
 		seen[t] = true
+	}
+	if len(v.p.Targets) == 0 && slices.ContainsFunc(v.p.Steps, func(s Step) bool { return s.Kind == KindCUDABuild }) {
+		for _, is := range cudaTargetIssues(v.p.Targets) {
+			v.add(is.Path, false, is.Hint, "%s", is.Message)
+		}
 	}
 }
 
@@ -252,13 +248,8 @@ func (v *validator) step(i int, s *Step) {
 	}
 	v.duration(path+".timeout", s.Timeout, false)
 	v.duration(path+".interval", s.Interval, false)
-	if s.Interval != "" && !s.GPU && kind != KindBurnin {
+	if !s.Interval.IsZero() && !s.GPU && kind != KindBurnin {
 		v.add(path+".interval", true, "set gpu: true, or remove it", "step %q: interval is the GPU telemetry sampling interval; it applies to gpu: true steps and burn-ins", s.ID)
-	}
-	if s.Memory != "" {
-		if _, err := ParseSize(s.Memory); err != nil {
-			v.add(path+".memory", false, "e.g. 8GiB", "%v", err)
-		}
 	}
 	v.globs(path+".inputs", s.Inputs)
 	v.globs(path+".outputs", s.Outputs)
@@ -275,54 +266,24 @@ func (v *validator) globs(path string, globs []string) {
 	}
 }
 
+// duration checks a decoded duration: required ones must be set, set
+// ones positive (the decoder reported those that do not parse).
 func (v *validator) duration(path string, d Duration, required bool) {
-	if d == "" {
-		if required {
-			v.add(parentPath(path), false, "e.g. "+strings.TrimPrefix(path[strings.LastIndex(path, ".")+1:], "")+": 30s", "missing required field %s", path[strings.LastIndex(path, ".")+1:])
+	name := path[strings.LastIndex(path, ".")+1:]
+	if d.IsZero() {
+		if required && !v.src.bad[path] {
+			v.add(parentPath(path), false, "e.g. "+name+": 30s", "missing required field %s", name)
 		}
 		return
 	}
-	dv, err := time.ParseDuration(string(d))
-	if err != nil {
-		hint := "use a number with a unit: 90s, 10m, 1h30m"
-		if _, nerr := strconv.Atoi(string(d)); nerr == nil {
-			hint = fmt.Sprintf("add a unit: %ss", d)
-		}
-		v.add(path, false, hint, "unparsable duration %q", string(d))
-		return
-	}
-	if dv <= 0 {
-		v.add(path, false, "", "duration %q must be positive", string(d))
+	if d.D <= 0 {
+		v.add(path, false, "", "duration %q must be positive", d.String())
 	}
 }
 
-func validateCUDABuild(v *validator, i int, s *Step) {
-	path := fmt.Sprintf("steps[%d]", i)
-	if len(v.p.Targets) == 0 {
-		v.add(path, false, "add targets: [sm_80, sm_90] at the top of the pipeline", "step %q is a cuda-build but the pipeline pins no targets", s.ID)
-	}
-	if len(s.Sources) == 0 {
-		v.add(path, false, "add sources: [kernels/vector_add.cu]", "step %q: missing required field sources", s.ID)
-	}
-	for j, src := range s.Sources {
-		if strings.TrimSpace(src) == "" {
-			v.add(fmt.Sprintf("%s.sources[%d]", path, j), false, "", "empty source path")
-		}
-	}
-	if s.Output != "" && !slices.Contains([]string{"fatbin", "cubin", "ptx", "object"}, s.Output) {
-		v.add(path+".output", false, suggest(s.Output, []string{"fatbin", "cubin", "ptx", "object"}), "unknown output %q: expected fatbin, cubin, ptx or object", s.Output)
-	}
-	if s.Reproducible != "" && s.Reproducible != "check" && s.Reproducible != "off" {
-		v.add(path+".reproducible", false, "", "reproducible %q: expected check or off", s.Reproducible)
-	}
-	for j, f := range s.Flags {
-		fp := fmt.Sprintf("%s.flags[%d]", path, j)
-		if f == "-arch=native" || f == "-arch=all" || f == "-arch=all-major" || f == "--gpu-architecture=native" || f == "--gpu-architecture=all" {
-			v.add(fp, false, "pin architectures with targets: at the top of the pipeline", "flag %q builds for whatever GPU is present; releases pin their targets", f)
-		}
-		if v.p.Release && (f == "-G" || f == "--device-debug" || f == "-lineinfo" || f == "--generate-line-info") {
-			v.add(fp, false, "drop it from release pipelines, or set release: false for a debug build", "flag %q is not allowed in a release build", f)
-		}
+func validateCUDABuild(v *validator, i int, _ *Step) {
+	for _, is := range cudaStepIssues(v.p, i, false) {
+		v.add(is.Path, false, is.Hint, "%s", is.Message)
 	}
 }
 
@@ -334,7 +295,7 @@ func validateSuite(v *validator, i int, s *Step) {
 	if s.Format != "" && !slices.Contains([]string{"auto", "gpuattest", "junit"}, s.Format) {
 		v.add(path+".format", false, "", "format %q: expected auto, gpuattest or junit", s.Format)
 	}
-	if s.Warmup < 0 {
+	if s.Warmup != nil && *s.Warmup < 0 {
 		v.add(path+".warmup", false, "", "warmup must be 0 or more")
 	}
 	if v.src.has(path+".repeats") && !s.Repeats.Auto && s.Repeats.N < 1 {
@@ -344,10 +305,8 @@ func validateSuite(v *validator, i int, s *Step) {
 		if s.Baseline == "" && s.Reference == nil {
 			v.add(path+".gate", true, "add reference: {run: ..., results: ...} to compare in the same run, or baseline: path/to/baseline.json", "step %q has a gate but neither a reference nor a baseline", s.ID)
 		}
-		if s.Gate.Threshold != "" {
-			if _, err := ParsePercent(s.Gate.Threshold); err != nil {
-				v.add(path+".gate.threshold", false, "", "%v", err)
-			}
+		if s.Gate.Threshold.Fraction >= 1 {
+			v.add(path+".gate.threshold", false, "e.g. 3%", "threshold %s: expected a slowdown below 100%%", s.Gate.Threshold)
 		}
 		if s.Gate.Alpha < 0 || s.Gate.Alpha >= 1 {
 			v.add(path+".gate.alpha", false, "typical values are 0.01 or 0.05", "alpha %v must be between 0 and 1", s.Gate.Alpha)
@@ -360,12 +319,8 @@ func validateBenchmark(v *validator, i int, s *Step) {
 	validateSuite(v, i, s)
 	path := fmt.Sprintf("steps[%d]", i)
 	if s.Repeats.Auto {
-		if s.Precision != "" {
-			if p, err := ParsePercent(s.Precision); err != nil {
-				v.add(path+".precision", false, "e.g. 1%", "%v", err)
-			} else if p <= 0 || p >= 1 {
-				v.add(path+".precision", false, "e.g. 1%", "precision %q must be above 0%% and below 100%%", s.Precision)
-			}
+		if !s.Precision.IsZero() && (s.Precision.Fraction <= 0 || s.Precision.Fraction >= 1) {
+			v.add(path+".precision", false, "e.g. 1%", "precision %q must be above 0%% and below 100%%", s.Precision)
 		}
 		v.duration(path+".maxTime", s.MaxTime, false)
 	} else {
@@ -416,10 +371,8 @@ func validateBurnin(v *validator, i int, s *Step) {
 		v.add(path+".repeats", false, "give a count: each burn-in iteration runs the same work", "repeats: auto applies to benchmarks")
 	}
 	v.duration(path+".duration", s.Duration, true)
-	if s.LeakTolerance != "" {
-		if _, err := ParseSize(s.LeakTolerance); err != nil {
-			v.add(path+".leakTolerance", false, "e.g. 1MiB (bytes per iteration)", "%v", err)
-		}
+	if !s.MinDutyCycle.IsZero() && (s.MinDutyCycle.Fraction <= 0 || s.MinDutyCycle.Fraction > 1) {
+		v.add(path+".minDutyCycle", false, "e.g. 95%", "minDutyCycle %q: expected a percentage above 0%% and at most 100%%", s.MinDutyCycle)
 	}
 }
 

@@ -43,7 +43,7 @@ func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
 	}
 	c := &collector{dir: rd.Dir, p: p, rd: rd, run: &attest.Run{
 		ID:             filepath.Base(filepath.Clean(rd.Dir)),
-		PipelinePath:   filepath.ToSlash(p.Path),
+		PipelinePath:   pipelinePath(p),
 		PipelineDigest: rec.Pipeline.Digest,
 		LockDigest:     rec.LockDigest,
 		StartedAt:      rec.StartedAt,
@@ -62,11 +62,10 @@ func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
 		c.run.Toolchain = append(c.run.Toolchain, attest.Tool{Name: "nvcc", Version: tc.Release, SHA256: firstNonEmpty(tc.NVCCBinarySHA256, tc.NVCCSHA256)})
 	}
 	for _, im := range rec.Images {
-		digest := ""
-		if _, d, ok := strings.Cut(im.Pinned, "@"); ok {
-			digest = d
-		}
-		c.run.Images = append(c.run.Images, attest.Image{Name: im.Name, Ref: im.Pinned, Digest: digest})
+		c.run.Images = append(c.run.Images, attest.Image{
+			Name: im.Name, URI: im.URI(), Digest: im.ManifestDigest(),
+			IndexDigest: im.IndexDigest, ConfigDigest: im.ConfigDigest, Platform: im.Platform,
+		})
 	}
 	for i := range p.Steps {
 		if err := c.step(&p.Steps[i]); err != nil {
@@ -76,6 +75,21 @@ func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
 	c.finishBuild()
 	c.finishTelemetry()
 	return c.run, nil
+}
+
+// pipelinePath names the pipeline file as attestations do: relative to the
+// pipeline's root (pipelines/release.yaml for a pipeline whose workdir is
+// ..), never by where the tree lies on this machine.
+func pipelinePath(p *pipeline.Pipeline) string {
+	if p.Root != "" && p.Dir != "" {
+		if rel, err := filepath.Rel(p.Root, filepath.Join(p.Dir, filepath.Base(p.Path))); err == nil {
+			return filepath.ToSlash(rel)
+		}
+	}
+	if filepath.IsAbs(p.Path) {
+		return filepath.Base(p.Path)
+	}
+	return filepath.ToSlash(p.Path)
 }
 
 type collector struct {

@@ -72,8 +72,8 @@ func TestParseAccepts(t *testing.T) {
 		{name: "// in a string of a folded rule", src: header + "rules:\n  - name: uri\n    expr: >\n      predicate.uri.startsWith(\"https://example.com\")\n      && true\n",
 			pred: `{"uri":"https://example.com/x"}`, want: true},
 		{name: "one-line comment", src: header + "rules:\n  - name: c\n    expr: predicate.ok // note\n", pred: `{"ok":true}`, want: true},
-		{name: "brackets in quotes, comments and blocks", src: header + "# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n" +
-			"rules:\n  - name: b\n    message: \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"\n    expr: |\n      [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]].size() == 1\n",
+		{name: "brackets in quotes and comments", src: header + "# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n" +
+			"rules:\n  - name: b\n    message: \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"\n    expr: |\n      [[[[[[[[[[1]]]]]]]]]].size() == 1\n",
 			pred: `{}`, want: true},
 		{name: "it's not a quote", src: header + "rules:\n  - name: it's [a] rule\n    expr: size([[1]]) == 1\n", pred: `{}`, want: true},
 	}

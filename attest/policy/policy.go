@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gpuattest/gpuattest/internal/regfile"
+	"github.com/gpuattest/gpuattest/internal/limits"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -81,7 +81,7 @@ const MaxSize = 1 << 20
 // Load reads and parses the policy file at path, a regular file of at
 // most MaxSize bytes.
 func Load(path string) (*Policy, error) {
-	b, err := regfile.ReadFile(context.Background(), path, MaxSize)
+	b, err := limits.ReadFile(path, MaxSize, "policy")
 	if err != nil {
 		return nil, fmt.Errorf("reading policy: %w", err)
 	}

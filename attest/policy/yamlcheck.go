@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/limits"
+
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
@@ -31,7 +33,7 @@ func checkYAML(name string, src []byte) (*ast.File, error) {
 	if len(src) > MaxSize {
 		return nil, fmt.Errorf("%s: the policy is %d bytes, more than the limit of %d", name, len(src), MaxSize)
 	}
-	if line, col, ok := flowDepthOK(src, MaxDepth); !ok {
+	if line, col := limits.CheckYAMLNesting(src, MaxDepth); line > 0 {
 		return nil, fmt.Errorf("%s:%d:%d: nesting deeper than %d levels: a policy file may nest at most %d", name, line, col, MaxDepth, MaxDepth)
 	}
 	f, err := parser.ParseBytes(src, 0)
@@ -90,125 +92,6 @@ func (v yamlChecker) Visit(n ast.Node) ast.Visitor {
 func at(n ast.Node) string {
 	t := n.GetToken()
 	return fmt.Sprintf("%d:%d", t.Position.Line, t.Position.Column)
-}
-
-// flowDepthOK scans src for flow collections ([ and {) nested deeper than
-// limit, without parsing it: a parser given a megabyte of brackets builds
-// gigabytes. It follows YAML enough not to count brackets in comments,
-// quoted scalars or block scalars, and errs on the side of counting.
-func flowDepthOK(src []byte, limit int) (line, col int, ok bool) {
-	s := flowScanner{src: src, line: 1}
-	for s.pos < len(src) {
-		if s.lineStart {
-			s.startLine()
-			if s.pos >= len(src) {
-				break
-			}
-		}
-		c := src[s.pos]
-		switch {
-		case c == '\n':
-			s.newline()
-			continue
-		case c == '#' && (s.pos == 0 || strings.IndexByte(" \t\n", src[s.pos-1]) >= 0):
-			s.skipToEOL()
-			continue
-		case (c == '\'' || c == '"') && s.scalarStart():
-			s.quoted(c)
-			continue
-		case (c == '|' || c == '>') && s.scalarStart() && s.depth == 0:
-			s.blockIndent = s.indent
-			s.inBlock = true
-			s.skipToEOL()
-			continue
-		case c == '[' || c == '{':
-			s.depth++
-			if s.depth > limit {
-				return s.line, s.pos - s.lineOffset + 1, false
-			}
-		case (c == ']' || c == '}') && s.depth > 0:
-			s.depth--
-		}
-		if c != ' ' && c != '\t' {
-			s.last = c
-		}
-		s.pos++
-	}
-	return 0, 0, true
-}
-
-type flowScanner struct {
-	src         []byte
-	pos, line   int
-	lineOffset  int
-	lineStart   bool
-	indent      int
-	depth       int
-	last        byte
-	inBlock     bool
-	blockIndent int
-}
-
-// startLine reads a line's indentation and skips the line when it belongs
-// to a block scalar.
-func (s *flowScanner) startLine() {
-	s.lineStart = false
-	s.lineOffset = s.pos
-	i := s.pos
-	for i < len(s.src) && s.src[i] == ' ' {
-		i++
-	}
-	blank := i >= len(s.src) || s.src[i] == '\n' || s.src[i] == '\r'
-	if s.inBlock && (blank || i-s.pos > s.blockIndent) {
-		s.skipToEOL()
-		return
-	}
-	s.inBlock = false
-	s.indent = i - s.pos
-	s.pos = i
-	s.last = 0
-}
-
-func (s *flowScanner) newline() {
-	s.pos++
-	s.line++
-	s.lineStart = true
-}
-
-func (s *flowScanner) skipToEOL() {
-	for s.pos < len(s.src) && s.src[s.pos] != '\n' {
-		s.pos++
-	}
-}
-
-// scalarStart reports whether a scalar may begin here: at the start of a
-// line's content or after an indicator (":", "-", "?", ",", "[", "{").
-func (s *flowScanner) scalarStart() bool {
-	return s.last == 0 || strings.IndexByte(":-?,[{", s.last) >= 0
-}
-
-// quoted skips a quoted scalar, which may span lines.
-func (s *flowScanner) quoted(q byte) {
-	s.pos++
-	for s.pos < len(s.src) {
-		c := s.src[s.pos]
-		switch {
-		case c == '\\' && q == '"':
-			s.pos += 2
-			continue
-		case c == q && q == '\'' && s.pos+1 < len(s.src) && s.src[s.pos+1] == '\'':
-			s.pos += 2
-			continue
-		case c == q:
-			s.pos++
-			s.last = q
-			return
-		case c == '\n':
-			s.line++
-			s.lineOffset = s.pos + 1
-		}
-		s.pos++
-	}
 }
 
 // foldedComment reports whether expr holds a CEL line comment (// outside

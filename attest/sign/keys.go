@@ -16,7 +16,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
-	"github.com/gpuattest/gpuattest/internal/regfile"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
@@ -198,7 +198,7 @@ const maxPublicKey = 64 << 10
 // LoadPublicKey reads a PEM public key file (a regular file, at most
 // 64 KiB).
 func LoadPublicKey(path string) (crypto.PublicKey, error) {
-	b, err := regfile.ReadFile(context.Background(), path, maxPublicKey)
+	b, err := limits.ReadFile(path, maxPublicKey, "public key")
 	if err != nil {
 		return nil, fmt.Errorf("reading public key: %w", err)
 	}

@@ -59,9 +59,10 @@ func WithTransport(rt http.RoundTripper) Option {
 // WithLogger sets the logger for diagnostics (default: discard).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
+		o.logger = l
 		return nil
 	}
 }
@@ -224,6 +225,15 @@ func AppendJSONL(path string, bundles [][]byte) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
+	return writeJSONL(path, old, bundles)
+}
+
+// WriteJSONL writes bundles to path, one JSON document per line,
+// replacing what was there atomically: a crash leaves the old file or the
+// new one, never neither.
+func WriteJSONL(path string, bundles [][]byte) error { return writeJSONL(path, nil, bundles) }
+
+func writeJSONL(path string, old []byte, bundles [][]byte) error {
 	var buf bytes.Buffer
 	buf.Write(old)
 	if len(old) > 0 && old[len(old)-1] != '\n' {

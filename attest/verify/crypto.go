@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
-	"github.com/gpuattest/gpuattest/internal/regfile"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -46,7 +46,7 @@ func (v *Verifier) verifyBundle(r *Report, e Entry) BundleResult {
 	br := BundleResult{Source: e.Source}
 	if n := int64(len(e.Data)); n > v.opts.maxEntrySize() {
 		r.add(Check{Check: CheckSignature, Target: e.Source, Detail: fmt.Sprintf("bundle not read: it is %s, more than the %s a bundle may be\n%s",
-			regfile.Size(n), regfile.Size(v.opts.maxEntrySize()), v.opts.limitHint())})
+			limits.Human(n), limits.Human(v.opts.maxEntrySize()), v.opts.limitHint())})
 		r.fail(FailureError)
 		return br
 	}
@@ -164,7 +164,7 @@ func (v *Verifier) readStatement(r *Report, e Entry, b *bundle.Bundle, br *Bundl
 	payload, err := raw.DecodeB64Payload()
 	if n := int64(len(payload)); err == nil && n > v.opts.maxPredicateSize {
 		r.add(Check{Check: CheckStatement, Target: e.Source, Detail: fmt.Sprintf("statement not read: it is %s, more than the limit of %s\n%s",
-			regfile.Size(n), regfile.Size(v.opts.maxPredicateSize), v.opts.limitHint())})
+			limits.Human(n), limits.Human(v.opts.maxPredicateSize), v.opts.limitHint())})
 		r.fail(FailureError)
 		return
 	}

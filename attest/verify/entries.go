@@ -7,7 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gpuattest/gpuattest/internal/regfile"
+	"github.com/gpuattest/gpuattest/internal/digest"
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 // Artifact is a file to check against the subjects.
@@ -22,7 +23,7 @@ type Artifact struct {
 // FIFO or device is refused at once, never waited on), and stops when
 // ctx is done.
 func DigestFile(ctx context.Context, path string) (Artifact, error) {
-	sum, _, err := regfile.SHA256(ctx, path)
+	sum, _, err := digest.FileContext(ctx, path)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("reading artifact: %w", err)
 	}
@@ -38,13 +39,20 @@ type Entry struct {
 }
 
 // ReadBundles reads the bundle file at path (a regular file, no larger
-// than the Verifier's limits allow) and splits it with ParseBundles; the
-// read stops when ctx is done.
+// than the Verifier's limits allow) and splits it with ParseBundles. ctx
+// is checked before and after the read, which the limit keeps short.
 func (v *Verifier) ReadBundles(ctx context.Context, path string) ([]Entry, error) {
-	data, err := regfile.ReadFile(ctx, path, v.opts.maxFileSize())
-	var tl *regfile.TooLargeError
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	data, err := limits.ReadFile(path, v.opts.maxFileSize(), "bundle file")
+	if err == nil {
+		err = ctx.Err()
+	}
+	var tl *limits.TooLargeError
 	if errors.As(err, &tl) {
-		return nil, fmt.Errorf("reading bundles: %w: a bundle file may hold %d bundles of the largest size\n%s", err, bundlesPerFile, v.opts.limitHint())
+		return nil, fmt.Errorf("reading bundles: %s: larger than %s, the most a bundle file may be (%d bundles of the largest size)\n%s",
+			path, limits.Human(tl.Limit), bundlesPerFile, v.opts.limitHint())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading bundles: %w", err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpuattest/gpuattest/attest"
-	"github.com/gpuattest/gpuattest/internal/regfile"
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 // Limits on what a Verifier reads. A bundle is refused before it is
@@ -37,5 +37,5 @@ func (o *options) maxFileSize() int64 { return bundlesPerFile * o.maxEntrySize()
 
 // limitHint says how to raise the predicate limit.
 func (o *options) limitHint() string {
-	return fmt.Sprintf("hint: the limit follows --max-predicate-size (now %s); raise it if you expect statements this large", regfile.Size(o.maxPredicateSize))
+	return fmt.Sprintf("hint: the limit follows --max-predicate-size (now %s); raise it if you expect statements this large", limits.Human(o.maxPredicateSize))
 }

@@ -146,12 +146,13 @@ func WithArtifactsRequired() Option {
 	return func(o *options) error { o.requireArtifacts = true; return nil }
 }
 
-// WithLogger sets the logger for diagnostics (default: discard).
+// WithLogger sets the logger for diagnostics (default, and nil: discard).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
+		o.logger = l
 		return nil
 	}
 }

@@ -545,7 +545,7 @@ func TestLimits(t *testing.T) {
 	}
 	// The bundle itself is over the limit: not even parsed.
 	r = f.verify(t, big, arts, verify.WithMaxPredicateSize(100_000))
-	if r.Failure != verify.FailureError || !strings.Contains(strings.Join(failedChecks(r), "\n"), "bundle not read: it is 1.") {
+	if r.Failure != verify.FailureError || !strings.Contains(strings.Join(failedChecks(r), "\n"), "bundle not read: it is ") {
 		t.Errorf("bundle over the limit: failure %s: %v", r.Failure, failedChecks(r))
 	}
 	// A bundle nested too deep.
@@ -563,7 +563,7 @@ func TestLimits(t *testing.T) {
 	if err := os.WriteFile(path, bytes.Repeat([]byte(" "), 9<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.ReadBundles(t.Context(), path); err == nil || !strings.Contains(err.Error(), "more than the limit of") || !strings.Contains(err.Error(), "--max-predicate-size") {
+	if _, err := v.ReadBundles(t.Context(), path); err == nil || !strings.Contains(err.Error(), "the most a bundle file may be") || !strings.Contains(err.Error(), "--max-predicate-size") {
 		t.Errorf("ReadBundles over the limit: err = %v", err)
 	}
 	if _, err := verify.New(verify.WithKey(mustPub(t, f.pubPath), f.pubPath), verify.WithMaxPredicateSize(0)); err == nil {

@@ -45,6 +45,13 @@ func main() {
 	}
 }
 
+// samples are the measurements of the cold-build rounds.
+type samples struct {
+	seq, par, compile, inspect []time.Duration
+	seqCPU, parCPU             []time.Duration
+	concurrency                []float64
+}
+
 func run(rounds, jobs int, kernels string) error {
 	if _, err := exec.LookPath("nvcc"); err != nil {
 		return fmt.Errorf("nvcc not found\nhint: apt-get install nvidia-cuda-toolkit")
@@ -55,14 +62,6 @@ func run(rounds, jobs int, kernels string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-
-	p := &pipeline.Pipeline{APIVersion: pipeline.APIVersion, Kind: pipeline.KindPipeline, Name: "bench",
-		Targets: []string{"sm_80", "sm_90"},
-		Steps:   []pipeline.Step{{ID: "kernels", Kind: pipeline.KindCUDABuild, Sources: sources}}}
-	plan, err := cuda.Plan(p, &p.Steps[0])
-	if err != nil {
-		return err
-	}
 	fresh := func(name string) (string, error) {
 		dir := filepath.Join(tmp, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -79,97 +78,119 @@ func run(rounds, jobs int, kernels string) error {
 		}
 		return dir, nil
 	}
+	sm, err := coldRounds(ctx, rounds, jobs, fresh)
+	if err != nil {
+		return err
+	}
+	dir, err := fresh("engine")
+	if err != nil {
+		return err
+	}
+	cold, cached, err := engineRuns(ctx, tmp, dir, jobs)
+	if err != nil {
+		return err
+	}
+	ms, mp := median(sm.seq), median(sm.par)
+	fmt.Printf("cold build of %d kernels for sm_80+sm_90 (%d CPUs, %d rounds; median and min wall)\n", len(sources), runtime.NumCPU(), rounds)
+	fmt.Printf("  nvcc commands run sequentially  median %7.2fs  min %7.2fs  (child CPU %.2fs)\n", ms.Seconds(), minimum(sm.seq).Seconds(), median(sm.seqCPU).Seconds())
+	fmt.Printf("  gpuattest cuda-build executor   median %7.2fs  min %7.2fs  (child CPU %.2fs)\n", mp.Seconds(), minimum(sm.par).Seconds(), median(sm.parCPU).Seconds())
+	fmt.Printf("    of which nvcc phase           median %7.2fs, cuobjdump inspection median %.3fs\n", median(sm.compile).Seconds(), median(sm.inspect).Seconds())
+	sort.Float64s(sm.concurrency)
+	fmt.Printf("    nvcc jobs running at once     median %.2f (sum of job wall times / phase wall)\n", sm.concurrency[len(sm.concurrency)/2])
+	fmt.Printf("  executor / sequential           median %.2fx  min/min %.2fx  (goal <= 0.60x)\n", mp.Seconds()/ms.Seconds(), minimum(sm.par).Seconds()/minimum(sm.seq).Seconds())
+	fmt.Printf("engine run, cold (cache miss)     %8.2fs\n", cold.Seconds())
+	fmt.Printf("engine re-run (cache hit)         %8.3fs  (%.2f%% of cold; goal <= 2%%)\n", cached.Seconds(), 100*cached.Seconds()/cold.Seconds())
+	fmt.Printf("samples: sequential %v executor %v\n", round(sm.seq), round(sm.par))
+	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Printf("load average at the end: %s", l)
+	}
+	return nil
+}
+
+// coldRounds builds the kernels rounds times each way, in fresh
+// directories: the planned nvcc commands one after another, and the
+// cuda-build executor.
+func coldRounds(ctx context.Context, rounds, jobs int, fresh func(string) (string, error)) (*samples, error) {
+	p := &pipeline.Pipeline{APIVersion: pipeline.APIVersion, Kind: pipeline.KindPipeline, Name: "bench",
+		Targets: []string{"sm_80", "sm_90"},
+		Steps:   []pipeline.Step{{ID: "kernels", Kind: pipeline.KindCUDABuild, Sources: sources}}}
+	plan, err := cuda.Plan(p, &p.Steps[0])
+	if err != nil {
+		return nil, err
+	}
 	host := &runner.Host{}
 	env := os.Environ()
-	var seq, par, compile, inspect []time.Duration
-	var seqCPU, parCPU []time.Duration
-	var concurrency []float64
+	sm := &samples{}
 	for r := 0; r < rounds; r++ {
 		// Alternate the order so neither variant always runs on a warmer page cache.
 		for _, variant := range order(r) {
 			dir, err := fresh(fmt.Sprintf("%s-%d", variant, r))
 			if err != nil {
-				return err
+				return nil, err
 			}
 			start, cpu0 := time.Now(), childCPU()
 			switch variant {
 			case "sequential":
-				recs, failed, err := cuda.RunJobs(ctx, host, dir, env, "", plan, 1, nil, nil)
+				recs, failed, err := cuda.RunJobs(ctx, host, dir, plan, cuda.RunOptions{Env: env, Parallel: 1})
 				if err != nil || failed >= 0 {
-					return fmt.Errorf("sequential build failed: %v %v", err, recs)
+					return nil, fmt.Errorf("sequential build failed: %v %v", err, recs)
 				}
-				seq = append(seq, time.Since(start))
-				seqCPU = append(seqCPU, childCPU()-cpu0)
+				sm.seq = append(sm.seq, time.Since(start))
+				sm.seqCPU = append(sm.seqCPU, childCPU()-cpu0)
 			case "executor":
 				sc := &step.Context{Pipeline: p, Step: &p.Steps[0], Runner: host, WorkDir: dir, StepDir: filepath.Join(dir, ".step"),
 					Env: env, Stdout: io.Discard, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
 				out, err := (&cuda.Build{Jobs: jobs}).Execute(ctx, sc)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				if out.Status != step.Passed {
-					return fmt.Errorf("executor build failed: %s", out.Reason)
+					return nil, fmt.Errorf("executor build failed: %s", out.Reason)
 				}
-				par = append(par, time.Since(start))
-				parCPU = append(parCPU, childCPU()-cpu0)
+				sm.par = append(sm.par, time.Since(start))
+				sm.parCPU = append(sm.parCPU, childCPU()-cpu0)
 				det := out.Details.(*cuda.BuildDetails)
-				compile = append(compile, time.Duration(det.Timings.BuildMS)*time.Millisecond)
-				inspect = append(inspect, time.Duration(det.Timings.InspectMS)*time.Millisecond)
+				sm.compile = append(sm.compile, time.Duration(det.Timings.BuildMS)*time.Millisecond)
+				sm.inspect = append(sm.inspect, time.Duration(det.Timings.InspectMS)*time.Millisecond)
 				var sum int64
 				for _, c := range det.Commands {
 					sum += c.DurationMS
 				}
-				concurrency = append(concurrency, float64(sum)/float64(max(det.Timings.BuildMS, 1)))
+				sm.concurrency = append(sm.concurrency, float64(sum)/float64(max(det.Timings.BuildMS, 1)))
 			}
 		}
 	}
+	return sm, nil
+}
 
-	// Cold vs cached through the engine (the build cache answers the re-run).
-	dir, err := fresh("engine")
-	if err != nil {
-		return err
-	}
+// engineRuns runs the same build through the engine twice in dir: cold
+// (a cache miss) and cached (the build cache answers).
+func engineRuns(ctx context.Context, tmp, dir string, jobs int) (cold, cached time.Duration, err error) {
 	yaml := "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: bench\ntargets: [sm_80, sm_90]\nsteps:\n  - id: kernels\n    kind: cuda-build\n    sources: [vector_add.cu, reduce_sum.cu, sgemm.cu, softmax.cu]\n"
 	pf := filepath.Join(dir, "bench.yaml")
 	if err := os.WriteFile(pf, []byte(yaml), 0o644); err != nil {
-		return err
+		return 0, 0, err
 	}
 	ep, err := pipeline.Load(pf)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	var cold, cached time.Duration
 	for i, d := range []*time.Duration{&cold, &cached} {
 		start := time.Now()
 		res, err := engine.Run(ctx, ep, engine.WithOutDir(filepath.Join(tmp, fmt.Sprintf("run%d", i))), engine.WithCacheDir(filepath.Join(tmp, "cache")),
 			engine.WithExecutor(pipeline.KindCUDABuild, &cuda.Build{Jobs: jobs}))
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		*d = time.Since(start)
 		if !res.Passed() {
-			return fmt.Errorf("engine run %d did not pass: %s", i, res.Record.Reason)
+			return 0, 0, fmt.Errorf("engine run %d did not pass: %s", i, res.Record.Reason)
 		}
 		if want := []string{"miss", "hit"}[i]; res.Record.Steps[0].Cache != want {
-			return fmt.Errorf("engine run %d: cache %q, want %q", i, res.Record.Steps[0].Cache, want)
+			return 0, 0, fmt.Errorf("engine run %d: cache %q, want %q", i, res.Record.Steps[0].Cache, want)
 		}
 	}
-
-	ms, mp := median(seq), median(par)
-	fmt.Printf("cold build of %d kernels for sm_80+sm_90 (%d CPUs, %d rounds; median and min wall)\n", len(sources), runtime.NumCPU(), rounds)
-	fmt.Printf("  nvcc commands run sequentially  median %7.2fs  min %7.2fs  (child CPU %.2fs)\n", ms.Seconds(), minimum(seq).Seconds(), median(seqCPU).Seconds())
-	fmt.Printf("  gpuattest cuda-build executor   median %7.2fs  min %7.2fs  (child CPU %.2fs)\n", mp.Seconds(), minimum(par).Seconds(), median(parCPU).Seconds())
-	fmt.Printf("    of which nvcc phase           median %7.2fs, cuobjdump inspection median %.3fs\n", median(compile).Seconds(), median(inspect).Seconds())
-	sort.Float64s(concurrency)
-	fmt.Printf("    nvcc jobs running at once     median %.2f (sum of job wall times / phase wall)\n", concurrency[len(concurrency)/2])
-	fmt.Printf("  executor / sequential           median %.2fx  min/min %.2fx  (goal <= 0.60x)\n", mp.Seconds()/ms.Seconds(), minimum(par).Seconds()/minimum(seq).Seconds())
-	fmt.Printf("engine run, cold (cache miss)     %8.2fs\n", cold.Seconds())
-	fmt.Printf("engine re-run (cache hit)         %8.3fs  (%.2f%% of cold; goal <= 2%%)\n", cached.Seconds(), 100*cached.Seconds()/cold.Seconds())
-	fmt.Printf("samples: sequential %v executor %v\n", round(seq), round(par))
-	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Printf("load average at the end: %s", l)
-	}
-	return nil
+	return cold, cached, nil
 }
 
 func order(r int) []string {

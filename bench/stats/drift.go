@@ -24,48 +24,35 @@ func drifts() []func(r *rand.Rand) load {
 		func(*rand.Rand) load {
 			return load{"ramp +50%", func(i, n int) float64 { return 1 + 0.5*float64(i)/float64(n) }}
 		},
-		func(r *rand.Rand) load {
-			// Two to four step changes of 20-100 % at random moments, up or
-			// back down: a neighbour starting and stopping.
-			k := 2 + r.IntN(3)
-			at := make([]float64, k)
-			mult := make([]float64, k)
-			for j := range at {
-				at[j] = r.Float64()
-				mult[j] = 1.2 + 0.8*r.Float64()
-				if r.IntN(2) == 0 {
-					mult[j] = 1 / mult[j]
-				}
-			}
-			return load{"steps 20-100%", func(i, n int) float64 {
-				x, m := float64(i)/float64(n), 1.0
-				for j := range at {
-					if x >= at[j] {
-						m *= mult[j]
-					}
-				}
-				return m
-			}}
-		},
-		func(r *rand.Rand) load {
-			k := 2 + r.IntN(3)
-			at := make([]float64, k)
-			mult := make([]float64, k)
-			for j := range at {
-				at[j] = r.Float64()
-				mult[j] = 1.2 + 0.8*r.Float64()
-			}
-			return load{"ramp + steps", func(i, n int) float64 {
-				x, m := float64(i)/float64(n), 1+0.5*float64(i)/float64(n)
-				for j := range at {
-					if x >= at[j] {
-						m *= mult[j]
-					}
-				}
-				return m
-			}}
-		},
+		func(r *rand.Rand) load { return stepLoad(r, "steps 20-100%", 0, true) },
+		func(r *rand.Rand) load { return stepLoad(r, "ramp + steps", 0.5, false) },
 	}
+}
+
+// stepLoad is a load with two to four step changes of 20-100 % at random
+// moments (a neighbour starting and stopping) on top of a linear ramp of
+// ramp over the run; with both, a step goes up or back down at random.
+func stepLoad(r *rand.Rand, name string, ramp float64, both bool) load {
+	k := 2 + r.IntN(3)
+	at := make([]float64, k)
+	mult := make([]float64, k)
+	for j := range at {
+		at[j] = r.Float64()
+		mult[j] = 1.2 + 0.8*r.Float64()
+		if both && r.IntN(2) == 0 {
+			mult[j] = 1 / mult[j]
+		}
+	}
+	return load{name, func(i, n int) float64 {
+		x := float64(i) / float64(n)
+		m := 1 + ramp*x
+		for j := range at {
+			if x >= at[j] {
+				m *= mult[j]
+			}
+		}
+		return m
+	}}
 }
 
 // invocationModel draws one invocation's samples: a level with its own

@@ -81,7 +81,20 @@ func main() {
 	}
 	tw.Flush()
 	fmt.Printf("\ngoal (median samples at CV 2%% at most half of 50): %s\n", metStr(autoOK))
-	if !allMet || !driftOK || !autoOK {
+
+	fmt.Printf("\nstats.Compare (medians, Mann-Whitney, Hodges-Lehmann shift and interval) on n samples a side, 3%% slower\n\n")
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "n/side\tverdict\twall\tCPU\tallocated\tpeak RSS\t")
+	largeOK := true
+	for _, c := range largeTable(r, []int{10_000, 100_000, 1_000_000}) {
+		fmt.Fprintf(tw, "%d\t%s\t%.2fs\t%.2fs\t%.0f MB\t%.0f MB\t\n", c.n, c.verdict, c.wall.Seconds(), c.cpu.Seconds(), c.allocMB, float64(c.peakRSSB)/(1<<20))
+		if c.n == 1_000_000 && (c.cpu.Seconds() > 2 || c.allocMB > 200) {
+			largeOK = false
+		}
+	}
+	tw.Flush()
+	fmt.Printf("\ngoal (1M samples a side in ≤ 2 s of CPU and ≤ 200 MB allocated): %s\n", metStr(largeOK))
+	if !allMet || !driftOK || !autoOK || !largeOK {
 		os.Exit(1)
 	}
 }

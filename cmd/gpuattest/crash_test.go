@@ -55,7 +55,7 @@ func crashPipeline() string {
 	var b strings.Builder
 	b.WriteString("apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: crash\nsteps:\n")
 	step := func(id string, needs ...string) {
-		fmt.Fprintf(&b, "  - id: %s\n    run: sleep 0.12; mkdir -p out; echo %s >> ran.log; echo %s > out/%s\n    outputs: [out/%s]\n", id, id, id, id, id)
+		fmt.Fprintf(&b, "  - id: %s\n    run: sleep 0.3; mkdir -p out; echo %s >> ran.log; echo %s > out/%s\n    outputs: [out/%s]\n", id, id, id, id, id)
 		if len(needs) > 0 {
 			fmt.Fprintf(&b, "    needs: [%s]\n", strings.Join(needs, ", "))
 		}

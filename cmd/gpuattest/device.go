@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 )
 
@@ -69,42 +67,6 @@ func gpuSource() (gpu.Source, error) {
 	return gpu.NVML(os.Getenv(nvmlLibraryEnv)), nil
 }
 
-// hardwareOptions collects the hardware record and returns the engine
-// options that store it (hardware.json) and run preflight and telemetry
-// around gpu: true steps. run's platform wiring calls it.
-func hardwareOptions(ctx context.Context) ([]engine.Option, *hardware.Record, error) {
-	src, err := gpuSource()
-	if err != nil {
-		return nil, nil, withCode(exitUsage, err)
-	}
-	rec, err := gpu.Collect(ctx, gpu.WithSource(src))
-	if err != nil {
-		return nil, nil, fmt.Errorf("collecting the hardware record: %w", err)
-	}
-	opts := []engine.Option{
-		engine.WithHardware(rec),
-		engine.WithGPUMonitor(gpuMonitor{gpu.NewMonitor(src, rec)}),
-	}
-	return opts, rec, nil
-}
-
-// gpuMonitor adapts gpu.Monitor to the engine's GPUMonitor interface.
-type gpuMonitor struct{ m *gpu.Monitor }
-
-var _ engine.GPUMonitor = gpuMonitor{}
-
-func (g gpuMonitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step) (any, error) {
-	return g.m.Preflight(ctx, p, s)
-}
-
-func (g gpuMonitor) Watch(ctx context.Context, s *pipeline.Step, stepDir string) (engine.Watch, error) {
-	w, err := g.m.Start(ctx, s, stepDir)
-	if err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
 // printRecord renders the record as text: a banner when simulated, host
 // and driver lines, then one table row per GPU.
 func printRecord(w io.Writer, rec *hardware.Record) error {
@@ -118,7 +80,7 @@ func printRecord(w io.Writer, rec *hardware.Record) error {
 		host += fmt.Sprintf(" (%d CPUs)", h.CPUCores)
 	}
 	if h.MemoryBytes > 0 {
-		host += ", " + gpu.FormatSize(h.MemoryBytes) + " RAM"
+		host += ", " + pipeline.FormatSize(h.MemoryBytes) + " RAM"
 	}
 	fmt.Fprintf(&b, "host:    %s\n", host)
 	fmt.Fprintf(&b, "os:      %s, kernel %s\n", orDash(h.OS), orDash(h.Kernel))
@@ -140,7 +102,7 @@ func printRecord(w io.Writer, rec *hardware.Record) error {
 	for _, g := range rec.GPUs {
 		mem := "-"
 		if g.MemoryTotalBytes != nil {
-			mem = gpu.FormatSize(*g.MemoryTotalBytes)
+			mem = pipeline.FormatSize(*g.MemoryTotalBytes)
 		}
 		power := "-"
 		if g.PowerLimitWatts != nil {

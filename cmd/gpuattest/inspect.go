@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
-	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
 func init() { verbs = append(verbs, newInspectCmd) }
@@ -39,15 +39,13 @@ func newInspectCmd() *cobra.Command {
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		var want []string
+		var want []pipeline.Target
 		if len(*targets) > 0 {
-			ts, err := cuda.ParseTargets(*targets)
+			ts, err := pipeline.ParseTargets(*targets)
 			if err != nil {
 				return usageErr("--targets: %v", err)
 			}
-			for _, t := range ts {
-				want = append(want, t.SM())
-			}
+			want = ts
 		}
 		if _, err := exec.LookPath("cuobjdump"); err != nil {
 			return withCode(exitFailed, errors.New("cuobjdump not found in PATH\nhint: install the CUDA toolkit (Debian: apt-get install nvidia-cuda-toolkit)"))
@@ -55,13 +53,13 @@ func newInspectCmd() *cobra.Command {
 		var results []inspectResult
 		failed := false
 		for _, f := range args {
-			in, err := cuda.Inspect(c.Context(), &runner.Host{}, f, cuda.WithEnv(os.Environ()))
+			in, err := cuda.Inspect(c.Context(), nil, f, cuda.WithEnv(os.Environ()))
 			if err != nil {
 				return withCode(exitFailed, err)
 			}
 			r := inspectResult{Inspection: in}
-			if want != nil && strings.Join(in.SASS, ",") != strings.Join(want, ",") {
-				r.Problem = fmt.Sprintf("SASS architectures [%s] do not equal --targets [%s]", strings.Join(in.SASS, " "), strings.Join(want, " "))
+			if d := in.CheckSASS(want); want != nil && d != nil {
+				r.Problem = fmt.Sprintf("SASS architectures [%s] do not equal --targets [%s]", strings.Join(d.Got, " "), strings.Join(d.Want, " "))
 				failed = true
 			}
 			results = append(results, r)

@@ -56,11 +56,7 @@ func newLockCmd() *cobra.Command {
 			return usageErr("--platform %q: expected os/arch such as linux/amd64", *platform)
 		}
 		file := args[0]
-		var lopts []pipeline.LoadOption
-		if *root != "" {
-			lopts = append(lopts, pipeline.WithRoot(*root))
-		}
-		p, err := pipeline.Load(file, lopts...)
+		p, err := loadPipeline(file, *root)
 		if err != nil {
 			var probs pipeline.Problems
 			if errors.As(err, &probs) {
@@ -82,76 +78,86 @@ func newLockCmd() *cobra.Command {
 		}
 		opts := []image.Option{image.WithBaseDir(p.Dir), image.WithPlatform(*platform), image.WithPipelineFile(file)}
 		rep := lockReport{Pipeline: file, Lock: lockPath}
-		w := c.OutOrStdout()
-
 		if *check {
-			rep.Problems = image.CheckLock(c.Context(), p.Images, existing, opts...)
-			rep.OK = len(rep.Problems) == 0
-			if *out == "json" {
-				if err := writeJSON(w, rep); err != nil {
-					return err
-				}
-			} else {
-				for _, pr := range rep.Problems {
-					fmt.Fprintln(w, pr.String())
-				}
-				if rep.OK {
-					fmt.Fprintf(w, "%s: ok (%d image%s locked and served)\n", lockPath, len(p.Images), plural(len(p.Images)))
-				} else {
-					fmt.Fprintf(c.ErrOrStderr(), "%d problem%s found\n", len(rep.Problems), plural(len(rep.Problems)))
-				}
-			}
-			if !rep.OK {
-				return silentExit(exitFailed)
-			}
-			return nil
+			return lockCheck(c, *out, p, existing, opts, rep)
 		}
-
-		lock, changes, err := image.LockImages(c.Context(), p.Images, existing, *update, opts...)
-		rep.Changes = changes
-		if err != nil {
-			return withCode(exitFailed, fmt.Errorf("locking %s: %w\nhint: %s was not changed", file, err, lockPath))
-		}
-		data, err := lock.Marshal()
-		if err != nil {
-			return err
-		}
-		if old, rerr := os.ReadFile(lockPath); rerr != nil || !bytes.Equal(old, data) {
-			if err := lock.Write(lockPath); err != nil {
-				return withCode(exitFailed, err)
-			}
-			rep.Written = true
-		}
-		rep.OK = true
-		if *out == "json" {
-			return writeJSON(w, rep)
-		}
-		if len(changes) == 0 {
-			fmt.Fprintf(w, "%s declares no images\n", file)
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		if len(changes) > 0 {
-			fmt.Fprintln(tw, "IMAGE\tACTION\tREFERENCE\tPINNED")
-		}
-		for _, ch := range changes {
-			pinned, perr := ch.Entry.Pinned()
-			if perr != nil {
-				pinned = ch.Entry.ManifestDigest
-			}
-			if ch.Action == "removed" {
-				pinned = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.Name, ch.Action, ch.Entry.Reference, pinned)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if rep.Written {
-			fmt.Fprintf(w, "wrote %s (%d image%s)\n", lockPath, len(lock.Images), plural(len(lock.Images)))
-		} else {
-			fmt.Fprintf(w, "%s is up to date\n", lockPath)
-		}
-		return nil
+		return lockWrite(c, *out, p, existing, *update, opts, rep)
 	}
 	return c
+}
+
+// lockCheck runs the release gate of lock --check and renders it.
+func lockCheck(c *cobra.Command, out string, p *pipeline.Pipeline, existing *image.Lock, opts []image.Option, rep lockReport) error {
+	w := c.OutOrStdout()
+	rep.Problems = image.CheckLock(c.Context(), p.Images, existing, opts...)
+	rep.OK = len(rep.Problems) == 0
+	if out == "json" {
+		if err := writeJSON(w, rep); err != nil {
+			return err
+		}
+	} else {
+		for _, pr := range rep.Problems {
+			fmt.Fprintln(w, pr.String())
+		}
+		if rep.OK {
+			fmt.Fprintf(w, "%s: ok (%d image%s locked and served)\n", rep.Lock, len(p.Images), plural(len(p.Images)))
+		} else {
+			fmt.Fprintf(c.ErrOrStderr(), "%d problem%s found\n", len(rep.Problems), plural(len(rep.Problems)))
+		}
+	}
+	if !rep.OK {
+		return silentExit(exitFailed)
+	}
+	return nil
+}
+
+// lockWrite resolves the pipeline's images, writes the lock when it
+// changed and renders what changed.
+func lockWrite(c *cobra.Command, out string, p *pipeline.Pipeline, existing *image.Lock, update bool, opts []image.Option, rep lockReport) error {
+	w := c.OutOrStdout()
+	lock, changes, err := image.LockImages(c.Context(), p.Images, existing, update, opts...)
+	rep.Changes = changes
+	if err != nil {
+		return withCode(exitFailed, fmt.Errorf("locking %s: %w\nhint: %s was not changed", rep.Pipeline, err, rep.Lock))
+	}
+	data, err := lock.Marshal()
+	if err != nil {
+		return err
+	}
+	if old, rerr := os.ReadFile(rep.Lock); rerr != nil || !bytes.Equal(old, data) {
+		if err := lock.Write(rep.Lock); err != nil {
+			return withCode(exitFailed, err)
+		}
+		rep.Written = true
+	}
+	rep.OK = true
+	if out == "json" {
+		return writeJSON(w, rep)
+	}
+	if len(changes) == 0 {
+		fmt.Fprintf(w, "%s declares no images\n", rep.Pipeline)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(changes) > 0 {
+		fmt.Fprintln(tw, "IMAGE\tACTION\tREFERENCE\tPINNED")
+	}
+	for _, ch := range changes {
+		pinned := ch.Entry.ManifestDigest
+		if pe, perr := ch.Entry.Pinned(); perr == nil {
+			pinned = pe.String()
+		}
+		if ch.Action == "removed" {
+			pinned = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.Name, ch.Action, ch.Entry.Reference, pinned)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rep.Written {
+		fmt.Fprintf(w, "wrote %s (%d image%s)\n", rep.Lock, len(lock.Images), plural(len(lock.Images)))
+	} else {
+		fmt.Fprintf(w, "%s is up to date\n", rep.Lock)
+	}
+	return nil
 }

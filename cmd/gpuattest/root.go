@@ -95,8 +95,8 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-// run executes the CLI and returns the process exit code.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// execute runs the CLI and returns the process exit code.
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"strings"
 	"time"
 
-	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
 )
 
@@ -76,46 +74,36 @@ func newRunCmd() *cobra.Command {
 			}
 			return withCode(exitUsage, err)
 		}
-		// Unlock the signing key before the first step (a wrong password
-		// must not cost the run), and keep it out of the steps' reach: a
-		// key file inside the root is refused, and the signing secrets
-		// leave this process's environment once the signer holds what it
-		// needs.
-		var signer *sign.Signer
-		if f.sign.set() {
-			if err := f.sign.outsideRoot(p.Root); err != nil {
-				return err
-			}
-			if signer, err = f.sign.signer(c); err != nil {
-				return err
-			}
-			dropSigningSecrets()
-			warnHostBuilds(c.ErrOrStderr(), p)
+		var prog *progress
+		if !f.quiet {
+			prog = newProgress(c.ErrOrStderr(), p, progressOptions{})
 		}
-		opts, err := engineOptions(c, p, f)
+		opts, err := runOptions(c, p, f, prog)
 		if err != nil {
+			prog.Close()
 			return err
 		}
-		res, err := engine.Run(c.Context(), p, opts...)
-		if err != nil {
-			return withCode(exitFailed, err)
+		res, err := run.Pipeline(c.Context(), p, opts...)
+		prog.Close()
+		if res != nil {
+			appendStepSummary(c.ErrOrStderr(), res.Dir)
 		}
-		var attested *attestation
-		if signer != nil && res.Record.State != engine.Interrupted {
-			if attested, err = attestRun(c.Context(), signer, p, res); err != nil {
-				return withCode(exitFailed, fmt.Errorf("attesting the run: %w", err))
-			}
+		switch {
+		case errors.Is(err, run.ErrInvalid):
+			return withCode(exitUsage, err)
+		case err != nil:
+			return withCode(exitFailed, err)
 		}
 		if *f.output == "json" {
 			sum := runSummary(res)
-			sum.Attestations = attested
+			sum.Attestations = res.Attestation
 			if err := writeJSON(c.OutOrStdout(), sum); err != nil {
 				return err
 			}
 		} else {
 			printRunSummary(c.OutOrStdout(), res)
-			if attested != nil {
-				fmt.Fprintf(c.OutOrStdout(), "attestations: %s (%d signed by %s; validation result: %s)\n", attested.File, len(attested.Statements), attested.Signer, attested.Result)
+			if a := res.Attestation; a != nil {
+				fmt.Fprintf(c.OutOrStdout(), "attestations: %s (%d signed by %s; validation result: %s)\n", a.File, len(a.Statements), a.Signer, a.Result)
 			}
 		}
 		if !res.Passed() {
@@ -126,70 +114,67 @@ func newRunCmd() *cobra.Command {
 	return c
 }
 
-// engineOptions builds the engine's options from flags and what this
-// binary can do.
-func engineOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) ([]engine.Option, error) {
+// runOptions turns the flags into the run's options. The signing key is
+// unlocked here, before the first step (a wrong password must not cost
+// the run), after checking it is outside the pipeline's root; the signing
+// secrets then leave this process's environment.
+func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags, prog *progress) ([]run.Option, error) {
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelInfo
 	}
-	opts := []engine.Option{
-		engine.WithJobs(f.jobs),
-		engine.WithVersion(buildVersion().Version),
+	src, err := gpuSource()
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	stderr := c.ErrOrStderr()
+	logw := stderr
+	if prog != nil {
+		logw = prog.Writer() // above the live status area
+	}
+	opts := []run.Option{
+		run.WithJobs(f.jobs),
+		run.WithVersion(buildVersion().Version),
 		// Warnings (a floating image tag, a gate comparing across
 		// hardware) reach the user even with -q.
-		engine.WithLogger(slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))),
+		run.WithLogger(slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))),
+		run.WithWarnings(func(w string) { fmt.Fprintln(logw, "warning: "+w) }),
+		run.WithGPUSource(src),
 	}
 	if f.out != "" {
-		opts = append(opts, engine.WithOutDir(f.out))
+		opts = append(opts, run.WithOutDir(f.out))
 	}
 	if f.resume != "" {
-		opts = append(opts, engine.WithResume(f.resume))
+		opts = append(opts, run.WithResume(f.resume))
 	}
 	if f.noCache {
-		opts = append(opts, engine.WithoutCache())
+		opts = append(opts, run.WithoutCache())
 	}
 	if f.cacheDir != "" {
-		opts = append(opts, engine.WithCacheDir(f.cacheDir))
+		opts = append(opts, run.WithCacheDir(f.cacheDir))
 	}
-	if f.sign.key != "" {
-		// No step learns where the key is, not even from a variable that
-		// names it.
-		opts = append(opts, engine.WithBaseEnv(withoutPath(os.Environ(), f.sign.key)))
+	if f.locked {
+		opts = append(opts, run.WithLocked())
 	}
-	if !f.quiet {
-		opts = append(opts, engine.WithProgress(progressPrinter(c.ErrOrStderr())))
+	if prog != nil {
+		opts = append(opts, run.WithProgress(prog.Event))
 	}
-	more, err := platformOptions(c, p, f)
-	if err != nil {
-		return nil, err
-	}
-	return append(opts, more...), nil
-}
-
-// progressPrinter prints one line per step start and finish.
-func progressPrinter(w io.Writer) func(engine.Event) {
-	return func(ev engine.Event) {
-		switch ev.Type {
-		case "start":
-			fmt.Fprintf(w, "start  %-20s %s\n", ev.Step, ev.Kind)
-		case "skip":
-			fmt.Fprintf(w, "skip   %-20s %s\n", ev.Step, ev.Reason)
-		case "finish":
-			word := map[engine.State]string{engine.Passed: "pass", engine.Failed: "FAIL", engine.Error: "ERROR"}[ev.State]
-			if word == "" {
-				word = string(ev.State)
-			}
-			line := fmt.Sprintf("%-6s %-20s %8s", word, ev.Step, fmtDuration(ev.Duration))
-			if ev.Cache != "" && ev.Cache != "off" {
-				line += "  cache " + ev.Cache
-			}
-			if ev.Reason != "" && ev.State != engine.Passed {
-				line += "  " + firstLine(ev.Reason)
-			}
-			fmt.Fprintln(w, line)
+	if f.sign.set() {
+		files := map[string]string{"--key": f.sign.key}
+		if tok, ok := strings.CutPrefix(f.sign.identityToken, "@"); ok {
+			files["--identity-token"] = tok
 		}
+		if err := run.CheckSigningFiles(p, files); err != nil {
+			return nil, withCode(exitUsage, err)
+		}
+		signer, err := f.sign.signer(c)
+		if err != nil {
+			return nil, err
+		}
+		run.DropSigningSecrets()
+		opts = append(opts, run.WithSigner(signer, f.sign.key))
 	}
+	return opts, nil
 }
 
 func fmtDuration(d time.Duration) string {
@@ -219,17 +204,17 @@ type stepSummary struct {
 }
 
 type runSummaryJSON struct {
-	Dir          string        `json:"dir"`
-	Attestations *attestation  `json:"attestations,omitempty"`
-	Pipeline     string        `json:"pipeline"`
-	Digest       string        `json:"pipeline_digest"`
-	State        string        `json:"state"`
-	Reason       string        `json:"reason,omitempty"`
-	Simulated    bool          `json:"simulated_hardware"`
-	Steps        []stepSummary `json:"steps"`
+	Dir          string           `json:"dir"`
+	Attestations *run.Attestation `json:"attestations,omitempty"`
+	Pipeline     string           `json:"pipeline"`
+	Digest       string           `json:"pipeline_digest"`
+	State        string           `json:"state"`
+	Reason       string           `json:"reason,omitempty"`
+	Simulated    bool             `json:"simulated_hardware"`
+	Steps        []stepSummary    `json:"steps"`
 }
 
-func runSummary(res *engine.Result) runSummaryJSON {
+func runSummary(res *run.Result) runSummaryJSON {
 	r := res.Record
 	out := runSummaryJSON{Dir: res.Dir, Pipeline: r.Pipeline.Name, Digest: r.Pipeline.Digest, State: string(r.State), Reason: r.Reason}
 	if r.Hardware != nil {
@@ -241,7 +226,7 @@ func runSummary(res *engine.Result) runSummaryJSON {
 	return out
 }
 
-func printRunSummary(w io.Writer, res *engine.Result) {
+func printRunSummary(w io.Writer, res *run.Result) {
 	r := res.Record
 	fmt.Fprintf(w, "pipeline %s: %s\n", r.Pipeline.Name, strings.ToUpper(string(r.State)))
 	if r.Hardware != nil && r.Hardware.Simulated {
@@ -253,7 +238,7 @@ func printRunSummary(w io.Writer, res *engine.Result) {
 			cache = "cached"
 		}
 		reason := ""
-		if s.State != engine.Passed && s.Reason != "" {
+		if s.State != run.Passed && s.Reason != "" {
 			reason = firstLine(s.Reason)
 		}
 		fmt.Fprintf(w, "  %-8s %-20s %-11s %8s %-6s %s\n", s.State, s.ID, s.Kind, fmtDuration(time.Duration(s.DurationMS)*time.Millisecond), cache, reason)

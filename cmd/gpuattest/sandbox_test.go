@@ -54,7 +54,7 @@ func TestHostileBwrapPipeline(t *testing.T) {
 	}
 	cli := func(args ...string) (int, string) {
 		var out bytes.Buffer
-		code := run(args, strings.NewReader(""), &out, &out)
+		code := execute(args, strings.NewReader(""), &out, &out)
 		return code, out.String()
 	}
 	unchanged := func(t *testing.T) {

@@ -3,14 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/sign"
-	"github.com/gpuattest/gpuattest/internal/regfile"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
-	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/spf13/cobra"
 )
@@ -46,13 +44,9 @@ func (f *signFlags) set() bool { return f.key != "" || f.keyless }
 // stdin, refusing one over limit bytes.
 func readStatement(c *cobra.Command, path string, limit int64) ([]byte, error) {
 	if path != "-" {
-		return regfile.ReadFile(c.Context(), path, limit)
+		return limits.ReadFile(path, limit, "statement")
 	}
-	b, err := io.ReadAll(io.LimitReader(regfile.Reader(c.Context(), c.InOrStdin()), limit+1))
-	if err == nil && int64(len(b)) > limit {
-		err = &regfile.TooLargeError{Path: "stdin", Size: int64(len(b)), Limit: limit}
-	}
-	return b, err
+	return limits.ReadAll(c.InOrStdin(), limit, "stdin", "statement")
 }
 
 // signer builds the signer the flags describe, with extra options.
@@ -117,11 +111,11 @@ the bundle appended as one line (atomically).`,
 	}
 	sf := addSignFlags(c)
 	c.Flags().StringVarP(&output, "output", "o", "", "write the bundle to FILE (append when FILE ends in .jsonl)")
-	c.Flags().StringVar(&maxSize, "max-predicate-size", regfile.Size(attest.DefaultMaxStatementSize), "largest statement to sign, as verify's flag of the same name")
+	c.Flags().StringVar(&maxSize, "max-predicate-size", limits.Human(attest.DefaultMaxStatementSize), "largest statement to sign, as verify's flag of the same name")
 	c.RunE = func(c *cobra.Command, args []string) error {
-		limit, err := pipeline.ParseSize(maxSize)
-		if err != nil || limit <= 0 {
-			return usageErr("--max-predicate-size %q: expected a size such as 16MiB", maxSize)
+		limit, err := parseMaxSize(maxSize)
+		if err != nil {
+			return err
 		}
 		payload, err := readStatement(c, args[0], limit)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 
@@ -12,7 +13,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
-	"github.com/gpuattest/gpuattest/internal/regfile"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/sigstore/sigstore-go/pkg/root"
@@ -66,7 +67,7 @@ mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
 	fl.StringVar(&f.predicateType, "predicate-type", attest.ValidationPredicateType, "predicate type the bundles must have")
 	fl.StringVar(&f.policyPath, "policy", "", "policy file (YAML, kind Policy); default: all steps passed, not simulated")
-	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", regfile.Size(verify.DefaultMaxPredicateSize), "largest signed statement (predicate and subjects) to verify, such as 16MiB")
+	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", limits.Human(verify.DefaultMaxPredicateSize), "largest signed statement (predicate and subjects) to verify, such as 16MiB")
 	fl.Uint64Var(&f.maxPolicyCost, "max-policy-cost", policy.DefaultCostLimit, "most the policy may cost over all bundles, in CEL cost units")
 	fl.BoolVar(&f.requireArtifacts, "require-artifacts", false, "fail (exit 11) when no ARTIFACT is given; without it verify says \"0 artifacts checked\"")
 	c.RunE = func(c *cobra.Command, args []string) error { return runVerify(c, &f, args) }
@@ -97,9 +98,9 @@ func (f *verifyFlags) check() error {
 // verifier loads the key, trusted root and policy the flags name and
 // builds the verifier.
 func (f *verifyFlags) verifier() (*verify.Verifier, error) {
-	maxPred, err := pipeline.ParseSize(f.maxPredicateSize)
-	if err != nil || maxPred <= 0 {
-		return nil, usageErr("--max-predicate-size %q: expected a size such as 16MiB", f.maxPredicateSize)
+	maxPred, err := parseMaxSize(f.maxPredicateSize)
+	if err != nil {
+		return nil, err
 	}
 	if f.maxPolicyCost == 0 {
 		return nil, usageErr("--max-policy-cost: expected a positive number of units")
@@ -122,7 +123,7 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 		opts = append(opts, verify.WithCertificateIdentity(f.san, f.sanRE, f.issuer, f.issuerRE))
 	}
 	if f.trustedRoot != "" {
-		data, err := regfile.ReadFile(context.Background(), f.trustedRoot, maxTrustedRoot)
+		data, err := limits.ReadFile(f.trustedRoot, maxTrustedRoot, "trusted root")
 		var tr *root.TrustedRoot
 		if err == nil {
 			tr, err = root.NewTrustedRootFromJSON(data)
@@ -142,6 +143,15 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 	return verify.New(opts...)
 }
 
+// parseMaxSize parses --max-predicate-size (of verify or sign).
+func parseMaxSize(s string) (int64, error) {
+	n, err := pipeline.ParseSize(s)
+	if err != nil || n == 0 || n > math.MaxInt64 {
+		return 0, usageErr("--max-predicate-size %q: expected a size such as 16MiB", s)
+	}
+	return int64(n), nil
+}
+
 // maxTrustedRoot is the largest trusted root file read.
 const maxTrustedRoot = 4 << 20
 
@@ -152,14 +162,7 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	ctx := c.Context()
 	v, entries, arts, err := f.inputs(ctx, args)
 	if err != nil {
-		if ctx.Err() != nil {
-			return interrupted()
-		}
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return err
-		}
-		return withCode(exitFailed, err)
+		return inputError(ctx, err)
 	}
 	w := c.OutOrStdout()
 	if *f.output == "text" {
@@ -213,6 +216,19 @@ func (f *verifyFlags) inputs(ctx context.Context, args []string) (*verify.Verifi
 		arts = append(arts, art)
 	}
 	return v, entries, arts, nil
+}
+
+// inputError is the exit error for a failure to read verify's inputs:
+// interrupted, the usage error it is, or a failure (exit 1).
+func inputError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return interrupted()
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return withCode(exitFailed, err)
 }
 
 // interrupted is the error of a verification stopped by a signal.

@@ -28,6 +28,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/gpuattest/gpuattest/internal/flock"
 )
 
 // Recipe is what goes into the image. Its JSON form, together with the
@@ -114,7 +116,7 @@ func Build(ctx context.Context, cacheDir string, r Recipe, logger *slog.Logger) 
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating cache dir: %w", err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(cacheDir, key+".lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(cacheDir, key+".lock"))
 	if err != nil {
 		return nil, err
 	}
@@ -443,33 +445,6 @@ func writeLayer(rootfs, dst string) error {
 		return err
 	}
 	return f.Sync()
-}
-
-// lockFile takes an exclusive flock on path, waiting until ctx is done.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for the image build lock %s: %w", path, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }
 
 // syncDir fsyncs every file under dir, so that the rename that publishes it

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gpuattest/gpuattest/internal/jsonpos"
 )
 
 // Error is a problem at one place in a document.
@@ -344,11 +346,7 @@ func (s *scanner) describe() string {
 }
 
 func (s *scanner) errorf(format string, args ...any) error {
-	line := 1 + bytes.Count(s.data[:s.pos], []byte("\n"))
-	col := s.pos + 1
-	if i := bytes.LastIndexByte(s.data[:s.pos], '\n'); i >= 0 {
-		col = s.pos - i
-	}
+	line, col := jsonpos.LineCol(s.data, int64(s.pos))
 	return &Error{Offset: s.pos, Line: line, Col: col, Path: s.path(), Msg: fmt.Sprintf(format, args...)}
 }
 

@@ -1,7 +1,8 @@
 // The few CUDA driver API declarations the harness needs, so it builds
 // with no CUDA headers. Symbols are resolved at run time from
 // libcuda.so.1 (dlopen), so the harness also runs where no driver exists
-// (then only the CPU backend is available).
+// (then only the CPU backend is available). kernels/harness_test.go
+// checks every declaration here against cuda.h where one is installed.
 #pragma once
 #include <cstddef>
 
@@ -15,10 +16,17 @@ typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
 typedef struct CUevent_st* CUevent;
 typedef unsigned long long CUdeviceptr;
+typedef struct CUuuid_st {
+  char bytes[16];
+} CUuuid;
 
 const int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 const int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 const int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
+
+const unsigned CU_EVENT_DEFAULT = 0x0;
+const unsigned CU_EVENT_BLOCKING_SYNC = 0x1;
+const unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 
 struct Api {
   void* lib = nullptr;
@@ -27,6 +35,8 @@ struct Api {
   CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
   CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
   CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetUuid)(CUuuid*, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
   CUresult (*cuCtxCreate)(CUcontext*, unsigned, CUdevice) = nullptr;       // cuCtxCreate_v2
   CUresult (*cuCtxDestroy)(CUcontext) = nullptr;                            // cuCtxDestroy_v2
   CUresult (*cuCtxSynchronize)() = nullptr;
@@ -35,8 +45,11 @@ struct Api {
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;                   // cuMemAlloc_v2
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;                             // cuMemFree_v2
+  CUresult (*cuMemAllocHost)(void**, size_t) = nullptr;                     // cuMemAllocHost_v2
+  CUresult (*cuMemFreeHost)(void*) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;     // cuMemcpyHtoD_v2
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;           // cuMemcpyDtoH_v2
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream) = nullptr;  // cuMemcpyDtoHAsync_v2
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t) = nullptr;     // cuMemsetD8_v2
   CUresult (*cuMemGetInfo)(size_t*, size_t*) = nullptr;                     // cuMemGetInfo_v2
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -47,6 +60,7 @@ struct Api {
   CUresult (*cuEventSynchronize)(CUevent) = nullptr;
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
 };
 
 }  // namespace cu

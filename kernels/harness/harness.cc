@@ -5,20 +5,33 @@
 //   cuda  loads the BUILT fatbins (<fatbin-dir>/<kernel>.fatbin) at run time
 //         through the CUDA driver API (dlopen("libcuda.so.1"),
 //         cuModuleLoadData), so the bytes tested are the bytes released;
-//         per-iteration timing with CUDA events, L2 flushed between
-//         iterations.
+//         timed with CUDA events, N back-to-back launches per event pair
+//         (N chosen so that a sample is >= 100 us), L2 flushed between
+//         samples.
 //   cpu   runs fp32 CPU implementations of the same algorithms, timed with
 //         std::chrono::steady_clock; the output says backend "cpu".
 //   auto  (default) cuda when libcuda loads and a device exists, else cpu.
 // Every case is checked against an fp64 CPU reference (max/mean abs error,
-// correlation) with a per-kernel tolerance.
+// correlation) with a per-kernel tolerance. After a sticky CUDA error (an
+// illegal address, ...) the context is lost: the remaining cases are
+// reported "not run", never blamed for it.
 //
-// Exit status: 0 all cases passed, 1 a case failed or errored, 2 usage,
-// 3 the harness itself could not run (backend cuda unavailable, I/O).
+// Sustained mode (--duration S, for burn-in): one context, every case set
+// up once, then launched back to back for S seconds; the output of every
+// repeat is checked against the first, and the results report the duty
+// cycle (busy time / wall time) under "sustained".
+//
+// Exit status: 0 all cases passed, 1 a case failed or errored (or a
+// sustained run was inconsistent), 2 usage, 3 the harness itself could not
+// run (backend cuda unavailable, I/O).
 #include <dlfcn.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -28,11 +41,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "checksum_ptx.h"
 #include "cuda_api.h"
 #include "sha256.h"
 
@@ -41,6 +57,12 @@ namespace {
 const char* kTool = "gpuattest-harness 0.1.0";
 const char* kSchema = "https://gpuattest.dev/results/v1";
 const char* kKernels[] = {"vector_add", "reduce_sum", "sgemm", "softmax"};
+
+// A CUDA sample (one event pair) spans at least this long: CUDA events
+// resolve about 0.5 us, so a microsecond kernel is launched N times back
+// to back per sample and the sample is the per-launch mean.
+const double kMinSampleNs = 100e3;
+const long kMaxBatch = 1L << 16;
 
 struct Options {
   std::string backend = "auto";
@@ -61,22 +83,57 @@ struct Options {
   long n = 1 << 20;        // vector_add, reduce_sum
   int gemm = 256;          // sgemm M = N = K
   int rows = 512, cols = 1024;  // softmax
+  bool n_set = false, gemm_set = false, rows_set = false, cols_set = false;
   int device = 0;
   bool flush = true;
+  long batch = 0;  // cuda: launches per sample; 0 chooses (>= kMinSampleNs)
+  // Sustained mode (--duration): seconds to run; 0 is off.
+  double duration_s = 0;
+  int threads = 0;  // cpu sustained: worker threads; 0 = the CPUs this process may use
   std::map<std::string, double> tolerance;
-  std::string inject_fault;  // kernel whose output gets one element corrupted
+  std::string inject_fault;            // kernel whose output gets one element corrupted
+  std::string inject_illegal_address;  // kernel launched with an invalid output pointer
+  std::string inject_inconsistency;    // sustained: kernel whose 3rd repeat is corrupted
+};
+
+struct CaseSustained {
+  long long repeats = 0, mismatches = 0, first_mismatch = 0;
+  double busy_s = 0;
 };
 
 struct CaseResult {
   std::string name, kernel, status = "passed", message;
   double max_abs = 0, mean_abs = 0, corr = 1, tol = 0;
-  std::vector<long long> samples;
+  std::vector<double> samples;
   double flops = 0, bytes = 0;
   std::map<std::string, std::string> config;
   std::string output_sha;
   long long mem_used = -1;
   std::string stop_reason;  // adaptive repeats: precision, max_time, max_samples
   double stop_elapsed_s = 0;
+  bool sustained = false;
+  CaseSustained sus;
+};
+
+struct MemSample {
+  double elapsed_s = 0;
+  long long iteration = 0, host_rss = -1, device_used = -1;
+};
+
+// Sustained is a sustained run's account ("sustained" in the results).
+struct Sustained {
+  double duration_s = 0, elapsed_s = 0, busy_s = 0, duty = 0, memory_interval_s = 0;
+  double cpu_s = -1;  // cpu backend: CPU time the process used in the loop
+  std::string timing, check, error;
+  int threads = 0;
+  long long iterations = 0, checked = 0, mismatches = 0;
+  std::vector<MemSample> memory;
+};
+
+// Device is what the results say about the CUDA device.
+struct Device {
+  std::string name, uuid, pci_bus_id, visible;
+  int ordinal = -1;
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -98,14 +155,26 @@ const char* kHelp =
     "  --max-time S              auto: seconds per case at most (env GPUATTEST_MAX_TIME; 120)\n"
     "  --min-repeats N           auto: samples before the precision may stop (env GPUATTEST_MIN_REPEATS; 10)\n"
     "  --max-samples N           auto: samples per case at most (default 100000)\n"
+    "  --batch N|auto            cuda: launches per timed sample (default auto: enough for >= 100 us)\n"
     "  --seed S[,S...]           input seeds (env GPUATTEST_SEED; default 1)\n"
     "  --n N                     elements for vector_add and reduce_sum (default 1048576)\n"
     "  --gemm N                  sgemm M=N=K (default 256)\n"
     "  --rows R --cols C         softmax shape (default 512x1024)\n"
-    "  --device I                CUDA device ordinal (default 0)\n"
-    "  --no-flush                do not flush caches between iterations\n"
+    "  --device I                CUDA device ordinal among the visible ones (default 0;\n"
+    "                            the driver applies CUDA_VISIBLE_DEVICES)\n"
+    "  --no-flush                do not flush caches between samples\n"
+    "  --duration S              sustained mode (env GPUATTEST_DURATION): launch every case back\n"
+    "                            to back for S seconds, check every repeat's output against the\n"
+    "                            first, report the duty cycle; on cuda the sizes default to\n"
+    "                            --n 67108864 --gemm 2048 --rows 8192 --cols 4096\n"
+    "  --threads N               sustained on cpu: worker threads (default: the usable CPUs)\n"
     "  --tolerance KERNEL=X      override a kernel's max-abs-error tolerance\n"
-    "  --inject-fault KERNEL     corrupt one output element of KERNEL (proves the check)\n";
+    "  --inject-fault KERNEL     corrupt one output element of KERNEL (proves the check)\n"
+    "  --inject-illegal-address KERNEL\n"
+    "                            launch KERNEL with an invalid output pointer: on cuda a real\n"
+    "                            illegal-address fault that loses the context, on cpu simulated\n"
+    "  --inject-inconsistency KERNEL\n"
+    "                            sustained: corrupt KERNEL's output in its 3rd repeat\n";
 
 long parse_long(const std::string& flag, const std::string& v, long lo, long hi) {
   char* end = nullptr;
@@ -153,6 +222,12 @@ std::vector<uint64_t> parse_seeds(const std::string& flag, const std::string& v)
   return out;
 }
 
+std::string kernel_arg(const std::string& flag, const std::string& v) {
+  if (std::find(std::begin(kKernels), std::end(kKernels), v) == std::end(kKernels))
+    usage(flag + ": unknown kernel " + v + " (expected vector_add, reduce_sum, sgemm, softmax)");
+  return v;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   // Environment first (benchmark/burnin steps set these); flags win.
@@ -162,6 +237,7 @@ Options parse(int argc, char** argv) {
   if (const char* e = std::getenv("GPUATTEST_MAX_TIME"); e && *e) o.max_time_s = parse_double("GPUATTEST_MAX_TIME", e, 0, 1e7);
   if (const char* e = std::getenv("GPUATTEST_MIN_REPEATS"); e && *e) o.min_repeats = int(parse_long("GPUATTEST_MIN_REPEATS", e, 1, 1000000));
   if (const char* e = std::getenv("GPUATTEST_SEED"); e && *e) o.seeds = parse_seeds("GPUATTEST_SEED", e);
+  if (const char* e = std::getenv("GPUATTEST_DURATION"); e && *e) o.duration_s = parse_double("GPUATTEST_DURATION", e, 0, 1e7);
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     std::string val;
@@ -191,10 +267,7 @@ Options parse(int argc, char** argv) {
       o.out = next();
     } else if (a == "--kernels") {
       o.kernels = split(next(), ',');
-      for (auto& k : o.kernels) {
-        if (std::find(std::begin(kKernels), std::end(kKernels), k) == std::end(kKernels))
-          usage("--kernels: unknown kernel " + k + " (expected vector_add, reduce_sum, sgemm, softmax)");
-      }
+      for (auto& k : o.kernels) kernel_arg("--kernels", k);
     } else if (a == "--warmup") {
       o.warmup = int(parse_long(a, next(), 0, 1000000));
     } else if (a == "--repeats") {
@@ -207,20 +280,31 @@ Options parse(int argc, char** argv) {
       o.min_repeats = int(parse_long(a, next(), 1, 1000000));
     } else if (a == "--max-samples") {
       o.max_samples = parse_long(a, next(), 1, 100000000);
+    } else if (a == "--batch") {
+      std::string v = next();
+      o.batch = v == "auto" ? 0 : parse_long(a, v, 1, kMaxBatch);
     } else if (a == "--seed" || a == "--seeds") {
       o.seeds = parse_seeds(a, next());
     } else if (a == "--n") {
       o.n = parse_long(a, next(), 1, 1L << 30);
+      o.n_set = true;
     } else if (a == "--gemm") {
       o.gemm = int(parse_long(a, next(), 1, 16384));
+      o.gemm_set = true;
     } else if (a == "--rows") {
       o.rows = int(parse_long(a, next(), 1, 1 << 24));
+      o.rows_set = true;
     } else if (a == "--cols") {
       o.cols = int(parse_long(a, next(), 1, 1 << 24));
+      o.cols_set = true;
     } else if (a == "--device") {
       o.device = int(parse_long(a, next(), 0, 1024));
     } else if (a == "--no-flush") {
       o.flush = false;
+    } else if (a == "--duration") {
+      o.duration_s = parse_double(a, next(), 0, 1e7);
+    } else if (a == "--threads") {
+      o.threads = int(parse_long(a, next(), 1, 4096));
     } else if (a == "--tolerance") {
       std::string v = next();
       auto eq = v.find('=');
@@ -231,10 +315,15 @@ Options parse(int argc, char** argv) {
       o.tolerance[v.substr(0, eq)] = t;
     } else if (a == "--inject-fault") {
       o.inject_fault = next();
+    } else if (a == "--inject-illegal-address") {
+      o.inject_illegal_address = kernel_arg(a, next());
+    } else if (a == "--inject-inconsistency") {
+      o.inject_inconsistency = kernel_arg(a, next());
     } else {
       usage("unknown flag " + a);
     }
   }
+  if (!o.inject_inconsistency.empty() && o.duration_s <= 0) usage("--inject-inconsistency applies to sustained runs: add --duration S");
   return o;
 }
 
@@ -266,24 +355,37 @@ std::vector<float> random_vec(size_t n, Rng& r) {
 const int kReduceBlock = 256;
 const int kReduceGrid = 256;
 
+// An sgemm larger than this checks a sample of kRefRows output rows
+// against the fp64 reference (a full one costs M*N*K fp64 operations on
+// one core: minutes at 4096).
+const size_t kFullRefGemm = 512;
+const size_t kRefRows = 64;
+
 struct Problem {
   std::string kernel, name;
   std::vector<std::vector<float>> in;
+  // ref[j] is the reference of output element ref_at[j], or of element j
+  // when ref_at is empty.
   std::vector<double> ref;
+  std::vector<size_t> ref_at;
   size_t out_n = 0;
   double flops = 0, bytes = 0, tol = 0;
   std::map<std::string, std::string> config;
 };
 
-Problem make_problem(const std::string& k, uint64_t seed, const Options& o) {
+// make_problem builds case k with seed: name, configuration, sizes and,
+// when data is true, the inputs and the fp64 reference.
+Problem make_problem(const std::string& k, uint64_t seed, const Options& o, bool data = true) {
   Problem p;
   p.kernel = k;
   Rng r(seed);
   if (k == "vector_add") {
     size_t n = size_t(o.n);
-    p.in = {random_vec(n, r), random_vec(n, r)};
-    p.ref.resize(n);
-    for (size_t i = 0; i < n; ++i) p.ref[i] = double(p.in[0][i]) + double(p.in[1][i]);
+    if (data) {
+      p.in = {random_vec(n, r), random_vec(n, r)};
+      p.ref.resize(n);
+      for (size_t i = 0; i < n; ++i) p.ref[i] = double(p.in[0][i]) + double(p.in[1][i]);
+    }
     p.out_n = n;
     p.flops = double(n);
     p.bytes = 12.0 * double(n);
@@ -292,10 +394,12 @@ Problem make_problem(const std::string& k, uint64_t seed, const Options& o) {
     p.config["n"] = std::to_string(n);
   } else if (k == "reduce_sum") {
     size_t n = size_t(o.n);
-    p.in = {random_vec(n, r)};
-    double s = 0;
-    for (float x : p.in[0]) s += double(x);
-    p.ref = {s};
+    if (data) {
+      p.in = {random_vec(n, r)};
+      double s = 0;
+      for (float x : p.in[0]) s += double(x);
+      p.ref = {s};
+    }
     p.out_n = 1;
     p.flops = double(n);
     p.bytes = 4.0 * double(n);
@@ -307,15 +411,27 @@ Problem make_problem(const std::string& k, uint64_t seed, const Options& o) {
     p.config["grid"] = std::to_string(kReduceGrid);
   } else if (k == "sgemm") {
     size_t m = size_t(o.gemm), nn = size_t(o.gemm), kk = size_t(o.gemm);
-    p.in = {random_vec(m * kk, r), random_vec(kk * nn, r)};
-    p.ref.assign(m * nn, 0.0);
-    const auto& A = p.in[0];
-    const auto& B = p.in[1];
-    for (size_t i = 0; i < m; ++i)
-      for (size_t q = 0; q < kk; ++q) {
-        double a = A[i * kk + q];
-        for (size_t j = 0; j < nn; ++j) p.ref[i * nn + j] += a * double(B[q * nn + j]);
+    if (data) {
+      p.in = {random_vec(m * kk, r), random_vec(kk * nn, r)};
+      const auto& A = p.in[0];
+      const auto& B = p.in[1];
+      std::vector<size_t> rows;
+      for (size_t i = 0; i < m; ++i) rows.push_back(i);
+      if (m > kFullRefGemm) {
+        rows.clear();
+        for (size_t t = 0; t < kRefRows; ++t) rows.push_back(t * m / kRefRows);
+        for (size_t i : rows)
+          for (size_t j = 0; j < nn; ++j) p.ref_at.push_back(i * nn + j);
       }
+      p.ref.assign(rows.size() * nn, 0.0);
+      for (size_t t = 0; t < rows.size(); ++t) {
+        const size_t i = rows[t];
+        for (size_t q = 0; q < kk; ++q) {
+          double a = A[i * kk + q];
+          for (size_t j = 0; j < nn; ++j) p.ref[t * nn + j] += a * double(B[q * nn + j]);
+        }
+      }
+    }
     p.out_n = m * nn;
     p.flops = 2.0 * double(m) * double(nn) * double(kk);
     p.bytes = 4.0 * double(m * kk + kk * nn + m * nn);
@@ -323,17 +439,20 @@ Problem make_problem(const std::string& k, uint64_t seed, const Options& o) {
     std::string s = std::to_string(o.gemm);
     p.name = "sgemm/m=" + s + "/n=" + s + "/k=" + s;
     p.config["m"] = p.config["n"] = p.config["k"] = s;
+    if (m > kFullRefGemm) p.config["reference_rows"] = std::to_string(kRefRows);
   } else if (k == "softmax") {
     size_t rows = size_t(o.rows), cols = size_t(o.cols);
-    std::vector<float> x = random_vec(rows * cols, r);
-    for (auto& v : x) v *= 8.0f;  // a spread that makes the max-shift matter
-    p.in = {x};
-    p.ref.resize(rows * cols);
-    for (size_t i = 0; i < rows; ++i) {
-      double m = -INFINITY, s = 0;
-      for (size_t j = 0; j < cols; ++j) m = std::max(m, double(x[i * cols + j]));
-      for (size_t j = 0; j < cols; ++j) s += std::exp(double(x[i * cols + j]) - m);
-      for (size_t j = 0; j < cols; ++j) p.ref[i * cols + j] = std::exp(double(x[i * cols + j]) - m) / s;
+    if (data) {
+      std::vector<float> x = random_vec(rows * cols, r);
+      for (auto& v : x) v *= 8.0f;  // a spread that makes the max-shift matter
+      p.ref.resize(rows * cols);
+      for (size_t i = 0; i < rows; ++i) {
+        double m = -INFINITY, s = 0;
+        for (size_t j = 0; j < cols; ++j) m = std::max(m, double(x[i * cols + j]));
+        for (size_t j = 0; j < cols; ++j) s += std::exp(double(x[i * cols + j]) - m);
+        for (size_t j = 0; j < cols; ++j) p.ref[i * cols + j] = std::exp(double(x[i * cols + j]) - m) / s;
+      }
+      p.in = {std::move(x)};
     }
     p.out_n = rows * cols;
     p.flops = 5.0 * double(rows * cols);
@@ -346,13 +465,20 @@ Problem make_problem(const std::string& k, uint64_t seed, const Options& o) {
   p.name += "/seed=" + std::to_string(seed);
   p.config["seed"] = std::to_string(seed);
   p.config["warmup"] = std::to_string(o.warmup);
-  p.config["repeats"] = o.auto_repeats ? std::string("auto") : std::to_string(o.repeats);
-  if (o.auto_repeats) {
+  if (o.duration_s > 0) {
     char b[64];
-    std::snprintf(b, sizeof b, "%g", o.precision);
-    p.config["precision"] = b;
+    std::snprintf(b, sizeof b, "%g", o.duration_s);
+    p.config["mode"] = "sustained";
+    p.config["duration_s"] = b;
+  } else {
+    p.config["repeats"] = o.auto_repeats ? std::string("auto") : std::to_string(o.repeats);
+    if (o.auto_repeats) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%g", o.precision);
+      p.config["precision"] = b;
+    }
+    p.config["flush"] = o.flush ? "true" : "false";
   }
-  p.config["flush"] = o.flush ? "true" : "false";
   if (auto it = o.tolerance.find(k); it != o.tolerance.end()) p.tol = it->second;
   return p;
 }
@@ -370,7 +496,7 @@ double ln_binom_half(int n, int k) {
 // 1 - 2 P(B <= j-1), B ~ Binomial(n, 1/2), is at least 0.95. It is the
 // rule gpuattest re-checks (pipeline/suite/stats.MedianPrecision); a sample
 // too small for the level gives infinity.
-double median_precision(const std::vector<long long>& s) {
+double median_precision(const std::vector<double>& s) {
   const int n = int(s.size());
   int best = 0;
   double cdf = 0;  // P(B <= j-1)
@@ -383,7 +509,7 @@ double median_precision(const std::vector<long long>& s) {
   const double h = double(n - 1) * 0.5;
   const size_t lo = size_t(std::floor(h));
   double med = double(s[lo]);
-  if (lo + 1 < s.size()) med += (h - double(lo)) * double(s[lo + 1] - s[lo]);
+  if (lo + 1 < s.size()) med += (h - double(lo)) * (s[lo + 1] - s[lo]);
   if (!(med > 0)) return INFINITY;
   return (double(s[size_t(n - best)]) - double(s[size_t(best - 1)])) / 2 / med;
 }
@@ -421,7 +547,7 @@ class Sampler {
   const Options& o_;
   std::chrono::steady_clock::time_point start_;
   long next_check_ = 0;
-  std::vector<long long> sorted_;
+  std::vector<double> sorted_;
 };
 
 // ---- CPU backend: fp32 implementations of the kernels' algorithms --------
@@ -474,7 +600,17 @@ std::vector<char>& cpu_flush_buffer() {
   return buf;
 }
 
-void run_cpu(const Problem& p, const Options& o, CaseResult& res, std::vector<float>& out) {
+// CpuBackend is the CPU backend's state: only an injected illegal address
+// (--inject-illegal-address) ever loses its "context".
+struct CpuBackend {
+  bool lost = false;
+};
+
+void run_cpu(CpuBackend& cpu, const Problem& p, const Options& o, CaseResult& res, std::vector<float>& out) {
+  if (o.inject_illegal_address == p.kernel) {
+    cpu.lost = true;
+    throw std::runtime_error("simulated illegal address in " + p.kernel + " (--inject-illegal-address on the cpu backend)");
+  }
   out.assign(p.out_n, 0.0f);
   for (int i = 0; i < o.warmup; ++i) cpu_compute(p, o, out);
   Sampler sampler(o);
@@ -486,10 +622,65 @@ void run_cpu(const Problem& p, const Options& o, CaseResult& res, std::vector<fl
     auto t0 = std::chrono::steady_clock::now();
     cpu_compute(p, o, out);
     auto t1 = std::chrono::steady_clock::now();
-    // Clamp to 1 ns: a sample is a positive duration.
-    res.samples.push_back(std::max<long long>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    // Clamp to 1 ns: a sample is a positive duration. One call per
+    // sample: steady_clock resolves nanoseconds and costs ~20 ns a read,
+    // far below the CPU kernels' times, so the CPU backend does not batch.
+    res.samples.push_back(double(std::max<long long>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count())));
   }
 }
+
+// ---- output checksum (sustained mode) -----------------------------------------
+
+uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// checksum64 is checksum.cu's function on the host: the sum over the
+// output's 32-bit words x[i] of mix64((i << 32) | x[i]), mod 2^64.
+uint64_t checksum64(const std::vector<float>& out) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint32_t w;
+    std::memcpy(&w, &out[i], 4);
+    sum += mix64((uint64_t(i) << 32) | w);
+  }
+  return sum;
+}
+
+// host_rss returns this process's resident set size in bytes, -1 when
+// /proc does not say.
+long long host_rss() {
+  std::ifstream f("/proc/self/statm");
+  long long size = 0, resident = 0;
+  if (!(f >> size >> resident)) return -1;
+  return resident * (long long)sysconf(_SC_PAGESIZE);
+}
+
+// usable_cpus is the number of CPUs this process may run on.
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// cpu_seconds is the CPU time (user + system) this process has used.
+double cpu_seconds() {
+  rusage u;
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// memory_interval is how often a sustained run samples memory: once a
+// second, or ten times over a shorter run.
+double memory_interval(double duration_s) { return std::min(1.0, duration_s / 10); }
 
 // ---- CUDA backend ---------------------------------------------------------
 
@@ -497,17 +688,22 @@ struct CudaError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// kBadPointer is the output pointer --inject-illegal-address launches
+// with: never a device allocation (the first page is unmapped).
+const cu::CUdeviceptr kBadPointer = 0x100;
+
 class Cuda {
  public:
   cu::Api api;
   cu::CUcontext ctx = nullptr;
   cu::CUdevice dev = 0;
-  std::string name;
+  Device info;
   cu::CUdeviceptr flush = 0;
   size_t flush_bytes = 0;
 
-  // open loads the driver and creates a context; on failure it returns
-  // false with the reason in why.
+  // open loads the driver and creates a context on the ordinal-th visible
+  // device (the driver applies CUDA_VISIBLE_DEVICES); on failure it
+  // returns false with the reason in why.
   bool open(int ordinal, std::string& why) {
     api.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!api.lib) {
@@ -515,9 +711,9 @@ class Cuda {
       return false;
     }
     bool ok = true;
-    auto sym = [&](auto& fn, const char* n) {
+    auto sym = [&](auto& fn, const char* n, bool required = true) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(api.lib, n));
-      if (!fn) {
+      if (!fn && required) {
         why = std::string("libcuda.so.1 lacks ") + n;
         ok = false;
       }
@@ -527,6 +723,10 @@ class Cuda {
     sym(api.cuDeviceGet, "cuDeviceGet");
     sym(api.cuDeviceGetName, "cuDeviceGetName");
     sym(api.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+    // The GPU's UUID (not a MIG instance's: that is cuDeviceGetUuid_v2),
+    // as NVML names it, so telemetry can find the device.
+    sym(api.cuDeviceGetUuid, "cuDeviceGetUuid", false);
+    sym(api.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", false);
     sym(api.cuCtxCreate, "cuCtxCreate_v2");
     sym(api.cuCtxDestroy, "cuCtxDestroy_v2");
     sym(api.cuCtxSynchronize, "cuCtxSynchronize");
@@ -535,8 +735,11 @@ class Cuda {
     sym(api.cuModuleGetFunction, "cuModuleGetFunction");
     sym(api.cuMemAlloc, "cuMemAlloc_v2");
     sym(api.cuMemFree, "cuMemFree_v2");
+    sym(api.cuMemAllocHost, "cuMemAllocHost_v2");
+    sym(api.cuMemFreeHost, "cuMemFreeHost");
     sym(api.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
     sym(api.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    sym(api.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
     sym(api.cuMemsetD8, "cuMemsetD8_v2");
     sym(api.cuMemGetInfo, "cuMemGetInfo_v2");
     sym(api.cuLaunchKernel, "cuLaunchKernel");
@@ -546,6 +749,7 @@ class Cuda {
     sym(api.cuEventSynchronize, "cuEventSynchronize");
     sym(api.cuEventElapsedTime, "cuEventElapsedTime");
     sym(api.cuGetErrorString, "cuGetErrorString");
+    sym(api.cuGetErrorName, "cuGetErrorName", false);
     if (!ok) return false;
     cu::CUresult rc = api.cuInit(0);
     if (rc != 0) {
@@ -558,14 +762,27 @@ class Cuda {
       return false;
     }
     if (ordinal >= count) {
-      why = "device " + std::to_string(ordinal) + " requested but only " + std::to_string(count) + " present";
+      why = "device " + std::to_string(ordinal) + " requested but only " + std::to_string(count) + " visible";
       return false;
     }
     try {
       check(api.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
       char buf[256] = {0};
       check(api.cuDeviceGetName(buf, sizeof buf - 1, dev), "cuDeviceGetName");
-      name = buf;
+      info.name = buf;
+      info.ordinal = ordinal;
+      if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) info.visible = v;
+      // Identity is recorded when the driver gives it; it never stops a run.
+      cu::CUuuid u;
+      if (api.cuDeviceGetUuid && api.cuDeviceGetUuid(&u, dev) == 0) {
+        const unsigned char* b = reinterpret_cast<const unsigned char*>(u.bytes);
+        char s[64];
+        std::snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                      b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        info.uuid = s;
+      }
+      char bus[64] = {0};
+      if (api.cuDeviceGetPCIBusId && api.cuDeviceGetPCIBusId(bus, sizeof bus - 1, dev) == 0) info.pci_bus_id = bus;
       check(api.cuCtxCreate(&ctx, 0, dev), "cuCtxCreate");
       int l2 = 0;
       check(api.cuDeviceGetAttribute(&l2, cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute(L2)");
@@ -578,13 +795,27 @@ class Cuda {
     return true;
   }
 
+  // err names a CUDA error: "an illegal memory access was encountered
+  // (CUDA_ERROR_ILLEGAL_ADDRESS, 700)".
   std::string err(cu::CUresult rc) {
     const char* s = nullptr;
-    if (api.cuGetErrorString && api.cuGetErrorString(rc, &s) == 0 && s) return std::string(s) + " (" + std::to_string(rc) + ")";
-    return "CUDA error " + std::to_string(rc);
+    const char* n = nullptr;
+    std::string code = std::to_string(rc);
+    if (api.cuGetErrorName && api.cuGetErrorName(rc, &n) == 0 && n) code = std::string(n) + ", " + code;
+    if (api.cuGetErrorString && api.cuGetErrorString(rc, &s) == 0 && s) return std::string(s) + " (" + code + ")";
+    return "CUDA error " + code;
   }
-  void check(cu::CUresult rc, const char* what) {
-    if (rc != 0) throw CudaError(std::string(what) + ": " + err(rc));
+  void check(cu::CUresult rc, const std::string& what) {
+    if (rc != 0) throw CudaError(what + ": " + err(rc));
+  }
+  // healthy reports whether the context still works: after a sticky error
+  // (an illegal address, a launch failure, an uncorrectable ECC error)
+  // every call, cuCtxSynchronize included, returns it.
+  bool healthy(std::string& why) {
+    cu::CUresult rc = api.cuCtxSynchronize();
+    if (rc == 0) return true;
+    why = err(rc);
+    return false;
   }
   long long mem_used() {
     size_t free_b = 0, total = 0;
@@ -601,107 +832,171 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std::vector<float>& out) {
-  const std::string path = o.fatbin_dir + "/" + p.kernel + ".fatbin";
-  const std::string image = read_file(path);
-  res.config["module"] = path;
-  res.config["module_sha256"] = harness::sha256_hex(image.data(), image.size());
+// Event is a CUDA event, destroyed with its owner.
+struct Event {
+  Cuda& c;
+  cu::CUevent e = nullptr;
+  Event(Cuda& c, unsigned flags) : c(c) { c.check(c.api.cuEventCreate(&e, flags), "cuEventCreate"); }
+  ~Event() {
+    if (e) c.api.cuEventDestroy(e);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+
+// elapsed_ms returns the time between two completed events.
+float elapsed_ms(Cuda& c, const Event& a, const Event& b) {
+  float ms = 0;
+  c.check(c.api.cuEventElapsedTime(&ms, a.e, b.e), "cuEventElapsedTime");
+  return ms;
+}
+
+// CudaCase is one case loaded on the device: its module, buffers (inputs
+// uploaded) and a launch function. It frees them when destroyed.
+struct CudaCase {
+  Cuda& c;
   cu::CUmodule mod = nullptr;
-  c.check(c.api.cuModuleLoadData(&mod, image.data()), ("cuModuleLoadData(" + path + ")").c_str());
-  std::vector<cu::CUdeviceptr> bufs;
-  cu::CUevent e0 = nullptr, e1 = nullptr;
-  auto cleanup = [&]() {
+  cu::CUfunction fn = nullptr;
+  std::vector<cu::CUdeviceptr> bufs, din;
+  cu::CUdeviceptr dout = 0, partial = 0;
+  // out is the pointer launches write their output to: dout, or
+  // kBadPointer to inject an illegal address.
+  cu::CUdeviceptr out = 0;
+  size_t out_n = 0;
+  std::function<void()> launch;
+
+  explicit CudaCase(Cuda& c) : c(c) {}
+  ~CudaCase() {
     for (auto b : bufs) c.api.cuMemFree(b);
-    if (e0) c.api.cuEventDestroy(e0);
-    if (e1) c.api.cuEventDestroy(e1);
-    c.api.cuModuleUnload(mod);
-  };
-  try {
-    cu::CUfunction fn = nullptr;
-    c.check(c.api.cuModuleGetFunction(&fn, mod, p.kernel.c_str()), ("cuModuleGetFunction(" + p.kernel + ")").c_str());
-    auto alloc = [&](size_t bytes) {
-      cu::CUdeviceptr d = 0;
-      c.check(c.api.cuMemAlloc(&d, std::max<size_t>(bytes, 4)), "cuMemAlloc");
-      bufs.push_back(d);
-      return d;
-    };
-    std::vector<cu::CUdeviceptr> din;
+    if (mod) c.api.cuModuleUnload(mod);
+  }
+  CudaCase(const CudaCase&) = delete;
+  CudaCase& operator=(const CudaCase&) = delete;
+
+  cu::CUdeviceptr alloc(size_t bytes) {
+    cu::CUdeviceptr d = 0;
+    c.check(c.api.cuMemAlloc(&d, std::max<size_t>(bytes, 4)), "cuMemAlloc");
+    bufs.push_back(d);
+    return d;
+  }
+
+  void load(const Problem& p, const Options& o, CaseResult& res) {
+    const std::string path = o.fatbin_dir + "/" + p.kernel + ".fatbin";
+    const std::string image = read_file(path);
+    res.config["module"] = path;
+    res.config["module_sha256"] = harness::sha256_hex(image.data(), image.size());
+    c.check(c.api.cuModuleLoadData(&mod, image.data()), "cuModuleLoadData(" + path + ")");
+    c.check(c.api.cuModuleGetFunction(&fn, mod, p.kernel.c_str()), "cuModuleGetFunction(" + p.kernel + ")");
     for (auto& v : p.in) {
       auto d = alloc(v.size() * sizeof(float));
       c.check(c.api.cuMemcpyHtoD(d, v.data(), v.size() * sizeof(float)), "cuMemcpyHtoD");
       din.push_back(d);
     }
-    cu::CUdeviceptr dout = alloc(p.out_n * sizeof(float));
-    std::function<void()> launch;
+    out_n = p.out_n;
+    dout = out = alloc(p.out_n * sizeof(float));
     const std::string& k = p.kernel;
     if (k == "vector_add") {
       int n = int(p.out_n);
       unsigned grid = unsigned(std::min<long>((n + 255) / 256, 65535L * 8));
-      launch = [&, n, grid]() mutable {
-        void* args[] = {&din[0], &din[1], &dout, &n};
+      launch = [this, n, grid]() mutable {
+        void* args[] = {&din[0], &din[1], &out, &n};
         c.check(c.api.cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(vector_add)");
       };
     } else if (k == "reduce_sum") {
-      cu::CUdeviceptr partial = alloc(size_t(kReduceGrid) * sizeof(float));
+      partial = alloc(size_t(kReduceGrid) * sizeof(float));
       int n = int(p.in[0].size());
-      launch = [&, n, partial]() mutable {
+      launch = [this, n]() mutable {
         int g = kReduceGrid;
         void* a1[] = {&din[0], &partial, &n};
         c.check(c.api.cuLaunchKernel(fn, kReduceGrid, 1, 1, kReduceBlock, 1, 1, 0, nullptr, a1, nullptr), "cuLaunchKernel(reduce_sum pass 1)");
-        void* a2[] = {&partial, &dout, &g};
+        void* a2[] = {&partial, &out, &g};
         c.check(c.api.cuLaunchKernel(fn, 1, 1, 1, kReduceBlock, 1, 1, 0, nullptr, a2, nullptr), "cuLaunchKernel(reduce_sum pass 2)");
       };
     } else if (k == "sgemm") {
       int n = o.gemm;
-      launch = [&, n]() mutable {
+      launch = [this, n]() mutable {
         int M = n, N = n, K = n;
         float alpha = 1.0f, beta = 0.0f;
-        void* args[] = {&M, &N, &K, &alpha, &din[0], &din[1], &beta, &dout};
+        void* args[] = {&M, &N, &K, &alpha, &din[0], &din[1], &beta, &out};
         unsigned g = unsigned((n + 15) / 16);
         c.check(c.api.cuLaunchKernel(fn, g, g, 1, 16, 16, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(sgemm)");
       };
     } else if (k == "softmax") {
-      launch = [&]() mutable {
-        int rows = o.rows, cols = o.cols;
+      int rows = o.rows, cols = o.cols;
+      launch = [this, rows, cols]() mutable {
         const unsigned block = 256;
-        void* args[] = {&din[0], &dout, &rows, &cols};
+        void* args[] = {&din[0], &out, &rows, &cols};
         c.check(c.api.cuLaunchKernel(fn, unsigned(rows), 1, 1, block, 1, 1, block * sizeof(float), nullptr, args, nullptr), "cuLaunchKernel(softmax)");
       };
     }
-    c.check(c.api.cuEventCreate(&e0, 0), "cuEventCreate");
-    c.check(c.api.cuEventCreate(&e1, 0), "cuEventCreate");
-    for (int i = 0; i < o.warmup; ++i) launch();
-    c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(warmup)");
-    Sampler sampler(o);
-    for (int i = 0; !sampler.done(res); ++i) {
-      if (o.flush) c.check(c.api.cuMemsetD8(c.flush, (unsigned char)(i & 0xff), c.flush_bytes), "cuMemsetD8(L2 flush)");
-      c.check(c.api.cuEventRecord(e0, nullptr), "cuEventRecord");
-      launch();
-      c.check(c.api.cuEventRecord(e1, nullptr), "cuEventRecord");
-      c.check(c.api.cuEventSynchronize(e1), "cuEventSynchronize");
-      float ms = 0;
-      c.check(c.api.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
-      res.samples.push_back(std::max<long long>(1, std::llround(double(ms) * 1e6)));
-    }
-    out.assign(p.out_n, 0.0f);
-    c.check(c.api.cuMemcpyDtoH(out.data(), dout, p.out_n * sizeof(float)), "cuMemcpyDtoH");
-    res.mem_used = c.mem_used();
-  } catch (...) {
-    cleanup();
-    throw;
   }
-  cleanup();
+
+  // inject_illegal_address launches the kernel with an invalid output
+  // pointer and synchronises: on a GPU that is a real illegal-address
+  // fault, which loses the context.
+  void inject_illegal_address() {
+    out = kBadPointer;
+    launch();
+    out = dout;
+    c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize after the launch with an invalid pointer (--inject-illegal-address)");
+    throw CudaError("--inject-illegal-address: the launch with an invalid output pointer did not fault");
+  }
+
+  std::vector<float> output() {
+    std::vector<float> h(out_n, 0.0f);
+    c.check(c.api.cuMemcpyDtoH(h.data(), dout, out_n * sizeof(float)), "cuMemcpyDtoH");
+    return h;
+  }
+};
+
+void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std::vector<float>& out) {
+  CudaCase cc(c);
+  cc.load(p, o, res);
+  if (o.inject_illegal_address == p.kernel) cc.inject_illegal_address();
+  Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
+  for (int i = 0; i < o.warmup; ++i) cc.launch();
+  c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(warmup)");
+  int flushes = 0;
+  // sample times batch back-to-back launches with one event pair, after
+  // an L2 flush, and returns the total in nanoseconds.
+  auto sample = [&](long batch) {
+    if (o.flush) c.check(c.api.cuMemsetD8(c.flush, (unsigned char)(flushes++ & 0xff), c.flush_bytes), "cuMemsetD8(L2 flush)");
+    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
+    for (long j = 0; j < batch; ++j) cc.launch();
+    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+    c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize");
+    return double(elapsed_ms(c, e0, e1)) * 1e6;
+  };
+  long batch = o.batch;
+  if (batch == 0) {
+    // Grow the batch until one sample spans kMinSampleNs; these launches
+    // are warm-up too.
+    batch = 1;
+    for (;;) {
+      double ns = sample(batch);
+      if (ns >= kMinSampleNs || batch >= kMaxBatch) break;
+      long want = long(std::ceil(double(batch) * kMinSampleNs * 1.25 / std::max(ns, 1.0)));
+      batch = std::min(kMaxBatch, std::max(batch * 2, want));
+    }
+  }
+  res.config["batch"] = std::to_string(batch);
+  Sampler sampler(o);
+  while (!sampler.done(res)) res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
+  out = cc.output();
+  res.mem_used = c.mem_used();
 }
 
 // ---- correctness ------------------------------------------------------------
 
+// check_output compares out with the fp64 reference (every element, or
+// the sampled ones when p.ref_at names them).
 void check_output(const Problem& p, const std::vector<float>& out, CaseResult& res) {
-  const size_t n = p.out_n;
+  const size_t n = p.ref.size();
   double max_abs = 0, sum_abs = 0;
   double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
   bool finite = true;
   for (size_t i = 0; i < n; ++i) {
-    double y = double(out[i]), x = p.ref[i];
+    double y = double(out[p.ref_at.empty() ? i : p.ref_at[i]]), x = p.ref[i];
     if (!std::isfinite(y)) {
       finite = false;
       continue;
@@ -744,6 +1039,261 @@ void check_output(const Problem& p, const std::vector<float>& out, CaseResult& r
   }
 }
 
+// ---- sustained mode (--duration) ------------------------------------------------
+
+// SustainedCase is a case of a sustained run that passed its first repeat.
+struct SustainedCase {
+  Problem p;
+  size_t result = 0;         // index of its CaseResult
+  std::vector<float> first;  // the first repeat's output
+  std::unique_ptr<CudaCase> cc;
+  long long repeats = 1, mismatches = 0, first_mismatch = 0;
+  double busy_s = 0;
+};
+
+MemSample memory_sample(double elapsed_s, long long iteration, Cuda* c) {
+  MemSample m;
+  m.elapsed_s = elapsed_s;
+  m.iteration = iteration;
+  m.host_rss = host_rss();
+  if (c) m.device_used = c->mem_used();
+  return m;
+}
+
+// sustained_cpu runs every case back to back on o.threads threads (the
+// usable CPUs by default) for o.duration_s, comparing every repeat's
+// output bytes with the first repeat's. Busy time is the wall time the
+// threads spent in kernels (steady_clock), so the duty cycle is
+// busy / (threads x wall); cpu_s says how much CPU they really got (less
+// on a machine shared with other work).
+void sustained_cpu(const Options& o, std::vector<std::unique_ptr<SustainedCase>>& sc, Sustained& sus) {
+  const int threads = o.threads > 0 ? o.threads : usable_cpus();
+  sus.timing = "steady_clock";
+  sus.check = "bytes";
+  sus.threads = threads;
+  struct Counters {
+    std::atomic<long long> repeats{1}, mismatches{0}, first{0}, busy_ns{0};
+  };
+  std::vector<Counters> cnt(sc.size());
+  std::atomic<bool> stop{false};
+  std::atomic<long long> rounds{0};
+  auto worker = [&]() {
+    std::vector<std::vector<float>> outs(sc.size());
+    for (size_t c = 0; c < sc.size(); ++c) outs[c].assign(sc[c]->p.out_n, 0.0f);
+    while (!stop.load(std::memory_order_relaxed)) {
+      size_t c = 0;
+      for (; c < sc.size() && !stop.load(std::memory_order_relaxed); ++c) {
+        auto t0 = std::chrono::steady_clock::now();
+        cpu_compute(sc[c]->p, o, outs[c]);
+        auto t1 = std::chrono::steady_clock::now();
+        cnt[c].busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+        const long long r = ++cnt[c].repeats;
+        if (o.inject_inconsistency == sc[c]->p.kernel && r == 3) {
+          uint32_t w;
+          std::memcpy(&w, &outs[c][0], 4);
+          w ^= 1;
+          std::memcpy(&outs[c][0], &w, 4);
+        }
+        if (std::memcmp(outs[c].data(), sc[c]->first.data(), outs[c].size() * sizeof(float)) != 0) {
+          ++cnt[c].mismatches;
+          long long seen = cnt[c].first.load();
+          while ((seen == 0 || r < seen) && !cnt[c].first.compare_exchange_weak(seen, r)) {
+          }
+        }
+      }
+      if (c == sc.size()) ++rounds;
+    }
+  };
+  const double interval = memory_interval(o.duration_s);
+  sus.memory_interval_s = interval;
+  const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = cpu_seconds();
+  sus.memory.push_back(memory_sample(0, 0, nullptr));
+  std::vector<std::thread> ws;
+  for (int t = 0; t < threads; ++t) ws.emplace_back(worker);
+  double next = interval;
+  for (;;) {
+    double el = seconds_since(t0);
+    if (el >= o.duration_s) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(next, o.duration_s) - el));
+    el = seconds_since(t0);
+    if (el >= next && el < o.duration_s) {
+      sus.memory.push_back(memory_sample(el, rounds.load(), nullptr));
+      next += interval;
+    }
+  }
+  stop = true;
+  for (auto& w : ws) w.join();
+  sus.elapsed_s = seconds_since(t0);
+  sus.cpu_s = cpu_seconds() - cpu0;
+  sus.memory.push_back(memory_sample(sus.elapsed_s, rounds.load(), nullptr));
+  sus.iterations = rounds.load();
+  double busy = 0;
+  for (size_t c = 0; c < sc.size(); ++c) {
+    sc[c]->repeats = cnt[c].repeats.load();
+    sc[c]->mismatches = cnt[c].mismatches.load();
+    sc[c]->first_mismatch = cnt[c].first.load();
+    sc[c]->busy_s = double(cnt[c].busy_ns.load()) / 1e9;
+    busy += sc[c]->busy_s;
+    sus.checked += sc[c]->repeats - 1;
+    sus.mismatches += sc[c]->mismatches;
+  }
+  sus.busy_s = busy;
+  sus.duty = sus.elapsed_s > 0 ? std::min(1.0, busy / (double(threads) * sus.elapsed_s)) : 0;
+}
+
+// DeviceBuffers frees a device and a pinned host allocation.
+struct DeviceBuffers {
+  Cuda& c;
+  cu::CUdeviceptr dev = 0;
+  void* host = nullptr;
+  explicit DeviceBuffers(Cuda& c) : c(c) {}
+  ~DeviceBuffers() {
+    if (dev) c.api.cuMemFree(dev);
+    if (host) c.api.cuMemFreeHost(host);
+  }
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+};
+
+// sustained_cuda launches every case back to back on the default stream
+// for o.duration_s. After each launch the checksum kernel (embedded PTX,
+// checksum.cu) sums the output into per-block partials, which an
+// asynchronous copy brings to pinned host memory; the host compares their
+// sum with the first repeat's, computed on the host. Up to kRing repeats
+// are in flight, so the GPU never waits for the host. Busy time is the sum
+// of each repeat's event pair (kernel and checksum), wall time an event
+// pair around the whole loop.
+void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<SustainedCase>>& sc,
+                    const std::vector<CaseResult>& cases, Sustained& sus) {
+  sus.timing = "cuda_events";
+  sus.check = "checksum64";
+  const unsigned kGrid = 512, kBlock = 256;
+  const int kRing = 64;
+  const size_t part_bytes = size_t(kGrid) * sizeof(uint64_t);
+  struct Module {
+    Cuda& c;
+    cu::CUmodule m = nullptr;
+    ~Module() {
+      if (m) c.api.cuModuleUnload(m);
+    }
+  } ckmod{c};
+  c.check(c.api.cuModuleLoadData(&ckmod.m, harness::kChecksumPTX), "cuModuleLoadData(checksum PTX)");
+  cu::CUfunction ck = nullptr;
+  c.check(c.api.cuModuleGetFunction(&ck, ckmod.m, "gpuattest_checksum"), "cuModuleGetFunction(gpuattest_checksum)");
+  auto checksum = [&](cu::CUdeviceptr x, size_t n, cu::CUdeviceptr part) {
+    unsigned long long nn = n;
+    void* a[] = {&x, &nn, &part};
+    c.check(c.api.cuLaunchKernel(ck, kGrid, 1, 1, kBlock, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_checksum)");
+  };
+  DeviceBuffers parts(c);
+  c.check(c.api.cuMemAlloc(&parts.dev, part_bytes * kRing), "cuMemAlloc(checksum partials)");
+  c.check(c.api.cuMemAllocHost(&parts.host, part_bytes * kRing), "cuMemAllocHost(checksum partials)");
+  uint64_t* hparts = static_cast<uint64_t*>(parts.host);
+  auto sum_of = [&](int slot) {
+    uint64_t s = 0;
+    for (unsigned g = 0; g < kGrid; ++g) s += hparts[size_t(slot) * kGrid + g];
+    return s;
+  };
+
+  // The device checksum must agree with the host's on the first output,
+  // or its verdicts mean nothing.
+  std::vector<uint64_t> golden(sc.size());
+  for (size_t i = 0; i < sc.size(); ++i) {
+    golden[i] = checksum64(sc[i]->first);
+    checksum(sc[i]->cc->dout, sc[i]->cc->out_n, parts.dev);
+    c.check(c.api.cuMemcpyDtoH(hparts, parts.dev, part_bytes), "cuMemcpyDtoH(checksum partials)");
+    if (sum_of(0) != golden[i]) {
+      char b[256];
+      std::snprintf(b, sizeof b, "the checksum kernel's sum of %s's first output (%016llx) differs from the host's (%016llx): its verdicts cannot be trusted",
+                    cases[sc[i]->result].name.c_str(), (unsigned long long)sum_of(0), (unsigned long long)golden[i]);
+      throw CudaError(b);
+    }
+  }
+
+  struct Slot {
+    std::unique_ptr<Event> e0, e1, e2;
+    int c = -1;
+    long long repeat = 0;
+  };
+  std::vector<Slot> ring(kRing);
+  for (auto& s : ring) {
+    s.e0 = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
+    s.e1 = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
+    // The host waits on e2 (after the copy): blocking, not spinning, and
+    // without timing.
+    s.e2 = std::make_unique<Event>(c, cu::CU_EVENT_BLOCKING_SYNC | cu::CU_EVENT_DISABLE_TIMING);
+  }
+  auto harvest = [&](int slot) {
+    Slot& s = ring[size_t(slot)];
+    SustainedCase& k = *sc[size_t(s.c)];
+    c.check(c.api.cuEventSynchronize(s.e2->e), "cuEventSynchronize(" + cases[k.result].name + " repeat " + std::to_string(s.repeat) + ")");
+    const double busy = double(elapsed_ms(c, *s.e0, *s.e1)) / 1e3;
+    k.busy_s += busy;
+    sus.busy_s += busy;
+    ++sus.checked;
+    if (sum_of(slot) != golden[size_t(s.c)]) {
+      ++k.mismatches;
+      ++sus.mismatches;
+      if (k.first_mismatch == 0 || s.repeat < k.first_mismatch) k.first_mismatch = s.repeat;
+    }
+    s.c = -1;
+  };
+
+  const double interval = memory_interval(o.duration_s);
+  sus.memory_interval_s = interval;
+  Event start(c, cu::CU_EVENT_DEFAULT), end(c, cu::CU_EVENT_DEFAULT);
+  sus.memory.push_back(memory_sample(0, 0, &c));
+  const auto t0 = std::chrono::steady_clock::now();
+  double next = interval;
+  long long issued = 0;
+  try {
+    c.check(c.api.cuEventRecord(start.e, nullptr), "cuEventRecord");
+    while (seconds_since(t0) < o.duration_s) {
+      for (size_t i = 0; i < sc.size(); ++i) {
+        const int slot = int(issued % kRing);
+        Slot& s = ring[size_t(slot)];
+        if (s.c >= 0) harvest(slot);
+        SustainedCase& k = *sc[i];
+        s.c = int(i);
+        s.repeat = ++k.repeats;
+        c.check(c.api.cuEventRecord(s.e0->e, nullptr), "cuEventRecord");
+        k.cc->launch();
+        if (o.inject_inconsistency == k.p.kernel && s.repeat == 3) {
+          unsigned char b0;
+          std::memcpy(&b0, k.first.data(), 1);
+          c.check(c.api.cuMemsetD8(k.cc->dout, (unsigned char)(b0 ^ 1), 1), "cuMemsetD8(--inject-inconsistency)");
+        }
+        checksum(k.cc->dout, k.cc->out_n, parts.dev + cu::CUdeviceptr(slot) * part_bytes);
+        c.check(c.api.cuEventRecord(s.e1->e, nullptr), "cuEventRecord");
+        c.check(c.api.cuMemcpyDtoHAsync(hparts + size_t(slot) * kGrid, parts.dev + cu::CUdeviceptr(slot) * part_bytes, part_bytes, nullptr),
+                "cuMemcpyDtoHAsync(checksum partials)");
+        c.check(c.api.cuEventRecord(s.e2->e, nullptr), "cuEventRecord");
+        ++issued;
+      }
+      ++sus.iterations;
+      const double el = seconds_since(t0);
+      if (el >= next && el < o.duration_s) {
+        sus.memory.push_back(memory_sample(el, sus.iterations, &c));
+        next += interval;
+      }
+    }
+    c.check(c.api.cuEventRecord(end.e, nullptr), "cuEventRecord");
+    for (long long j = std::max(0LL, issued - kRing); j < issued; ++j) {
+      const int slot = int(j % kRing);
+      if (ring[size_t(slot)].c >= 0) harvest(slot);
+    }
+    c.check(c.api.cuEventSynchronize(end.e), "cuEventSynchronize(end of the sustained loop)");
+    const double wall = double(elapsed_ms(c, start, end)) / 1e3;
+    sus.duty = wall > 0 ? std::min(1.0, sus.busy_s / wall) : 0;
+  } catch (const std::exception& e) {
+    sus.error = std::string(e.what()) + " (after " + std::to_string(seconds_since(t0)) +
+                " s; an asynchronous fault surfaces at the next synchronisation, so it may come from an earlier launch)";
+  }
+  sus.elapsed_s = seconds_since(t0);
+  sus.memory.push_back(memory_sample(sus.elapsed_s, sus.iterations, sus.error.empty() ? &c : nullptr));
+}
+
 // ---- results JSON -------------------------------------------------------------
 
 std::string jstr(const std::string& s) {
@@ -775,10 +1325,39 @@ std::string jnum(double v) {
   return b;
 }
 
-std::string render(const std::string& backend, const std::string& device, const std::vector<CaseResult>& cases) {
+std::string render(const std::string& backend, const Device* dev, const std::vector<CaseResult>& cases, const Sustained* sus) {
   std::ostringstream o;
   o << "{\n  \"schema\": " << jstr(kSchema) << ",\n  \"tool\": " << jstr(kTool) << ",\n  \"backend\": " << jstr(backend) << ",\n";
-  if (!device.empty()) o << "  \"device\": " << jstr(device) << ",\n";
+  if (dev) {
+    o << "  \"device\": " << jstr(dev->name) << ",\n";
+    if (!dev->uuid.empty()) o << "  \"device_uuid\": " << jstr(dev->uuid) << ",\n";
+    if (!dev->pci_bus_id.empty()) o << "  \"device_pci_bus_id\": " << jstr(dev->pci_bus_id) << ",\n";
+    if (dev->ordinal >= 0) o << "  \"device_ordinal\": " << dev->ordinal << ",\n";
+    if (!dev->visible.empty()) o << "  \"cuda_visible_devices\": " << jstr(dev->visible) << ",\n";
+  }
+  if (sus) {
+    const auto& s = *sus;
+    o << "  \"sustained\": {\"duration_s\": " << jnum(s.duration_s) << ", \"elapsed_s\": " << jnum(s.elapsed_s)
+      << ", \"busy_s\": " << jnum(s.busy_s) << ", \"duty_cycle\": " << jnum(s.duty) << ", \"timing\": " << jstr(s.timing);
+    if (s.threads > 0) o << ", \"threads\": " << s.threads;
+    if (s.cpu_s >= 0) o << ", \"cpu_s\": " << jnum(s.cpu_s);
+    o << ", \"iterations\": " << s.iterations << ", \"outputs_checked\": " << s.checked << ", \"mismatches\": " << s.mismatches
+      << ", \"consistent\": " << (s.mismatches == 0 && s.error.empty() ? "true" : "false") << ", \"check\": " << jstr(s.check);
+    if (s.memory_interval_s > 0) o << ", \"memory_interval_s\": " << jnum(s.memory_interval_s);
+    if (!s.memory.empty()) {
+      o << ",\n    \"memory\": [";
+      for (size_t i = 0; i < s.memory.size(); ++i) {
+        const auto& m = s.memory[i];
+        o << (i ? ", " : "") << "{\"elapsed_s\": " << jnum(m.elapsed_s) << ", \"iteration\": " << m.iteration;
+        if (m.host_rss >= 0) o << ", \"host_rss_bytes\": " << m.host_rss;
+        if (m.device_used >= 0) o << ", \"device_used_bytes\": " << m.device_used;
+        o << "}";
+      }
+      o << "]";
+    }
+    if (!s.error.empty()) o << ",\n    \"error\": " << jstr(s.error);
+    o << "},\n";
+  }
   o << "  \"cases\": [";
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
@@ -790,18 +1369,23 @@ std::string render(const std::string& backend, const std::string& device, const 
     o << "      \"correctness\": {\"max_abs_error\": " << jnum(c.max_abs) << ", \"mean_abs_error\": " << jnum(c.mean_abs)
       << ", \"correlation\": " << jnum(c.corr) << ", \"tolerance\": " << jnum(c.tol) << "},\n";
     o << "      \"samples_ns\": [";
-    for (size_t j = 0; j < c.samples.size(); ++j) o << (j ? ", " : "") << c.samples[j];
+    for (size_t j = 0; j < c.samples.size(); ++j) o << (j ? ", " : "") << jnum(c.samples[j]);
     o << "],\n";
     o << "      \"flops\": " << jnum(c.flops) << ",\n";
     o << "      \"bytes\": " << jnum(c.bytes) << ",\n";
     o << "      \"config\": {";
     size_t j = 0;
     for (auto& kv : c.config) o << (j++ ? ", " : "") << jstr(kv.first) << ": " << jstr(kv.second);
-    o << "},\n";
-    o << "      \"output_sha256\": " << jstr(c.output_sha);
+    o << "}";
+    if (!c.output_sha.empty()) o << ",\n      \"output_sha256\": " << jstr(c.output_sha);
     if (c.mem_used >= 0) o << ",\n      \"device_memory_used_bytes\": " << c.mem_used;
     if (!c.stop_reason.empty())
       o << ",\n      \"stop\": {\"reason\": " << jstr(c.stop_reason) << ", \"elapsed_s\": " << jnum(c.stop_elapsed_s) << "}";
+    if (c.sustained) {
+      o << ",\n      \"sustained\": {\"repeats\": " << c.sus.repeats << ", \"mismatches\": " << c.sus.mismatches;
+      if (c.sus.first_mismatch > 0) o << ", \"first_mismatch\": " << c.sus.first_mismatch;
+      o << ", \"busy_s\": " << jnum(c.sus.busy_s) << "}";
+    }
     o << "\n    }";
   }
   o << (cases.empty() ? "]\n}\n" : "\n  ]\n}\n");
@@ -836,6 +1420,7 @@ bool write_atomic(const std::string& path, const std::string& data, std::string&
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   Cuda cuda;
+  CpuBackend cpu;
   std::string backend = o.backend;
   if (backend != "cpu") {
     std::string why;
@@ -849,14 +1434,25 @@ int main(int argc, char** argv) {
       backend = "cpu";
     }
   }
-  std::fprintf(stderr, "gpuattest-harness: backend %s%s%s\n", backend.c_str(), backend == "cuda" ? ", device " : "",
-               backend == "cuda" ? cuda.name.c_str() : "");
+  const bool gpu = backend == "cuda";
+  std::fprintf(stderr, "gpuattest-harness: backend %s%s%s%s%s\n", backend.c_str(), gpu ? ", device " : "", gpu ? cuda.info.name.c_str() : "",
+               gpu && !cuda.info.uuid.empty() ? " " : "", gpu ? cuda.info.uuid.c_str() : "");
+  const bool sustained = o.duration_s > 0;
+  if (sustained && gpu) {
+    // Sizes that keep a GPU busy for milliseconds per launch.
+    if (!o.n_set) o.n = 1L << 26;
+    if (!o.gemm_set) o.gemm = 2048;
+    if (!o.rows_set) o.rows = 8192;
+    if (!o.cols_set) o.cols = 4096;
+  }
 
   std::vector<CaseResult> cases;
-  bool all_passed = true;
+  std::vector<std::unique_ptr<SustainedCase>> sc;
+  bool lost = false;
+  std::string lost_after;
   for (const auto& k : o.kernels) {
     for (uint64_t seed : o.seeds) {
-      Problem p = make_problem(k, seed, o);
+      Problem p = make_problem(k, seed, o, !lost);
       CaseResult res;
       res.name = p.name;
       res.kernel = k;
@@ -865,27 +1461,116 @@ int main(int argc, char** argv) {
       res.config = p.config;
       res.config["backend"] = backend;
       res.tol = p.tol;
-      std::vector<float> out;
-      try {
-        if (backend == "cuda") {
-          run_cuda(cuda, p, o, res, out);
-        } else {
-          run_cpu(p, o, res, out);
-        }
-        if (o.inject_fault == k && !out.empty()) out[out.size() / 2] += 1.0f;
-        res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
-        check_output(p, out, res);
-      } catch (const std::exception& e) {
+      if (lost) {
+        // After a sticky error every call fails: running this case would
+        // only blame it for another's fault.
         res.status = "error";
-        res.message = e.what();
+        res.message = "not run: context lost after " + lost_after;
+      } else {
+        std::vector<float> out;
+        auto s = std::make_unique<SustainedCase>();
+        try {
+          if (sustained) {
+            // The first repeat: warm-up, one launch, the output checked
+            // against the reference; the loop compares every later repeat
+            // with it.
+            if (gpu) {
+              s->cc = std::make_unique<CudaCase>(cuda);
+              s->cc->load(p, o, res);
+              if (o.inject_illegal_address == k) s->cc->inject_illegal_address();
+              for (int i = 0; i <= o.warmup; ++i) s->cc->launch();
+              out = s->cc->output();
+            } else {
+              if (o.inject_illegal_address == k) {
+                cpu.lost = true;
+                throw std::runtime_error("simulated illegal address in " + k + " (--inject-illegal-address on the cpu backend)");
+              }
+              out.assign(p.out_n, 0.0f);
+              for (int i = 0; i <= o.warmup; ++i) cpu_compute(p, o, out);
+            }
+            s->first = out;
+          } else if (gpu) {
+            run_cuda(cuda, p, o, res, out);
+          } else {
+            run_cpu(cpu, p, o, res, out);
+          }
+          if (o.inject_fault == k && !out.empty()) out[out.size() / 2] += 1.0f;
+          res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
+          check_output(p, out, res);
+        } catch (const std::exception& e) {
+          res.status = "error";
+          res.message = e.what();
+        }
+        std::string why;
+        if (gpu ? !cuda.healthy(why) : cpu.lost) {
+          lost = true;
+          lost_after = res.name;
+          if (res.status != "error") {
+            res.status = "error";
+            res.message = "the context was lost during this case: " + why;
+          }
+          res.message += "; the context is lost, later cases are not run";
+        }
+        if (sustained && res.status == "passed") {
+          s->p = std::move(p);
+          s->result = cases.size();
+          sc.push_back(std::move(s));
+        }
       }
-      if (res.status != "passed") all_passed = false;
       std::fprintf(stderr, "%-44s %-7s %s\n", res.name.c_str(), res.status.c_str(), res.message.c_str());
       cases.push_back(std::move(res));
     }
   }
+
+  Sustained sus;
+  bool looped = false;
+  if (sustained) {
+    sus.duration_s = o.duration_s;
+    sus.timing = gpu ? "cuda_events" : "steady_clock";
+    sus.check = gpu ? "checksum64" : "bytes";
+    if (lost) {
+      sus.error = "context lost after " + lost_after;
+    } else if (sc.empty()) {
+      sus.error = "no case passed its first repeat: nothing to sustain";
+    } else {
+      looped = true;
+      try {
+        if (gpu) {
+          sustained_cuda(cuda, o, sc, cases, sus);
+        } else {
+          sustained_cpu(o, sc, sus);
+        }
+      } catch (const std::exception& e) {
+        sus.error = e.what();
+      }
+    }
+    for (auto& s : sc) {
+      CaseResult& res = cases[s->result];
+      res.sustained = true;
+      res.sus.repeats = s->repeats;
+      res.sus.mismatches = s->mismatches;
+      res.sus.first_mismatch = s->first_mismatch;
+      res.sus.busy_s = s->busy_s;
+      if (s->mismatches > 0) {
+        res.status = "failed";
+        res.message = "the output of repeat " + std::to_string(s->first_mismatch) + " differs from repeat 1 (" + std::to_string(s->mismatches) +
+                      " of " + std::to_string(s->repeats - 1) + " repeats differ)";
+      } else if (!sus.error.empty()) {
+        res.status = "error";
+        res.message = (looped ? "sustained run stopped: " : "sustained loop not run: ") + sus.error;
+      }
+    }
+    std::fprintf(stderr, "gpuattest-harness: sustained %.1f s: duty cycle %.1f %% (%s), %lld iterations, %lld outputs checked, %lld differ%s%s\n",
+                 sus.elapsed_s, 100 * sus.duty, sus.timing.c_str(), sus.iterations, sus.checked, sus.mismatches,
+                 sus.error.empty() ? "" : "; ", sus.error.c_str());
+  }
+  bool all_passed = !sustained || (sus.error.empty() && sus.mismatches == 0);
+  for (auto& c : cases) all_passed = all_passed && c.status == "passed";
+  // CUDA objects go before the results are written, while the context
+  // still exists.
+  sc.clear();
   std::string why;
-  if (!write_atomic(o.out, render(backend, backend == "cuda" ? cuda.name : "", cases), why)) {
+  if (!write_atomic(o.out, render(backend, gpu ? &cuda.info : nullptr, cases, sustained ? &sus : nullptr), why)) {
     std::fprintf(stderr, "gpuattest-harness: %s\n", why.c_str());
     return 3;
   }

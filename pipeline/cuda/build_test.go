@@ -16,6 +16,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -177,8 +178,8 @@ func TestArchCheckCatchesExtraSASS(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Path = "v.fatbin"
-	targets, _ := ParseTargets([]string{"sm_80", "sm_90"})
-	got := checkArchs(in, OutputFatbin, targets, true, "")
+	targets, _ := pipeline.ParseTargets([]string{"sm_80", "sm_90"})
+	got := checkArchs(in, pipeline.OutputFatbin, targets, true, "")
 	want := "v.fatbin: SASS architectures [sm_80 sm_86 sm_90] do not match the expected [sm_80 sm_90]: extra sm_86; PTX architectures [] do not match the expected [compute_90]: missing compute_90 (pinned targets: [sm_80 sm_90])"
 	if got != want {
 		t.Errorf("checkArchs =\n%q\nwant\n%q", got, want)
@@ -274,7 +275,7 @@ type layeredEnvRunner struct {
 
 func (l *layeredEnvRunner) Run(ctx context.Context, c *runner.Command) (*runner.Result, error) {
 	cc := *c
-	cc.Image = ""
+	cc.Image = image.Pinned{}
 	cc.Env = append(append([]string(nil), l.imageEnv...), c.Env...)
 	return l.Host.Run(ctx, &cc)
 }
@@ -290,7 +291,11 @@ func TestImageEnvCannotAddArchs(t *testing.T) {
 	sneak := "-gencode arch=compute_86,code=sm_86"
 	sc, _, stderr := testContext(t, p, work, nil)
 	sc.Runner = &layeredEnvRunner{imageEnv: []string{"NVCC_APPEND_FLAGS=" + sneak}}
-	sc.Image = "example.invalid/cuda@sha256:" + strings.Repeat("0", 64)
+	pinned, err := image.ParsePinned("example.invalid/cuda@sha256:" + strings.Repeat("0", 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Image = pinned
 	out, err := (&Build{}).Execute(timeout(t, 2*time.Minute), sc)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -27,10 +28,13 @@ func TestBuildInImage(t *testing.T) {
 	testenv.RequireTool(t, "nvcc")
 	testenv.RequireTool(t, "cuobjdump")
 	_, img := cudaimage.Ensure(t)
-	ref := cudaimage.Push(t, img, cudaimage.StartRegistry(t))
+	ref, err := image.ParsePinned(cudaimage.Push(t, img, cudaimage.StartRegistry(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	sources := []string{"vector_add.cu", "sgemm.cu"}
-	build := func(t *testing.T, r runner.Runner, image string) *cuda.BuildDetails {
+	build := func(t *testing.T, r runner.Runner, pinned image.Pinned) *cuda.BuildDetails {
 		t.Helper()
 		work := t.TempDir()
 		copyDir(t, filepath.Join("..", "..", "kernels"), work)
@@ -41,10 +45,10 @@ func TestBuildInImage(t *testing.T) {
 		// cleared, and absent from the fatbins.
 		sneak := "NVCC_APPEND_FLAGS=-gencode arch=compute_86,code=sm_86"
 		env := []string{sneak}
-		if image == "" {
+		if pinned.IsZero() {
 			env = append(os.Environ(), sneak)
 		}
-		sc := &step.Context{Pipeline: p, Step: &p.Steps[0], Runner: r, Image: image, WorkDir: work, StepDir: filepath.Join(t.TempDir(), "kernels"),
+		sc := &step.Context{Pipeline: p, Step: &p.Steps[0], Runner: r, Image: pinned, WorkDir: work, StepDir: filepath.Join(t.TempDir(), "kernels"),
 			Env: env, Stdout: io.Discard, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
 		ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 		defer cancel()
@@ -74,7 +78,7 @@ func TestBuildInImage(t *testing.T) {
 		}
 		return b.String()
 	}
-	want := digests(build(t, &runner.Host{}, ""))
+	want := digests(build(t, &runner.Host{}, image.Pinned{}))
 
 	t.Run("docker", func(t *testing.T) {
 		testenv.RequireDocker(t)

@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -25,10 +26,10 @@ type Inspection struct {
 	// Size is the file's size in bytes.
 	Size int64 `json:"size"`
 	// SASS lists the architectures of the embedded cubins (sm_80, ...),
-	// sorted and unique.
+	// unique and sorted by compute capability (sm_90 before sm_100).
 	SASS []string `json:"sass"`
 	// PTX lists the virtual architectures of embedded PTX (compute_90,
-	// ...), sorted and unique.
+	// ...), unique and sorted like SASS.
 	PTX []string `json:"ptx"`
 	// Cubins are the embedded cubins, in cuobjdump's order.
 	Cubins []Cubin `json:"cubins"`
@@ -38,7 +39,8 @@ type Inspection struct {
 type Cubin struct {
 	// Name is the name cuobjdump gave it (e.g. vector_add.1.sm_80.cubin).
 	Name string `json:"name"`
-	// Arch is the SASS architecture read from the ELF header (sm_80).
+	// Arch is the SASS architecture read from the ELF header (sm_80; see
+	// namedCubinArch for the a and f suffixes).
 	Arch string `json:"arch"`
 	// SHA256 is the hex sha256 of the cubin's bytes.
 	SHA256 string `json:"sha256"`
@@ -66,18 +68,20 @@ var (
 	listPTXRE = regexp.MustCompile(`(?m)^PTX file\s+[0-9]+:\s+(\S+)\s*$`)
 	nameArch  = regexp.MustCompile(`\.(sm|compute)_([0-9]{2,3}[a-z]?)\.(?:cubin|ptx)$`)
 	ptxTarget = regexp.MustCompile(`(?m)^\s*\.target\s+sm_([0-9]{2,3}[a-z]?)`)
+	// extractedRE is a cubin cuobjdump --extract-elf wrote.
+	extractedRE = regexp.MustCompile(`(?m)^Extracting ELF file\s+[0-9]+:\s+(\S+)\s*$`)
 )
-
-// emCUDA is the ELF machine of NVIDIA device code.
-const emCUDA = 190
 
 // Inspect lists the SASS and PTX architectures embedded in path (a fatbin,
 // cubin, object, executable or PTX file) and digests each embedded cubin.
 // cuobjdump runs through r (so inside the step's image for container
-// runners): --list-elf and --list-ptx, then --extract-elf all into a
+// runners; nil runs it on the host): --list-elf and --list-ptx, then --extract-elf all into a
 // temporary directory that is removed afterwards. A PTX text file is read
 // directly. A file without device code yields empty lists.
 func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) (*Inspection, error) {
+	if r == nil {
+		r = &runner.Host{}
+	}
 	o, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
@@ -91,14 +95,14 @@ func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) 
 		return nil, fmt.Errorf("inspecting %s: %w", path, err)
 	}
 	in := &Inspection{Path: path, SHA256: sum(data), Size: int64(len(data)), SASS: []string{}, PTX: []string{}, Cubins: []Cubin{}}
-	if isPTXText(data) {
+	switch {
+	case isPTXText(data):
 		for _, m := range ptxTarget.FindAllStringSubmatch(string(data), -1) {
 			in.PTX = appendUnique(in.PTX, "compute_"+m[1])
 		}
-		sort.Strings(in.PTX)
+		sortArchs(in.PTX)
 		return in, nil
-	}
-	if isELF(data) && elfMachine(data) == emCUDA {
+	case isELF(data) && elfMachine(data) == emCUDA:
 		// A bare cubin: cuobjdump would list it under an odd name.
 		arch, err := cubinArch(data)
 		if err != nil {
@@ -108,7 +112,6 @@ func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) 
 		in.Cubins = []Cubin{{Name: filepath.Base(path), Arch: arch, SHA256: in.SHA256, Size: in.Size}}
 		return in, nil
 	}
-
 	if o.tmpDir != "" {
 		if err := os.MkdirAll(o.tmpDir, 0o755); err != nil {
 			return nil, fmt.Errorf("inspecting %s: %w", path, err)
@@ -119,69 +122,94 @@ func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) 
 		return nil, fmt.Errorf("inspecting %s: %w", path, err)
 	}
 	defer os.RemoveAll(tmp)
-	ro := []string{filepath.Dir(abs)}
+	c := &cuobjdump{r: r, o: o, abs: abs, path: path, tmp: tmp}
+	if err := c.inspect(ctx, in); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
 
-	var stdout, stderr bytes.Buffer
-	res, err := r.Run(ctx, &runner.Command{Args: []string{"cuobjdump", "--list-elf", "--list-ptx", abs}, Dir: tmp, Env: o.env, Stdout: &stdout, Stderr: &stderr, Image: o.image, ReadOnly: ro})
+// cuobjdump runs cuobjdump on one file (abs, named path in messages) in
+// the directory tmp, which it extracts cubins into.
+type cuobjdump struct {
+	r              runner.Runner
+	o              options
+	abs, path, tmp string
+}
+
+// run runs cuobjdump with args and the file; it fails unless cuobjdump
+// exits 0, saying so with its stderr, or when its output says the file
+// holds no device code (noCode).
+func (c *cuobjdump) run(ctx context.Context, args ...string) (stdout string, noCode bool, err error) {
+	var so, se bytes.Buffer
+	argv := append(append([]string{"cuobjdump"}, args...), c.abs)
+	res, err := c.r.Run(ctx, &runner.Command{Args: argv, Dir: c.tmp, Env: c.o.env, Stdout: &so, Stderr: &se, Image: c.o.image, ReadOnly: []string{filepath.Dir(c.abs)}})
 	if err != nil {
-		return nil, fmt.Errorf("running cuobjdump on %s: %w", path, err)
+		return "", false, fmt.Errorf("running cuobjdump %s on %s: %w", args[0], c.path, err)
 	}
 	if res.ExitCode != 0 {
-		if strings.Contains(stderr.String()+stdout.String(), "does not contain device code") {
-			return in, nil
+		if strings.Contains(se.String()+so.String(), "does not contain device code") {
+			return "", true, nil
 		}
-		return nil, fmt.Errorf("cuobjdump --list-elf --list-ptx %s: exit %d: %s", path, res.ExitCode, strings.TrimSpace(stderr.String()))
+		return "", false, fmt.Errorf("cuobjdump %s %s: exit %d: %s", strings.Join(args, " "), c.path, res.ExitCode, strings.TrimSpace(se.String()))
+	}
+	return so.String(), false, nil
+}
+
+// inspect lists the file's PTX and cubins into in, then extracts the
+// cubins and reads each one's architecture from its ELF header.
+func (c *cuobjdump) inspect(ctx context.Context, in *Inspection) error {
+	out, noCode, err := c.run(ctx, "--list-elf", "--list-ptx")
+	if err != nil || noCode {
+		return err
 	}
 	listed := map[string]bool{}
-	for _, m := range listELFRE.FindAllStringSubmatch(stdout.String(), -1) {
+	for _, m := range listELFRE.FindAllStringSubmatch(out, -1) {
 		listed[m[1]] = true
 	}
-	for _, m := range listPTXRE.FindAllStringSubmatch(stdout.String(), -1) {
+	for _, m := range listPTXRE.FindAllStringSubmatch(out, -1) {
 		a := nameArch.FindStringSubmatch(m[1])
 		if a == nil {
-			return nil, fmt.Errorf("cuobjdump listed PTX %q in %s: cannot tell its architecture", m[1], path)
+			return fmt.Errorf("cuobjdump listed PTX %q in %s: cannot tell its architecture", m[1], c.path)
 		}
 		in.PTX = appendUnique(in.PTX, "compute_"+a[2])
 	}
-	sort.Strings(in.PTX)
+	sortArchs(in.PTX)
 	if len(listed) == 0 {
-		return in, nil
+		return nil
 	}
-
-	stdout.Reset()
-	stderr.Reset()
-	res, err = r.Run(ctx, &runner.Command{Args: []string{"cuobjdump", "--extract-elf", "all", abs}, Dir: tmp, Env: o.env, Stdout: &stdout, Stderr: &stderr, Image: o.image, ReadOnly: ro})
-	if err != nil {
-		return nil, fmt.Errorf("running cuobjdump --extract-elf on %s: %w", path, err)
+	if out, _, err = c.run(ctx, "--extract-elf", "all"); err != nil {
+		return err
 	}
-	if res.ExitCode != 0 {
-		return nil, fmt.Errorf("cuobjdump --extract-elf all %s: exit %d: %s", path, res.ExitCode, strings.TrimSpace(stderr.String()))
-	}
-	extracted := regexp.MustCompile(`(?m)^Extracting ELF file\s+[0-9]+:\s+(\S+)\s*$`).FindAllStringSubmatch(stdout.String(), -1)
-	for _, m := range extracted {
-		name := m[1]
-		if strings.ContainsAny(name, `/\`) || name == ".." {
-			return nil, fmt.Errorf("cuobjdump extracted %q from %s: not a plain file name", name, path)
-		}
-		b, err := os.ReadFile(filepath.Join(tmp, name))
+	for _, m := range extractedRE.FindAllStringSubmatch(out, -1) {
+		cb, err := c.cubin(m[1])
 		if err != nil {
-			return nil, fmt.Errorf("reading cubin %s extracted from %s: %w", name, path, err)
+			return err
 		}
-		arch, err := cubinArch(b)
-		if err != nil {
-			return nil, fmt.Errorf("cubin %s extracted from %s: %w", name, path, err)
-		}
-		if a := nameArch.FindStringSubmatch(name); a != nil && "sm_"+a[2] != arch {
-			return nil, fmt.Errorf("cubin %s extracted from %s: its ELF header says %s", name, path, arch)
-		}
-		in.Cubins = append(in.Cubins, Cubin{Name: name, Arch: arch, SHA256: sum(b), Size: int64(len(b))})
-		in.SASS = appendUnique(in.SASS, arch)
+		in.Cubins = append(in.Cubins, cb)
+		in.SASS = appendUnique(in.SASS, cb.Arch)
 	}
 	if len(in.Cubins) != len(listed) {
-		return nil, fmt.Errorf("cuobjdump listed %d cubins in %s but extracted %d", len(listed), path, len(in.Cubins))
+		return fmt.Errorf("cuobjdump listed %d cubins in %s but extracted %d", len(listed), c.path, len(in.Cubins))
 	}
-	sort.Strings(in.SASS)
-	return in, nil
+	sortArchs(in.SASS)
+	return nil
+}
+
+// cubin reads the cubin cuobjdump extracted as name.
+func (c *cuobjdump) cubin(name string) (Cubin, error) {
+	if strings.ContainsAny(name, `/\`) || name == ".." {
+		return Cubin{}, fmt.Errorf("cuobjdump extracted %q from %s: not a plain file name", name, c.path)
+	}
+	b, err := os.ReadFile(filepath.Join(c.tmp, name))
+	if err != nil {
+		return Cubin{}, fmt.Errorf("reading cubin %s extracted from %s: %w", name, c.path, err)
+	}
+	arch, err := namedCubinArch(b, name)
+	if err != nil {
+		return Cubin{}, fmt.Errorf("cubin %s extracted from %s: %w", name, c.path, err)
+	}
+	return Cubin{Name: name, Arch: arch, SHA256: sum(b), Size: int64(len(b))}, nil
 }
 
 // Option configures [Inspect] and [Fingerprint].
@@ -189,7 +217,7 @@ type Option func(*options) error
 
 type options struct {
 	env       []string
-	image     string
+	image     image.Pinned
 	tmpDir    string
 	nvccFlags []string
 }
@@ -215,9 +243,10 @@ func WithEnv(env []string) Option {
 	return func(o *options) error { o.env = env; return nil }
 }
 
-// WithImage runs cuobjdump in image (name@sha256:...) for container runners.
-func WithImage(image string) Option {
-	return func(o *options) error { o.image = image; return nil }
+// WithImage runs cuobjdump (and Fingerprint's probes) in the pinned image
+// img, for container runners.
+func WithImage(img image.Pinned) Option {
+	return func(o *options) error { o.image = img; return nil }
 }
 
 // WithTempDir puts the extraction directory under dir (default: the
@@ -232,42 +261,6 @@ func WithTempDir(dir string) Option {
 	}
 }
 
-// cubinArch reads the SASS architecture of a device ELF from e_flags.
-func cubinArch(b []byte) (string, error) {
-	f, err := openELF(b)
-	if err != nil {
-		return "", fmt.Errorf("not an ELF file: %w", err)
-	}
-	if f.Machine != emCUDA {
-		return "", fmt.Errorf("ELF machine %d is not NVIDIA CUDA (190)", f.Machine)
-	}
-	// e_flags sits at offset 48 in a 64-bit header, 36 in a 32-bit one;
-	// its low byte is the SM number (EF_CUDA_SM).
-	off := 48
-	if f.Class == elf.ELFCLASS32 {
-		off = 36
-	}
-	if len(b) < off+4 {
-		return "", fmt.Errorf("truncated ELF header")
-	}
-	flags := f.ByteOrder.Uint32(b[off:])
-	sm := flags & 0xff
-	if sm == 0 {
-		return "", fmt.Errorf("ELF flags 0x%x name no SM architecture", flags)
-	}
-	return fmt.Sprintf("sm_%d", sm), nil
-}
-
-func isELF(b []byte) bool { return len(b) > 20 && string(b[:4]) == "\x7fELF" }
-
-func elfMachine(b []byte) uint16 {
-	f, err := openELF(b)
-	if err != nil {
-		return 0
-	}
-	return uint16(f.Machine)
-}
-
 // isPTXText reports whether b looks like a PTX source file.
 func isPTXText(b []byte) bool {
 	if len(b) == 0 || bytes.IndexByte(b[:min(len(b), 4096)], 0) >= 0 {
@@ -278,7 +271,7 @@ func isPTXText(b []byte) bool {
 }
 
 func appendUnique(ss []string, s string) []string {
-	if contains(ss, s) {
+	if slices.Contains(ss, s) {
 		return ss
 	}
 	return append(ss, s)
@@ -289,27 +282,22 @@ func sum(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// openELF parses b as ELF. NVIDIA cubins put the CUDA ELF ABI version
-// (e.g. 118) in e_version, which debug/elf refuses; the parse uses a copy
-// with e_version set to EV_CURRENT, leaving every other byte as it is.
-func openELF(b []byte) (*elf.File, error) {
-	if len(b) >= 24 && b[6] == 1 {
-		var v uint32
-		switch b[5] {
-		case 1: // little endian
-			v = uint32(b[20]) | uint32(b[21])<<8 | uint32(b[22])<<16 | uint32(b[23])<<24
-		case 2:
-			v = uint32(b[23]) | uint32(b[22])<<8 | uint32(b[21])<<16 | uint32(b[20])<<24
-		}
-		if v != 1 {
-			c := append([]byte(nil), b...)
-			if b[5] == 1 {
-				c[20], c[21], c[22], c[23] = 1, 0, 0, 0
-			} else {
-				c[20], c[21], c[22], c[23] = 0, 0, 0, 1
+// sortArchs sorts architecture names (sm_80, compute_90a) by compute
+// capability, then suffix; names that do not parse sort last, by name.
+func sortArchs(names []string) {
+	slices.SortFunc(names, func(a, b string) int {
+		ta, _, errA := pipeline.ParseCode(a)
+		tb, _, errB := pipeline.ParseCode(b)
+		switch {
+		case errA == nil && errB == nil:
+			if c := pipeline.CompareTargets(ta, tb); c != 0 {
+				return c
 			}
-			b = c
+		case errA == nil:
+			return -1
+		case errB == nil:
+			return 1
 		}
-	}
-	return elf.NewFile(bytes.NewReader(b))
+		return strings.Compare(a, b)
+	})
 }

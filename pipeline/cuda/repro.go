@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 )
 
@@ -61,6 +62,26 @@ type SectionDiff struct {
 	// FirstSHA256 and SecondSHA256 digest the section contents.
 	FirstSHA256  string `json:"first_sha256,omitempty"`
 	SecondSHA256 string `json:"second_sha256,omitempty"`
+}
+
+// CompareBuilds compares the outputs (relative paths) of a build in first
+// with those of a build of the same inputs in second.
+func CompareBuilds(first, second string, outputs []string) (*ReproReport, error) {
+	rep := &ReproReport{Reproducible: true, FirstDir: first, SecondDir: second, Identical: []string{}, Differing: []*FileDiff{}}
+	for _, o := range outputs {
+		d, err := CompareFiles(filepath.Join(first, filepath.FromSlash(o)), filepath.Join(second, filepath.FromSlash(o)))
+		if err != nil {
+			return nil, err
+		}
+		d.Path = o
+		if d.Identical {
+			rep.Identical = append(rep.Identical, o)
+			continue
+		}
+		rep.Reproducible = false
+		rep.Differing = append(rep.Differing, d)
+	}
+	return rep, nil
 }
 
 // MinStringLen is the shortest printable run CompareFiles reports.

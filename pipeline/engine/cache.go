@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -50,7 +51,7 @@ func (e *run) cacheKey(s *pipeline.Step, sc *step.Context, inputs []step.File) (
 	norm.ID, norm.Description, norm.Needs = "", "", nil
 	in := keyInput{
 		Version: e.o.version, Step: norm, Targets: e.p.Targets, Release: e.p.Release,
-		Env: e.p.Env, Workdir: s.Workdir, Runner: s.Runner, Image: sc.Image, Inputs: inputs,
+		Env: e.p.Env, Workdir: s.Workdir, Runner: s.Runner, Image: sc.Image.String(), Inputs: inputs,
 	}
 	var notes []string
 	if len(s.Inputs)+len(s.Sources) == 0 {
@@ -147,7 +148,24 @@ func (c *cache) restoreFile(w *workTree, f step.File, obj string) error {
 	if err != nil {
 		return err
 	}
-	return w.write(f.Path, st.Mode().Perm()|0o200, in)
+	perm := st.Mode().Perm() | 0o200
+	if f.Mode != 0 {
+		perm = os.FileMode(f.Mode).Perm()
+	}
+	return w.write(f.Path, perm, in)
+}
+
+// copyObject copies a cache object to dst with perm.
+func copyObject(dst, obj string, perm os.FileMode) error {
+	in, err := os.Open(obj)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return atomicfile.WriteFrom(dst, perm, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
 }
 
 // restoreLink makes f.Path in the work dir the link f records.
@@ -181,10 +199,14 @@ func (c *cache) linkOutputs(stepDir string, files []step.File) error {
 			return err
 		}
 		obj := c.objectPath(f.SHA256)
-		if err := os.Link(obj, dst); err == nil {
-			continue
+		// A shared object made from a file with wider permissions is not
+		// linked: the copy gets f's own.
+		if st, err := os.Stat(obj); err == nil && st.Mode().Perm()&^f.ReadOnly() == 0 {
+			if err := os.Link(obj, dst); err == nil {
+				continue
+			}
 		}
-		if err := atomicfile.Copy(dst, obj); err != nil {
+		if err := copyObject(dst, obj, f.ReadOnly()); err != nil {
 			return fmt.Errorf("copying output %s into the run directory: %w", f.Path, err)
 		}
 	}
@@ -216,12 +238,8 @@ func (c *cache) store(key string, w *workTree, files []step.File, sr *StepRecord
 			return fmt.Errorf("output %s changed after it was hashed", f.Path)
 		}
 		// Objects are shared by hard links into run directories: read-only,
-		// keeping the execute bits.
-		perm := os.FileMode(0o444)
-		if st, err := os.Stat(obj); err == nil && st.Mode()&0o111 != 0 {
-			perm = 0o555
-		}
-		_ = os.Chmod(obj, perm)
+		// with the output's own permission bits otherwise.
+		_ = os.Chmod(obj, f.ReadOnly())
 	}
 	m := manifest{Key: key, Outputs: files, Artifacts: sr.Artifacts, Results: sr.Results, ExitCode: sr.ExitCode, Details: sr.Details}
 	b, err := json.MarshalIndent(m, "", "  ")

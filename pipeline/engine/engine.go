@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -142,13 +143,16 @@ func (e *run) prepare(ctx context.Context) error {
 	if !e.o.noCache {
 		dir := e.o.cacheDir
 		if dir == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				base = filepath.Join(os.TempDir(), "gpuattest-cache")
+			var err error
+			if dir, err = image.DefaultCacheDir(); err != nil {
+				// Never a shared temporary directory: anyone could plant
+				// cache entries there.
+				e.o.logger.Warn("running without the build cache", "reason", err)
 			}
-			dir = filepath.Join(base, "gpuattest")
 		}
-		e.cache = &cache{dir: dir}
+		if dir != "" {
+			e.cache = &cache{dir: dir}
+		}
 	}
 	e.rec = newRecorder(filepath.Join(e.dir, "run.json"), rec)
 	return e.rec.flush()
@@ -264,6 +268,17 @@ func (e *run) workDir(s *pipeline.Step) (string, error) {
 		return "", fmt.Errorf("workdir %q resolves to %s, outside the pipeline's root %s (through a symlink)"+hint, s.Workdir, real, e.root)
 	}
 	return real, nil
+}
+
+// stepProgress passes a running step's reports on as progress events;
+// nil without a progress receiver.
+func (e *run) stepProgress(s *pipeline.Step) func(step.Progress) {
+	if e.o.progress == nil {
+		return nil
+	}
+	return func(p step.Progress) {
+		e.emit(Event{Type: "progress", Step: s.ID, Kind: s.Kind, State: Running, Progress: &p})
+	}
 }
 
 func (e *run) emit(ev Event) {
@@ -521,6 +536,7 @@ func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord)
 	sc := &step.Context{
 		Pipeline: e.p, Step: s, Runner: r, Root: e.root, WorkDir: wd, StepDir: stepDir,
 		Stdout: logs.stdout, Stderr: logs.stderr, Logger: e.o.logger.With("step", s.ID), Hardware: e.o.hardware,
+		Progress: e.stepProgress(s),
 	}
 	if err := e.pinImage(ctx, s, sc, &info); err != nil {
 		return nil, logs, err
@@ -533,8 +549,8 @@ func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord)
 	return sc, logs, nil
 }
 
-// pinImage resolves the step's image to its pinned reference, for the
-// runner and run.json.
+// pinImage pins the step's image to its digests, for the runner and
+// run.json.
 func (e *run) pinImage(ctx context.Context, s *pipeline.Step, sc *step.Context, info *runner.Info) error {
 	if s.Image == "" {
 		return nil
@@ -546,10 +562,9 @@ func (e *run) pinImage(ctx context.Context, s *pipeline.Step, sc *step.Context, 
 	if err != nil {
 		return fmt.Errorf("resolving image %s: %w", s.Image, err)
 	}
-	sc.Image, info.Image = pinned, pinned
-	e.rec.update(func(rec *Record) {
-		addImage(rec, ImageRef{Name: s.Image, Reference: e.p.Images[s.Image], Pinned: pinned})
-	})
+	pinned.Name, pinned.Reference = s.Image, e.p.Images[s.Image]
+	sc.Image, info.Image = pinned, pinned.String()
+	e.rec.update(func(rec *Record) { addImage(rec, pinned) })
 	return nil
 }
 
@@ -588,6 +603,7 @@ func (e *run) fromCache(s *pipeline.Step, sc *step.Context, w *workTree, sr *Ste
 func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.Step, sc *step.Context, sr *StepRecord) (*step.Outcome, error) {
 	var watch Watch
 	if s.GPU && e.o.monitor != nil {
+		sc.Report(step.Progress{Phase: "preflight"})
 		report, err := e.o.monitor.Preflight(ctx, e.p, s)
 		if report != nil {
 			sr.Preflight = mustJSON(report)
@@ -657,7 +673,7 @@ func (e *run) finishOutputs(s *pipeline.Step, sc *step.Context, w *workTree, sr 
 	return copyOutputs(w, sc.StepDir, files)
 }
 
-func addImage(r *Record, im ImageRef) {
+func addImage(r *Record, im image.Pinned) {
 	for _, x := range r.Images {
 		if x.Name == im.Name {
 			return

@@ -286,3 +286,76 @@ func BenchmarkCachedRerun(b *testing.B) {
 		}
 	}
 }
+
+// TestNoCacheDirMeansNoCache: with neither XDG_CACHE_HOME nor HOME the
+// build cache is off, never put in a shared temporary directory.
+func TestNoCacheDirMeansNoCache(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	p := load(t, "steps:\n  - {id: a, run: 'echo x > out.txt', outputs: [out.txt]}\n")
+	for i := range 2 {
+		res, err := Run(t.Context(), p, WithOutDir(filepath.Join(t.TempDir(), "r")))
+		if err != nil || !res.Passed() {
+			t.Fatalf("run %d: %v %+v", i, err, res.Record)
+		}
+		if c := res.Record.Step("a").Cache; c == "hit" {
+			t.Fatalf("run %d: cache %q without a cache directory", i, c)
+		}
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("the temporary directory holds %v", ents)
+	}
+}
+
+// Copies of outputs keep the output's own permission bits minus write, in
+// the run directory, in the cache and on a cache hit: a 0600 key never
+// becomes readable by others, also when a 0644 file with the same bytes
+// was cached first.
+func TestOutputModesNeverWiden(t *testing.T) {
+	p := load(t, `steps:
+  - id: make
+    run: "mkdir -p out && printf s3cret > out/a.pub && chmod 644 out/a.pub && printf s3cret > out/b.key && chmod 600 out/b.key && printf '#!/bin/sh\n' > out/tool && chmod 755 out/tool"
+    outputs: ["out/**"]
+`)
+	cache := t.TempDir()
+	perm := func(path string) os.FileMode {
+		t.Helper()
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode().Perm()
+	}
+	want := map[string]os.FileMode{"out/a.pub": 0o444, "out/b.key": 0o400, "out/tool": 0o555}
+	for _, attempt := range []string{"miss", "hit"} {
+		res, err := Run(t.Context(), p, WithOutDir(filepath.Join(t.TempDir(), "r")), WithCacheDir(cache))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr := res.Record.Step("make")
+		if sr.State != Passed || sr.Cache != attempt {
+			t.Fatalf("%s: state %s cache %s (%s)", attempt, sr.State, sr.Cache, sr.Reason)
+		}
+		for name, w := range want {
+			if got := perm(filepath.Join(res.Dir, "steps", "make", "outputs", name)); got != w {
+				t.Errorf("%s: run dir %s mode %v, want %v", attempt, name, got, w)
+			}
+		}
+		if got := perm(filepath.Join(p.Root, "out", "b.key")); got != 0o600 {
+			t.Errorf("%s: work tree b.key mode %v, want 0600", attempt, got)
+		}
+	}
+	objs, _ := filepath.Glob(filepath.Join(cache, "*", "objects", "*", "*"))
+	more, _ := filepath.Glob(filepath.Join(cache, "objects", "*", "*"))
+	objs = append(objs, more...)
+	if len(objs) < 2 {
+		t.Fatalf("found %d cache objects under %s, want the two contents", len(objs), cache)
+	}
+	for _, o := range objs {
+		if m := perm(o); m&0o222 != 0 {
+			t.Errorf("cache object %s is writable: %v", o, m)
+		}
+	}
+}

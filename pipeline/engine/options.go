@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -38,9 +39,9 @@ type options struct {
 	now        func() time.Time
 }
 
-// ImageResolver turns a pipeline image (name and reference as written) into
-// a pinned reference (name@sha256:...), enforcing the lock in release mode.
-type ImageResolver func(ctx context.Context, name, ref string) (pinned string, err error)
+// ImageResolver pins a pipeline image (name and reference as written) to
+// its digests, enforcing the lock in release mode (image.Pinner.Pin).
+type ImageResolver func(ctx context.Context, name, ref string) (image.Pinned, error)
 
 // GPUMonitor runs preflight checks before, and telemetry around, every
 // gpu: true step. The engine calls it; pipeline/gpu implements it.
@@ -63,7 +64,8 @@ type Watch interface {
 
 // Event is one line of progress.
 type Event struct {
-	// Type is "start", "finish" or "skip".
+	// Type is "start", "finish", "skip" or "progress" (a running step's
+	// report: Progress is set).
 	Type  string
 	Step  string
 	Kind  string
@@ -72,6 +74,8 @@ type Event struct {
 	Cache    string
 	Duration time.Duration
 	Reason   string
+	// Progress is a running step's report on a "progress" event.
+	Progress *step.Progress
 }
 
 // WithOutDir sets the run directory (default .gpuattest/runs/<time>-<name>).
@@ -109,7 +113,8 @@ func WithJobs(n int) Option {
 }
 
 // WithCacheDir sets the build cache directory (default
-// $XDG_CACHE_HOME/gpuattest).
+// image.DefaultCacheDir(), $XDG_CACHE_HOME/gpuattest; when that cannot be
+// found, the run goes without a cache and logs why).
 func WithCacheDir(dir string) Option {
 	return func(o *options) error { o.cacheDir = dir; return nil }
 }
@@ -122,15 +127,18 @@ func WithoutCache() Option {
 // WithLogger sets the diagnostics logger (default: discard).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
+		o.logger = l
 		return nil
 	}
 }
 
-// WithProgress receives an event as each step starts and ends. It is called
-// from the engine's goroutines, one call at a time.
+// WithProgress receives an event as each step starts and ends, and as a
+// running step reports progress (preflight, a burn-in's iterations, a
+// benchmark's samples). It is called from the engine's goroutines, one
+// call at a time, and must return quickly.
 func WithProgress(f func(Event)) Option {
 	return func(o *options) error { o.progress = f; return nil }
 }

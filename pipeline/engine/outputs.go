@@ -168,11 +168,15 @@ func (w *workTree) file(e entry) (step.File, error) {
 		return step.File{}, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return step.File{}, err
+	}
 	sum, size, err := digest.Reader(f)
 	if err != nil {
 		return step.File{}, err
 	}
-	return step.File{Path: e.rel, SHA256: sum, Size: size}, nil
+	return step.File{Path: e.rel, SHA256: sum, Size: size, Mode: uint32(st.Mode().Perm())}, nil
 }
 
 // current re-reads a recorded file: what it is now, for resume.
@@ -308,6 +312,9 @@ func copyOutputs(w *workTree, stepDir string, files []step.File) error {
 	return nil
 }
 
+// copyOutput copies output f from the work dir to dst, read-only with
+// f's own permission bits otherwise (step.File.ReadOnly): a 0600 key stays
+// readable by its owner only.
 func copyOutput(w *workTree, dst string, f step.File) error {
 	if f.Link != "" {
 		return replaceWithLink(dst, f.Link)
@@ -320,7 +327,10 @@ func copyOutput(w *workTree, dst string, f step.File) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.CopyFrom(dst, in)
+	return atomicfile.WriteFrom(dst, f.ReadOnly(), func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
 }
 
 // replaceWithLink makes dst a symlink to target, replacing what is there.

@@ -3,12 +3,13 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -34,19 +35,19 @@ const (
 // produced. It is rewritten atomically on every change, so it parses at any
 // instant, also after a crash.
 type Record struct {
-	Schema     string        `json:"schema"`
-	Pipeline   PipelineRef   `json:"pipeline"`
-	LockDigest string        `json:"lock_digest,omitempty"`
-	Version    string        `json:"gpuattest_version"`
-	State      State         `json:"state"`
-	Reason     string        `json:"reason,omitempty"`
-	StartedAt  time.Time     `json:"started_at"`
-	FinishedAt *time.Time    `json:"finished_at,omitempty"`
-	Hardware   *HardwareRef  `json:"hardware,omitempty"`
-	Toolchain  any           `json:"toolchain,omitempty"`
-	Images     []ImageRef    `json:"images,omitempty"`
-	Steps      []*StepRecord `json:"steps"`
-	Attempts   []Attempt     `json:"attempts"`
+	Schema     string         `json:"schema"`
+	Pipeline   PipelineRef    `json:"pipeline"`
+	LockDigest string         `json:"lock_digest,omitempty"`
+	Version    string         `json:"gpuattest_version"`
+	State      State          `json:"state"`
+	Reason     string         `json:"reason,omitempty"`
+	StartedAt  time.Time      `json:"started_at"`
+	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+	Hardware   *HardwareRef   `json:"hardware,omitempty"`
+	Toolchain  any            `json:"toolchain,omitempty"`
+	Images     []image.Pinned `json:"images,omitempty"`
+	Steps      []*StepRecord  `json:"steps"`
+	Attempts   []Attempt      `json:"attempts"`
 }
 
 // PipelineRef names the pipeline a run executed.
@@ -61,13 +62,6 @@ type HardwareRef struct {
 	Digest    string `json:"digest,omitempty"`
 	Simulated bool   `json:"simulated"`
 	File      string `json:"file"`
-}
-
-// ImageRef is an image a step ran in, pinned by digest.
-type ImageRef struct {
-	Name      string `json:"name"`
-	Reference string `json:"reference"`
-	Pinned    string `json:"pinned"`
 }
 
 // Attempt is one invocation of run or resume on this run directory.
@@ -110,7 +104,7 @@ type StepRecord struct {
 
 // ReadRecord reads run.json from a run directory.
 func ReadRecord(dir string) (*Record, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	data, err := limits.ReadFile(filepath.Join(dir, "run.json"), limits.RecordBytes, "run record")
 	if err != nil {
 		return nil, fmt.Errorf("reading run record: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -292,7 +293,7 @@ func (c containerRunner) Name() string { return c.name }
 
 func (c containerRunner) Run(ctx context.Context, cmd *runner.Command) (*runner.Result, error) {
 	cp := *cmd
-	cp.Image = ""
+	cp.Image = image.Pinned{}
 	return (&runner.Host{}).Run(ctx, &cp)
 }
 
@@ -312,7 +313,7 @@ func TestContainerStepsGetMinimalEnv(t *testing.T) {
 			p.PassEnv = append(p.PassEnv, "GPUATTEST_PASSWORD") // past lint: still never passed
 			base := []string{"PATH=/usr/bin:/bin", "HOME=/root", "HTTPS_PROXY=http://proxy", "CUDA_CACHE_PATH=/c", "UNRELATED=1", "GPUATTEST_PASSWORD=hunter2"}
 			res, err := Run(t.Context(), p, WithOutDir(h.out), WithoutCache(), WithBaseEnv(base), WithRunner(containerRunner{name}),
-				WithImageResolver(func(_ context.Context, _, ref string) (string, error) { return ref, nil }))
+				WithImageResolver(func(_ context.Context, _, ref string) (image.Pinned, error) { return image.ParsePinned(ref) }))
 			if err != nil || !res.Passed() {
 				t.Fatalf("%v %+v", err, res.Record.Step("a"))
 			}

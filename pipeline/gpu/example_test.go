@@ -30,7 +30,7 @@ func ExamplePreflight() {
 	rec, _ := gpu.Collect(context.Background(), gpu.WithSource(src))
 	live, _ := gpu.Probe(context.Background(), src)
 	yes := true
-	checks, err := gpu.Preflight(rec, &pipeline.Preflight{RequireECC: &yes}, gpu.BuildCode([]string{"sm_80", "sm_90"}, true), "16GiB", live)
+	checks, err := gpu.Preflight(rec, &pipeline.Preflight{RequireECC: &yes}, gpu.BuildCode([]string{"sm_80", "sm_90"}, true), pipeline.MustSize("16GiB"), live)
 	if err != nil {
 		fmt.Println(err)
 		return

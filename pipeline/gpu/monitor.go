@@ -56,7 +56,7 @@ func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeli
 func embedsPTX(p *pipeline.Pipeline) bool {
 	builds := 0
 	for _, s := range p.Steps {
-		if s.Kind != "cuda-build" {
+		if s.Kind != pipeline.KindCUDABuild {
 			continue
 		}
 		builds++
@@ -71,7 +71,7 @@ func embedsPTX(p *pipeline.Pipeline) bool {
 // step's interval (DefaultInterval when unset).
 func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string) (*Watch, error) {
 	interval := DefaultInterval
-	if s.Interval != "" {
+	if !s.Interval.IsZero() {
 		interval = s.Interval.Value()
 	}
 	t, err := StartTelemetry(ctx, m.src, filepath.Join(stepDir, TelemetryFile), interval)

@@ -173,22 +173,22 @@ func Err(checks []Check) error {
 }
 
 // BuildCode returns the code a build for targets embeds: SASS for each
-// target and, when ptx is set, PTX (compute_XY) for the highest one, as
-// cuda-build does by default. Preflight takes this list.
+// target and, when ptx is set, PTX for the highest one (plain compute_XY,
+// see [pipeline.PTXTarget]), as cuda-build does by default. Preflight
+// takes this list.
 func BuildCode(targets []string, ptx bool) []string {
 	out := slices.Clone(targets)
 	if !ptx {
 		return out
 	}
-	best, bestCC := "", -1
-	for _, t := range targets {
-		c, err := parseCode(t)
-		if err == nil && !c.ptx && c.cc > bestCC {
-			best, bestCC = t, c.cc
+	var sass []pipeline.Target
+	for _, s := range targets {
+		if t, isPTX, err := pipeline.ParseCode(s); err == nil && !isPTX {
+			sass = append(sass, t)
 		}
 	}
-	if best != "" {
-		out = append(out, "compute_"+strings.TrimPrefix(best, "sm_"))
+	if hi, ok := pipeline.PTXTarget(sass); ok {
+		out = append(out, hi.Compute())
 	}
 	return out
 }
@@ -201,27 +201,12 @@ type code struct {
 	specific bool // sm_90a / sm_100f: runs only on exactly that cc
 }
 
-func parseCode(t string) (code, error) {
-	c := code{name: t}
-	rest, ok := strings.CutPrefix(t, "sm_")
-	if !ok {
-		rest, ok = strings.CutPrefix(t, "compute_")
-		c.ptx = true
+func parseCode(s string) (code, error) {
+	t, ptx, err := pipeline.ParseCode(s)
+	if err != nil {
+		return code{name: s}, err
 	}
-	if !ok {
-		return c, fmt.Errorf("target %q: expected sm_XY or compute_XY (e.g. sm_90)", t)
-	}
-	if s, ok := strings.CutSuffix(rest, "a"); ok {
-		rest, c.specific = s, true
-	} else if s, ok := strings.CutSuffix(rest, "f"); ok {
-		rest, c.specific = s, true
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 10 || len(rest) < 2 {
-		return c, fmt.Errorf("target %q: expected sm_XY or compute_XY (e.g. sm_90)", t)
-	}
-	c.cc = n
-	return c, nil
+	return code{name: s, cc: t.CC(), ptx: ptx, specific: t.Specific()}, nil
 }
 
 func ccString(cc int) string { return fmt.Sprintf("%d.%d", cc/10, cc%10) }
@@ -277,79 +262,21 @@ func parseVersion(s string) ([]int, bool) {
 // fall back to the record with a warning when live is nil. The error is
 // for bad input only (a bad minDriver, target or memory size), naming the
 // field; failed checks are in the result (see Err).
-func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory string, live *Live) ([]Check, error) {
+func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory pipeline.Size, live *Live) ([]Check, error) {
 	if spec == nil {
 		spec = &pipeline.Preflight{}
 	}
-	var errs []error
-	var minDriver []int
-	if spec.MinDriver != "" {
-		v, ok := parseVersion(spec.MinDriver)
-		if !ok {
-			errs = append(errs, fmt.Errorf("preflight.minDriver: %q: expected a driver version such as 535.104.05", spec.MinDriver))
-		}
-		minDriver = v
+	in, err := parsePreflightInputs(spec, embedded, memory)
+	if err != nil {
+		return nil, err
 	}
-	var codes []code
-	for _, t := range embedded {
-		c, err := parseCode(t)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("targets: %w", err))
-			continue
-		}
-		codes = append(codes, c)
+	p := &preflightRun{rec: rec, spec: spec}
+	if !p.gpus() {
+		return p.out, nil
 	}
-	var need uint64
-	if memory != "" {
-		n, err := ParseSize(memory)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("memory: %w", err))
-		}
-		need = n
+	if in.minDriver != nil {
+		p.driver(in.minDriver)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-
-	var out []Check
-	add := func(name string, gpu *hardware.GPU, st CheckStatus, seen, required, msg string) {
-		c := Check{Name: name, Status: st, Seen: seen, Required: required}
-		prefix := name
-		if gpu != nil {
-			c.GPU = ptr(gpu.Index)
-			prefix = fmt.Sprintf("%s: gpu %d (%s)", name, gpu.Index, gpu.Name)
-		}
-		if msg == "" {
-			msg = fmt.Sprintf("seen %s, required %s", seen, required)
-		}
-		c.Message = prefix + ": " + msg
-		if rec.Simulated {
-			c.Message += " [simulated]"
-		}
-		out = append(out, c)
-	}
-
-	if len(rec.GPUs) == 0 {
-		add(CheckGPU, nil, CheckFailed, "no GPU", "at least one GPU", "seen no GPU ("+rec.Reason+"), required at least one GPU")
-		return out, nil
-	}
-	if rec.Simulated {
-		add(CheckGPU, nil, CheckWarned, fmt.Sprintf("%d simulated GPU(s)", len(rec.GPUs)), "real GPU", "devices are simulated (GPUATTEST_FAKE_GPU): results say nothing about real hardware")
-	} else {
-		add(CheckGPU, nil, CheckPassed, fmt.Sprintf("%d GPU(s)", len(rec.GPUs)), "at least one GPU", "")
-	}
-
-	if minDriver != nil {
-		req := ">= " + spec.MinDriver
-		if have, ok := parseVersion(rec.DriverVersion); !ok {
-			add(CheckDriver, nil, CheckFailed, "unknown", req, "driver version not reported, required "+req)
-		} else if compareVersions(have, minDriver) < 0 {
-			add(CheckDriver, nil, CheckFailed, rec.DriverVersion, req, "")
-		} else {
-			add(CheckDriver, nil, CheckPassed, rec.DriverVersion, req, "")
-		}
-	}
-
 	var liveBy map[int]LiveGPU
 	if live != nil {
 		liveBy = map[int]LiveGPU{}
@@ -357,126 +284,235 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 			liveBy[g.Index] = g
 		}
 	}
-	requireECC := spec.RequireECC != nil && *spec.RequireECC
-
 	for i := range rec.GPUs {
 		g := &rec.GPUs[i]
-		if len(codes) > 0 {
-			checkCC(g, codes, add)
+		if len(in.codes) > 0 {
+			checkCC(g, in.codes, p.add)
 		}
-
-		switch {
-		case g.ECCEnabled == nil && requireECC:
-			add(CheckECC, g, CheckFailed, "not reported", "enabled", "")
-		case g.ECCEnabled == nil:
-			add(CheckECC, g, CheckWarned, "not reported", "not required", "ECC mode not reported (not required)")
-		case *g.ECCEnabled && requireECC:
-			add(CheckECC, g, CheckPassed, "enabled", "enabled", "")
-		case *g.ECCEnabled:
-			add(CheckECC, g, CheckPassed, "enabled", "not required", "ECC enabled (not required)")
-		case requireECC:
-			add(CheckECC, g, CheckFailed, "disabled", "enabled", "")
-		default:
-			add(CheckECC, g, CheckWarned, "disabled", "not required", "ECC disabled (not required): memory errors go undetected")
-		}
-
-		switch {
-		case g.RetiredPagesPending == nil:
-			// Row-remapping GPUs (A100 and later) do not report it; the
-			// row-remap check covers them.
-		case *g.RetiredPagesPending:
-			add(CheckRetiredPages, g, CheckFailed, "page retirement pending", "none pending", "seen page retirement pending (reboot or reset the GPU), required none pending")
-		default:
-			add(CheckRetiredPages, g, CheckPassed, "none pending", "none pending", "")
-		}
-		switch {
-		case g.RemappedRowsFailed == nil:
-			if g.RetiredPagesPending == nil {
-				add(CheckRowRemap, g, CheckWarned, "not reported", "no failure", "neither row remapping nor page retirement reported: memory health unknown")
-			}
-		case *g.RemappedRowsFailed:
-			add(CheckRowRemap, g, CheckFailed, "row remap failure", "no failure", "seen a row-remap failure (the GPU needs service), required no failure")
-		default:
-			add(CheckRowRemap, g, CheckPassed, "no failure", "no failure", "")
-		}
-
-		migReq := "disabled"
-		if spec.AllowMIG {
-			migReq = "allowed"
-		}
-		switch {
-		case g.MIGEnabled == nil:
-			add(CheckMIG, g, CheckPassed, "not supported", migReq, "")
-		case *g.MIGEnabled && !spec.AllowMIG:
-			add(CheckMIG, g, CheckFailed, "enabled", "disabled", "seen MIG enabled, required disabled (hint: set preflight.allowMIG or disable MIG with nvidia-smi -mig 0)")
-		case *g.MIGEnabled:
-			add(CheckMIG, g, CheckWarned, "enabled", "allowed", "MIG enabled (allowed): the step sees one MIG instance, not the whole GPU")
-		default:
-			add(CheckMIG, g, CheckPassed, "disabled", migReq, "")
-		}
-
+		p.ecc(g)
+		p.memoryHealth(g)
+		p.mig(g)
 		lg, haveLive := liveBy[g.Index]
 		if haveLive && lg.UUID != "" && g.UUID != "" && lg.UUID != g.UUID {
-			add(CheckGPU, g, CheckFailed, lg.UUID, g.UUID, "the GPU at this index changed since the hardware record was taken: seen "+lg.UUID+", required "+g.UUID)
+			p.add(CheckGPU, g, CheckFailed, lg.UUID, g.UUID, "the GPU at this index changed since the hardware record was taken: seen "+lg.UUID+", required "+g.UUID)
 			continue
 		}
-
-		procReq := "none"
-		if spec.AllowOtherProcess {
-			procReq = "allowed"
+		p.processes(g, lg, haveLive)
+		if !memory.IsZero() {
+			p.memory(g, lg, haveLive, memory.Bytes, memory.String())
 		}
-		switch {
-		case !haveLive || !lg.ProcessesKnown:
-			add(CheckProcesses, g, CheckWarned, "not probed", procReq, "running processes not reported: cannot tell whether the GPU is shared")
-		case len(lg.Processes) == 0:
-			add(CheckProcesses, g, CheckPassed, "none", procReq, "")
-		default:
-			var pids []string
-			for _, p := range lg.Processes {
-				pids = append(pids, fmt.Sprintf("pid %d (%s)", p.PID, FormatSize(p.UsedMemoryBytes)))
-			}
-			seen := fmt.Sprintf("%d other compute process(es): %s", len(lg.Processes), strings.Join(pids, ", "))
-			if spec.AllowOtherProcess {
-				add(CheckProcesses, g, CheckWarned, seen, procReq, "seen "+seen+" (allowed): timings may be disturbed")
-			} else {
-				add(CheckProcesses, g, CheckFailed, seen, procReq, "seen "+seen+", required none (hint: stop them or set preflight.allowOtherProcesses)")
-			}
-		}
-
-		if memory != "" {
-			req := ">= " + FormatSize(need) + " free"
-			switch {
-			case haveLive && lg.MemoryFreeBytes != nil:
-				free := *lg.MemoryFreeBytes
-				seen := FormatSize(free) + " free"
-				if free < need {
-					add(CheckMemory, g, CheckFailed, seen, req, fmt.Sprintf("seen %s, required %s (the step declares memory: %s)", seen, req, memory))
-				} else {
-					add(CheckMemory, g, CheckPassed, seen, req, "")
-				}
-			case g.MemoryTotalBytes != nil && *g.MemoryTotalBytes < need:
-				seen := FormatSize(*g.MemoryTotalBytes) + " total"
-				add(CheckMemory, g, CheckFailed, seen, req, fmt.Sprintf("seen %s, required %s (the step declares memory: %s)", seen, req, memory))
-			case g.MemoryTotalBytes != nil:
-				seen := FormatSize(*g.MemoryTotalBytes) + " total"
-				add(CheckMemory, g, CheckWarned, seen, req, "free memory not probed; total "+FormatSize(*g.MemoryTotalBytes)+" is enough for "+memory)
-			default:
-				add(CheckMemory, g, CheckWarned, "not reported", req, "device memory not reported: cannot check the step's "+memory)
-			}
-		}
-
 		if spec.RequirePersistence {
-			switch {
-			case g.PersistenceMode == nil:
-				add(CheckPersistence, g, CheckFailed, "not reported", "enabled", "")
-			case *g.PersistenceMode:
-				add(CheckPersistence, g, CheckPassed, "enabled", "enabled", "")
-			default:
-				add(CheckPersistence, g, CheckFailed, "disabled", "enabled", "seen disabled, required enabled (hint: nvidia-smi -pm 1 or nvidia-persistenced)")
-			}
+			p.persistence(g)
 		}
 	}
-	return out, nil
+	return p.out, nil
+}
+
+// preflightInputs are Preflight's arguments parsed.
+type preflightInputs struct {
+	minDriver []int  // nil: no minimum
+	codes     []code // what the build embeds
+
+}
+
+// parsePreflightInputs parses the minimum driver, the embedded code and
+// the step's memory, naming the field of each that does not parse.
+func parsePreflightInputs(spec *pipeline.Preflight, embedded []string, memory pipeline.Size) (preflightInputs, error) {
+	var in preflightInputs
+	var errs []error
+	if spec.MinDriver != "" {
+		v, ok := parseVersion(spec.MinDriver)
+		if !ok {
+			errs = append(errs, fmt.Errorf("preflight.minDriver: %q: expected a driver version such as 535.104.05", spec.MinDriver))
+		}
+		in.minDriver = v
+	}
+	for _, t := range embedded {
+		c, err := parseCode(t)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("targets: %w", err))
+			continue
+		}
+		in.codes = append(in.codes, c)
+	}
+	return in, errors.Join(errs...)
+}
+
+// preflightRun collects the checks of one Preflight call.
+type preflightRun struct {
+	rec  *hardware.Record
+	spec *pipeline.Preflight
+	out  []Check
+}
+
+// add records one check (of gpu, or of the machine when gpu is nil); an
+// empty msg says "seen X, required Y".
+func (p *preflightRun) add(name string, gpu *hardware.GPU, st CheckStatus, seen, required, msg string) {
+	c := Check{Name: name, Status: st, Seen: seen, Required: required}
+	prefix := name
+	if gpu != nil {
+		c.GPU = ptr(gpu.Index)
+		prefix = fmt.Sprintf("%s: gpu %d (%s)", name, gpu.Index, gpu.Name)
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("seen %s, required %s", seen, required)
+	}
+	c.Message = prefix + ": " + msg
+	if p.rec.Simulated {
+		c.Message += " [simulated]"
+	}
+	p.out = append(p.out, c)
+}
+
+// gpus checks that the record has GPUs (real ones, or warns); false when
+// it has none and no other check applies.
+func (p *preflightRun) gpus() bool {
+	rec := p.rec
+	switch {
+	case len(rec.GPUs) == 0:
+		p.add(CheckGPU, nil, CheckFailed, "no GPU", "at least one GPU", "seen no GPU ("+rec.Reason+"), required at least one GPU")
+		return false
+	case rec.Simulated:
+		p.add(CheckGPU, nil, CheckWarned, fmt.Sprintf("%d simulated GPU(s)", len(rec.GPUs)), "real GPU", "devices are simulated (GPUATTEST_FAKE_GPU): results say nothing about real hardware")
+	default:
+		p.add(CheckGPU, nil, CheckPassed, fmt.Sprintf("%d GPU(s)", len(rec.GPUs)), "at least one GPU", "")
+	}
+	return true
+}
+
+// driver checks the driver version against preflight.minDriver.
+func (p *preflightRun) driver(minDriver []int) {
+	req := ">= " + p.spec.MinDriver
+	if have, ok := parseVersion(p.rec.DriverVersion); !ok {
+		p.add(CheckDriver, nil, CheckFailed, "unknown", req, "driver version not reported, required "+req)
+	} else if compareVersions(have, minDriver) < 0 {
+		p.add(CheckDriver, nil, CheckFailed, p.rec.DriverVersion, req, "")
+	} else {
+		p.add(CheckDriver, nil, CheckPassed, p.rec.DriverVersion, req, "")
+	}
+}
+
+// ecc checks g's ECC mode against preflight.requireECC.
+func (p *preflightRun) ecc(g *hardware.GPU) {
+	requireECC := p.spec.RequireECC != nil && *p.spec.RequireECC
+	switch {
+	case g.ECCEnabled == nil && requireECC:
+		p.add(CheckECC, g, CheckFailed, "not reported", "enabled", "")
+	case g.ECCEnabled == nil:
+		p.add(CheckECC, g, CheckWarned, "not reported", "not required", "ECC mode not reported (not required)")
+	case *g.ECCEnabled && requireECC:
+		p.add(CheckECC, g, CheckPassed, "enabled", "enabled", "")
+	case *g.ECCEnabled:
+		p.add(CheckECC, g, CheckPassed, "enabled", "not required", "ECC enabled (not required)")
+	case requireECC:
+		p.add(CheckECC, g, CheckFailed, "disabled", "enabled", "")
+	default:
+		p.add(CheckECC, g, CheckWarned, "disabled", "not required", "ECC disabled (not required): memory errors go undetected")
+	}
+}
+
+// memoryHealth checks g's retired pages and row remapping.
+func (p *preflightRun) memoryHealth(g *hardware.GPU) {
+	switch {
+	case g.RetiredPagesPending == nil:
+		// Row-remapping GPUs (A100 and later) do not report it; the
+		// row-remap check covers them.
+	case *g.RetiredPagesPending:
+		p.add(CheckRetiredPages, g, CheckFailed, "page retirement pending", "none pending", "seen page retirement pending (reboot or reset the GPU), required none pending")
+	default:
+		p.add(CheckRetiredPages, g, CheckPassed, "none pending", "none pending", "")
+	}
+	switch {
+	case g.RemappedRowsFailed == nil:
+		if g.RetiredPagesPending == nil {
+			p.add(CheckRowRemap, g, CheckWarned, "not reported", "no failure", "neither row remapping nor page retirement reported: memory health unknown")
+		}
+	case *g.RemappedRowsFailed:
+		p.add(CheckRowRemap, g, CheckFailed, "row remap failure", "no failure", "seen a row-remap failure (the GPU needs service), required no failure")
+	default:
+		p.add(CheckRowRemap, g, CheckPassed, "no failure", "no failure", "")
+	}
+}
+
+// mig checks g's MIG mode against preflight.allowMIG.
+func (p *preflightRun) mig(g *hardware.GPU) {
+	migReq := "disabled"
+	if p.spec.AllowMIG {
+		migReq = "allowed"
+	}
+	switch {
+	case g.MIGEnabled == nil:
+		p.add(CheckMIG, g, CheckPassed, "not supported", migReq, "")
+	case *g.MIGEnabled && !p.spec.AllowMIG:
+		p.add(CheckMIG, g, CheckFailed, "enabled", "disabled", "seen MIG enabled, required disabled (hint: set preflight.allowMIG or disable MIG with nvidia-smi -mig 0)")
+	case *g.MIGEnabled:
+		p.add(CheckMIG, g, CheckWarned, "enabled", "allowed", "MIG enabled (allowed): the step sees one MIG instance, not the whole GPU")
+	default:
+		p.add(CheckMIG, g, CheckPassed, "disabled", migReq, "")
+	}
+}
+
+// processes checks the other compute processes live saw on g against
+// preflight.allowOtherProcesses.
+func (p *preflightRun) processes(g *hardware.GPU, lg LiveGPU, haveLive bool) {
+	procReq := "none"
+	if p.spec.AllowOtherProcess {
+		procReq = "allowed"
+	}
+	switch {
+	case !haveLive || !lg.ProcessesKnown:
+		p.add(CheckProcesses, g, CheckWarned, "not probed", procReq, "running processes not reported: cannot tell whether the GPU is shared")
+	case len(lg.Processes) == 0:
+		p.add(CheckProcesses, g, CheckPassed, "none", procReq, "")
+	default:
+		var pids []string
+		for _, pr := range lg.Processes {
+			pids = append(pids, fmt.Sprintf("pid %d (%s)", pr.PID, pipeline.FormatSize(pr.UsedMemoryBytes)))
+		}
+		seen := fmt.Sprintf("%d other compute process(es): %s", len(lg.Processes), strings.Join(pids, ", "))
+		if p.spec.AllowOtherProcess {
+			p.add(CheckProcesses, g, CheckWarned, seen, procReq, "seen "+seen+" (allowed): timings may be disturbed")
+		} else {
+			p.add(CheckProcesses, g, CheckFailed, seen, procReq, "seen "+seen+", required none (hint: stop them or set preflight.allowOtherProcesses)")
+		}
+	}
+}
+
+// memory checks g's free memory (live) or total memory (the record)
+// against the need bytes the step declares as memory.
+func (p *preflightRun) memory(g *hardware.GPU, lg LiveGPU, haveLive bool, need uint64, memory string) {
+	req := ">= " + pipeline.FormatSize(need) + " free"
+	switch {
+	case haveLive && lg.MemoryFreeBytes != nil:
+		free := *lg.MemoryFreeBytes
+		seen := pipeline.FormatSize(free) + " free"
+		if free < need {
+			p.add(CheckMemory, g, CheckFailed, seen, req, fmt.Sprintf("seen %s, required %s (the step declares memory: %s)", seen, req, memory))
+		} else {
+			p.add(CheckMemory, g, CheckPassed, seen, req, "")
+		}
+	case g.MemoryTotalBytes != nil && *g.MemoryTotalBytes < need:
+		seen := pipeline.FormatSize(*g.MemoryTotalBytes) + " total"
+		p.add(CheckMemory, g, CheckFailed, seen, req, fmt.Sprintf("seen %s, required %s (the step declares memory: %s)", seen, req, memory))
+	case g.MemoryTotalBytes != nil:
+		seen := pipeline.FormatSize(*g.MemoryTotalBytes) + " total"
+		p.add(CheckMemory, g, CheckWarned, seen, req, "free memory not probed; total "+pipeline.FormatSize(*g.MemoryTotalBytes)+" is enough for "+memory)
+	default:
+		p.add(CheckMemory, g, CheckWarned, "not reported", req, "device memory not reported: cannot check the step's "+memory)
+	}
+}
+
+// persistence checks that g runs in persistence mode
+// (preflight.requirePersistence).
+func (p *preflightRun) persistence(g *hardware.GPU) {
+	switch {
+	case g.PersistenceMode == nil:
+		p.add(CheckPersistence, g, CheckFailed, "not reported", "enabled", "")
+	case *g.PersistenceMode:
+		p.add(CheckPersistence, g, CheckPassed, "enabled", "enabled", "")
+	default:
+		p.add(CheckPersistence, g, CheckFailed, "disabled", "enabled", "seen disabled, required enabled (hint: nvidia-smi -pm 1 or nvidia-persistenced)")
+	}
 }
 
 // checkCC decides whether g can run the build's code: exact SASS, SASS of

@@ -28,7 +28,7 @@ func preflight(t *testing.T, spec string, mutate func(*Simulated), pf *pipeline.
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks, err := Preflight(rec, pf, code, memory, live)
+	checks, err := Preflight(rec, pf, code, sizeOf(memory), live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestPreflightFailures(t *testing.T) {
 func TestPreflightNoGPU(t *testing.T) {
 	t.Parallel()
 	rec := &hardware.Record{GPUs: []hardware.GPU{}, Reason: "NVIDIA driver not loaded"}
-	checks, err := Preflight(rec, nil, []string{"sm_90"}, "1GiB", nil)
+	checks, err := Preflight(rec, nil, []string{"sm_90"}, pipeline.MustSize("1GiB"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestPreflightWithoutLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks, err := Preflight(rec, nil, nil, "8GiB", nil)
+	checks, err := Preflight(rec, nil, nil, pipeline.MustSize("8GiB"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestPreflightGPUChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks, err := Preflight(rec, nil, nil, "", live)
+	checks, err := Preflight(rec, nil, nil, pipeline.Size{}, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,11 +259,11 @@ func TestPreflightGPUChanged(t *testing.T) {
 func TestPreflightBadInput(t *testing.T) {
 	t.Parallel()
 	rec := &hardware.Record{GPUs: []hardware.GPU{}}
-	_, err := Preflight(rec, &pipeline.Preflight{MinDriver: "r550"}, []string{"sm90", "sm_90"}, "8 gigs", nil)
+	_, err := Preflight(rec, &pipeline.Preflight{MinDriver: "r550"}, []string{"sm90", "sm_90"}, pipeline.Size{}, nil)
 	if err == nil {
 		t.Fatal("no error for bad input")
 	}
-	for _, want := range []string{`preflight.minDriver: "r550": expected a driver version`, `targets: target "sm90": expected sm_XY`, `memory: size "8 gigs": expected a number`} {
+	for _, want := range []string{`preflight.minDriver: "r550": expected a driver version`, `targets: target "sm90": expected sm_XY`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -280,36 +280,20 @@ func TestBuildCode(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
+// TestBuildCodePTXIsPortable: the PTX embedded for the highest target is
+// plain compute_XY, also when that target is architecture-specific
+// (compute_100a PTX runs on no later GPU), as cuda-build embeds it.
+func TestBuildCodePTXIsPortable(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		in      string
-		want    uint64
-		wantErr bool
-	}{
-		{in: "8GiB", want: 8 << 30},
-		{in: "512MiB", want: 512 << 20},
-		{in: "1.5GiB", want: 3 << 29},
-		{in: "2GB", want: 2e9},
-		{in: "1048576", want: 1 << 20},
-		{in: "64kib", want: 64 << 10},
-		{in: "1 TiB", want: 1 << 40},
-		{in: "0", want: 0},
-		{in: "", wantErr: true},
-		{in: "GiB", wantErr: true},
-		{in: "8 gigs", wantErr: true},
-		{in: "-1GiB", wantErr: true},
-		{in: "1e30TiB", wantErr: true},
+	if diff := cmp.Diff([]string{"sm_90a", "sm_100a", "sm_80", "compute_100"}, BuildCode([]string{"sm_90a", "sm_100a", "sm_80"}, true)); diff != "" {
+		t.Error(diff)
 	}
-	for _, tt := range tests {
-		got, err := ParseSize(tt.in)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d, err %v", tt.in, got, err, tt.want, tt.wantErr)
-		}
+}
+
+// sizeOf is the step memory of a test case; "" leaves it out.
+func sizeOf(memory string) pipeline.Size {
+	if memory == "" {
+		return pipeline.Size{}
 	}
-	for n, want := range map[uint64]string{81920 << 20: "80 GiB", 40<<30 - 3<<20: "39.99 GiB", 1536: "1.5 KiB", 512: "512 B", 3 << 40: "3 TiB"} {
-		if got := FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
+	return pipeline.MustSize(memory)
 }

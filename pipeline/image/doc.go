@@ -34,6 +34,14 @@
 //	  ]
 //	}
 //
+// A Pinner (NewPinner, WithLocked for release runs) turns each image of a
+// pipeline into a Pinned: the source runners use, with its index, manifest
+// and config digests and platform. The engine hands it to the step's runner
+// and records it in run.json; attestations name it by URI, which never holds
+// a local path. WriteDockerArchive streams a pinned image as an untagged
+// docker archive, what the docker runner feeds `docker load` for images
+// carried as files.
+//
 // Extract flattens an image into a digest-keyed cache directory, refusing
 // every tar entry that could write outside it, and never leaves a
 // half-extracted root file system under its final name.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -29,6 +30,25 @@ func ExampleParseSource() {
 	// registry true
 	// oci-layout true
 	// docker-archive true
+}
+
+// ExamplePinned_URI shows how attestations name a pinned image: a
+// registry image by repository and digest, an image carried as a file by
+// digest alone, never by its path.
+func ExamplePinned_URI() {
+	d := "sha256:" + strings.Repeat("ab", 32)
+	for _, src := range []string{"ghcr.io/acme/cuda@" + d, "oci-layout:/home/me/images/cuda@" + d} {
+		p, err := image.ParsePinned(src)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		p.Name = "cuda"
+		fmt.Println(p.URI())
+	}
+	// Output:
+	// oci://ghcr.io/acme/cuda@sha256:abababababababababababababababababababababababababababababababab
+	// pkg:oci/cuda@sha256%3Aabababababababababababababababababababababababababababababababab
 }
 
 func ExampleCheckLock() {

@@ -20,6 +20,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuattest/gpuattest/internal/flock"
 )
 
 // ErrUnsafeEntry reports a layer entry Extract refuses: a path that is
@@ -28,7 +30,10 @@ import (
 var ErrUnsafeEntry = errors.New("unsafe layer entry")
 
 // DefaultCacheDir returns gpuattest's cache directory,
-// $XDG_CACHE_HOME/gpuattest (~/.cache/gpuattest when XDG_CACHE_HOME is unset).
+// $XDG_CACHE_HOME/gpuattest (~/.cache/gpuattest when XDG_CACHE_HOME is unset):
+// the engine's build cache (keys/, objects/) and the extracted root file
+// systems (rootfs/) share it. With neither variable set it is an error,
+// never a shared temporary directory, where anyone could plant entries.
 func DefaultCacheDir() (string, error) {
 	d, err := os.UserCacheDir()
 	if err != nil {
@@ -87,7 +92,7 @@ func Extract(ctx context.Context, img v1.Image, cacheDir string, opts ...Option)
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", fmt.Errorf("extracting image: %w", err)
 	}
-	unlock, err := lockPath(ctx, filepath.Join(base, "."+key+".lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(base, "."+key+".lock"))
 	if err != nil {
 		return "", fmt.Errorf("extracting image sha256:%s: %w", key, err)
 	}
@@ -137,33 +142,6 @@ func tmpPrefix(key string) string { return ".tmp-" + key + "-" }
 func isDir(p string) bool {
 	fi, err := os.Lstat(p)
 	return err == nil && fi.IsDir()
-}
-
-// lockPath takes an exclusive flock on p, waiting until ctx is done.
-func lockPath(ctx context.Context, p string) (func(), error) {
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			_ = f.Close()
-			return nil, fmt.Errorf("locking %s: %w", p, err)
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("waiting for another extraction of the same image: %w", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 func cleanLeftovers(base, key string, o *options) error {

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/jsonpos"
 )
 
 // LockFileName is the name of the lock file, written beside the pipeline.
@@ -70,14 +71,15 @@ func EntryFor(name string, r *Resolved) LockEntry {
 	}
 }
 
-// Pinned returns the digest-pinned source runners use for this entry
-// (repo@sha256:<manifest>, oci-layout:PATH@..., docker-archive:PATH@...).
-func (e LockEntry) Pinned() (string, error) {
+// Pinned returns the image this entry pins, with all its digests; its
+// Source is what runners use (repo@sha256:<manifest>, oci-layout:PATH@...,
+// docker-archive:PATH@..., PATH as written).
+func (e LockEntry) Pinned() (Pinned, error) {
 	s, err := ParseSource(e.Reference)
 	if err != nil {
-		return "", fmt.Errorf("lock entry %q: %w", e.Name, err)
+		return Pinned{}, fmt.Errorf("lock entry %q: %w", e.Name, err)
 	}
-	return pinned(s, e.ManifestDigest), nil
+	return newPinned(e.Name, e.Reference, s, e.ManifestDigest, e.IndexDigest, e.ConfigDigest, e.Platform), nil
 }
 
 // NewLock returns an empty lock.
@@ -117,7 +119,7 @@ func (l *Lock) Set(e LockEntry) {
 // ReadLock reads and validates a lock file. A missing file gives an error
 // that matches os.ErrNotExist.
 func ReadLock(path string) (*Lock, error) {
-	b, err := os.ReadFile(path)
+	b, err := limits.ReadFile(path, limits.LockBytes, "lock file")
 	if err != nil {
 		return nil, fmt.Errorf("reading lock: %w", err)
 	}
@@ -138,7 +140,7 @@ func ParseLock(data []byte, filename string) (*Lock, error) {
 	}
 	if off := dec.InputOffset(); len(bytes.TrimSpace(data[off:])) > 0 {
 		lead := len(data[off:]) - len(bytes.TrimLeft(data[off:], " \t\r\n"))
-		line, col := lineCol(data, int(off)+lead)
+		line, col := jsonpos.LineCol(data, off+int64(lead))
 		return nil, fmt.Errorf("%s:%d:%d: unexpected data after the lock document", filename, line, col)
 	}
 	var errs []error
@@ -191,34 +193,11 @@ func ParseLock(data []byte, filename string) (*Lock, error) {
 
 // jsonErr names the line:col of a JSON decoding error.
 func jsonErr(data []byte, filename string, err error) error {
-	var off int64 = -1
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	}
-	if off < 0 {
+	line, col, ok := jsonpos.OfError(data, err)
+	if !ok {
 		return fmt.Errorf("%s: %w", filename, err)
 	}
-	// Offset counts the bytes read, the offending one included.
-	line, col := lineCol(data, int(off)-1)
 	return fmt.Errorf("%s:%d:%d: %w", filename, line, col, err)
-}
-
-// lineCol gives the 1-based line and column of byte offset off.
-func lineCol(data []byte, off int) (int, int) {
-	line, col := 1, 1
-	for _, c := range data[:max(0, min(off, len(data)))] {
-		if c == '\n' {
-			line, col = line+1, 1
-		} else {
-			col++
-		}
-	}
-	return line, col
 }
 
 // Marshal returns the lock as indented JSON with a trailing newline, entries

@@ -102,7 +102,7 @@ func TestLockWriteReadRoundTrip(t *testing.T) {
 		t.Errorf("lock file must not carry the pipeline digest:\n%s", raw)
 	}
 	pinnedRef, err := got.Images[1].Pinned()
-	if want := "index.docker.io/nvidia/cuda@sha256:" + strings.Repeat("2", 64); err != nil || pinnedRef != want {
+	if want := "index.docker.io/nvidia/cuda@sha256:" + strings.Repeat("2", 64); err != nil || pinnedRef.String() != want {
 		t.Errorf("Pinned() = %q, %v; want %q", pinnedRef, err, want)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // WithPlatform says otherwise.
 const DefaultPlatform = "linux/amd64"
 
-// Option configures Resolve, Pull, Extract and CheckLock.
+// Option configures Resolve, Pull, Extract, CheckLock and NewPinner.
 type Option func(*options) error
 
 type options struct {
@@ -31,6 +31,9 @@ type options struct {
 	// CheckLock only.
 	pipelineFile string
 	skipSources  bool
+
+	// NewPinner only.
+	locked bool
 }
 
 func applyOptions(opts []Option) (*options, error) {
@@ -104,9 +107,10 @@ func WithBaseDir(dir string) Option {
 // WithLogger sets the logger for progress and notes; discarded when not set.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
+		o.logger = l
 		return nil
 	}
 }

@@ -18,23 +18,23 @@ func TestPinner(t *testing.T) {
 	d2 := push(t, host+"/app:1", imageOf(t, layerOf(t, file("v", "2"))))
 
 	// Not locked, no lock: the tag is resolved now.
-	p, err := NewPinner(t.Context(), images, nil, false)
+	p, err := NewPinner(t.Context(), images, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got != host+"/app@"+d2.String() {
+	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got.String() != host+"/app@"+d2.String() {
 		t.Errorf("unlocked Pin = %q, %v; want the tag's current digest %s", got, err, d2)
 	}
 	// Not locked, with a lock: the lock's digest wins over the moved tag.
-	p, err = NewPinner(t.Context(), images, lock, false)
+	p, err = NewPinner(t.Context(), images, lock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got != host+"/app@"+d1.String() {
+	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got.String() != host+"/app@"+d1.String() {
 		t.Errorf("Pin with a lock = %q, %v; want the locked digest %s", got, err, d1)
 	}
 	// Locked: the moved tag is refused before anything runs.
-	_, err = NewPinner(t.Context(), images, lock, true, WithPipelineFile("release.yaml"))
+	_, err = NewPinner(t.Context(), images, lock, WithLocked(), WithPipelineFile("release.yaml"))
 	if err == nil || !strings.Contains(err.Error(), `release mode refuses the pipeline's images:`) || !strings.Contains(err.Error(), `tag "1" moved after locking`) {
 		t.Fatalf("locked NewPinner err = %v, want the moved tag refused", err)
 	}
@@ -43,11 +43,11 @@ func TestPinner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = NewPinner(t.Context(), images, fresh, true)
+	p, err = NewPinner(t.Context(), images, fresh, WithLocked())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got != host+"/app@"+d2.String() {
+	if got, err := p.Pin(t.Context(), "app", images["app"]); err != nil || got.String() != host+"/app@"+d2.String() {
 		t.Errorf("locked Pin = %q, %v; want %s", got, err, d2)
 	}
 	if _, err := p.Pin(t.Context(), "other", "ubuntu:22.04"); err == nil || !strings.Contains(err.Error(), "has no matching entry") {
@@ -70,16 +70,20 @@ func TestPinnerFileSourcesComeBackAbsolute(t *testing.T) {
 	}
 	want := "oci-layout:" + filepath.Join(base, "layout") + "@" + d.String()
 	for _, l := range []*Lock{lock, nil} {
-		p, err := NewPinner(t.Context(), images, l, l != nil, WithBaseDir(base))
+		opts := []Option{WithBaseDir(base)}
+		if l != nil {
+			opts = append(opts, WithLocked())
+		}
+		p, err := NewPinner(t.Context(), images, l, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, err := p.Pin(t.Context(), "base", images["base"])
-		if err != nil || got != want {
+		if err != nil || got.String() != want {
 			t.Errorf("Pin (lock %v) = %q, %v; want %q", l != nil, got, err, want)
 		}
 		// The runner's Pull needs no base directory.
-		if _, err := Resolve(t.Context(), got); err != nil {
+		if _, err := Resolve(t.Context(), got.String()); err != nil {
 			t.Errorf("Resolve(%s): %v", got, err)
 		}
 	}

@@ -44,11 +44,12 @@ type Resolved struct {
 	Source Source `json:"-"`
 }
 
-// Pinned returns the digest-pinned form of the source that runners use:
-// repo@sha256:<manifest> for a registry, oci-layout:PATH@sha256:<manifest>
-// or docker-archive:PATH@sha256:<image id> for files.
-func (r *Resolved) Pinned() string {
-	return pinned(r.Source, r.ManifestDigest)
+// Pinned returns the resolved image pinned to its digests, for runners:
+// its Source is repo@sha256:<manifest> for a registry,
+// oci-layout:PATH@sha256:<manifest> or docker-archive:PATH@sha256:<image id>
+// for files (PATH as written). It has no Name.
+func (r *Resolved) Pinned() Pinned {
+	return newPinned("", r.Reference, r.Source, r.ManifestDigest, r.IndexDigest, r.ConfigDigest, r.Platform)
 }
 
 func pinned(s Source, digest string) string {

@@ -217,11 +217,11 @@ func TestPullThenExtractFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := host + "/multi@" + digests["linux/amd64"].String(); res.Pinned() != want {
+	if want := host + "/multi@" + digests["linux/amd64"].String(); res.Pinned().String() != want {
 		t.Errorf("Pinned() = %s, want %s", res.Pinned(), want)
 	}
 	// The pinned form resolves to the same manifest.
-	again, err := Resolve(t.Context(), res.Pinned())
+	again, err := Resolve(t.Context(), res.Pinned().String())
 	if err != nil || again.ManifestDigest != res.ManifestDigest {
 		t.Fatalf("Resolve(Pinned()) = %+v, %v", again, err)
 	}
@@ -325,10 +325,10 @@ func TestPullDockerArchive(t *testing.T) {
 	if res.ManifestDigest != cfg.String() || res.ConfigDigest != cfg.String() || res.IndexDigest != "" {
 		t.Errorf("Resolved = %+v, want manifest and config digest %s", res, cfg)
 	}
-	if want := "docker-archive:img.tar@" + cfg.String(); res.Pinned() != want {
+	if want := "docker-archive:img.tar@" + cfg.String(); res.Pinned().String() != want {
 		t.Errorf("Pinned() = %s, want %s", res.Pinned(), want)
 	}
-	if _, err := Resolve(t.Context(), res.Pinned(), WithBaseDir(dir)); err != nil {
+	if _, err := Resolve(t.Context(), res.Pinned().String(), WithBaseDir(dir)); err != nil {
 		t.Errorf("Resolve(Pinned()): %v", err)
 	}
 	rootfs, err := Extract(t.Context(), got, t.TempDir())

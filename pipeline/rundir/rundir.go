@@ -8,8 +8,10 @@ package rundir
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"github.com/gpuattest/gpuattest/internal/limits"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -17,6 +19,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/pipeline/step"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
@@ -97,7 +100,7 @@ func (r *Run) Step(id string) *Step {
 // that it is the record the run used.
 func readHardware(dir string, ref *engine.HardwareRef) (*hardware.Record, error) {
 	path := filepath.Join(dir, filepath.Base(ref.File))
-	raw, err := os.ReadFile(path)
+	raw, err := limits.ReadFile(path, limits.RecordBytes, "hardware record")
 	if err != nil {
 		return nil, fmt.Errorf("reading the hardware record: %w", err)
 	}
@@ -174,5 +177,60 @@ func decode[T any](raw json.RawMessage, dst **T) error {
 		return err
 	}
 	*dst = v
+	return nil
+}
+
+// Recheck re-derives the verdict of every test and benchmark step the run
+// records as passed, from the result files in its step directory, each
+// checked against its recorded digest, and the step's spec in p (see
+// suite.Recheck). Burn-ins must record no failed iteration and no output
+// mismatch. It returns an error naming every step whose record does not
+// hold: a run.json edited to turn a failure into a pass is not signed.
+func (r *Run) Recheck(p *pipeline.Pipeline) error {
+	if r.Record.Pipeline.Digest != p.Digest {
+		return fmt.Errorf("run %s was made from a different pipeline (digest %s, %s is %s)", r.Dir, r.Record.Pipeline.Digest, p.Path, p.Digest)
+	}
+	abs, err := filepath.Abs(r.Dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		st := r.Step(s.ID)
+		if st == nil || st.State != engine.Passed {
+			continue
+		}
+		if st.Kind != s.Kind {
+			errs = append(errs, fmt.Errorf("step %s: run.json records kind %s, the pipeline says %s", s.ID, st.Kind, s.Kind))
+			continue
+		}
+		var err error
+		switch s.Kind {
+		case pipeline.KindTest, pipeline.KindBenchmark:
+			sc := &step.Context{Pipeline: p, Step: s, Root: p.Root, WorkDir: filepath.Join(p.Root, filepath.FromSlash(s.Workdir)),
+				StepDir: filepath.Join(abs, "steps", s.ID), Hardware: r.Hardware, Logger: slog.New(slog.DiscardHandler)}
+			err = suite.Recheck(sc, st.Results, st.ExitCode)
+		case pipeline.KindBurnin:
+			err = recheckBurnin(st)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("step %s is recorded as passed, but %w", s.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recheckBurnin checks a passed burn-in's recorded facts.
+func recheckBurnin(st *Step) error {
+	d := st.Burnin
+	switch {
+	case d == nil:
+		return errors.New("run.json records no burn-in facts for it")
+	case d.FailedIteration > 0:
+		return fmt.Errorf("run.json records iteration %d as failed", d.FailedIteration)
+	case len(d.Mismatches) > 0:
+		return fmt.Errorf("run.json records output mismatches: %s", d.Mismatches[0])
+	}
 	return nil
 }

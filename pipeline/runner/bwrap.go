@@ -84,7 +84,7 @@ func WithBwrapCacheDir(dir string) BwrapOption {
 func WithBwrapLogger(l *slog.Logger) BwrapOption {
 	return func(b *Bwrap) error {
 		if l == nil {
-			return errors.New("nil logger")
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
 		b.logger = l
 		return nil
@@ -133,45 +133,42 @@ func (*Bwrap) Name() string { return "bwrap" }
 // Info describes the bwrap runner.
 func (*Bwrap) Info() Info { return Info{Name: "bwrap", Isolation: "namespace"} }
 
-// Prepare pulls and extracts ref (when not done yet) and returns the root
-// file system directory. Run calls it; callers may call it first to keep
-// the pull out of a step's timing.
-func (b *Bwrap) Prepare(ctx context.Context, ref string) (string, error) {
-	im, err := b.prepare(ctx, ref)
+// Prepare pulls and extracts the pinned image (when not done yet) and
+// returns the root file system directory. Run calls it; callers may call
+// it first to keep the pull out of a step's timing.
+func (b *Bwrap) Prepare(ctx context.Context, p image.Pinned) (string, error) {
+	im, err := b.prepare(ctx, p)
 	if err != nil {
 		return "", err
 	}
 	return im.rootfs, nil
 }
 
-func (b *Bwrap) prepare(ctx context.Context, ref string) (*bwrapImage, error) {
-	src, err := image.ParseSource(ref)
-	if err != nil {
-		return nil, fmt.Errorf("bwrap runner: %w", err)
+func (b *Bwrap) prepare(ctx context.Context, p image.Pinned) (*bwrapImage, error) {
+	if err := checkImage("bwrap", p); err != nil {
+		return nil, err
 	}
-	if src.Floating() {
-		return nil, fmt.Errorf("bwrap runner: image %q is not pinned by digest\nhint: use NAME@sha256:<digest> (or oci-layout:PATH@sha256:...); gpuattest lock resolves tags to digests", ref)
-	}
+	key := p.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if im, ok := b.prepared[ref]; ok {
+	if im, ok := b.prepared[key]; ok {
 		return im, nil
 	}
 	opts := append([]image.Option{image.WithLogger(b.logger)}, b.imageOpts...)
-	img, _, err := image.Pull(ctx, ref, opts...)
+	img, _, err := image.PullPinned(ctx, p, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap runner: %w", err)
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return nil, fmt.Errorf("bwrap runner: reading the config of %s: %w", ref, err)
+		return nil, fmt.Errorf("bwrap runner: reading the config of %s: %w", key, err)
 	}
 	rootfs, err := image.Extract(ctx, img, b.cacheDir, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap runner: %w", err)
 	}
 	im := &bwrapImage{rootfs: rootfs, env: cfg.Config.Env}
-	b.prepared[ref] = im
+	b.prepared[key] = im
 	return im, nil
 }
 
@@ -182,8 +179,8 @@ func (b *Bwrap) Run(ctx context.Context, c *Command) (*Result, error) {
 	if err := checkCommand("bwrap", c); err != nil {
 		return nil, err
 	}
-	if c.Image == "" {
-		return nil, errors.New("bwrap runner: the step has no image\nhint: set image: NAME@sha256:... (run gpuattest lock to pin a tag)")
+	if err := checkImage("bwrap", c.Image); err != nil {
+		return nil, err
 	}
 	if c.GPU && !b.hasGPU() {
 		return nil, fmt.Errorf("bwrap runner: %w", ErrNoGPU)

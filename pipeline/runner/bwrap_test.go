@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 )
 
 func TestBwrapArgs(t *testing.T) {
@@ -74,7 +75,11 @@ func TestBwrapRefusesFloating(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ref := range []string{"127.0.0.1:1/cuda-build:11.8", "oci-layout:/nonexistent"} {
-		_, err := b.Run(t.Context(), &Command{Args: []string{"true"}, Dir: t.TempDir(), Image: ref})
+		src, err := image.ParseSource(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.Run(t.Context(), &Command{Args: []string{"true"}, Dir: t.TempDir(), Image: image.Pinned{Source: src}})
 		if err == nil || !strings.Contains(err.Error(), "not pinned by digest") || !strings.Contains(err.Error(), "hint:") {
 			t.Errorf("%s: got %v, want a not-pinned error with a hint", ref, err)
 		}
@@ -136,10 +141,14 @@ func ExampleBwrap() {
 	if err != nil {
 		panic(err)
 	}
+	img, err := image.ParsePinned("oci-layout:/srv/images/cuda-build@sha256:" + strings.Repeat("0", 64))
+	if err != nil {
+		panic(err)
+	}
 	res, err := b.Run(context.Background(), &Command{
 		Args:  []string{"nvcc", "--version"},
 		Dir:   "/home/me/project",
-		Image: "oci-layout:/srv/images/cuda-build@sha256:" + strings.Repeat("0", 64),
+		Image: img,
 	})
 	if err != nil {
 		panic(err)

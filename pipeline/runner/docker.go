@@ -20,15 +20,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 )
 
 // Docker runs each command in a fresh docker container, talking to the
-// engine through the docker CLI. Only digest-pinned images
-// (name@sha256:...) are accepted; the container has no network, runs as
-// the invoking user and is removed when the command ends or ctx is done.
-// The work dir is bind-mounted at the same path; when bind mounts do not
-// reach the engine (a remote engine) the work dir is copied in and out.
+// engine through the docker CLI. Only digest-pinned images are accepted:
+// a registry image runs by repo@sha256:<manifest> (pulled by digest when
+// the engine lacks it); an image carried as a file (oci-layout:,
+// docker-archive:) is loaded into the engine untagged and runs by its
+// image ID, which must be the pinned config digest. The container has no
+// network, runs as the invoking user and is removed when the command ends
+// or ctx is done. The work dir is bind-mounted at the same path; when bind
+// mounts do not reach the engine (a remote engine) the work dir is copied
+// in and out.
 type Docker struct {
 	bin       string
 	prefix    string
@@ -39,6 +43,9 @@ type Docker struct {
 	probeMu   sync.Mutex
 	probed    bool
 	bindWorks bool
+
+	loadMu sync.Mutex
+	loaded map[string]string // pinned file source -> image ID
 }
 
 var _ Runner = (*Docker)(nil)
@@ -61,7 +68,7 @@ func WithDockerBinary(path string) DockerOption {
 func WithDockerLogger(l *slog.Logger) DockerOption {
 	return func(d *Docker) error {
 		if l == nil {
-			return errors.New("nil logger")
+			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
 		d.logger = l
 		return nil
@@ -127,22 +134,16 @@ func HostHasGPU() bool {
 // none.
 var ErrNoGPU = errors.New("the step asks for a GPU (gpu: true) but this machine has none (no /dev/nvidia<N>)\nhint: run it on a GPU machine, or drop gpu: true")
 
-// checkImage returns c.Image parsed as a digest reference, or an error
-// with a hint for a tag or an empty reference.
-func checkImage(runner, ref string) (name.Digest, error) {
-	if ref == "" {
-		return name.Digest{}, fmt.Errorf("%s runner: the step has no image\nhint: set image: NAME@sha256:... (run gpuattest lock to pin a tag)", runner)
+// checkImage refuses a command image that is missing or not pinned by
+// digest, with a hint.
+func checkImage(runner string, p image.Pinned) error {
+	if p.IsZero() {
+		return fmt.Errorf("%s runner: the step has no image\nhint: set image: NAME@sha256:... (run gpuattest lock to pin a tag)", runner)
 	}
-	for _, kind := range []string{"oci-layout:", "docker-archive:"} {
-		if strings.HasPrefix(ref, kind) {
-			return name.Digest{}, fmt.Errorf("%s runner: image %q is a file source; the docker engine pulls only from registries\nhint: use runner: bwrap for %s sources, or push the image to a registry and pin NAME@sha256:...", runner, ref, strings.TrimSuffix(kind, ":"))
-		}
+	if p.Source.Floating() {
+		return fmt.Errorf("%s runner: image %q is not pinned by digest\nhint: use NAME@sha256:<digest> (or oci-layout:PATH@sha256:...); gpuattest lock resolves tags to digests", runner, p.String())
 	}
-	d, err := name.NewDigest(ref)
-	if err != nil {
-		return name.Digest{}, fmt.Errorf("%s runner: image %q is not pinned by digest: %v\nhint: use NAME@sha256:<digest>; gpuattest lock resolves tags to digests", runner, ref, err)
-	}
-	return d, nil
+	return nil
 }
 
 func checkCommand(runner string, c *Command) error {
@@ -170,18 +171,18 @@ func (d *Docker) Run(ctx context.Context, c *Command) (*Result, error) {
 	if err := checkCommand("docker", c); err != nil {
 		return nil, err
 	}
-	ref, err := checkImage("docker", c.Image)
-	if err != nil {
+	if err := checkImage("docker", c.Image); err != nil {
 		return nil, err
 	}
 	if c.GPU && !d.hasGPU() {
 		return nil, fmt.Errorf("docker runner: %w", ErrNoGPU)
 	}
-	if err := d.ensureImage(ctx, ref.String()); err != nil {
+	ref, err := d.ensureImage(ctx, c.Image)
+	if err != nil {
 		return nil, err
 	}
 	res := &Result{}
-	bind := !d.forceCopy && d.bindMountsWork(ctx, ref.String())
+	bind := !d.forceCopy && d.bindMountsWork(ctx, ref)
 	if !bind {
 		res.Notes = append(res.Notes, "bind mounts unavailable: copied the work dir into the container and back out (process ran as root inside; files written back as the invoking user)")
 	}
@@ -218,7 +219,7 @@ func (d *Docker) Run(ctx context.Context, c *Command) (*Result, error) {
 			args = append(args, "--volume", p+":"+p+":ro")
 		}
 	}
-	args = append(args, "--", ref.String())
+	args = append(args, "--", ref)
 	args = append(args, c.Args...)
 
 	// Whatever happens, the container goes.
@@ -477,20 +478,26 @@ func extractInto(r io.Reader, dir string) error {
 	}
 }
 
-// ensureImage makes sure the engine has ref, pulling it by digest when
-// it does not.
-func (d *Docker) ensureImage(ctx context.Context, ref string) error {
+// ensureImage makes sure the engine has the pinned image and returns the
+// reference to run it by: repo@sha256:<manifest> for a registry image,
+// pulled by digest when the engine lacks it; the image ID for a file
+// source, loaded into the engine when it lacks it (see loadFile).
+func (d *Docker) ensureImage(ctx context.Context, p image.Pinned) (string, error) {
+	if p.Source.Kind != image.Registry {
+		return d.loadFile(ctx, p)
+	}
+	ref := p.String()
 	if _, err := d.cli(ctx, nil, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
-		return nil
+		return ref, nil
 	}
 	d.logger.Info("pulling image", "image", ref)
 	start := time.Now()
 	out, err := d.cli(ctx, nil, "pull", "--quiet", ref)
 	if err != nil {
-		return fmt.Errorf("docker runner: pulling %s: %w: %s\nhint: the engine must reach the registry; or load the image with docker load", ref, err, strings.TrimSpace(lastLines(string(out), 5)))
+		return "", fmt.Errorf("docker runner: pulling %s: %w: %s\nhint: the engine must reach the registry; on an offline machine carry the image as a file (oci-layout:PATH or docker-archive:PATH) and lock that", ref, err, strings.TrimSpace(lastLines(string(out), 5)))
 	}
 	d.logger.Info("pulled image", "image", ref, "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	return ref, nil
 }
 
 // bindMountsWork probes once whether a bind mount of a host directory

@@ -32,7 +32,7 @@ func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
 	if len(c.Args) == 0 {
 		return nil, errors.New("host runner: empty command")
 	}
-	if c.Image != "" {
+	if !c.Image.IsZero() {
 		return nil, fmt.Errorf("host runner: step asks for image %s\nhint: use runner: docker or bwrap to run inside an image", c.Image)
 	}
 	cmd := exec.Command(c.Args[0], c.Args[1:]...)

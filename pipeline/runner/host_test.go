@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline/image"
 )
 
 func TestHostRunExitCodes(t *testing.T) {
@@ -51,7 +53,11 @@ func TestHostRunMissingBinary(t *testing.T) {
 
 func TestHostRefusesImage(t *testing.T) {
 	t.Parallel()
-	_, err := (&Host{}).Run(t.Context(), &Command{Args: []string{"true"}, Image: "x@sha256:00"})
+	img, err := image.ParsePinned("x@sha256:" + strings.Repeat("0", 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&Host{}).Run(t.Context(), &Command{Args: []string{"true"}, Image: img})
 	if err == nil || !strings.Contains(err.Error(), "hint:") {
 		t.Fatalf("err = %v, want a refusal with a hint", err)
 	}

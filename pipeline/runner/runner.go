@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline/image"
 )
 
 // Runner runs one process for a step: on the host, in a docker container or
@@ -33,9 +35,9 @@ type Command struct {
 	Env []string
 	// Stdout and Stderr receive the process's output; nil discards it.
 	Stdout, Stderr io.Writer
-	// Image is the image reference with digest (name@sha256:...) for the
-	// docker and bwrap runners; the host runner refuses a non-empty one.
-	Image string
+	// Image is the digest-pinned image for the docker and bwrap runners;
+	// the host runner refuses one that is not zero.
+	Image image.Pinned
 	// GPU asks for the GPUs (device nodes and driver libraries).
 	GPU bool
 	// ReadOnly lists extra absolute host paths bound read-only at the
@@ -63,6 +65,7 @@ type Info struct {
 	Name string `json:"name"`
 	// Isolation is "none", "container" or "namespace".
 	Isolation string `json:"isolation"`
-	// Image is the image reference with digest, when there is one.
+	// Image is the pinned image as the runner uses it (name@sha256:...,
+	// or a file source with its local path), when there is one.
 	Image string `json:"image,omitempty"`
 }

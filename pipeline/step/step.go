@@ -9,9 +9,11 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -31,8 +33,9 @@ type Context struct {
 	Step *pipeline.Step
 	// Runner runs the step's processes.
 	Runner runner.Runner
-	// Image is the step's image as name@sha256:digest, empty on host.
-	Image string
+	// Image is the step's image pinned to its digests (image.Pinner); the
+	// zero value on host.
+	Image image.Pinned
 	// Root is the pipeline's root (its workdir), absolute with symlinks
 	// resolved: every path the step names stays inside it. Executors
 	// read, write and remove the files a step names through an os.Root
@@ -53,6 +56,31 @@ type Context struct {
 	Logger *slog.Logger
 	// Hardware is the run's hardware record; nil when none was collected.
 	Hardware *hardware.Record
+	// Progress, when set, receives how far the step has come, for a live
+	// display (Report calls it). What it gets never reaches run.json, a
+	// log or a results file.
+	Progress func(Progress)
+}
+
+// Progress is how far a running step has come.
+type Progress struct {
+	// Phase is what the step is doing now, when it says ("preflight").
+	Phase string
+	// Iterations and Errors count a burn-in's finished and failed
+	// iterations.
+	Iterations, Errors int
+	// Samples counts a benchmark's samples so far (both sides); CIWidth
+	// is the widest relative width of a case's 95 % median interval among
+	// the candidate's cases (0 while unknown).
+	Samples int
+	CIWidth float64
+}
+
+// Report passes p to c.Progress, when set.
+func (c *Context) Report(p Progress) {
+	if c.Progress != nil {
+		c.Progress(p)
+	}
 }
 
 // Status is a step's final state as an executor reports it.
@@ -97,6 +125,19 @@ type File struct {
 	// input recorded as a link (never followed; it points inside the
 	// work dir); SHA256 and Size are then those of the target's text.
 	Link string `json:"link,omitempty"`
+	// Mode is the permission bits of a regular file as the step left it
+	// (outputs): copies keep them, minus the write bits, and never widen
+	// them.
+	Mode uint32 `json:"mode,omitempty"`
+}
+
+// ReadOnly returns the permission bits copies of f get: f's own, minus
+// write (0444 when f's are unknown).
+func (f File) ReadOnly() os.FileMode {
+	if f.Mode == 0 {
+		return 0o444
+	}
+	return os.FileMode(f.Mode).Perm() &^ 0o222
 }
 
 // root is Root, or for a context built by hand without one, WorkDir.

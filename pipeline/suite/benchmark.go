@@ -23,9 +23,10 @@ import (
 // Benchmark executes benchmark steps. Without a reference it runs the
 // suite once per seed; with one it runs the candidate and the reference
 // Rounds times each, interleaved in randomised ABBA blocks. Every
-// invocation gets GPUATTEST_WARMUP, GPUATTEST_REPEATS (and, for repeats:
-// auto, GPUATTEST_PRECISION, GPUATTEST_MAX_TIME and GPUATTEST_MIN_REPEATS)
-// and GPUATTEST_SEED. It merges the raw samples per case, computes the
+// invocation gets GPUATTEST_REPEATS (and, for repeats: auto,
+// GPUATTEST_PRECISION, GPUATTEST_MAX_TIME and GPUATTEST_MIN_REPEATS),
+// GPUATTEST_SEED, and GPUATTEST_WARMUP when the step sets warmup: (left
+// unset, the suite's own default applies). It merges the raw samples per case, computes the
 // statistics, throughput and roofline, judges the candidate against the
 // reference (paired, invocation by invocation) and against the baseline
 // when the step has one, and writes benchmark.json, samples.csv and
@@ -48,8 +49,9 @@ type BenchmarkDetails struct {
 	Device  string `json:"device,omitempty"`
 	// Hardware is where the samples were taken (from the hardware record).
 	Hardware Hardware `json:"hardware"`
-	// Warmup, Repeats and Seeds are the knobs passed to the suite.
-	Warmup  int    `json:"warmup,omitempty"`
+	// Warmup, Repeats and Seeds are the knobs passed to the suite; Warmup
+	// is nil when the step leaves it to the suite's default.
+	Warmup  *int   `json:"warmup,omitempty"`
 	Repeats string `json:"repeats,omitempty"`
 	Seeds   []int  `json:"seeds,omitempty"`
 	// Precision and MaxTime are repeats: auto's stopping rule.
@@ -173,7 +175,7 @@ func (b Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome,
 	st := s.Step
 	d := &BenchmarkDetails{Hardware: hw, Warmup: st.Warmup, Repeats: st.Repeats.String(), Seeds: st.Seeds}
 	if st.Repeats.Auto {
-		if d.Precision, err = pipeline.ParsePercent(st.Precision); err != nil || !(d.Precision > 0 && d.Precision < 1) {
+		if d.Precision = st.Precision.Fraction; !(d.Precision > 0 && d.Precision < 1) {
 			return nil, fmt.Errorf("step %s: precision %q: expected a percentage above 0%% and below 100%%, such as 1%%", st.ID, st.Precision)
 		}
 		if st.MaxTime.Value() <= 0 {
@@ -290,7 +292,12 @@ func orderString(order []bool) string {
 // knobs is the environment every invocation of either side gets.
 func (br *benchRun) knobs(seed int) []string {
 	st := br.s.Step
-	env := []string{"GPUATTEST_WARMUP=" + strconv.Itoa(st.Warmup)}
+	var env []string
+	// Only a warmup the step sets is exported: GPUATTEST_WARMUP=0 would
+	// override the suite's own default (the harness warms up 3 times).
+	if st.Warmup != nil {
+		env = append(env, "GPUATTEST_WARMUP="+strconv.Itoa(*st.Warmup))
+	}
 	switch {
 	case st.Repeats.Auto:
 		env = append(env, "GPUATTEST_REPEATS="+pipeline.RepeatsAuto,
@@ -343,7 +350,9 @@ func (br *benchRun) invoke(ctx context.Context, side string, index, seed int) (*
 	if res.ExitCode != 0 {
 		br.failures = append(br.failures, fmt.Sprintf("%s exit code %d%s", side, res.ExitCode, seedSuffix(seed)))
 	}
-	return &invocation{side: side, index: index, seed: seed, res: r, exit: res.ExitCode}, nil
+	inv := &invocation{side: side, index: index, seed: seed, res: r, exit: res.ExitCode}
+	br.progress(inv)
+	return inv, nil
 }
 
 // copyName is the name of an invocation's results in the step directory:
@@ -370,53 +379,10 @@ func seedSuffix(seed int) string {
 
 // finish merges, summarises, judges and reports.
 func (br *benchRun) finish() (*step.Outcome, error) {
+	if err := br.judge(); err != nil {
+		return nil, err
+	}
 	s, d := br.s, br.d
-	var err error
-	d.Backend, d.Device, d.Counts, d.Cases, err = br.merge(br.cand)
-	if err != nil {
-		return nil, err
-	}
-	d.Hardware.Backend = d.Backend
-	if d.Hardware.GPUModel == "" && d.Device != "" {
-		d.Hardware.GPUModel = d.Device
-	}
-	if d.Counts.Total == 0 {
-		return nil, fmt.Errorf("results %s hold no case\nhint: a benchmark needs at least one case with samples_ns", s.Step.Results)
-	}
-	if err := br.summarize(d.Cases, sideCandidate, br.cand); err != nil {
-		return nil, err
-	}
-	if ref := d.Reference; ref != nil {
-		ref.Backend, ref.Device, ref.Counts, ref.Cases, err = br.merge(br.ref)
-		if err != nil {
-			return nil, err
-		}
-		if ref.Backend != d.Backend || ref.Device != d.Device {
-			br.failures = append(br.failures, fmt.Sprintf("the reference ran on %s, the candidate on %s: a same-run comparison needs one device", backendString(ref.Backend, ref.Device), backendString(d.Backend, d.Device)))
-		}
-		if err := br.summarize(ref.Cases, sideReference, br.ref); err != nil {
-			return nil, err
-		}
-		if ref.Report, err = br.comparePaired(); err != nil {
-			return nil, fmt.Errorf("step %s: %w", s.Step.ID, err)
-		}
-		if ref.Report.Failed {
-			br.failures = append(br.failures, "reference gate: "+failedCases(ref.Report))
-		}
-	}
-	if s.Step.Baseline != "" {
-		g, err := gate(s, d)
-		if err != nil {
-			return nil, err
-		}
-		d.Gate = g
-		switch {
-		case g.Refused != "" && g.Enforced:
-			br.failures = append(br.failures, "baseline gate: "+g.Refused)
-		case g.Enforced && g.Report != nil && g.Report.Failed:
-			br.failures = append(br.failures, "baseline gate: "+failedCases(g.Report))
-		}
-	}
 	files, err := writeBenchmarkReports(s, d)
 	if err != nil {
 		return nil, err
@@ -432,6 +398,60 @@ func (br *benchRun) finish() (*step.Outcome, error) {
 		out.Reason = strings.Join(br.failures, "; ")
 	}
 	return out, nil
+}
+
+// judge merges both sides' invocations, summarises every case and judges
+// the candidate against the reference and the baseline, collecting the
+// failures; it reads the baseline but writes nothing.
+func (br *benchRun) judge() error {
+	s, d := br.s, br.d
+	var err error
+	d.Backend, d.Device, d.Counts, d.Cases, err = br.merge(br.cand)
+	if err != nil {
+		return err
+	}
+	d.Hardware.Backend = d.Backend
+	if d.Hardware.GPUModel == "" && d.Device != "" {
+		d.Hardware.GPUModel = d.Device
+	}
+	if d.Counts.Total == 0 {
+		return fmt.Errorf("results %s hold no case\nhint: a benchmark needs at least one case with samples_ns", s.Step.Results)
+	}
+	if err := br.summarize(d.Cases, sideCandidate, br.cand); err != nil {
+		return err
+	}
+	if ref := d.Reference; ref != nil {
+		ref.Backend, ref.Device, ref.Counts, ref.Cases, err = br.merge(br.ref)
+		if err != nil {
+			return err
+		}
+		if ref.Backend != d.Backend || ref.Device != d.Device {
+			br.failures = append(br.failures, fmt.Sprintf("the reference ran on %s, the candidate on %s: a same-run comparison needs one device", backendString(ref.Backend, ref.Device), backendString(d.Backend, d.Device)))
+		}
+		if err := br.summarize(ref.Cases, sideReference, br.ref); err != nil {
+			return err
+		}
+		if ref.Report, err = br.comparePaired(); err != nil {
+			return fmt.Errorf("step %s: %w", s.Step.ID, err)
+		}
+		if ref.Report.Failed {
+			br.failures = append(br.failures, "reference gate: "+failedCases(ref.Report))
+		}
+	}
+	if s.Step.Baseline != "" {
+		g, err := gate(s, d)
+		if err != nil {
+			return err
+		}
+		d.Gate = g
+		switch {
+		case g.Refused != "" && g.Enforced:
+			br.failures = append(br.failures, "baseline gate: "+g.Refused)
+		case g.Enforced && g.Report != nil && g.Report.Failed:
+			br.failures = append(br.failures, "baseline gate: "+failedCases(g.Report))
+		}
+	}
+	return nil
 }
 
 func backendString(backend, device string) string {
@@ -686,12 +706,8 @@ func gateSettings(gt *pipeline.Gate) (stats.Gate, error) {
 	if gt == nil {
 		return g, nil
 	}
-	if gt.Threshold != "" {
-		t, err := pipeline.ParsePercent(gt.Threshold)
-		if err != nil {
-			return g, fmt.Errorf("gate.threshold: %w", err)
-		}
-		g.Threshold = t
+	if !gt.Threshold.IsZero() {
+		g.Threshold = gt.Threshold.Fraction
 	}
 	if gt.Alpha != 0 {
 		g.Alpha = gt.Alpha

@@ -1,31 +1,70 @@
 package suite
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
 // DefaultLeakTolerance is the largest memory slope a burn-in accepts, in
-// bytes per iteration, when the step sets no leakTolerance.
+// bytes per iteration (per memory sample in a sustained run), when the
+// step sets no leakTolerance.
 const DefaultLeakTolerance = 1 << 20
+
+// DefaultMinDutyCycle is the busy share of a sustained run's wall time a
+// burn-in on a GPU (results backend cuda) must reach when the step sets no
+// minDutyCycle. On the CPU backend the duty cycle is only reported unless
+// the step sets one.
+const DefaultMinDutyCycle = 0.95
 
 // minTrendIterations is the fewest iterations a memory slope is judged on.
 const minTrendIterations = 3
 
-// Burnin executes burnin steps: the suite runs again and again, each
-// iteration a full run, until the step's duration has elapsed. It fails
-// on any failing iteration, on outputs that differ between iterations
-// (per-case output_sha256), on a memory trend (least-squares slope of the
+// telemetryFile is the engine's telemetry for a gpu: true step, in the
+// step directory (pipeline/gpu.TelemetryFile).
+const telemetryFile = "telemetry.jsonl"
+
+// Burnin executes burnin steps. Every invocation of the command gets
+// GPUATTEST_DURATION, the seconds of the burn-in still to run (with
+// GPUATTEST_WARMUP, GPUATTEST_REPEATS and GPUATTEST_SEED when the step
+// sets them).
+//
+// A suite that honours GPUATTEST_DURATION (the kernel harness's sustained
+// mode, --duration) runs the whole burn-in in one process, launching its
+// cases back to back and checking the output of every repeat, and says so
+// with a "sustained" block in its results. The step then judges that run:
+// its cases and every repeat's output consistency, its duty cycle (at
+// least minDutyCycle, 95 % by default on a GPU; reported only on the CPU
+// backend unless set), the slope of its in-process memory samples (host
+// RSS and device memory, per sample, against leakTolerance) and the loop
+// error, if any. It runs the command again only if the suite stopped
+// short of the duration.
+//
+// Any other suite ignores GPUATTEST_DURATION and writes results without a
+// "sustained" block: the step then runs it again and again, each
+// iteration a full run, until the duration has elapsed, and fails on any
+// failing iteration, on outputs that differ between iterations (per-case
+// output_sha256) and on a memory trend (least-squares slope of the
 // per-iteration host max RSS, or of the device memory the cases report)
-// beyond the leak tolerance, and on being cut short: a burn-in shorter than
-// asked is a failure, never a pass.
+// beyond the leak tolerance.
+//
+// Either way a burn-in shorter than asked is a failure, never a pass. For
+// a gpu: true step the engine samples telemetry into the step directory;
+// the step fills the temperature range and throttle share from the
+// samples of the GPU the results name (device_uuid, matched against the
+// hardware record), or of every GPU when they name none.
 type Burnin struct {
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
@@ -40,39 +79,78 @@ type BurninDetails struct {
 	Elapsed   string `json:"elapsed"`
 	// Completed is true when the burn-in ran for the whole duration.
 	Completed bool `json:"completed"`
-	// Iterations is the number of full runs.
+	// Sustained is true when the suite ran the burn-in itself (its results
+	// declared a sustained run): Iterations then count its rounds (every
+	// case launched once) and the memory trends come from its in-process
+	// samples.
+	Sustained bool `json:"sustained,omitempty"`
+	// Invocations is the number of times the command ran.
+	Invocations int `json:"invocations"`
+	// Iterations is the number of full runs, or of a sustained run's rounds.
 	Iterations int `json:"iterations"`
+	// Backend, Device and DeviceUUID are what the results report.
+	Backend    string `json:"backend,omitempty"`
+	Device     string `json:"device,omitempty"`
+	DeviceUUID string `json:"device_uuid,omitempty"`
+	// IterationSeconds is the wall time of each invocation, in order.
+	IterationSeconds []float64 `json:"iteration_s,omitempty"`
 	// Cases is the number of cases per iteration; OutputsChecked how many
-	// of them report an output digest compared across iterations.
+	// of them report an output digest compared across iterations (or, in
+	// a sustained run, had every repeat compared with their first).
 	Cases          int `json:"cases"`
 	OutputsChecked int `json:"outputs_checked"`
+	// RepeatsChecked is the number of repeats of a sustained run whose
+	// output was compared with the first repeat's.
+	RepeatsChecked int64 `json:"repeats_checked,omitempty"`
 	// Mismatches lists output digests that changed.
 	Mismatches []string `json:"mismatches,omitempty"`
-	// HostRSS is the trend of the per-iteration peak host RSS.
+	// DutyCycle is a sustained run's busy share of its wall time; Timing
+	// says how busy time was measured (cuda_events, steady_clock).
+	DutyCycle *float64 `json:"duty_cycle,omitempty"`
+	Timing    string   `json:"timing,omitempty"`
+	// MinDutyCycle is the share the step required; nil when the duty
+	// cycle was only reported.
+	MinDutyCycle *float64 `json:"min_duty_cycle,omitempty"`
+	// BusySeconds is a sustained run's time in kernels (summed over
+	// threads on cpu).
+	BusySeconds float64 `json:"busy_s,omitempty"`
+	// HostRSS is the trend of the per-iteration peak host RSS, or of a
+	// sustained run's host RSS samples.
 	HostRSS *Trend `json:"host_rss,omitempty"`
 	// DeviceMemory is the trend of the largest device_memory_used_bytes
-	// the cases report per iteration (cuda backend).
+	// the cases report per iteration (cuda backend), or of a sustained
+	// run's device memory samples.
 	DeviceMemory *Trend `json:"device_memory,omitempty"`
-	// LeakToleranceBytes is the largest slope accepted, bytes per iteration.
+	// LeakToleranceBytes is the largest slope accepted, bytes per iteration
+	// (per memory sample in a sustained run).
 	LeakToleranceBytes int64 `json:"leak_tolerance_bytes"`
-	// FailedIteration is the 1-based iteration that failed, if any.
+	// FailedIteration is the 1-based iteration (invocation, in a
+	// sustained run) that failed, if any.
 	FailedIteration int `json:"failed_iteration,omitempty"`
-	// TempMinC, TempMaxC and ThrottleShare come from telemetry; the engine
-	// fills them when it samples the GPU around the step.
+	// TempMinC, TempMaxC and ThrottleShare come from the step's telemetry
+	// (gpu: true steps): the range of the GPU's temperature and the share
+	// of samples with a power, thermal or hardware slowdown reason.
 	TempMinC      *float64 `json:"temp_min_c,omitempty"`
 	TempMaxC      *float64 `json:"temp_max_c,omitempty"`
 	ThrottleShare *float64 `json:"throttle_share,omitempty"`
+	// TelemetryGPU is the NVML index of the GPU those come from; nil when
+	// they span every GPU. TelemetrySamples counts the samples used.
+	TelemetryGPU     *int `json:"telemetry_gpu,omitempty"`
+	TelemetrySamples int  `json:"telemetry_samples,omitempty"`
 	// Notes are facts worth reading (e.g. no output digests to compare).
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Trend is a least-squares line through a per-iteration series.
+// Trend is a least-squares line through a per-iteration series (in a
+// sustained run, a series of memory samples).
 type Trend struct {
 	// Series are the per-iteration values (bytes).
 	Series []int64 `json:"series"`
-	// SlopePerIteration is the fitted slope in bytes per iteration; nil
-	// when there are too few points.
+	// SlopePerIteration is the fitted slope in bytes per iteration (per
+	// sample); nil when there are too few points.
 	SlopePerIteration *float64 `json:"slope_bytes_per_iteration,omitempty"`
+	// IntervalSeconds is the time between a sustained run's samples.
+	IntervalSeconds float64 `json:"interval_s,omitempty"`
 }
 
 // Slope returns the least-squares slope of ys against 0..n-1, and false
@@ -111,186 +189,483 @@ func trend(series []int64) *Trend {
 	return t
 }
 
-// Execute runs the burnin step s.Step.
+// burnRun is one burnin step in progress.
+type burnRun struct {
+	s        *step.Context
+	d        *BurninDetails
+	out      *step.Outcome
+	tol      int64
+	want     time.Duration // the duration asked
+	minDuty  *float64      // the duty cycle required, nil: reported only
+	env      []string      // the knobs every invocation gets
+	start    time.Time
+	elapsed  time.Duration
+	failures []string
+	// first maps each case to its output digest in iteration 1; caseSet
+	// is iteration 1's case names.
+	first   map[string]string
+	caseSet []string
+	// Generic runs: per-iteration peak host RSS and device memory.
+	rss, devMem []int64
+	sawDev      bool
+	// Sustained runs: duty cycle weighted by loop time.
+	dutyTime, loopTime float64
+}
+
+func (br *burnRun) fail(iter int, format string, args ...any) {
+	if br.d.FailedIteration == 0 {
+		br.d.FailedIteration = iter
+	}
+	br.failures = append(br.failures, fmt.Sprintf("iteration %d: ", iter)+fmt.Sprintf(format, args...))
+}
+
+// Execute runs the burnin step s.Step: it invokes the suite until the
+// requested duration is spent (once, for a suite that sustains the
+// burn-in itself), then judges outputs, memory trends, duty cycle and
+// telemetry.
 func (b Burnin) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error) {
 	now := b.Now
 	if now == nil {
 		now = time.Now
 	}
-	want := s.Step.Duration.Value()
-	if want <= 0 {
-		return nil, fmt.Errorf("step %s: duration %q: expected a positive duration such as 30s or 1h", s.Step.ID, s.Step.Duration)
-	}
-	tol := int64(DefaultLeakTolerance)
-	if s.Step.LeakTolerance != "" {
-		v, err := pipeline.ParseSize(s.Step.LeakTolerance)
-		if err != nil {
-			return nil, fmt.Errorf("step %s: leakTolerance: %w", s.Step.ID, err)
-		}
-		tol = v
+	br, err := newBurnRun(s)
+	if err != nil {
+		return nil, err
 	}
 	resFile, err := resultsFile(s)
 	if err != nil {
 		return nil, err
 	}
-	var env []string
-	if s.Step.Warmup > 0 {
-		env = append(env, "GPUATTEST_WARMUP="+strconv.Itoa(s.Step.Warmup))
+	lastRead, err := br.loop(ctx, now, resFile)
+	if err != nil {
+		return nil, err
+	}
+	if lastRead != nil {
+		if f, err := writeBytesToStep(s, "results-last"+extOf(resFile.rel), "results", lastRead); err == nil {
+			br.out.Results = append(br.out.Results, f)
+		}
+	}
+	return br.verdict(), nil
+}
+
+// newBurnRun reads the step's settings.
+func newBurnRun(s *step.Context) (*burnRun, error) {
+	want := s.Step.Duration.Value()
+	if want <= 0 {
+		return nil, fmt.Errorf("step %s: duration %q: expected a positive duration such as 30s or 1h", s.Step.ID, s.Step.Duration)
+	}
+	tol := int64(DefaultLeakTolerance)
+	if !s.Step.LeakTolerance.IsZero() {
+		tol = int64(min(s.Step.LeakTolerance.Bytes, math.MaxInt64))
+	}
+	br := &burnRun{s: s, tol: tol, want: want}
+	if !s.Step.MinDutyCycle.IsZero() {
+		v := s.Step.MinDutyCycle.Fraction
+		if !(v > 0 && v <= 1) {
+			return nil, fmt.Errorf("step %s: minDutyCycle %q: expected a percentage above 0%% and at most 100%%, such as 95%%", s.Step.ID, s.Step.MinDutyCycle)
+		}
+		br.minDuty = &v
+	}
+	if s.Step.Warmup != nil {
+		br.env = append(br.env, "GPUATTEST_WARMUP="+strconv.Itoa(*s.Step.Warmup))
 	}
 	if s.Step.Repeats.N > 0 {
-		env = append(env, "GPUATTEST_REPEATS="+strconv.Itoa(s.Step.Repeats.N))
+		br.env = append(br.env, "GPUATTEST_REPEATS="+strconv.Itoa(s.Step.Repeats.N))
 	}
 	if len(s.Step.Seeds) > 0 {
-		env = append(env, "GPUATTEST_SEED="+strconv.Itoa(s.Step.Seeds[0]))
+		br.env = append(br.env, "GPUATTEST_SEED="+strconv.Itoa(s.Step.Seeds[0]))
 	}
-	d := &BurninDetails{Requested: want.String(), LeakToleranceBytes: tol}
-	out := &step.Outcome{Status: step.Passed, Details: d}
-	var (
-		first    map[string]string // case -> output digest of iteration 1
-		caseSet  []string
-		rss      []int64
-		devMem   []int64
-		sawDev   bool
-		failures []string
-		lastRes  []byte // the results file as last read, once iteration 1 parsed
-		lastRead []byte
-	)
-	start := now()
-	fail := func(iter int, format string, args ...any) {
-		if d.FailedIteration == 0 {
-			d.FailedIteration = iter
-		}
-		failures = append(failures, fmt.Sprintf("iteration %d: ", iter)+fmt.Sprintf(format, args...))
-	}
-loop:
+	br.d = &BurninDetails{Requested: want.String(), LeakToleranceBytes: tol}
+	br.out = &step.Outcome{Status: step.Passed, Details: br.d}
+	return br, nil
+}
+
+// loop invokes the suite until the duration is spent or an iteration
+// fails; it returns the results file as last read (nil when iteration 1
+// left none that parsed).
+func (br *burnRun) loop(ctx context.Context, now func() time.Time, resFile *rootedFile) ([]byte, error) {
+	s, d := br.s, br.d
+	var parsed bool
+	var lastRead []byte
+	br.start = now()
 	for iter := 1; ; iter++ {
-		if iter > 1 && now().Sub(start) >= want {
+		left := br.want - now().Sub(br.start)
+		if iter > 1 && left <= 0 {
 			break
 		}
 		if err := resFile.remove(); err != nil {
 			return nil, err
 		}
-		res, err := runStep(ctx, s, env...)
+		// The burn-in still to run, for a suite that sustains it itself.
+		duration := "GPUATTEST_DURATION=" + strconv.FormatFloat(max(left.Seconds(), 0.001), 'f', 3, 64)
+		iterStart := now()
+		res, err := runStep(ctx, s, append(slices.Clip(br.env), duration)...)
 		if err != nil {
 			if ctx.Err() != nil {
-				d.Elapsed = now().Sub(start).Round(time.Millisecond).String()
-				failures = append(failures, fmt.Sprintf("cut short after %s of %s in iteration %d: %v", d.Elapsed, want, iter, context.Cause(ctx)))
-				break loop
+				d.Elapsed = now().Sub(br.start).Round(time.Millisecond).String()
+				br.failures = append(br.failures, fmt.Sprintf("cut short after %s of %s in iteration %d: %v", d.Elapsed, br.want, iter, context.Cause(ctx)))
+				break
 			}
 			return nil, err
 		}
-		out.ExitCode = exitPtr(res)
-		d.Iterations = iter
-		rss = append(rss, res.MaxRSSBytes)
+		br.out.ExitCode = exitPtr(res)
+		d.Invocations = iter
+		d.IterationSeconds = append(d.IterationSeconds, now().Sub(iterStart).Seconds())
 		r, b, err := readResults(resFile, s.Step.Format)
-		if b != nil {
+		if b != nil && (parsed || err == nil) {
 			lastRead = b
 		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil, err
 			}
-			fail(iter, "results: %s", firstLine(err.Error()))
+			br.fail(iter, "results: %s", firstLine(err.Error()))
 			break
 		}
-		if iter == 1 {
-			lastRes = b
-		}
-		if res.ExitCode != 0 {
-			fail(iter, "command exited %d", res.ExitCode)
-		}
-		var dm int64
-		names := make([]string, 0, len(r.Cases))
-		digests := map[string]string{}
-		for _, c := range r.Cases {
-			names = append(names, c.Name)
-			if c.Status == StatusFailed || c.Status == StatusError {
-				msg := ""
-				if c.Message != "" {
-					msg = ": " + firstLine(c.Message)
-				}
-				fail(iter, "case %s %s%s", c.Name, c.Status, msg)
-			}
-			if c.OutputSHA256 != "" {
-				digests[c.Name] = c.OutputSHA256
-			}
-			if c.DeviceMemoryUsedBytes > 0 {
-				sawDev = true
-				dm = max(dm, c.DeviceMemoryUsedBytes)
-			}
-		}
-		devMem = append(devMem, dm)
-		if len(r.Cases) == 0 {
-			fail(iter, "results hold no case")
-		}
-		if iter == 1 {
-			first, caseSet = digests, names
-			d.Cases, d.OutputsChecked = len(names), len(digests)
-		} else {
-			if strings.Join(names, "\x00") != strings.Join(caseSet, "\x00") {
-				fail(iter, "the set of cases changed (%d cases, first iteration had %d)", len(names), len(caseSet))
-			}
-			for name, want := range first {
-				if got := digests[name]; got != want {
-					if got == "" {
-						got = "none"
-					}
-					d.Mismatches = append(d.Mismatches, fmt.Sprintf("iteration %d: %s output %s, iteration 1 %s", iter, name, short(got), short(want)))
-				}
-			}
-			if len(d.Mismatches) > 0 {
-				fail(iter, "outputs differ from iteration 1: %s", d.Mismatches[0])
-			}
-		}
-		if len(failures) > 0 {
+		parsed = true
+		if !br.take(iter, r, res.ExitCode, res.MaxRSSBytes) {
 			break
 		}
 	}
-	elapsed := now().Sub(start)
+	br.elapsed = now().Sub(br.start)
 	if d.Elapsed == "" {
-		d.Elapsed = elapsed.Round(time.Millisecond).String()
+		d.Elapsed = br.elapsed.Round(time.Millisecond).String()
 	}
-	if lastRes != nil {
-		if f, err := writeBytesToStep(s, "results-last"+extOf(resFile.rel), "results", lastRead); err == nil {
-			out.Results = append(out.Results, f)
-		}
+	return lastRead, nil
+}
+
+// take judges one invocation's results; it returns false to stop.
+func (br *burnRun) take(iter int, r *Results, exitCode int, maxRSS int64) bool {
+	d := br.d
+	if iter == 1 {
+		d.Sustained = r.Sustained != nil
+		d.Backend, d.Device, d.DeviceUUID = r.Backend, r.Device, r.DeviceUUID
+	} else if (r.Sustained != nil) != d.Sustained {
+		br.fail(iter, "the results of iteration 1 and %d disagree on whether the suite ran sustained (a \"sustained\" block)", iter)
+		return false
 	}
-	if d.Iterations > 0 && d.OutputsChecked == 0 {
+	if exitCode != 0 {
+		br.fail(iter, "command exited %d", exitCode)
+	}
+	if d.Sustained {
+		br.sustained(iter, r)
+	} else {
+		br.generic(iter, r, maxRSS)
+	}
+	br.compareOutputs(iter, r)
+	br.s.Report(step.Progress{Iterations: d.Iterations, Errors: len(br.failures)})
+	return len(br.failures) == 0
+}
+
+// verdict judges the whole burn-in and returns the outcome.
+func (br *burnRun) verdict() *step.Outcome {
+	d, out := br.d, br.out
+	if d.Invocations > 0 && d.OutputsChecked == 0 {
 		d.Notes = append(d.Notes, "no case reports output_sha256: output consistency was not checked")
 	}
-	if d.Iterations > 0 && d.Iterations < minTrendIterations {
-		d.Notes = append(d.Notes, fmt.Sprintf("%d iterations: too few to judge a memory trend (need %d)", d.Iterations, minTrendIterations))
+	if d.Sustained {
+		br.judgeSustained(br.minDuty)
+	} else {
+		br.judgeGeneric()
 	}
-	var anyRSS bool
-	for _, v := range rss {
-		anyRSS = anyRSS || v > 0
-	}
-	if anyRSS {
-		d.HostRSS = trend(rss)
-		if sl := d.HostRSS.SlopePerIteration; sl != nil && *sl > float64(tol) {
-			failures = append(failures, fmt.Sprintf("host RSS rises by %.0f bytes per iteration (tolerance %d): leak", *sl, tol))
-		}
-	} else if d.Iterations > 0 {
-		d.Notes = append(d.Notes, fmt.Sprintf("the %s runner does not report peak RSS: host memory trend not checked", s.Runner.Name()))
-	}
-	if sawDev {
-		d.DeviceMemory = trend(devMem)
-		if sl := d.DeviceMemory.SlopePerIteration; sl != nil && *sl > float64(tol) {
-			failures = append(failures, fmt.Sprintf("device memory rises by %.0f bytes per iteration (tolerance %d): leak", *sl, tol))
-		}
-	}
-	if len(failures) == 0 && elapsed < want {
-		failures = append(failures, fmt.Sprintf("ran %s of the %s asked: a burn-in shorter than asked is a failure", d.Elapsed, want))
+	br.telemetry()
+	failures := br.failures
+	if len(failures) == 0 && br.elapsed < br.want {
+		failures = append(failures, fmt.Sprintf("ran %s of the %s asked: a burn-in shorter than asked is a failure", d.Elapsed, br.want))
 	}
 	d.Completed = len(failures) == 0
 	if len(failures) > 0 {
 		out.Status = step.Failed
 		out.Reason = "burn-in " + strings.Join(failures, "; ")
-		return out, nil
+		return out
 	}
-	out.Reason = fmt.Sprintf("%d iterations in %s, outputs of %d cases identical", d.Iterations, d.Elapsed, d.OutputsChecked)
-	return out, nil
+	if d.Sustained {
+		out.Reason = fmt.Sprintf("sustained run: %d iterations in %s, duty cycle %.1f%% (%s), outputs of %d repeats of %d cases identical to their first",
+			d.Iterations, d.Elapsed, 100*derefOr(d.DutyCycle, 0), d.Timing, d.RepeatsChecked, d.OutputsChecked)
+	} else {
+		out.Reason = fmt.Sprintf("%d iterations in %s, outputs of %d cases identical", d.Iterations, d.Elapsed, d.OutputsChecked)
+	}
+	return out
 }
+
+func derefOr(p *float64, v float64) float64 {
+	if p == nil {
+		return v
+	}
+	return *p
+}
+
+// caseFailures fails iteration iter for every case of r that failed or
+// errored, except a sustained case whose only fault is outputs that
+// differed (compareOutputs reports those).
+func (br *burnRun) caseFailures(iter int, r *Results) {
+	for _, c := range r.Cases {
+		if c.Status != StatusFailed && c.Status != StatusError {
+			continue
+		}
+		if c.Status == StatusFailed && c.Sustained != nil && c.Sustained.Mismatches > 0 {
+			continue
+		}
+		msg := ""
+		if c.Message != "" {
+			msg = ": " + firstLine(c.Message)
+		}
+		br.fail(iter, "case %s %s%s", c.Name, c.Status, msg)
+	}
+	if len(r.Cases) == 0 {
+		br.fail(iter, "results hold no case")
+	}
+}
+
+// generic takes one full run of a suite that does not sustain itself.
+func (br *burnRun) generic(iter int, r *Results, maxRSS int64) {
+	br.d.Iterations = iter
+	br.rss = append(br.rss, maxRSS)
+	br.caseFailures(iter, r)
+	var dm int64
+	for _, c := range r.Cases {
+		if c.DeviceMemoryUsedBytes > 0 {
+			br.sawDev = true
+			dm = max(dm, c.DeviceMemoryUsedBytes)
+		}
+	}
+	br.devMem = append(br.devMem, dm)
+}
+
+// sustained takes one invocation of a suite that ran sustained.
+func (br *burnRun) sustained(iter int, r *Results) {
+	d, sus := br.d, r.Sustained
+	d.Iterations += int(sus.Iterations)
+	d.RepeatsChecked += sus.OutputsChecked
+	d.BusySeconds += sus.BusySeconds
+	if d.Timing == "" {
+		d.Timing = sus.Timing
+	}
+	br.dutyTime += sus.DutyCycle * sus.ElapsedSeconds
+	br.loopTime += sus.ElapsedSeconds
+	br.caseFailures(iter, r)
+	for _, c := range r.Cases {
+		if cs := c.Sustained; cs != nil && cs.Mismatches > 0 {
+			d.Mismatches = append(d.Mismatches, fmt.Sprintf("iteration %d: %s: %d of %d repeats differ from repeat 1 (first: repeat %d)",
+				iter, c.Name, cs.Mismatches, cs.Repeats-1, cs.FirstMismatch))
+		}
+	}
+	if sus.Mismatches > 0 && len(d.Mismatches) == 0 {
+		d.Mismatches = append(d.Mismatches, fmt.Sprintf("iteration %d: %d repeats differ from their first", iter, sus.Mismatches))
+	}
+	if len(d.Mismatches) > 0 {
+		br.fail(iter, "outputs differ from repeat 1: %s", d.Mismatches[0])
+	}
+	if sus.Error != "" {
+		br.fail(iter, "sustained run: %s", firstLine(sus.Error))
+	}
+	// The memory samples after the loop started (the first precedes the
+	// workers' first allocations), one trend per kind; the steepest over
+	// the invocations is kept.
+	var host, dev []int64
+	for _, m := range sus.Memory {
+		if m.Iteration == 0 {
+			continue
+		}
+		if m.HostRSSBytes > 0 {
+			host = append(host, m.HostRSSBytes)
+		}
+		if m.DeviceUsedBytes > 0 {
+			dev = append(dev, m.DeviceUsedBytes)
+		}
+	}
+	d.HostRSS = steeper(d.HostRSS, host, sus.MemoryIntervalSeconds)
+	d.DeviceMemory = steeper(d.DeviceMemory, dev, sus.MemoryIntervalSeconds)
+}
+
+// steeper returns the trend of series, or cur when cur rises faster.
+func steeper(cur *Trend, series []int64, interval float64) *Trend {
+	if len(series) == 0 {
+		return cur
+	}
+	t := trend(series)
+	t.IntervalSeconds = interval
+	if cur != nil && (t.SlopePerIteration == nil || (cur.SlopePerIteration != nil && *cur.SlopePerIteration >= *t.SlopePerIteration)) {
+		return cur
+	}
+	return t
+}
+
+// compareOutputs checks that iteration iter ran the cases of iteration 1
+// and that their output digests did not change.
+func (br *burnRun) compareOutputs(iter int, r *Results) {
+	d := br.d
+	names := make([]string, 0, len(r.Cases))
+	digests := map[string]string{}
+	for _, c := range r.Cases {
+		names = append(names, c.Name)
+		if c.OutputSHA256 != "" {
+			digests[c.Name] = c.OutputSHA256
+		}
+	}
+	if iter == 1 {
+		br.first, br.caseSet = digests, names
+		d.Cases, d.OutputsChecked = len(names), len(digests)
+		return
+	}
+	if strings.Join(names, "\x00") != strings.Join(br.caseSet, "\x00") {
+		br.fail(iter, "the set of cases changed (%d cases, first iteration had %d)", len(names), len(br.caseSet))
+	}
+	bad := len(d.Mismatches)
+	for name, want := range br.first {
+		if got := digests[name]; got != want {
+			if got == "" {
+				got = "none"
+			}
+			d.Mismatches = append(d.Mismatches, fmt.Sprintf("iteration %d: %s output %s, iteration 1 %s", iter, name, short(got), short(want)))
+		}
+	}
+	if len(d.Mismatches) > bad {
+		br.fail(iter, "outputs differ from iteration 1: %s", d.Mismatches[bad])
+	}
+}
+
+// judgeGeneric judges the memory trends of repeated full runs.
+func (br *burnRun) judgeGeneric() {
+	d := br.d
+	if d.Iterations > 0 && d.Iterations < minTrendIterations {
+		d.Notes = append(d.Notes, fmt.Sprintf("%d iterations: too few to judge a memory trend (need %d)", d.Iterations, minTrendIterations))
+	}
+	var anyRSS bool
+	for _, v := range br.rss {
+		anyRSS = anyRSS || v > 0
+	}
+	if anyRSS {
+		d.HostRSS = trend(br.rss)
+	} else if d.Iterations > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("the %s runner does not report peak RSS: host memory trend not checked", br.s.Runner.Name()))
+	}
+	if br.sawDev {
+		d.DeviceMemory = trend(br.devMem)
+	}
+	br.judgeTrends("iteration")
+}
+
+// judgeSustained judges a sustained run's duty cycle and memory trends.
+func (br *burnRun) judgeSustained(minDuty *float64) {
+	d := br.d
+	if br.loopTime > 0 {
+		duty := br.dutyTime / br.loopTime
+		d.DutyCycle = &duty
+		if minDuty == nil && d.Backend == "cuda" {
+			v := DefaultMinDutyCycle
+			minDuty = &v
+		}
+		switch {
+		case minDuty != nil:
+			d.MinDutyCycle = minDuty
+			if duty < *minDuty {
+				br.failures = append(br.failures, fmt.Sprintf("duty cycle %.1f%% is below the %.1f%% asked (%s backend, %s): the kernels left the device idle for %.1f%% of the run",
+					100*duty, 100**minDuty, d.Backend, d.Timing, 100*(1-duty)))
+			}
+		default:
+			d.Notes = append(d.Notes, fmt.Sprintf("duty cycle %.1f%% on the %s backend: reported, not judged (set minDutyCycle to judge it)", 100*duty, d.Backend))
+		}
+	}
+	for _, t := range []*Trend{d.HostRSS, d.DeviceMemory} {
+		if t != nil && t.SlopePerIteration == nil {
+			d.Notes = append(d.Notes, fmt.Sprintf("%d memory samples: too few to judge a memory trend (need %d)", len(t.Series), minTrendIterations))
+			break
+		}
+	}
+	if d.DeviceMemory != nil {
+		d.Notes = append(d.Notes, "device memory is device-wide (cuMemGetInfo): another process on the GPU moves it too")
+	}
+	br.judgeTrends("memory sample")
+}
+
+// judgeTrends fails on a memory slope beyond the tolerance, per unit.
+func (br *burnRun) judgeTrends(unit string) {
+	d := br.d
+	if t := d.HostRSS; t != nil && t.SlopePerIteration != nil && *t.SlopePerIteration > float64(br.tol) {
+		br.failures = append(br.failures, fmt.Sprintf("host RSS rises by %.0f bytes per %s (tolerance %d): leak", *t.SlopePerIteration, unit, br.tol))
+	}
+	if t := d.DeviceMemory; t != nil && t.SlopePerIteration != nil && *t.SlopePerIteration > float64(br.tol) {
+		br.failures = append(br.failures, fmt.Sprintf("device memory rises by %.0f bytes per %s (tolerance %d): leak", *t.SlopePerIteration, unit, br.tol))
+	}
+}
+
+// telemetryLine is the part of a telemetry line (pipeline/gpu.Line) a
+// burn-in reads.
+type telemetryLine struct {
+	Kind         string  `json:"kind"`
+	GPU          int     `json:"gpu"`
+	TemperatureC *uint32 `json:"temperature_c"`
+	Throttled    bool    `json:"throttled"`
+}
+
+// telemetry fills the temperature range and throttle share from the
+// engine's telemetry of this step, when there is any: the samples of the
+// GPU the results name (by UUID, through the hardware record), else of
+// every GPU.
+func (br *burnRun) telemetry() {
+	d := br.d
+	f, err := os.Open(filepath.Join(br.s.StepDir, telemetryFile))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			d.Notes = append(d.Notes, "telemetry not read: "+err.Error())
+		}
+		return
+	}
+	defer f.Close()
+	gpu := -1
+	switch rec := br.s.Hardware; {
+	case rec == nil:
+		d.Notes = append(d.Notes, "telemetry of every GPU: no hardware record to find the results' device in")
+	case d.DeviceUUID == "":
+		d.Notes = append(d.Notes, "telemetry of every GPU: the results name no device (device_uuid)")
+	default:
+		for _, g := range rec.GPUs {
+			if strings.EqualFold(g.UUID, d.DeviceUUID) {
+				gpu = g.Index
+			}
+		}
+		if gpu < 0 {
+			d.Notes = append(d.Notes, fmt.Sprintf("telemetry of every GPU: the hardware record has no GPU %s, which the results name", d.DeviceUUID))
+		}
+	}
+	var n, throttled int
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var l telemetryLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Kind != "sample" || (gpu >= 0 && l.GPU != gpu) {
+			continue
+		}
+		n++
+		if l.Throttled {
+			throttled++
+		}
+		if l.TemperatureC != nil {
+			t := float64(*l.TemperatureC)
+			if d.TempMinC == nil || t < *d.TempMinC {
+				d.TempMinC = &t
+			}
+			if d.TempMaxC == nil || t > *d.TempMaxC {
+				d.TempMaxC = ptrFloat(t)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		d.Notes = append(d.Notes, "telemetry not fully read: "+err.Error())
+	}
+	if n == 0 {
+		d.Notes = append(d.Notes, "telemetry holds no sample for this burn-in")
+		return
+	}
+	if gpu >= 0 {
+		d.TelemetryGPU = &gpu
+	}
+	d.TelemetrySamples = n
+	d.ThrottleShare = ptrFloat(float64(throttled) / float64(n))
+}
+
+func ptrFloat(v float64) *float64 { return &v }
 
 func short(h string) string {
 	if len(h) > 12 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"os"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ var ErrNoBaseline = errors.New("baseline not found")
 // written by a benchmark step, or a baseline file. A missing file is an
 // error wrapping ErrNoBaseline when what is "baseline".
 func LoadSampleSet(path, what string) (*SampleSet, error) {
-	b, err := os.ReadFile(path)
+	b, err := limits.ReadFile(path, limits.ResultsBytes, what+" file")
 	if err != nil {
 		return nil, readSampleSetError(path, what, err)
 	}
@@ -138,10 +139,15 @@ func parseSampleSet(path string, b []byte) (*SampleSet, error) {
 			kind = "baseline"
 		}
 		s := &SampleSet{Path: path, Kind: kind, Hardware: f.Hardware}
+		first := map[string]int{}
 		for i, c := range f.Cases {
 			if c.Name == "" {
 				return nil, fmt.Errorf("%s: /cases/%d: no name", path, i)
 			}
+			if j, dup := first[c.Name]; dup {
+				return nil, fmt.Errorf("%s: /cases/%d: duplicate case name %q (first at /cases/%d)\nhint: one case, one name: a second copy would replace the first's samples", path, i, c.Name, j)
+			}
+			first[c.Name] = i
 			for k, v := range c.SamplesNS {
 				if !(v > 0) {
 					return nil, fmt.Errorf("%s: /cases/%d/samples_ns/%d: %v is not a positive duration", path, i, k, v)
@@ -154,6 +160,19 @@ func parseSampleSet(path string, b []byte) (*SampleSet, error) {
 		return s, nil
 	}
 	return nil, fmt.Errorf("%s: /schema: %q is not a format gpuattest compares\nhint: expected a results file (%s), a benchmark.json (%s) or a baseline (%s)", path, head.Schema, ResultsSchemaID, BenchmarkSchemaID, BaselineSchemaID)
+}
+
+// uniqueCases refuses a sample set with two cases of one name: the
+// comparison would judge only one of them.
+func uniqueCases(s *SampleSet) error {
+	seen := map[string]bool{}
+	for i, c := range s.Cases {
+		if seen[c.Name] {
+			return fmt.Errorf("%s: cases[%d]: duplicate case name %q", orUnknown(s.Path), i, c.Name)
+		}
+		seen[c.Name] = true
+	}
+	return nil
 }
 
 // RefusalMessage says why a report was refused for differing hardware,
@@ -306,6 +325,12 @@ func Compare(baseline, candidate *SampleSet, opts ...CompareOption) (*Report, er
 		if !o.allowMismatch {
 			return refuseHardware(rep, baseline, candidate), nil
 		}
+	}
+	if err := uniqueCases(baseline); err != nil {
+		return nil, err
+	}
+	if err := uniqueCases(candidate); err != nil {
+		return nil, err
 	}
 	cand := map[string]SampleCase{}
 	for _, c := range candidate.Cases {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"io"
 	"io/fs"
 	"os"
@@ -137,7 +138,7 @@ func (f *rootedFile) read() ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is a %s, not a regular file", f.abs, st.Mode().Type())
 	}
-	return io.ReadAll(h)
+	return limits.ReadAll(h, limits.ResultsBytes, f.abs, "results file")
 }
 
 // file describes the bytes b, read from f, by f's name.

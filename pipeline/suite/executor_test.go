@@ -128,7 +128,7 @@ func TestTestExecutor(t *testing.T) {
 }
 
 func benchStep(id string, scale string, extra func(*pipeline.Step)) pipeline.Step {
-	st := pipeline.Step{ID: id, Kind: "benchmark", Run: sh(`"$HARNESS" out.json ` + scale), Results: "out.json", Warmup: 2, Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2}}
+	st := pipeline.Step{ID: id, Kind: "benchmark", Run: sh(`"$HARNESS" out.json ` + scale), Results: "out.json", Warmup: ptrInt(2), Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2}}
 	if extra != nil {
 		extra(&st)
 	}
@@ -272,7 +272,7 @@ func sealed(cpu string) *hardware.Record {
 func TestBenchmarkGate(t *testing.T) {
 	t.Parallel()
 	base := saveBaseline(t, hwA)
-	g := &pipeline.Gate{Threshold: "3%", Alpha: 0.01}
+	g := &pipeline.Gate{Threshold: pipeline.MustPercent("3%"), Alpha: 0.01}
 	tests := []struct {
 		name    string
 		scale   string
@@ -286,7 +286,7 @@ func TestBenchmarkGate(t *testing.T) {
 		{"one case 10% slower", "1.1", hwA, g, step.Failed, map[string]stats.Verdict{"copy/n=1024": stats.Same, "scale/n=1024": stats.Slower}, "scale/n=1024 SLOWER"},
 		{"slower without a gate only reports", "1.1", hwA, nil, step.Passed, map[string]stats.Verdict{"scale/n=1024": stats.Slower}, ""},
 		{"hardware mismatch refused", "1", hwB, g, step.Failed, nil, "refusing to compare"},
-		{"hardware mismatch allowed", "1", hwB, &pipeline.Gate{Threshold: "3%", Alpha: 0.01, AllowHardwareMismatch: true}, step.Passed, map[string]stats.Verdict{"copy/n=1024": stats.Same}, ""},
+		{"hardware mismatch allowed", "1", hwB, &pipeline.Gate{Threshold: pipeline.MustPercent("3%"), Alpha: 0.01, AllowHardwareMismatch: true}, step.Passed, map[string]stats.Verdict{"copy/n=1024": stats.Same}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -355,7 +355,7 @@ func TestBurnin(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(tt.run), Results: "out.json", Duration: pipeline.Duration(tt.duration), LeakTolerance: tt.leak, Repeats: pipeline.Repeats{N: 3}})
+			s := newContext(t, pipeline.Step{ID: "burn", Kind: "burnin", Run: sh(tt.run), Results: "out.json", Duration: pipeline.MustDuration(tt.duration), LeakTolerance: sizeOrZero(tt.leak), Repeats: pipeline.Repeats{N: 3}})
 			ctx := t.Context()
 			if tt.cancel > 0 {
 				var cancel context.CancelFunc
@@ -431,4 +431,48 @@ func TestProfile(t *testing.T) {
 			t.Errorf("outcome %+v", out)
 		}
 	})
+}
+
+// A benchmark without warmup: leaves GPUATTEST_WARMUP unset, so the
+// suite's own default (the harness's 3) applies; warmup: 0 exports 0.
+func TestBenchmarkWarmupOnlyWhenSet(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		warmup *int
+		want   string
+	}{
+		{"unset", nil, "unset\nunset\n"},
+		{"zero", ptrInt(0), "0\n0\n"},
+		{"five", ptrInt(5), "5\n5\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newContext(t, benchStep("bench", "1", func(st *pipeline.Step) { st.Warmup = tt.warmup }))
+			s.Step.Run = sh(`echo "${GPUATTEST_WARMUP-unset}" >> env.log; "$HARNESS" out.json`)
+			out, err := Benchmark{}.Execute(t.Context(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != step.Passed {
+				t.Fatalf("status %s: %s", out.Status, out.Reason)
+			}
+			if env, _ := os.ReadFile(filepath.Join(s.WorkDir, "env.log")); string(env) != tt.want {
+				t.Errorf("GPUATTEST_WARMUP seen by the suite: %q, want %q", env, tt.want)
+			}
+			if d := out.Details.(*BenchmarkDetails); (d.Warmup == nil) != (tt.warmup == nil) || (d.Warmup != nil && *d.Warmup != *tt.warmup) {
+				t.Errorf("details warmup %v, want %v", d.Warmup, tt.warmup)
+			}
+		})
+	}
+}
+
+func ptrInt(v int) *int { return &v }
+
+// sizeOrZero is a test case's leak tolerance; "" leaves it out.
+func sizeOrZero(s string) pipeline.Size {
+	if s == "" {
+		return pipeline.Size{}
+	}
+	return pipeline.MustSize(s)
 }

@@ -73,7 +73,7 @@ func TestResultsSymlinkOutsideRoot(t *testing.T) {
 func TestBaselineOutsideRoot(t *testing.T) {
 	t.Parallel()
 	base := saveBaseline(t, hwA)
-	g := &pipeline.Gate{Threshold: "3%", Alpha: 0.01}
+	g := &pipeline.Gate{Threshold: pipeline.MustPercent("3%"), Alpha: 0.01}
 	s := newContext(t, benchStep("b", "1", func(st *pipeline.Step) { st.Baseline, st.Gate = base, g }))
 	_, err := Benchmark{}.Execute(t.Context(), s)
 	if err == nil || !strings.Contains(err.Error(), "outside") {

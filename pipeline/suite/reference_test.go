@@ -2,10 +2,13 @@ package suite
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +24,7 @@ func refStep(scale string, edit func(*pipeline.Step)) pipeline.Step {
 	st := pipeline.Step{ID: "bench", Kind: "benchmark", Run: sh(`"$HARNESS" cand.json ` + scale), Results: "cand.json",
 		Reference: &pipeline.Reference{Run: sh(`"$HARNESS" ref.json 1`), Results: "ref.json"},
 		Rounds:    10, Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2, 3},
-		Gate: &pipeline.Gate{Threshold: "10%", Alpha: 0.01}}
+		Gate: &pipeline.Gate{Threshold: pipeline.MustPercent("10%"), Alpha: 0.01}}
 	if edit != nil {
 		edit(&st)
 	}
@@ -245,7 +248,7 @@ func TestReferenceGateOnRealWork(t *testing.T) {
 				st := pipeline.Step{ID: "bench", Kind: "benchmark", Results: "cand.json",
 					Run:       pipeline.Command{Argv: []string{spin, "-work", "50000", "-out", "cand.json"}},
 					Reference: &pipeline.Reference{Run: pipeline.Command{Argv: []string{spin, "-work", refWork, "-out", "ref.json"}}, Results: "ref.json"},
-					Warmup:    3, Repeats: pipeline.Repeats{N: 200}, Gate: &pipeline.Gate{Threshold: "10%", Alpha: 0.01}}
+					Warmup:    ptrInt(3), Repeats: pipeline.Repeats{N: 200}, Gate: &pipeline.Gate{Threshold: pipeline.MustPercent("10%"), Alpha: 0.01}}
 				s := newContext(t, st)
 				out, err := Benchmark{}.Execute(t.Context(), s)
 				if err != nil {
@@ -296,7 +299,7 @@ func TestBenchmarkAutoRepeats(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := newContext(t, pipeline.Step{ID: "b", Kind: "benchmark", Run: sh(tt.run), Results: "r.json",
-				Repeats: pipeline.Repeats{Auto: true}, Precision: "1%", MaxTime: "2m"})
+				Repeats: pipeline.Repeats{Auto: true}, Precision: pipeline.MustPercent("1%"), MaxTime: pipeline.MustDuration("2m")})
 			out, err := Benchmark{}.Execute(t.Context(), s)
 			if err != nil {
 				t.Fatal(err)
@@ -322,6 +325,55 @@ func TestBenchmarkAutoRepeats(t *testing.T) {
 				if !strings.Contains(string(env), w+"\n") {
 					t.Errorf("suite environment lacks %s:\n%s", w, env)
 				}
+			}
+		})
+	}
+}
+
+// Recheck re-derives a recorded benchmark verdict from the copies in the
+// step directory: it agrees with the executor, and refuses copies whose
+// digest differs from the record or whose content no longer passes.
+func TestRecheckBenchmark(t *testing.T) {
+	t.Parallel()
+	for _, st := range []pipeline.Step{refStep("1", nil), benchStep("seeds", "1", nil)} {
+		t.Run(st.ID, func(t *testing.T) {
+			t.Parallel()
+			s := newContext(t, st)
+			out, err := Benchmark{Rand: rand.New(rand.NewPCG(5, 5))}.Execute(t.Context(), s)
+			if err != nil || out.Status != step.Passed {
+				t.Fatalf("benchmark: %v %+v", err, out)
+			}
+			if err := Recheck(s, out.Results, out.ExitCode); err != nil {
+				t.Fatalf("recheck of an untouched run: %v", err)
+			}
+			// A results copy edited: its digest no longer matches.
+			var victim step.File
+			for _, f := range out.Results {
+				if f.Kind == "results" {
+					victim = f
+					break
+				}
+			}
+			p := filepath.Join(s.StepDir, filepath.Base(victim.Path))
+			orig, _ := os.ReadFile(p)
+			slow := strings.ReplaceAll(string(orig), `"status":"passed"`, `"status":"failed"`)
+			if err := os.WriteFile(p, []byte(slow), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := Recheck(s, out.Results, out.ExitCode); err == nil || !strings.Contains(err.Error(), "but run.json records") {
+				t.Errorf("edited copy: %v", err)
+			}
+			// The same edit with its digest recorded too: the verdict itself
+			// no longer holds.
+			sum := sha256.Sum256([]byte(slow))
+			forged := slices.Clone(out.Results)
+			for i := range forged {
+				if forged[i].Path == victim.Path {
+					forged[i].SHA256 = hex.EncodeToString(sum[:])
+				}
+			}
+			if err := Recheck(s, forged, out.ExitCode); err == nil || !strings.Contains(err.Error(), "its results say failed") {
+				t.Errorf("forged copy and digest: %v", err)
 			}
 		})
 	}

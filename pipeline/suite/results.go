@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/gpuattest/gpuattest/internal/jsonpos"
 	"github.com/gpuattest/gpuattest/internal/schema"
 
 	"github.com/invopop/jsonschema"
@@ -40,6 +42,22 @@ type Results struct {
 	Backend string `json:"backend" jsonschema:"enum=cuda,enum=cpu"`
 	// Device is the GPU model the cases ran on; omitted on cpu.
 	Device string `json:"device,omitempty"`
+	// DeviceUUID is the UUID of the GPU the cases ran on, as NVML names it
+	// ("GPU-..."), so telemetry can judge that GPU; omitted on cpu.
+	DeviceUUID string `json:"device_uuid,omitempty" jsonschema:"pattern=^GPU-[0-9a-f-]+$"`
+	// DevicePCIBusID is that GPU's PCI bus id as the CUDA driver gives it
+	// (e.g. "0000:3B:00.0"; NVML writes the domain with 8 digits).
+	DevicePCIBusID string `json:"device_pci_bus_id,omitempty"`
+	// DeviceOrdinal is the CUDA device ordinal the suite opened, among the
+	// devices CUDA_VISIBLE_DEVICES leaves visible.
+	DeviceOrdinal *int `json:"device_ordinal,omitempty" jsonschema:"minimum=0"`
+	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES as the suite saw it, when
+	// set.
+	CUDAVisibleDevices string `json:"cuda_visible_devices,omitempty"`
+	// Sustained is present when the suite ran in sustained mode (the
+	// harness's --duration, which a burnin step asks for with
+	// GPUATTEST_DURATION): one process launching every case back to back.
+	Sustained *Sustained `json:"sustained,omitempty"`
 	// Cases are the test or benchmark cases.
 	Cases []Case `json:"cases"`
 
@@ -76,6 +94,85 @@ type Case struct {
 	// Stop says why sampling stopped, for adaptive repeats
 	// (GPUATTEST_REPEATS=auto).
 	Stop *Stop `json:"stop,omitempty"`
+	// Sustained is the case's account in a sustained run.
+	Sustained *CaseSustained `json:"sustained,omitempty"`
+}
+
+// Timing sources of a sustained run.
+const (
+	// TimingCUDAEvents: busy time from CUDA events around every repeat,
+	// wall time from an event pair around the whole loop.
+	TimingCUDAEvents = "cuda_events"
+	// TimingSteadyClock: busy time is the wall time threads spent in
+	// kernels, by the host's monotonic clock.
+	TimingSteadyClock = "steady_clock"
+)
+
+// Sustained is a sustained run: every case set up once in one process,
+// then launched back to back for a duration, the output of every repeat
+// compared with the first.
+type Sustained struct {
+	// DurationSeconds is the duration asked for.
+	DurationSeconds float64 `json:"duration_s" jsonschema:"exclusiveMinimum=0"`
+	// ElapsedSeconds is the wall time of the loop.
+	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	// BusySeconds is the time the device (or the threads) spent in
+	// kernels, summed over threads on cpu.
+	BusySeconds float64 `json:"busy_s" jsonschema:"minimum=0"`
+	// DutyCycle is the busy share of the loop's wall time (per thread on
+	// cpu), from 0 to 1.
+	DutyCycle float64 `json:"duty_cycle" jsonschema:"minimum=0,maximum=1"`
+	// Timing is how busy time was measured: cuda_events or steady_clock.
+	Timing string `json:"timing" jsonschema:"enum=cuda_events,enum=steady_clock"`
+	// Threads is the number of worker threads (cpu).
+	Threads int `json:"threads,omitempty" jsonschema:"minimum=0"`
+	// CPUSeconds is the CPU time the process used in the loop (cpu): less
+	// than BusySeconds on a machine shared with other work.
+	CPUSeconds *float64 `json:"cpu_s,omitempty" jsonschema:"minimum=0"`
+	// Iterations is the number of rounds, each launching every case once
+	// (summed over threads on cpu).
+	Iterations int64 `json:"iterations" jsonschema:"minimum=0"`
+	// OutputsChecked is the number of repeats whose output was compared
+	// with the first repeat's; Mismatches how many differed.
+	OutputsChecked int64 `json:"outputs_checked" jsonschema:"minimum=0"`
+	Mismatches     int64 `json:"mismatches" jsonschema:"minimum=0"`
+	// Consistent is true when no output differed and the loop ran to the
+	// end.
+	Consistent bool `json:"consistent"`
+	// Check is how outputs were compared: "bytes" (every byte, cpu) or
+	// "checksum64" (a 64-bit checksum computed on the device, cuda).
+	Check string `json:"check" jsonschema:"enum=bytes,enum=checksum64"`
+	// MemoryIntervalSeconds is how often Memory was sampled.
+	MemoryIntervalSeconds float64 `json:"memory_interval_s,omitempty" jsonschema:"minimum=0"`
+	// Memory are the process's memory samples over the loop.
+	Memory []MemorySample `json:"memory,omitempty"`
+	// Error says why the loop stopped early or did not run.
+	Error string `json:"error,omitempty"`
+}
+
+// MemorySample is one memory reading of a sustained run.
+type MemorySample struct {
+	// ElapsedSeconds is the time since the loop started.
+	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	// Iteration is the number of rounds completed by then.
+	Iteration int64 `json:"iteration" jsonschema:"minimum=0"`
+	// HostRSSBytes is the process's resident set size.
+	HostRSSBytes int64 `json:"host_rss_bytes,omitempty" jsonschema:"minimum=0"`
+	// DeviceUsedBytes is the device memory in use (device-wide, cuda).
+	DeviceUsedBytes int64 `json:"device_used_bytes,omitempty" jsonschema:"minimum=0"`
+}
+
+// CaseSustained is one case's account in a sustained run.
+type CaseSustained struct {
+	// Repeats counts the case's launches, the first (checked against the
+	// reference) included.
+	Repeats int64 `json:"repeats" jsonschema:"minimum=0"`
+	// Mismatches counts the repeats whose output differed from the first;
+	// FirstMismatch is the earliest (1 is the first repeat).
+	Mismatches    int64 `json:"mismatches" jsonschema:"minimum=0"`
+	FirstMismatch int64 `json:"first_mismatch,omitempty" jsonschema:"minimum=0"`
+	// BusySeconds is the time spent in this case's kernels.
+	BusySeconds float64 `json:"busy_s" jsonschema:"minimum=0"`
 }
 
 // Stop reasons of adaptive repeats.
@@ -172,7 +269,7 @@ func ReadResults(path string) (*Results, error) { return ReadResultsFormat(path,
 // "gpuattest" or "junit"; empty means auto). Errors name the file and, for
 // syntax errors, the line and column; schema violations name the field.
 func ReadResultsFormat(path, format string) (*Results, error) {
-	b, err := os.ReadFile(path)
+	b, err := limits.ReadFile(path, limits.ResultsBytes, "results file")
 	if err != nil {
 		return nil, readResultsError(path, err)
 	}
@@ -255,33 +352,11 @@ func parseResultsJSON(path string, b []byte) (*Results, error) {
 
 // jsonSyntaxError turns an encoding/json error into file:line:col.
 func jsonSyntaxError(path string, b []byte, err error) error {
-	var off int64 = -1
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	}
-	if off < 0 {
+	line, col, ok := jsonpos.OfError(b, err)
+	if !ok {
 		return fmt.Errorf("%s: %v\nhint: expected a gpuattest results JSON object", path, err)
 	}
-	if off > 0 {
-		off-- // the offset is just past the offending byte
-	}
-	line, col := lineCol(b, off)
 	return fmt.Errorf("%s:%d:%d: %v\nhint: expected a gpuattest results JSON object", path, line, col, err)
-}
-
-func lineCol(b []byte, off int64) (int, int) {
-	if off > int64(len(b)) {
-		off = int64(len(b))
-	}
-	pre := b[:off]
-	line := bytes.Count(pre, []byte{'\n'}) + 1
-	col := int(off) - bytes.LastIndexByte(pre, '\n')
-	return line, col
 }
 
 // schemaError flattens a validation error into one line per leaf problem,
@@ -348,7 +423,7 @@ func checkDuplicateKeys(path string, b []byte) error {
 				for off < int64(len(b)) && strings.IndexByte(" \t\r\n,", b[off]) >= 0 {
 					off++
 				}
-				line, col := lineCol(b, off)
+				line, col := jsonpos.LineCol(b, off)
 				where := top.ptr
 				if where == "" {
 					where = "/"

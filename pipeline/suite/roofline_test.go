@@ -2,6 +2,8 @@ package suite
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -103,5 +105,28 @@ func TestCompareSets(t *testing.T) {
 	}
 	if _, err := Compare(base, cand, WithAlpha(0)); err == nil {
 		t.Error("alpha 0 accepted")
+	}
+}
+
+// A case listed twice must not let one copy hide the other (a copy 99 %
+// slower was dropped and the gate passed).
+func TestDuplicateCaseNamesRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fast := `[1000,1001,999,1000,1002,998,1000,1001,999,1000]`
+	slow := `[1990,1991,1989,1990,1992,1988,1990,1991,1989,1990]`
+	cand := filepath.Join(dir, "cand.json")
+	body := `{"schema":"https://gpuattest.dev/benchmark/v1","hardware":{"backend":"cpu"},"cases":[{"name":"k","samples_ns":` + slow + `},{"name":"k","samples_ns":` + fast + `}]}`
+	if err := os.WriteFile(cand, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSampleSet(cand, "candidate")
+	if err == nil || !strings.Contains(err.Error(), `/cases/1: duplicate case name "k" (first at /cases/0)`) {
+		t.Fatalf("duplicate case accepted: %v", err)
+	}
+	set := &SampleSet{Kind: "benchmark", Cases: []SampleCase{{Name: "k", SamplesNS: []float64{1990}}, {Name: "k", SamplesNS: []float64{1000}}}}
+	base := &SampleSet{Kind: "baseline", Cases: []SampleCase{{Name: "k", SamplesNS: []float64{1000}}}}
+	if _, err := Compare(base, set); err == nil || !strings.Contains(err.Error(), "duplicate case name") {
+		t.Errorf("Compare accepted a duplicate case: %v", err)
 	}
 }

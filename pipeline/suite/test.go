@@ -3,6 +3,7 @@ package suite
 import (
 	"context"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"path/filepath"
 	"strings"
 
@@ -67,7 +68,19 @@ func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 	if _, err := writeBytesToStep(s, "results"+filepath.Ext(resFile.rel), resultsKind(r), b); err != nil {
 		return nil, err
 	}
-	d := &TestDetails{Results: s.Step.Results, Format: r.Format, Tool: r.Tool, Backend: r.Backend, Device: r.Device, Counts: r.Count()}
+	d, status, reason, err := judgeTest(s.Step, r, res.ExitCode)
+	if err != nil {
+		return nil, err
+	}
+	out.Details, out.Status, out.Reason = d, status, reason
+	return out, nil
+}
+
+// judgeTest is a test step's verdict on results r of a command that
+// exited with exitCode: passed only when every case that ran passed, at
+// least one case ran, and the command exited 0.
+func judgeTest(st *pipeline.Step, r *Results, exitCode int) (*TestDetails, step.Status, string, error) {
+	d := &TestDetails{Results: st.Results, Format: r.Format, Tool: r.Tool, Backend: r.Backend, Device: r.Device, Counts: r.Count()}
 	if r.Format == FormatJUnit {
 		d.Tool = ""
 	}
@@ -79,15 +92,14 @@ func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 			d.Skipped = append(d.Skipped, CaseStatus{c.Name, c.Status, c.Message})
 		}
 	}
-	out.Details = d
 	if d.Counts.Total == 0 {
-		return nil, fmt.Errorf("results %s hold no case: a test passes on its results, never on the exit code alone\nhint: check that the suite found its tests", s.Step.Results)
+		return nil, "", "", fmt.Errorf("results %s hold no case: a test passes on its results, never on the exit code alone\nhint: check that the suite found its tests", st.Results)
 	}
 	c := d.Counts
 	summary := fmt.Sprintf("%d cases: %d passed, %d failed, %d errored, %d skipped", c.Total, c.Passed, c.Failed, c.Errored, c.Skipped)
 	var why []string
-	if res.ExitCode != 0 {
-		why = append(why, fmt.Sprintf("command exited %d", res.ExitCode))
+	if exitCode != 0 {
+		why = append(why, fmt.Sprintf("command exited %d", exitCode))
 	}
 	if len(d.Failures) > 0 {
 		var names []string
@@ -108,13 +120,9 @@ func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 		why = append(why, "every case was skipped: nothing was tested")
 	}
 	if len(why) > 0 {
-		out.Status = step.Failed
-		out.Reason = summary + " (" + strings.Join(why, "; ") + ")"
-		return out, nil
+		return d, step.Failed, summary + " (" + strings.Join(why, "; ") + ")", nil
 	}
-	out.Status = step.Passed
-	out.Reason = summary
-	return out, nil
+	return d, step.Passed, summary, nil
 }
 
 func firstLine(s string) string {

@@ -60,7 +60,7 @@ func Run(simulated bool, artifactSHA256 string) *attest.Run {
 			Reproducible: &yes,
 		},
 		Benchmarks: []attest.BenchmarkSummary{{Step: "bench", Case: "vector_add", MedianNS: 1200, CILowNS: 1150, CIHighNS: 1260, Samples: 30, Throughput: &attest.Throughput{Value: 2950, Unit: "GB/s"}}},
-		Images:     []attest.Image{{Name: "cuda", Ref: "nvcr.io/nvidia/cuda@sha256:" + Hex('1'), Digest: "sha256:" + Hex('1')}},
+		Images:     []attest.Image{{Name: "cuda", URI: "oci://nvcr.io/nvidia/cuda@sha256:" + Hex('1'), Digest: "sha256:" + Hex('1')}},
 		Toolchain:  []attest.Tool{{Name: "nvcc", Version: "12.4.131"}},
 		Byproducts: []attest.FileDigest{{Path: "steps/build/stdout.log", SHA256: Hex('2')}},
 		StartedAt:  time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),

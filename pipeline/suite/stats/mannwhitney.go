@@ -93,17 +93,8 @@ func MannWhitney(x, y []float64) MannWhitneyResult {
 	if sigma2 <= 0 { // every value tied: no evidence of a shift
 		return MannWhitneyResult{U: u, P: 1}
 	}
-	d := u - mu
-	switch {
-	case d > 0.5:
-		d -= 0.5
-	case d < -0.5:
-		d += 0.5
-	default:
-		d = 0
-	}
-	z := d / math.Sqrt(sigma2)
-	return MannWhitneyResult{U: u, Z: z, P: math.Min(1, math.Erfc(math.Abs(z)/math.Sqrt2)), Exact: false}
+	z, p := normalTest(u, mu, sigma2)
+	return MannWhitneyResult{U: u, Z: z, P: p, Exact: false}
 }
 
 var exactCache sync.Map // [2]int -> []float64
@@ -147,6 +138,23 @@ func exactUDist(m, n int) []float64 {
 	}
 	exactCache.Store(key, c)
 	return c
+}
+
+// normalTest is the two-sided normal approximation of a rank statistic
+// stat with null mean mu and variance sigma2, continuity-corrected: its
+// z-score and p-value.
+func normalTest(stat, mu, sigma2 float64) (z, p float64) {
+	d := stat - mu
+	switch {
+	case d > 0.5:
+		d -= 0.5
+	case d < -0.5:
+		d += 0.5
+	default:
+		d = 0
+	}
+	z = d / math.Sqrt(sigma2)
+	return z, math.Min(1, math.Erfc(math.Abs(z)/math.Sqrt2))
 }
 
 // NormalQuantile returns the p-quantile of the standard normal

@@ -118,17 +118,7 @@ func SignedRank(d []float64) SignedRankResult {
 		res.P = 1
 		return res
 	}
-	dv := w - mu
-	switch {
-	case dv > 0.5:
-		dv -= 0.5
-	case dv < -0.5:
-		dv += 0.5
-	default:
-		dv = 0
-	}
-	res.Z = dv / math.Sqrt(sigma2)
-	res.P = math.Min(1, math.Erfc(math.Abs(res.Z)/math.Sqrt2))
+	res.Z, res.P = normalTest(w, mu, sigma2)
 	return res
 }
 

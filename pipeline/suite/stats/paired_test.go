@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -163,5 +164,73 @@ func TestComparePaired(t *testing.T) {
 	}
 	if _, err := ComparePaired([][]float64{{1}}, [][]float64{{-1}}, g); err == nil {
 		t.Error("a negative sample accepted")
+	}
+}
+
+// bruteHL is the definition: every pairwise log difference, sorted.
+func bruteHL(x, y []float64, level float64) Shift {
+	var d []float64
+	for _, b := range y {
+		for _, a := range x {
+			d = append(d, math.Log(b)-math.Log(a))
+		}
+	}
+	slices.Sort(d)
+	m, n := len(x), len(y)
+	mn := len(d)
+	z := NormalQuantile(1 - (1-level)/2)
+	k := int(math.Floor(float64(mn)/2 - z*math.Sqrt(float64(mn)*float64(m+n+1)/12)))
+	if k < 1 {
+		k = 1
+	}
+	return Shift{Delta: math.Expm1(quantileSorted(d, 0.5)), CI: Interval{Lo: math.Expm1(d[k-1]), Hi: math.Expm1(d[mn-k])}}
+}
+
+func TestHodgesLehmannSelectionMatchesDefinition(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(9, 10))
+	for trial := range 300 {
+		m, n := 1+r.IntN(120), 1+r.IntN(120)
+		draw := func(k int) []float64 {
+			s := make([]float64, k)
+			for i := range s {
+				if trial%3 == 0 {
+					s[i] = float64(1 + r.IntN(5)) // heavy ties
+				} else {
+					s[i] = 1000 * math.Exp(0.05*r.NormFloat64())
+				}
+			}
+			return s
+		}
+		x, y := draw(m), draw(n)
+		got, err := HodgesLehmann(x, y, 0.99)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := bruteHL(x, y, 0.99)
+		if !near(got.Delta, want.Delta, 1e-12) || got.CI.Lo != want.CI.Lo || got.CI.Hi != want.CI.Hi {
+			t.Fatalf("trial %d (m=%d n=%d): got %+v, want %+v", trial, m, n, got, want)
+		}
+	}
+}
+
+func TestLargeSamplesAreFast(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(11, 12))
+	const n = 300_000
+	x, y := make([]float64, n), make([]float64, n)
+	for i := range x {
+		x[i] = 1000 * math.Exp(0.02*r.NormFloat64())
+		y[i] = 1030 * math.Exp(0.02*r.NormFloat64())
+	}
+	c, err := Compare(x, y, Gate{Threshold: 0.01, Alpha: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Verdict != Slower || !near(c.Shift.Delta, 0.03, 0.001) {
+		t.Errorf("3%% slower with %d samples a side: %s %+v", n, c.Verdict, c.Shift)
+	}
+	if _, err := Summarize(x); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -135,38 +135,24 @@ func MedianCI(xs []float64, level float64) Interval {
 func medianCISorted(s []float64, level float64) Interval {
 	n := len(s)
 	// Symmetric choice: lower index j (1-based), upper n+1-j. Coverage is
-	// P(j ≤ B ≤ n-j) = 1 - 2 P(B ≤ j-1).
+	// P(j ≤ B ≤ n-j) = 1 - 2 P(B ≤ j-1); P(B ≤ j-1) is summed as j grows,
+	// so the search is linear in n.
 	best := 0
 	bestCov := 0.0
+	lnHalfN := float64(n) * math.Ln2
+	var cdf float64 // P(B ≤ j-1)
 	for j := 1; j <= n/2; j++ {
-		cov := 1 - 2*binomCDF(j-1, n)
-		if cov >= level {
-			best, bestCov = j, cov
-		} else {
+		cdf = math.Min(1, cdf+math.Exp(lnChoose(n, j-1)-lnHalfN))
+		cov := 1 - 2*cdf
+		if cov < level {
 			break
 		}
+		best, bestCov = j, cov
 	}
 	if best == 0 {
 		return Interval{Lo: s[0], Hi: s[n-1], Level: level, Achieved: 1 - 2*math.Pow(0.5, float64(n)), Exact: false}
 	}
 	return Interval{Lo: s[best-1], Hi: s[n-best], Level: level, Achieved: bestCov, Exact: true}
-}
-
-// binomCDF returns P(B ≤ k) for B ~ Binomial(n, 1/2), computed in log
-// space so that large n neither overflows nor underflows.
-func binomCDF(k, n int) float64 {
-	if k < 0 {
-		return 0
-	}
-	if k >= n {
-		return 1
-	}
-	lnHalfN := float64(n) * math.Ln2
-	var sum float64
-	for i := 0; i <= k; i++ {
-		sum += math.Exp(lnChoose(n, i) - lnHalfN)
-	}
-	return math.Min(sum, 1)
 }
 
 func lnChoose(n, k int) float64 {

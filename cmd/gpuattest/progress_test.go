@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+// progressPipeline is a build step, then a 3-second burn-in whose suite
+// takes 0.3 s an iteration.
+const progressPipeline = `apiVersion: gpuattest.dev/v1
+kind: Pipeline
+name: prog
+steps:
+  - id: build
+    run: sleep 0.5
+  - id: soak
+    kind: burnin
+    needs: [build]
+    run: "sleep 0.3; echo '{\"schema\":\"https://gpuattest.dev/results/v1\",\"tool\":\"t\",\"backend\":\"cpu\",\"cases\":[{\"name\":\"a\",\"status\":\"passed\",\"output_sha256\":\"abababababababababababababababababababababababababababababababab\"}]}' > r.json"
+    results: r.json
+    duration: 3s
+`
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRunProgressOnTerminal runs a pipeline with stderr on a
+// pseudo-terminal: the live area shows the running burn-in with its
+// elapsed and remaining time and iterations, redrawn in place (mpb moves
+// the cursor up), and the finished steps scroll above it as plain lines.
+func TestRunProgressOnTerminal(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(progressPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("skipping: no pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 120}); err != nil {
+		t.Fatal(err)
+	}
+	var screen syncBuffer
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(&screen, ptmx)
+	}()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	t.Setenv("NO_COLOR", "1")
+	var stdout bytes.Buffer
+	code := execute([]string{"run", filepath.Join(dir, "p.yaml"), "--out", filepath.Join(dir, "r")}, strings.NewReader(""), &stdout, tty)
+	tty.Close()
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
+	out := screen.String()
+	if code != 0 {
+		t.Fatalf("run exited %d\nstdout:\n%s\nterminal:\n%q", code, stdout.String(), out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`build\s+\S \d+s`),                                            // a running step with its elapsed time
+		regexp.MustCompile(`soak\s+.*\d+s/3s, [1-9]\d* iterations, 0 errors, \d+s left`), // burn-in status
+		regexp.MustCompile(`pass\s+build`),                                               // finished steps scroll above
+		regexp.MustCompile(`pass\s+soak`),
+		regexp.MustCompile("\x1b\\[\\d+A"), // the live area is redrawn in place (cursor up)
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("terminal output does not match %q:\n%q", want, out)
+		}
+	}
+	if regexp.MustCompile("\x1b\\[3\\dm").MatchString(out) {
+		t.Errorf("colours despite NO_COLOR=1:\n%q", out)
+	}
+	// Progress never reaches the step's logs.
+	for _, f := range []string{"stdout.log", "stderr.log"} {
+		b, err := os.ReadFile(filepath.Join(dir, "r", "steps", "soak", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "iterations") || strings.Contains(string(b), "\x1b[") {
+			t.Errorf("%s holds progress: %q", f, b)
+		}
+	}
+}
+
+// TestHeartbeatOffTerminal checks the plain-line mode: a heartbeat line
+// per long-running step, in the issue's format, at each interval.
+func TestHeartbeatOffTerminal(t *testing.T) {
+	p := &pipeline.Pipeline{Steps: []pipeline.Step{{ID: "burnin", Kind: pipeline.KindBurnin, Duration: pipeline.MustDuration("1h")}, {ID: "bench", Kind: pipeline.KindBenchmark}}}
+	var out syncBuffer
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	off := false
+	pr := newProgress(&out, p, progressOptions{tty: &off, heartbeat: 20 * time.Millisecond, now: clock})
+	pr.Event(engine.Event{Type: "start", Step: "burnin", Kind: pipeline.KindBurnin})
+	pr.Event(engine.Event{Type: "start", Step: "bench", Kind: pipeline.KindBenchmark})
+	mu.Lock()
+	now = now.Add(12*time.Minute + 30*time.Second)
+	mu.Unlock()
+	pr.Event(engine.Event{Type: "progress", Step: "burnin", Progress: &step.Progress{Iterations: 4500}})
+	pr.Event(engine.Event{Type: "progress", Step: "bench", Progress: &step.Progress{Samples: 1200, CIWidth: 0.024}})
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(out.String(), "bench 12m30s") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	pr.Event(engine.Event{Type: "finish", Step: "bench", State: engine.Passed, Duration: time.Minute})
+	pr.Close()
+	got := out.String()
+	for _, want := range []string{
+		"start  burnin               burnin\n",
+		"burnin 12m30s/1h0m, 4500 iterations, 0 errors, 47m30s left\n",
+		"bench 12m30s, 1200 samples, CI ±1.2%\n",
+		"pass   bench                  60.00s\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\x1b") {
+		t.Errorf("escape sequences off a terminal:\n%q", got)
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		45 * time.Second:                "45s",
+		12*time.Minute + 30*time.Second: "12m30s",
+		time.Hour:                       "1h0m",
+		time.Hour + 2*time.Second:       "1h0m2s",
+		1500 * time.Millisecond:         "2s",
+		10 * time.Minute:                "10m",
+	} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,7 +1,0 @@
-//go:build !unix
-
-package regfile
-
-import "os"
-
-const openFlags = os.O_RDONLY

@@ -1,0 +1,332 @@
+package kernels_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline/suite"
+)
+
+// The tests in this file drive the harness's cuda backend through
+// testdata/fakecuda: a fake libcuda.so.1 that runs the kernels on the host
+// (see its header). They test the harness's host code on the CUDA path
+// (driver calls, event timing, batching, context loss, device identity,
+// the sustained loop) on machines without a GPU; they prove nothing
+// about a GPU, and their names say "FakeDriver".
+
+var (
+	fakeOnce sync.Once
+	fakeDir  string
+	fakeErr  error
+)
+
+// fakeDriver builds testdata/fakecuda into a directory as libcuda.so.1,
+// once per test binary, with a fatbin directory beside it holding a
+// placeholder <kernel>.fatbin per kernel (the fake ignores the bytes).
+func fakeDriver(t *testing.T) (libDir, fatbinDir string) {
+	t.Helper()
+	testenv.RequireTool(t, "g++")
+	fakeOnce.Do(func() {
+		fakeDir, fakeErr = os.MkdirTemp("", "gpuattest-fakecuda-")
+		if fakeErr != nil {
+			return
+		}
+		if fakeErr = gxx("-shared", "-fPIC", "-o", filepath.Join(fakeDir, "libcuda.so.1"), "testdata/fakecuda/fakecuda.cc"); fakeErr != nil {
+			return
+		}
+		if fakeErr = os.Mkdir(filepath.Join(fakeDir, "fatbins"), 0o755); fakeErr != nil {
+			return
+		}
+		for _, k := range []string{"vector_add", "reduce_sum", "sgemm", "softmax"} {
+			if fakeErr = os.WriteFile(filepath.Join(fakeDir, "fatbins", k+".fatbin"), []byte("placeholder for "+k), 0o644); fakeErr != nil {
+				return
+			}
+		}
+	})
+	if fakeErr != nil {
+		t.Fatalf("building the fake CUDA driver: %v", fakeErr)
+	}
+	return fakeDir, filepath.Join(fakeDir, "fatbins")
+}
+
+// runFake runs the harness on the cuda backend against the fake driver.
+func runFake(t *testing.T, env []string, args ...string) run {
+	t.Helper()
+	lib, fatbins := fakeDriver(t)
+	env = append([]string{"LD_LIBRARY_PATH=" + lib}, env...)
+	return runHarness(t, env, append([]string{"--backend", "cuda", "--fatbin-dir", fatbins}, args...)...)
+}
+
+// fakeUUID is the UUID the fake driver gives physical device p.
+func fakeUUID(p int) string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(0x10*(p+1) + i)
+	}
+	b[0], b[1] = 0xfa, 0xce
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func TestFakeDriverCUDABackend(t *testing.T) {
+	t.Parallel()
+	r := runFake(t, nil, "--repeats", "4", "--seed", "1,2")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	res := r.results
+	if res.Backend != "cuda" || res.Device != "Fake GPU 0 (gpuattest test driver)" {
+		t.Errorf("backend %q device %q", res.Backend, res.Device)
+	}
+	if res.DeviceUUID != fakeUUID(0) || res.DevicePCIBusID != "0000:18:00.0" || res.DeviceOrdinal == nil || *res.DeviceOrdinal != 0 || res.CUDAVisibleDevices != "" {
+		t.Errorf("device identity: uuid %q pci %q ordinal %v visible %q", res.DeviceUUID, res.DevicePCIBusID, res.DeviceOrdinal, res.CUDAVisibleDevices)
+	}
+	if res.Sustained != nil {
+		t.Errorf("a fixed-repeats run reports a sustained block: %+v", res.Sustained)
+	}
+	cpu := runHarness(t, nil, "--backend", "cpu", "--repeats", "1", "--seed", "1,2")
+	for i, c := range res.Cases {
+		if c.Status != "passed" || len(c.SamplesNS) != 4 || !hex64.MatchString(c.Config["module_sha256"]) || c.DeviceMemoryUsedBytes <= 0 || c.Config["batch"] == "" {
+			t.Errorf("%s: %s %q, %d samples, config %v, device memory %d", c.Name, c.Status, c.Message, len(c.SamplesNS), c.Config, c.DeviceMemoryUsedBytes)
+		}
+		// The fake computes vector_add exactly as the CPU backend does.
+		if c.Kernel == "vector_add" && c.OutputSHA256 != cpu.results.Cases[i].OutputSHA256 {
+			t.Errorf("%s: output %s on the fake driver, %s on the cpu backend", c.Name, c.OutputSHA256, cpu.results.Cases[i].OutputSHA256)
+		}
+	}
+	if !strings.Contains(r.stderr, fakeUUID(0)) {
+		t.Errorf("stderr does not name the device's UUID:\n%s", r.stderr)
+	}
+	// A missing module is an error case in a results file that still
+	// reads (an errored case has no output digest, not an empty one).
+	lib, _ := fakeDriver(t)
+	miss := runHarness(t, []string{"LD_LIBRARY_PATH=" + lib}, "--backend", "cuda", "--fatbin-dir", t.TempDir(), "--kernels", "sgemm,softmax", "--repeats", "1")
+	if miss.code != 1 || miss.results == nil || len(miss.results.Cases) != 2 {
+		t.Fatalf("missing fatbins: exit %d, results %+v\n%s", miss.code, miss.results, miss.stderr)
+	}
+	for _, c := range miss.results.Cases {
+		if c.Status != "error" || !strings.Contains(c.Message, "cannot read") || c.OutputSHA256 != "" {
+			t.Errorf("missing fatbin: %s %s %q output %q", c.Name, c.Status, c.Message, c.OutputSHA256)
+		}
+	}
+}
+
+// The harness records which GPU it ran on as the driver numbers it after
+// CUDA_VISIBLE_DEVICES (indices or UUIDs): the visible ordinal, the UUID
+// and the PCI bus id of the physical device behind it.
+func TestFakeDriverVisibleDevices(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, visible, device string
+		phys                  int
+	}{
+		{"index", "2,0", "0", 2},
+		{"second visible", "2,0", "1", 0},
+		{"uuid", fakeUUID(1)[:12], "0", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runFake(t, []string{"FAKE_CUDA_DEVICES=3", "CUDA_VISIBLE_DEVICES=" + tt.visible}, "--device", tt.device, "--kernels", "vector_add", "--repeats", "1")
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s", r.code, r.stderr)
+			}
+			res := r.results
+			wantOrdinal := 0
+			fmt.Sscan(tt.device, &wantOrdinal)
+			if res.DeviceUUID != fakeUUID(tt.phys) || res.DevicePCIBusID != fmt.Sprintf("0000:%02X:00.0", 0x18+0x10*tt.phys) ||
+				res.DeviceOrdinal == nil || *res.DeviceOrdinal != wantOrdinal || res.CUDAVisibleDevices != tt.visible ||
+				res.Device != fmt.Sprintf("Fake GPU %d (gpuattest test driver)", tt.phys) {
+				t.Errorf("device %q uuid %q pci %q ordinal %v visible %q; want physical device %d at ordinal %d",
+					res.Device, res.DeviceUUID, res.DevicePCIBusID, res.DeviceOrdinal, res.CUDAVisibleDevices, tt.phys, wantOrdinal)
+			}
+		})
+	}
+	t.Run("none visible", func(t *testing.T) {
+		t.Parallel()
+		r := runFake(t, []string{"FAKE_CUDA_DEVICES=2", "CUDA_VISIBLE_DEVICES="}, "--kernels", "vector_add", "--repeats", "1")
+		if r.code != 3 || r.results != nil || !strings.Contains(r.stderr, "CUDA_ERROR_NO_DEVICE") {
+			t.Errorf("exit %d, results %v, stderr %q; want exit 3 naming CUDA_ERROR_NO_DEVICE", r.code, r.results != nil, r.stderr)
+		}
+	})
+	t.Run("ordinal beyond the visible", func(t *testing.T) {
+		t.Parallel()
+		r := runFake(t, []string{"FAKE_CUDA_DEVICES=2", "CUDA_VISIBLE_DEVICES=1"}, "--device", "1", "--kernels", "vector_add", "--repeats", "1")
+		if r.code != 3 || !strings.Contains(r.stderr, "only 1 visible") {
+			t.Errorf("exit %d, stderr %q; want exit 3: only 1 visible", r.code, r.stderr)
+		}
+	})
+}
+
+// After a sticky error (an illegal address) every CUDA call fails. The
+// case that faulted says so; the cases after it are "not run: context
+// lost after <case>", not errors blamed on their own kernels.
+func TestFakeDriverContextLoss(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		env    []string
+		args   []string
+		faulty string
+	}{
+		{"fault in the driver", []string{"FAKE_CUDA_STICKY=sgemm"}, nil, "sgemm"},
+		{"fault on the third launch", []string{"FAKE_CUDA_STICKY=reduce_sum:3"}, nil, "reduce_sum"},
+		{"injected by the harness", nil, []string{"--inject-illegal-address", "reduce_sum"}, "reduce_sum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runFake(t, tt.env, append([]string{"--repeats", "2"}, tt.args...)...)
+			checkContextLoss(t, r, tt.faulty, "CUDA_ERROR_ILLEGAL_ADDRESS", false)
+		})
+	}
+}
+
+// checkContextLoss checks a run over the four kernels in which kernel
+// faulty lost the context. The cases before it passed; in a sustained run
+// they passed their first repeat, but the loop never ran.
+func checkContextLoss(t *testing.T, r run, faulty, why string, sustained bool) {
+	t.Helper()
+	if r.code != 1 || r.results == nil {
+		t.Fatalf("exit %d, results %v; want 1 with results\n%s", r.code, r.results != nil, r.stderr)
+	}
+	var faultName string
+	after := false
+	for _, c := range r.results.Cases {
+		switch {
+		case c.Kernel == faulty:
+			faultName = c.Name
+			if c.Status != "error" || !strings.Contains(c.Message, why) || !strings.Contains(c.Message, "the context is lost, later cases are not run") {
+				t.Errorf("%s: %s %q; want an error naming %s and the lost context", c.Name, c.Status, c.Message, why)
+			}
+			after = true
+		case after:
+			if want := "not run: context lost after " + faultName; c.Status != "error" || c.Message != want {
+				t.Errorf("%s: %s %q; want error %q", c.Name, c.Status, c.Message, want)
+			}
+		case sustained:
+			if want := "sustained loop not run: context lost after "; c.Status != "error" || !strings.HasPrefix(c.Message, want) {
+				t.Errorf("%s: %s %q; want error %q...", c.Name, c.Status, c.Message, want)
+			}
+		default:
+			if c.Status != "passed" {
+				t.Errorf("%s: %s %q; want passed (it ran before the fault)", c.Name, c.Status, c.Message)
+			}
+		}
+	}
+	if faultName == "" {
+		t.Errorf("no case of %s", faulty)
+	}
+}
+
+// CUDA events resolve about 0.5 us: a microsecond kernel is timed N
+// launches per event pair, N chosen so that a sample spans >= 100 us, and
+// the sample is the per-launch time.
+func TestFakeDriverBatchesMicrosecondKernels(t *testing.T) {
+	t.Parallel()
+	// Each launch spins 2 us in the fake (plus a 256-element add).
+	r := runFake(t, []string{"FAKE_CUDA_KERNEL_NS=2000"}, "--kernels", "vector_add", "--n", "256", "--no-flush", "--repeats", "5")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	c := r.results.Cases[0]
+	var batch int
+	fmt.Sscan(c.Config["batch"], &batch)
+	if batch < 10 || batch > 1<<16 {
+		t.Fatalf("batch %q for a 2 us kernel; want tens of launches per sample", c.Config["batch"])
+	}
+	for _, s := range c.SamplesNS {
+		if s < 2000 || s > 1e6 {
+			t.Errorf("sample %v ns: want the per-launch time (>= the 2 us the fake spins)", s)
+		}
+	}
+	// A long kernel needs no batching; --batch pins the count.
+	r = runFake(t, []string{"FAKE_CUDA_KERNEL_NS=300000"}, "--kernels", "vector_add", "--n", "256", "--no-flush", "--repeats", "2")
+	if got := r.results.Cases[0].Config["batch"]; got != "1" {
+		t.Errorf("batch %q for a 300 us kernel, want 1", got)
+	}
+	r = runFake(t, nil, "--kernels", "vector_add", "--n", "256", "--repeats", "2", "--batch", "7")
+	if got := r.results.Cases[0].Config["batch"]; got != "7" {
+		t.Errorf("--batch 7 recorded %q", got)
+	}
+	if r := runFake(t, nil, "--batch", "0"); r.code != 2 {
+		t.Errorf("--batch 0: exit %d, want 2", r.code)
+	}
+}
+
+// The sustained loop on the cuda path: events around every repeat and the
+// whole loop, the embedded checksum kernel (here the fake's host version)
+// on every repeat, and a corrupted repeat found by number.
+func TestFakeDriverSustained(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	r := runFake(t, nil, "--duration", "1", "--warmup", "0")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if time.Since(start) < time.Second {
+		t.Errorf("a 1 s sustained run returned after %v", time.Since(start))
+	}
+	s := r.results.Sustained
+	if s == nil {
+		t.Fatalf("no sustained block:\n%s", r.stderr)
+	}
+	if s.Timing != suite.TimingCUDAEvents || s.Check != "checksum64" || s.DurationSeconds != 1 || s.ElapsedSeconds < 1 ||
+		!(s.DutyCycle > 0 && s.DutyCycle <= 1) || s.BusySeconds <= 0 || s.Iterations < 1 || !s.Consistent || s.Mismatches != 0 || s.Error != "" {
+		t.Errorf("sustained %+v", s)
+	}
+	checkSustainedCases(t, r.results, s)
+	for _, m := range s.Memory {
+		if m.DeviceUsedBytes <= 0 || m.HostRSSBytes <= 0 {
+			t.Errorf("memory sample %+v: want host and device readings", m)
+		}
+	}
+	// The fake flips a bit in the 6th launch of vector_add: with no
+	// warm-up that is repeat 6. The harness flips repeat 3 of sgemm.
+	r = runFake(t, []string{"FAKE_CUDA_CORRUPT=vector_add:6"}, "--duration", "0.5", "--warmup", "0", "--inject-inconsistency", "sgemm")
+	if r.code != 1 || r.results.Sustained == nil || r.results.Sustained.Consistent || r.results.Sustained.Mismatches != 2 {
+		t.Fatalf("exit %d, sustained %+v; want exit 1, 2 mismatches\n%s", r.code, r.results.Sustained, r.stderr)
+	}
+	want := map[string]int64{"vector_add": 6, "sgemm": 3}
+	for _, c := range r.results.Cases {
+		if at, bad := want[c.Kernel]; bad {
+			if c.Status != "failed" || c.Sustained.Mismatches != 1 || c.Sustained.FirstMismatch != at || !strings.Contains(c.Message, fmt.Sprintf("repeat %d differs from repeat 1", at)) {
+				t.Errorf("%s: %s %q %+v; want failed at repeat %d", c.Name, c.Status, c.Message, c.Sustained, at)
+			}
+		} else if c.Status != "passed" {
+			t.Errorf("%s: %s %q", c.Name, c.Status, c.Message)
+		}
+	}
+	// A sticky fault in the first repeat: no loop, and later cases not run.
+	r = runFake(t, []string{"FAKE_CUDA_STICKY=sgemm"}, "--duration", "0.5")
+	checkContextLoss(t, r, "sgemm", "CUDA_ERROR_ILLEGAL_ADDRESS", true)
+	if s := r.results.Sustained; s == nil || s.Consistent || !strings.Contains(s.Error, "context lost after sgemm") {
+		t.Errorf("sustained %+v; want an error naming the lost context", s)
+	}
+}
+
+// checkSustainedCases checks each case's account against the run's.
+func checkSustainedCases(t *testing.T, res *suite.Results, s *suite.Sustained) {
+	t.Helper()
+	var checked int64
+	for _, c := range res.Cases {
+		if c.Status != "passed" || c.Sustained == nil || c.Sustained.Repeats < 2 || c.Sustained.Mismatches != 0 || c.Sustained.BusySeconds <= 0 ||
+			len(c.SamplesNS) != 0 || c.Config["mode"] != "sustained" || !hex64.MatchString(c.OutputSHA256) {
+			t.Errorf("%s: %s %q sustained %+v samples %d config %v", c.Name, c.Status, c.Message, c.Sustained, len(c.SamplesNS), c.Config)
+			continue
+		}
+		checked += c.Sustained.Repeats - 1
+	}
+	if checked != s.OutputsChecked {
+		t.Errorf("cases checked %d outputs, the run says %d", checked, s.OutputsChecked)
+	}
+	if len(s.Memory) < 3 || !slices.IsSortedFunc(s.Memory, func(a, b suite.MemorySample) int { return int(a.Iteration - b.Iteration) }) {
+		t.Errorf("memory samples %+v: want at least 3, in order", s.Memory)
+	}
+}

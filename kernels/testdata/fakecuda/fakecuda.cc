@@ -1,0 +1,492 @@
+// fakecuda: a fake CUDA driver (built as libcuda.so.1) for the harness's
+// tests on machines without a GPU. It is NOT a GPU and proves nothing
+// about one: it lets the tests drive the harness's cuda backend (its
+// driver calls, event timing, batching, context-loss handling, sustained
+// loop and device identity) through the same dlopen path a real driver
+// takes. Tests that use it say so in their names ("FakeDriver").
+//
+// "Kernels" are looked up by name and run on the host, synchronously, at
+// cuLaunchKernel: vector_add, reduce_sum, sgemm, softmax (fp32, the
+// harness's argument layouts) and gpuattest_checksum (the sustained
+// mode's checksum). Events record the host's steady clock. Device memory
+// is host memory; every pointer a kernel or copy gets must lie inside an
+// allocation, as on a GPU, or the context is lost.
+//
+// Knobs (environment, read at cuInit):
+//   FAKE_CUDA_DEVICES=N          physical devices (default 1)
+//   CUDA_VISIBLE_DEVICES         applied as the driver does: indices or
+//                                UUID prefixes ("GPU-..."), up to the first
+//                                invalid entry; empty hides every device
+//   FAKE_CUDA_STICKY=KERNEL[:N]  the Nth launch (default 1st) of KERNEL
+//                                faults with CUDA_ERROR_ILLEGAL_ADDRESS:
+//                                the launch returns success, the next
+//                                synchronising call and every call after
+//                                it return 700 (a sticky error)
+//   FAKE_CUDA_CORRUPT=KERNEL:N   the Nth launch of KERNEL flips the lowest
+//                                bit of its output's first word
+//   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch also spins
+//                                NS nanoseconds (a microsecond kernel)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+extern "C" {
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct {
+  char bytes[16];
+} CUuuid;
+}
+
+namespace {
+
+const CUresult kSuccess = 0, kInvalidValue = 1, kNotInitialized = 3, kNoDevice = 100, kInvalidDevice = 101,
+               kInvalidHandle = 400, kNotFound = 500, kIllegalAddress = 700;
+
+struct Event {
+  std::chrono::steady_clock::time_point t;
+  bool recorded = false;
+  unsigned flags = 0;
+};
+
+struct Func {
+  std::string name;
+};
+
+struct State {
+  std::mutex mu;
+  bool inited = false;
+  int physical = 1;
+  std::vector<int> visible;  // physical index of each visible ordinal
+  CUresult sticky = 0;
+  std::map<uintptr_t, size_t> allocs;
+  std::map<std::string, long> launches;
+  std::string sticky_kernel, corrupt_kernel;
+  long sticky_at = 1, corrupt_at = 0;
+  long long kernel_ns = 0;
+};
+
+State& st() {
+  static State s;
+  return s;
+}
+
+CUuuid uuid_of(int phys) {
+  CUuuid u;
+  for (int i = 0; i < 16; ++i) u.bytes[i] = char(0x10 * (phys + 1) + i);
+  u.bytes[0] = char(0xfa);
+  u.bytes[1] = char(0xce);
+  return u;
+}
+
+std::string uuid_string(int phys) {
+  CUuuid u = uuid_of(phys);
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char s[64];
+  std::snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return s;
+}
+
+void parse_env(State& s) {
+  if (const char* e = std::getenv("FAKE_CUDA_DEVICES")) s.physical = std::max(0, std::atoi(e));
+  s.visible.clear();
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!cvd) {
+    for (int i = 0; i < s.physical; ++i) s.visible.push_back(i);
+  } else {
+    std::string all = cvd;
+    size_t pos = 0;
+    while (pos <= all.size() && !all.empty()) {
+      size_t comma = all.find(',', pos);
+      std::string tok = all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      int found = -1;
+      if (!tok.empty() && tok.find_first_not_of("0123456789") == std::string::npos) {
+        int i = std::atoi(tok.c_str());
+        if (i < s.physical) found = i;
+      } else if (tok.rfind("GPU-", 0) == 0) {
+        for (int i = 0; i < s.physical; ++i)
+          if (uuid_string(i).rfind(tok, 0) == 0) found = i;
+      }
+      if (found < 0) break;  // the driver stops at the first invalid entry
+      s.visible.push_back(found);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+  auto kernel_at = [](const char* env, std::string& kernel, long& at) {
+    const char* e = std::getenv(env);
+    if (!e || !*e) return;
+    std::string v = e;
+    auto colon = v.find(':');
+    kernel = v.substr(0, colon);
+    if (colon != std::string::npos) at = std::atol(v.c_str() + colon + 1);
+  };
+  kernel_at("FAKE_CUDA_STICKY", s.sticky_kernel, s.sticky_at);
+  kernel_at("FAKE_CUDA_CORRUPT", s.corrupt_kernel, s.corrupt_at);
+  if (const char* e = std::getenv("FAKE_CUDA_KERNEL_NS")) s.kernel_ns = std::atoll(e);
+}
+
+// valid reports whether [p, p+n) lies inside one allocation.
+bool valid(State& s, CUdeviceptr p, size_t n) {
+  auto it = s.allocs.upper_bound(uintptr_t(p));
+  if (it == s.allocs.begin()) return false;
+  --it;
+  return uintptr_t(p) >= it->first && uintptr_t(p) + n <= it->first + it->second;
+}
+
+uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+T arg(void** params, int i) {
+  return *static_cast<T*>(params[i]);
+}
+
+// run executes fn on the host; false when a pointer argument is invalid
+// (an illegal address on a GPU). out receives the output pointer.
+bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** a, CUdeviceptr& out, size_t& out_bytes) {
+  const size_t threads = size_t(grid) * block;
+  if (fn == "vector_add") {
+    auto x = arg<CUdeviceptr>(a, 0), y = arg<CUdeviceptr>(a, 1), z = arg<CUdeviceptr>(a, 2);
+    int n = arg<int>(a, 3);
+    size_t b = size_t(n) * 4;
+    if (!valid(s, x, b) || !valid(s, y, b) || !valid(s, z, b)) return false;
+    const float *fx = reinterpret_cast<const float*>(x), *fy = reinterpret_cast<const float*>(y);
+    float* fz = reinterpret_cast<float*>(z);
+    for (int i = 0; i < n; ++i) fz[i] = fx[i] + fy[i];
+    out = z, out_bytes = b;
+  } else if (fn == "reduce_sum") {
+    auto in = arg<CUdeviceptr>(a, 0), o = arg<CUdeviceptr>(a, 1);
+    int n = arg<int>(a, 2);
+    if (!valid(s, in, size_t(n) * 4) || !valid(s, o, size_t(grid) * 4)) return false;
+    const float* x = reinterpret_cast<const float*>(in);
+    std::vector<float> part(grid, 0.0f);
+    for (int i = 0; i < n; ++i) part[(size_t(i) % threads) / block] += x[i];
+    std::memcpy(reinterpret_cast<void*>(o), part.data(), size_t(grid) * 4);
+    out = o, out_bytes = size_t(grid) * 4;
+  } else if (fn == "sgemm") {
+    int M = arg<int>(a, 0), N = arg<int>(a, 1), K = arg<int>(a, 2);
+    float alpha = arg<float>(a, 3), beta = arg<float>(a, 6);
+    auto A = arg<CUdeviceptr>(a, 4), B = arg<CUdeviceptr>(a, 5), C = arg<CUdeviceptr>(a, 7);
+    if (!valid(s, A, size_t(M) * K * 4) || !valid(s, B, size_t(K) * N * 4) || !valid(s, C, size_t(M) * N * 4)) return false;
+    const float *fa = reinterpret_cast<const float*>(A), *fb = reinterpret_cast<const float*>(B);
+    float* fc = reinterpret_cast<float*>(C);
+    std::vector<float> acc(static_cast<size_t>(N));
+    for (int i = 0; i < M; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int q = 0; q < K; ++q)
+        for (int j = 0; j < N; ++j) acc[j] += fa[size_t(i) * K + q] * fb[size_t(q) * N + j];
+      for (int j = 0; j < N; ++j) fc[size_t(i) * N + j] = alpha * acc[j] + (beta == 0.0f ? 0.0f : beta * fc[size_t(i) * N + j]);
+    }
+    out = C, out_bytes = size_t(M) * N * 4;
+  } else if (fn == "softmax") {
+    auto in = arg<CUdeviceptr>(a, 0), o = arg<CUdeviceptr>(a, 1);
+    int rows = arg<int>(a, 2), cols = arg<int>(a, 3);
+    size_t b = size_t(rows) * cols * 4;
+    if (!valid(s, in, b) || !valid(s, o, b)) return false;
+    const float* x = reinterpret_cast<const float*>(in);
+    float* y = reinterpret_cast<float*>(o);
+    for (int r = 0; r < rows; ++r) {
+      float m = -INFINITY, sum = 0.0f;
+      for (int j = 0; j < cols; ++j) m = std::max(m, x[size_t(r) * cols + j]);
+      for (int j = 0; j < cols; ++j) sum += std::exp(x[size_t(r) * cols + j] - m);
+      for (int j = 0; j < cols; ++j) y[size_t(r) * cols + j] = std::exp(x[size_t(r) * cols + j] - m) / sum;
+    }
+    out = o, out_bytes = b;
+  } else if (fn == "gpuattest_checksum") {
+    auto x = arg<CUdeviceptr>(a, 0), p = arg<CUdeviceptr>(a, 2);
+    auto n = arg<unsigned long long>(a, 1);
+    if (!valid(s, x, size_t(n) * 4) || !valid(s, p, size_t(grid) * 8)) return false;
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(x);
+    uint64_t* part = reinterpret_cast<uint64_t*>(p);
+    for (unsigned j = 0; j < grid; ++j) part[j] = 0;
+    for (uint64_t i = 0; i < n; ++i) part[(i % threads) / block] += mix64((i << 32) | w[i]);
+    out = p, out_bytes = size_t(grid) * 8;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+#define FAKE_GUARD()                        \
+  State& s = st();                          \
+  std::lock_guard<std::mutex> lock(s.mu);   \
+  if (!s.inited) return kNotInitialized;    \
+  if (s.sticky) return s.sticky
+
+CUresult cuInit(unsigned) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  parse_env(s);
+  if (s.visible.empty()) return kNoDevice;
+  s.inited = true;
+  return kSuccess;
+}
+
+CUresult cuDeviceGetCount(int* n) {
+  FAKE_GUARD();
+  *n = int(s.visible.size());
+  return kSuccess;
+}
+
+CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  FAKE_GUARD();
+  if (ordinal < 0 || ordinal >= int(s.visible.size())) return kInvalidDevice;
+  *d = ordinal;
+  return kSuccess;
+}
+
+CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
+  FAKE_GUARD();
+  if (d < 0 || d >= int(s.visible.size())) return kInvalidDevice;
+  std::snprintf(name, size_t(len), "Fake GPU %d (gpuattest test driver)", s.visible[size_t(d)]);
+  return kSuccess;
+}
+
+CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
+  FAKE_GUARD();
+  switch (attr) {
+    case 38: *v = 50 << 20; break;  // L2 cache size
+    case 75: *v = 9; break;         // compute capability major
+    case 76: *v = 0; break;
+    default: return kInvalidValue;
+  }
+  return kSuccess;
+}
+
+CUresult cuDeviceGetUuid(CUuuid* u, CUdevice d) {
+  FAKE_GUARD();
+  if (d < 0 || d >= int(s.visible.size())) return kInvalidDevice;
+  *u = uuid_of(s.visible[size_t(d)]);
+  return kSuccess;
+}
+
+CUresult cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
+  FAKE_GUARD();
+  if (d < 0 || d >= int(s.visible.size())) return kInvalidDevice;
+  std::snprintf(id, size_t(len), "0000:%02X:00.0", 0x18 + 0x10 * s.visible[size_t(d)]);
+  return kSuccess;
+}
+
+CUresult cuCtxCreate_v2(void** ctx, unsigned, CUdevice) {
+  FAKE_GUARD();
+  static int token;
+  *ctx = &token;
+  return kSuccess;
+}
+
+CUresult cuCtxDestroy_v2(void*) {
+  FAKE_GUARD();
+  return kSuccess;
+}
+
+CUresult cuCtxSynchronize() {
+  FAKE_GUARD();
+  return kSuccess;
+}
+
+CUresult cuModuleLoadData(void** mod, const void* image) {
+  FAKE_GUARD();
+  if (!image) return kInvalidValue;
+  *mod = new int(0);
+  return kSuccess;
+}
+
+CUresult cuModuleUnload(void* mod) {
+  FAKE_GUARD();
+  delete static_cast<int*>(mod);
+  return kSuccess;
+}
+
+CUresult cuModuleGetFunction(void** fn, void*, const char* name) {
+  FAKE_GUARD();
+  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum"};
+  for (const char* k : known) {
+    if (std::strcmp(k, name) == 0) {
+      *fn = new Func{name};
+      return kSuccess;
+    }
+  }
+  return kNotFound;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
+  FAKE_GUARD();
+  void* m = std::calloc(1, std::max<size_t>(n, 1));
+  if (!m) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+  s.allocs[uintptr_t(m)] = n;
+  *p = CUdeviceptr(uintptr_t(m));
+  return kSuccess;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p) {
+  FAKE_GUARD();
+  auto it = s.allocs.find(uintptr_t(p));
+  if (it == s.allocs.end()) return kInvalidValue;
+  std::free(reinterpret_cast<void*>(p));
+  s.allocs.erase(it);
+  return kSuccess;
+}
+
+CUresult cuMemAllocHost_v2(void** p, size_t n) {
+  FAKE_GUARD();
+  *p = std::calloc(1, std::max<size_t>(n, 1));
+  return *p ? kSuccess : 2;
+}
+
+CUresult cuMemFreeHost(void* p) {
+  FAKE_GUARD();
+  std::free(p);
+  return kSuccess;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* h, size_t n) {
+  FAKE_GUARD();
+  if (!valid(s, d, n)) return kInvalidValue;
+  std::memcpy(reinterpret_cast<void*>(d), h, n);
+  return kSuccess;
+}
+
+CUresult cuMemcpyDtoH_v2(void* h, CUdeviceptr d, size_t n) {
+  FAKE_GUARD();
+  if (!valid(s, d, n)) return kInvalidValue;
+  std::memcpy(h, reinterpret_cast<const void*>(d), n);
+  return kSuccess;
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void* h, CUdeviceptr d, size_t n, void*) {
+  FAKE_GUARD();
+  if (!valid(s, d, n)) return kInvalidValue;
+  std::memcpy(h, reinterpret_cast<const void*>(d), n);
+  return kSuccess;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
+  FAKE_GUARD();
+  if (!valid(s, d, n)) return kInvalidValue;
+  std::memset(reinterpret_cast<void*>(d), v, n);
+  return kSuccess;
+}
+
+CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
+  FAKE_GUARD();
+  const size_t cap = size_t(80) << 30;
+  size_t used = size_t(1) << 20;
+  for (auto& kv : s.allocs) used += kv.second;
+  *total = cap;
+  *free_b = cap - std::min(used, cap);
+  return kSuccess;
+}
+
+CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, void*,
+                        void** params, void**) {
+  FAKE_GUARD();
+  if (!f || !params) return kInvalidHandle;
+  const std::string& name = static_cast<Func*>(f)->name;
+  long nth = ++s.launches[name];
+  auto t0 = std::chrono::steady_clock::now();
+  CUdeviceptr out = 0;
+  size_t out_bytes = 0;
+  if (!run(s, name, gx, bx, params, out, out_bytes) || (name == s.sticky_kernel && nth == s.sticky_at)) {
+    // An asynchronous fault: the launch itself succeeds.
+    s.sticky = kIllegalAddress;
+    return kSuccess;
+  }
+  if (name == s.corrupt_kernel && nth == s.corrupt_at && out_bytes >= 4) reinterpret_cast<unsigned char*>(out)[0] ^= 1;
+  if (s.kernel_ns > 0 && name != "gpuattest_checksum") {
+    auto until = t0 + std::chrono::nanoseconds(s.kernel_ns);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  return kSuccess;
+}
+
+CUresult cuEventCreate(void** e, unsigned flags) {
+  FAKE_GUARD();
+  Event* ev = new Event;
+  ev->flags = flags;
+  *e = ev;
+  return kSuccess;
+}
+
+CUresult cuEventDestroy_v2(void* e) {
+  FAKE_GUARD();
+  delete static_cast<Event*>(e);
+  return kSuccess;
+}
+
+CUresult cuEventRecord(void* e, void*) {
+  FAKE_GUARD();
+  Event* ev = static_cast<Event*>(e);
+  ev->t = std::chrono::steady_clock::now();
+  ev->recorded = true;
+  return kSuccess;
+}
+
+CUresult cuEventSynchronize(void*) {
+  FAKE_GUARD();
+  return kSuccess;
+}
+
+CUresult cuEventElapsedTime(float* ms, void* a, void* b) {
+  FAKE_GUARD();
+  Event *ea = static_cast<Event*>(a), *eb = static_cast<Event*>(b);
+  if (!ea->recorded || !eb->recorded || (ea->flags & 2) || (eb->flags & 2)) return kInvalidHandle;
+  *ms = float(std::chrono::duration<double, std::milli>(eb->t - ea->t).count());
+  return kSuccess;
+}
+
+// kErrors names the codes the fake returns, as the driver does.
+const struct {
+  CUresult code;
+  const char *name, *text;
+} kErrors[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+};
+
+CUresult cuGetErrorString(CUresult rc, const char** str) {
+  for (auto& e : kErrors) {
+    if (e.code == rc) {
+      *str = e.text;
+      return kSuccess;
+    }
+  }
+  return kInvalidValue;
+}
+
+CUresult cuGetErrorName(CUresult rc, const char** str) {
+  for (auto& e : kErrors) {
+    if (e.code == rc) {
+      *str = e.name;
+      return kSuccess;
+    }
+  }
+  return kInvalidValue;
+}
+
+}  // extern "C"

@@ -1,0 +1,26 @@
+package cuda
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpuattest/gpuattest/pipeline"
+)
+
+// TestPlanPTXIsPortable: the PTX a fatbin embeds for the highest target is
+// plain compute_XY even when that target is architecture-specific, since
+// compute_90a PTX cannot be JIT-compiled for any later GPU.
+func TestPlanPTXIsPortable(t *testing.T) {
+	t.Parallel()
+	p := &pipeline.Pipeline{Targets: []string{"sm_90a", "sm_80", "sm_100a"}, Steps: []pipeline.Step{{Sources: []string{"k.cu"}}}}
+	jobs, err := Plan(p, &p.Steps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"nvcc", "-fatbin",
+		"-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_100a,code=sm_100a",
+		"-gencode", "arch=compute_100,code=compute_100", "-o", "build/k.fatbin", "k.cu"}
+	if diff := cmp.Diff(want, jobs[0].Args); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,92 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/collect"
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/rundir"
+)
+
+// AttestationsFile is the name of the signed bundles in a run directory.
+const AttestationsFile = "attestations.intoto.jsonl"
+
+// Attestation is what Attest signed.
+type Attestation struct {
+	// File is the JSONL file of Sigstore bundles, one per line.
+	File string `json:"file"`
+	// Signer names the key or identity that signed.
+	Signer string `json:"signer"`
+	// Statements are the predicate types signed, in file order.
+	Statements []string `json:"predicate_types"`
+	// Subjects is the number of released artifacts.
+	Subjects int `json:"subjects"`
+	// Result is the validation predicate's result: passed or failed.
+	Result string `json:"result"`
+}
+
+// Attest builds the statements of the run in dir, made from p (the GPU
+// validation predicate, and SLSA provenance when the run built something),
+// signs them and writes AttestationsFile into dir, replacing an older one
+// atomically. Every verdict is re-derived from the files behind it first
+// (rundir.Run.Recheck): a run.json edited to turn a failure into a pass is
+// refused, and nothing is written.
+func Attest(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, dir string) (*Attestation, error) {
+	rd, err := rundir.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := rd.Recheck(p); err != nil {
+		return nil, fmt.Errorf("refusing to sign: %w", err)
+	}
+	run, err := collect.FromRun(rd, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(run.Artifacts) == 0 {
+		return nil, errors.New("the run released no artifacts, so there is nothing to attest\nhint: cuda-build steps report their fatbins/cubins as artifacts")
+	}
+	stmts, err := statements(run)
+	if err != nil {
+		return nil, err
+	}
+	bundles, err := sign.SignStatements(ctx, signer, stmts)
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(dir, AttestationsFile)
+	if err := sign.WriteJSONL(file, bundles); err != nil {
+		return nil, err
+	}
+	out := &Attestation{File: file, Signer: signer.Identity(), Subjects: len(run.Artifacts), Result: attest.ResultPassed}
+	if run.RunError != "" {
+		out.Result = attest.ResultFailed
+	}
+	for _, st := range stmts {
+		out.Statements = append(out.Statements, st.PredicateType)
+	}
+	return out, nil
+}
+
+// statements are the run's statements: GPU validation, and provenance
+// when it built something.
+func statements(run *attest.Run) ([]*attest.Statement, error) {
+	val, err := attest.ValidationStatement(run)
+	if err != nil {
+		return nil, err
+	}
+	stmts := []*attest.Statement{val}
+	if run.Build != nil {
+		prov, err := attest.ProvenanceStatement(run)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, prov)
+	}
+	return stmts, nil
+}

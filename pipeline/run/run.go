@@ -1,0 +1,145 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/gpu"
+)
+
+// ErrInvalid is wrapped by errors about the input rather than the run: a
+// missing lock for a release, a key inside the root, a bad option. A
+// front end reports them as usage errors; nothing was run.
+var ErrInvalid = errors.New("invalid input")
+
+// Result is a run's outcome.
+type Result struct {
+	// Dir is the run directory.
+	Dir string
+	// Record is run.json as it was when the run ended.
+	Record *engine.Record
+	// Attestation says what was signed; nil when nothing was.
+	Attestation *Attestation
+}
+
+// Passed reports whether every step passed.
+func (r *Result) Passed() bool { return r.Record != nil && r.Record.State == engine.Passed }
+
+// Load reads, decodes and validates the pipeline at path (see
+// pipeline.Load); root, when not empty, is the directory its workdir may
+// reach up to (pipeline.WithRoot). lint, lock and run load pipelines
+// through it alike.
+func Load(path, root string) (*pipeline.Pipeline, error) {
+	var opts []pipeline.LoadOption
+	if root != "" {
+		opts = append(opts, pipeline.WithRoot(root))
+	}
+	return pipeline.Load(path, opts...)
+}
+
+// Pipeline runs p: the steps as a DAG into a run directory, then, with a
+// signer (WithSigner), the attestations. An error means the run could not
+// be carried out or attested; a run whose steps failed is a Result that
+// did not pass.
+func Pipeline(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Result, error) {
+	o := options{jobs: runtime.NumCPU(), logger: slog.New(slog.DiscardHandler), warn: func(string) {}}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.out != "" && o.resume != "" {
+		return nil, fmt.Errorf("%w: an output directory and a run to resume both name a run directory: give one", ErrInvalid)
+	}
+	if o.signer != nil {
+		if err := CheckSigningFiles(p, map[string]string{"--key": o.keyFile}); err != nil {
+			return nil, err
+		}
+		if w := hostStepsWarning(p); w != "" {
+			o.warn(w)
+		}
+	}
+	eopts, err := o.engineOptions(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	res, err := engine.Run(ctx, p, eopts...)
+	if err != nil {
+		return nil, err
+	}
+	out := &Result{Dir: res.Dir, Record: res.Record}
+	if o.signer != nil && res.Record.State != engine.Interrupted {
+		if out.Attestation, err = Attest(ctx, o.signer, p, res.Dir); err != nil {
+			return out, fmt.Errorf("attesting the run: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// engineOptions turns o and what p needs into the engine's options.
+func (o *options) engineOptions(ctx context.Context, p *pipeline.Pipeline) ([]engine.Option, error) {
+	opts := append(executors(), engine.WithJobs(o.jobs), engine.WithLogger(o.logger))
+	if o.version != "" {
+		opts = append(opts, engine.WithVersion(o.version))
+	}
+	if o.out != "" {
+		opts = append(opts, engine.WithOutDir(o.out))
+	}
+	if o.resume != "" {
+		opts = append(opts, engine.WithResume(o.resume))
+	}
+	if o.noCache {
+		opts = append(opts, engine.WithoutCache())
+	}
+	if o.cacheDir != "" {
+		opts = append(opts, engine.WithCacheDir(o.cacheDir))
+	}
+	if o.progress != nil {
+		opts = append(opts, engine.WithProgress(o.progress))
+	}
+	base := o.baseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	if o.keyFile != "" {
+		// No step learns where the key is, not even from a variable that
+		// names it.
+		base = withoutPath(base, o.keyFile)
+	}
+	opts = append(opts, engine.WithBaseEnv(base))
+	u := usesOf(p)
+	more, err := runnerOptions(p, u)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, more...)
+	if more, err = imageOptions(ctx, p, o.locked); err != nil {
+		return nil, err
+	}
+	opts = append(opts, more...)
+	src := o.gpuSource
+	if src == nil {
+		src = gpu.NVML("")
+	}
+	hw, rec, err := hardwareOptions(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, hw...)
+	if u.gpuStep && len(rec.GPUs) == 0 {
+		o.warn(fmt.Sprintf("the pipeline has gpu: true steps but no GPU is available (%s); they will fail preflight", rec.Reason))
+	}
+	if rec.Simulated {
+		o.warn("SIMULATED GPU (GPUATTEST_FAKE_GPU); results and attestations say so and default policies reject them")
+	}
+	if u.cudaOnHost {
+		opts = append(opts, toolchainOption())
+	}
+	return opts, nil
+}

@@ -1,0 +1,119 @@
+package run_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/run"
+)
+
+// write puts a pipeline into a new directory and returns its path.
+func write(t testing.TB, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(p, []byte("apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: t\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func noGPU(t testing.TB) gpu.Source {
+	return gpu.NVML(filepath.Join(t.TempDir(), "no-libnvidia-ml.so"))
+}
+
+func TestPipeline(t *testing.T) {
+	t.Parallel()
+	p, err := run.Load(write(t, "steps:\n  - {id: a, run: echo hi}\n  - {id: b, run: 'exit 3', needs: [a]}\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	res, err := run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(),
+		run.WithGPUSource(noGPU(t)), run.WithProgress(func(ev run.Event) { events = append(events, ev.Type+":"+ev.Step) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed() || res.Record.Step("a").State != run.Passed || res.Record.Step("b").State != run.Failed || res.Attestation != nil {
+		t.Errorf("result %+v", res.Record)
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, "hardware.json")); err != nil {
+		t.Errorf("no hardware record: %v", err)
+	}
+	if got := strings.Join(events, " "); !strings.Contains(got, "start:a") || !strings.Contains(got, "finish:b") {
+		t.Errorf("progress events %s", got)
+	}
+}
+
+func TestPipelineRefusesInvalidInput(t *testing.T) {
+	t.Parallel()
+	kp := func() *sign.Signer {
+		priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		k, _ := sign.NewKeypair(priv)
+		s, _ := sign.NewKeySigner(k)
+		return s
+	}()
+	plain := write(t, "steps:\n  - {id: a, run: echo hi}\n")
+	release := write(t, "release: true\nimages: {cuda: 'example.com/cuda:12'}\nsteps:\n  - {id: a, run: echo hi, runner: docker, image: cuda}\n")
+	tests := []struct {
+		name string
+		file string
+		opts func(dir string) []run.Option
+		want string
+	}{
+		{"out and resume", plain, func(dir string) []run.Option { return []run.Option{run.WithOutDir(dir), run.WithResume(dir)} }, "both name a run directory"},
+		{"release without a lock", release, func(string) []run.Option { return nil }, "is a release pipeline but"},
+		{"key inside the root", plain, func(dir string) []run.Option {
+			return []run.Option{run.WithSigner(kp, filepath.Join(filepath.Dir(plain), "release.key"))}
+		}, "is inside the pipeline's root"},
+		{"no jobs", plain, func(string) []run.Option { return []run.Option{run.WithJobs(0)} }, "jobs 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := run.Load(tt.file, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "r")
+			_, err = run.Pipeline(t.Context(), p, append(tt.opts(dir), run.WithGPUSource(noGPU(t)), run.WithoutCache())...)
+			if !errors.Is(err, run.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want ErrInvalid with %q", err, tt.want)
+			}
+			if _, serr := os.Stat(dir); serr == nil {
+				t.Errorf("a run directory was written for invalid input")
+			}
+		})
+	}
+}
+
+// Run a pipeline into a run directory and read how it went.
+func ExamplePipeline() {
+	dir, _ := os.MkdirTemp("", "example-")
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "hello.yaml")
+	_ = os.WriteFile(file, []byte("apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: hello\nsteps:\n  - {id: greet, run: echo hello}\n"), 0o644)
+	p, err := run.Load(file, "")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := run.Pipeline(context.Background(), p, run.WithOutDir(filepath.Join(dir, "run")), run.WithoutCache(),
+		run.WithGPUSource(gpu.NVML(filepath.Join(dir, "no-nvml.so"))))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Record.State, res.Record.Step("greet").State)
+	// Output: passed passed
+}

@@ -1,0 +1,38 @@
+#!/bin/sh
+# A stand-in for the kernel harness's sustained mode (--duration) in
+# burn-in tests: appends GPUATTEST_DURATION to duration.log, sleeps that
+# long (SUS_SLEEP seconds instead when set), then writes results with a
+# "sustained" block and two cases.
+# usage: sustained.sh OUT
+# Knobs (environment): SUS_BACKEND (cpu), SUS_DUTY (0.98), SUS_BAD (repeats
+# of case scale that differ, 0), SUS_RSS_STEP (host RSS growth per memory
+# sample, 0), SUS_ERROR (the loop's error), SUS_UUID (device_uuid).
+out=$1
+echo "${GPUATTEST_DURATION:-unset}" >> duration.log
+sleep "${SUS_SLEEP:-${GPUATTEST_DURATION:-0}}"
+awk -v backend="${SUS_BACKEND:-cpu}" -v duty="${SUS_DUTY:-0.98}" -v bad="${SUS_BAD:-0}" -v step="${SUS_RSS_STEP:-0}" \
+	-v err="${SUS_ERROR:-}" -v uuid="${SUS_UUID:-}" -v dur="${GPUATTEST_DURATION:-1}" 'BEGIN {
+  consistent = (bad == 0 && err == "") ? "true" : "false"
+  printf "{\"schema\":\"https://gpuattest.dev/results/v1\",\"tool\":\"sustained-test 0\",\"backend\":\"%s\",", backend
+  if (backend == "cuda") printf "\"device\":\"Test GPU\","
+  if (uuid != "") printf "\"device_uuid\":\"%s\",", uuid
+  printf "\"sustained\":{\"duration_s\":%s,\"elapsed_s\":%s,\"busy_s\":%s,\"duty_cycle\":%s,", dur, dur, dur * duty, duty
+  printf "\"timing\":\"%s\",\"iterations\":100,\"outputs_checked\":198,\"mismatches\":%d,\"consistent\":%s,", (backend == "cuda" ? "cuda_events" : "steady_clock"), bad, consistent
+  printf "\"check\":\"bytes\",\"memory_interval_s\":0.1,\"memory\":["
+  for (i = 0; i < 6; i++) {
+    rss = (i == 0) ? 50000000 : 100000000 + i * step
+    printf "%s{\"elapsed_s\":%g,\"iteration\":%d,\"host_rss_bytes\":%d}", (i ? "," : ""), i * 0.1, i * 20, rss
+  }
+  printf "]"
+  if (err != "") printf ",\"error\":\"%s\"", err
+  printf "},\"cases\":["
+  for (c = 0; c < 2; c++) {
+    name = (c == 0) ? "copy" : "scale"; m = (c == 1) ? bad : 0
+    st = (m > 0) ? "failed" : "passed"; msg = (m > 0) ? "the output of repeat 7 differs from repeat 1" : ""
+    printf "%s{\"name\":\"%s/n=1024/seed=1\",\"kernel\":\"%s\",\"status\":\"%s\",\"message\":\"%s\",", (c ? "," : ""), name, name, st, msg
+    printf "\"output_sha256\":\"%064d\",\"sustained\":{\"repeats\":100,\"mismatches\":%d,", c, m
+    if (m > 0) printf "\"first_mismatch\":7,"
+    printf "\"busy_s\":0.4}}"
+  }
+  printf "]}\n"
+}' > "$out"
