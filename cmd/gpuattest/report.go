@@ -8,11 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gpuattest/gpuattest/attest"
-	"github.com/gpuattest/gpuattest/attest/policy"
-	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
-	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline/report"
 	"github.com/spf13/cobra"
@@ -23,11 +19,8 @@ func init() { verbs = append(verbs, newReportCmd) }
 // reportFlags are the report verb's flags.
 type reportFlags struct {
 	html, markdown, pngDir string
-	bundle                 string
-	keyPath, trustedRoot   string
-	san, sanRE             string
-	issuer, issuerRE       string
-	predicateType, policy  string
+	// verify holds --bundle and verify's flags.
+	verify verifyFlags
 }
 
 func newReportCmd() *cobra.Command {
@@ -55,22 +48,15 @@ Exit status: 0 written, 1 error, 2 usage; with --bundle 10, 11, 12 as verify.`,
 	fl.StringVar(&f.html, "html", "", "HTML report file (default RUNDIR/report.html, or report.html with --bundle)")
 	fl.StringVar(&f.markdown, "markdown", "", "also write a Markdown summary to this file (- for stdout)")
 	fl.StringVar(&f.pngDir, "png-dir", "", "also write every chart as a PNG into this directory")
-	fl.StringVar(&f.bundle, "bundle", "", "verify this Sigstore bundle (or JSON Lines of bundles) and report what verified")
-	fl.StringVar(&f.keyPath, "key", "", "with --bundle: PEM public key the bundles are signed with")
-	fl.StringVar(&f.trustedRoot, "trusted-root", "", "with --bundle: Sigstore trusted root JSON")
-	fl.StringVar(&f.san, "certificate-identity", "", "with --bundle, keyless: expected certificate SAN")
-	fl.StringVar(&f.sanRE, "certificate-identity-regexp", "", "with --bundle, keyless: regexp the certificate SAN must match")
-	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", "with --bundle, keyless: expected OIDC issuer")
-	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "with --bundle, keyless: regexp the OIDC issuer must match")
-	fl.StringVar(&f.predicateType, "predicate-type", attest.ValidationPredicateType, "with --bundle: predicate type the bundles must have")
-	fl.StringVar(&f.policy, "policy", "", "with --bundle: policy file (default: all steps passed, not simulated)")
+	fl.StringVar(&f.verify.bundlePath, "bundle", "", "verify this Sigstore bundle (or JSON Lines of bundles) and report what verified")
+	f.verify.addFlags(c, "with --bundle: ")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		var (
 			rep *report.Report
 			err error
 		)
 		switch {
-		case f.bundle != "":
+		case f.verify.bundlePath != "":
 			if rep, err = f.verified(c, args); err != nil {
 				return err
 			}
@@ -80,7 +66,7 @@ Exit status: 0 written, 1 error, 2 usage; with --bundle 10, 11, 12 as verify.`,
 		case len(args) > 1:
 			return usageErr("report takes one run directory (artifacts are checked with --bundle)")
 		case len(args) == 1:
-			if f.keyPath != "" || f.san != "" || f.sanRE != "" || f.issuer != "" || f.issuerRE != "" || f.policy != "" {
+			if v := &f.verify; v.keyPath != "" || v.keyless() || v.policyPath != "" {
 				return usageErr("--key, --policy and the identity flags verify a bundle: give --bundle FILE")
 			}
 			var err error
@@ -139,22 +125,17 @@ func writeReports(c *cobra.Command, rep *report.Report, html, markdown, pngDir s
 // report of what verified; a failed verification prints its checks and
 // exits with verify's code.
 func (f *reportFlags) verified(c *cobra.Command, args []string) (*report.Report, error) {
-	keyless := f.san != "" || f.sanRE != "" || f.issuer != "" || f.issuerRE != ""
+	vf := &f.verify
+	keyless := vf.keyless()
 	switch {
-	case f.keyPath != "" && keyless:
+	case vf.keyPath != "" && keyless:
 		return nil, usageErr("--key and --certificate-identity/--certificate-oidc-issuer are exclusive")
-	case f.keyPath == "" && !keyless:
+	case vf.keyPath == "" && !keyless:
 		return nil, usageErr("--bundle needs verification material\nhint: give --key PUB, or --trusted-root FILE with --certificate-identity and --certificate-oidc-issuer; a report of an unverified bundle is not made")
-	case keyless && (f.san == "" && f.sanRE == "" || f.issuer == "" && f.issuerRE == ""):
+	case keyless && (vf.san == "" && vf.sanRE == "" || vf.issuer == "" && vf.issuerRE == ""):
 		return nil, usageErr("keyless verification needs both an identity (--certificate-identity[-regexp]) and an issuer (--certificate-oidc-issuer[-regexp])")
 	}
-	// The rest is verify's own reading of its inputs, with its defaults.
-	vf := &verifyFlags{
-		bundlePath: f.bundle, keyPath: f.keyPath, trustedRoot: f.trustedRoot,
-		predicateType: f.predicateType, policyPath: f.policy,
-		san: f.san, sanRE: f.sanRE, issuer: f.issuer, issuerRE: f.issuerRE,
-		maxPredicateSize: limits.Human(verify.DefaultMaxPredicateSize), maxPolicyCost: policy.DefaultCostLimit,
-	}
+	// The rest is verify's own reading of its inputs.
 	ctx := c.Context()
 	v, entries, arts, err := vf.inputs(ctx, args)
 	if err != nil {
@@ -164,7 +145,7 @@ func (f *reportFlags) verified(c *cobra.Command, args []string) (*report.Report,
 	if ctx.Err() != nil {
 		return nil, interrupted()
 	}
-	rep, err := report.FromVerification(f.bundle, vr, entries)
+	rep, err := report.FromVerification(f.verify.bundlePath, vr, entries)
 	if errors.Is(err, report.ErrNotVerified) {
 		code := verifyExit(vr.Failure)
 		if code == exitOK {
@@ -172,7 +153,7 @@ func (f *reportFlags) verified(c *cobra.Command, args []string) (*report.Report,
 		}
 		w := c.ErrOrStderr()
 		printVerifyChecks(w, vr, code)
-		fmt.Fprintf(w, "%s: %v\n", textsafe.Line(f.bundle), err)
+		fmt.Fprintf(w, "%s: %v\n", textsafe.Line(f.verify.bundlePath), err)
 		return nil, silentExit(code)
 	}
 	if err != nil {

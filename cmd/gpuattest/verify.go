@@ -57,21 +57,33 @@ Exit codes: 0 verified, 1 error, 10 signature or identity, 11 subject
 mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	}
 	f.output = outputFlag(c)
-	fl := c.Flags()
-	fl.StringVar(&f.bundlePath, "bundle", "", "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl)")
-	fl.StringVar(&f.keyPath, "key", "", "PEM public key the bundles are signed with")
-	fl.StringVar(&f.trustedRoot, "trusted-root", "", "Sigstore trusted root JSON (Fulcio CAs, Rekor logs, TSAs)")
-	fl.StringVar(&f.san, "certificate-identity", "", "keyless: expected certificate SAN (email or URI)")
-	fl.StringVar(&f.sanRE, "certificate-identity-regexp", "", "keyless: regexp the certificate SAN must match")
-	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", "keyless: expected OIDC issuer of the certificate")
-	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
-	fl.StringVar(&f.predicateType, "predicate-type", attest.ValidationPredicateType, "predicate type the bundles must have")
-	fl.StringVar(&f.policyPath, "policy", "", "policy file (YAML, kind Policy); default: all steps passed, not simulated")
-	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", limits.Human(verify.DefaultMaxPredicateSize), "largest signed statement (predicate and subjects) to verify, such as 16MiB")
-	fl.Uint64Var(&f.maxPolicyCost, "max-policy-cost", policy.DefaultCostLimit, "most the policy may cost over all bundles, in CEL cost units")
-	fl.BoolVar(&f.requireArtifacts, "require-artifacts", false, "fail (exit 11) when no ARTIFACT is given; without it verify says \"0 artifacts checked\"")
+	c.Flags().StringVar(&f.bundlePath, "bundle", "", "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl)")
+	f.addFlags(c, "")
 	c.RunE = func(c *cobra.Command, args []string) error { return runVerify(c, &f, args) }
 	return c
+}
+
+// addFlags adds the flags that say how bundles are verified (all but
+// --bundle and -o) to c, each help text after prefix; verify and
+// report --bundle share them.
+func (f *verifyFlags) addFlags(c *cobra.Command, prefix string) {
+	fl := c.Flags()
+	fl.StringVar(&f.keyPath, "key", "", prefix+"PEM public key the bundles are signed with")
+	fl.StringVar(&f.trustedRoot, "trusted-root", "", prefix+"Sigstore trusted root JSON (Fulcio CAs, Rekor logs, TSAs)")
+	fl.StringVar(&f.san, "certificate-identity", "", prefix+"keyless: expected certificate SAN (email or URI)")
+	fl.StringVar(&f.sanRE, "certificate-identity-regexp", "", prefix+"keyless: regexp the certificate SAN must match")
+	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", prefix+"keyless: expected OIDC issuer of the certificate")
+	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", prefix+"keyless: regexp the OIDC issuer must match")
+	fl.StringVar(&f.predicateType, "predicate-type", attest.ValidationPredicateType, prefix+"predicate type the bundles must have")
+	fl.StringVar(&f.policyPath, "policy", "", prefix+"policy file (YAML, kind Policy); default: all steps passed, not simulated")
+	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", limits.Human(verify.DefaultMaxPredicateSize), prefix+"largest signed statement (predicate and subjects) to verify, such as 16MiB")
+	fl.Uint64Var(&f.maxPolicyCost, "max-policy-cost", policy.DefaultCostLimit, prefix+"most the policy may cost over all bundles, in CEL cost units")
+	fl.BoolVar(&f.requireArtifacts, "require-artifacts", false, prefix+"fail (exit 11) when no ARTIFACT is given; without it verify says \"0 artifacts checked\"")
+}
+
+// keyless reports whether an identity flag is set.
+func (f *verifyFlags) keyless() bool {
+	return f.san != "" || f.sanRE != "" || f.issuer != "" || f.issuerRE != ""
 }
 
 // check refuses contradictory or missing flags (usage errors).
@@ -82,7 +94,7 @@ func (f *verifyFlags) check() error {
 	if f.bundlePath == "" {
 		return usageErr("--bundle FILE is required")
 	}
-	keyless := f.san != "" || f.sanRE != "" || f.issuer != "" || f.issuerRE != ""
+	keyless := f.keyless()
 	if f.keyPath != "" && keyless {
 		return usageErr("--key and --certificate-identity/--certificate-oidc-issuer are exclusive")
 	}
