@@ -8,13 +8,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 func main() {
 	trials := flag.Int("trials", 2000, "simulated comparisons per cell and true change")
 	driftTrials := flag.Int("drift-trials", 1000, "simulated benchmark runs per load scenario and true change")
-	rounds := flag.Int("rounds", 20, "same-run A/B: invocations of each side")
+	rounds := flag.Int("rounds", pipeline.DefaultRounds, "same-run A/B: invocations of each side (the default of a benchmark with a reference)")
 	reps := flag.Int("reps", 15, "same-run A/B: samples per invocation")
 	seed := flag.Uint64("seed", 1, "random seed")
 	flag.Parse()

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
@@ -30,7 +31,7 @@ func TestGoal(t *testing.T) {
 func TestDriftGoal(t *testing.T) {
 	r := rand.New(rand.NewPCG(42, 8))
 	g := stats.Gate{Threshold: stats.DefaultThreshold, Alpha: stats.DefaultAlpha}
-	for _, c := range driftTable(r, 200, 30, 15, g, true) {
+	for _, c := range driftTable(r, 200, pipeline.DefaultRounds, 15, g, true) {
 		if c.fp > 0.01 || c.power < 0.95 {
 			t.Errorf("%s: FP %.3f (≤ 0.01), power %.3f (≥ 0.95)", c.scenario, c.fp, c.power)
 		}
