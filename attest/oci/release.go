@@ -182,7 +182,9 @@ func (c releaseCore) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
 // fileLayer is a released file as a layer.
 type fileLayer struct{ f File }
 
-func (l fileLayer) Digest() (v1.Hash, error)            { return v1.Hash{Algorithm: "sha256", Hex: l.f.SHA256}, nil }
+func (l fileLayer) Digest() (v1.Hash, error) {
+	return v1.Hash{Algorithm: "sha256", Hex: l.f.SHA256}, nil
+}
 func (l fileLayer) Size() (int64, error)                { return l.f.Size, nil }
 func (l fileLayer) MediaType() (types.MediaType, error) { return FileMediaType, nil }
 func (l fileLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.f.Path) }
