@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
@@ -51,6 +52,11 @@ func TestPublishQuickstart(t *testing.T) {
 	code, out, errOut := cli(t, "verify", "oci-layout:"+layout, "--key", keys.Public, "-o", "json")
 	if code != 0 || !strings.Contains(out, `"referrers": "OCI layout index"`) {
 		t.Fatalf("verify oci-layout: exit %d\n%s%s", code, out, errOut)
+	}
+	cosign := testenv.RequireGoTool(t, "cosign")
+	if out, err := tool(t, t.TempDir(), cosign, "verify-attestation", "--local-image", layout, "--new-bundle-format", "--key", keys.Public,
+		"--insecure-ignore-tlog", "--type", attest.ValidationPredicateType); err != nil {
+		t.Errorf("cosign verify-attestation --local-image: %v\n%s", err, out)
 	}
 	files := filepath.Join(t.TempDir(), "files")
 	if code, out, errOut := cli(t, "pull", "oci-layout:"+layout, "--key", keys.Public, "--out", files); code != 0 {
