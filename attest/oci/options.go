@@ -34,7 +34,7 @@ type options struct {
 
 // DefaultJobs is how many blobs Push uploads and Verify fetches at once
 // by default.
-const DefaultJobs = 4
+const DefaultJobs = 3
 
 // retryStatus are the responses retried with backoff.
 var retryStatus = []int{

@@ -2,6 +2,9 @@ package oci
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,7 +190,36 @@ func (l fileLayer) Digest() (v1.Hash, error) {
 }
 func (l fileLayer) Size() (int64, error)                { return l.f.Size, nil }
 func (l fileLayer) MediaType() (types.MediaType, error) { return FileMediaType, nil }
-func (l fileLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.f.Path) }
+// Compressed opens the file; reading it to the end fails, before the
+// registry commits the blob, when its bytes are not the digest and size
+// the release names.
+func (l fileLayer) Compressed() (io.ReadCloser, error) {
+	f, err := os.Open(l.f.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &checkedFile{File: f, want: l.f, h: sha256.New()}, nil
+}
+
+// checkedFile hashes a released file as it is read.
+type checkedFile struct {
+	*os.File
+	want File
+	h    hash.Hash
+	n    int64
+}
+
+func (c *checkedFile) Read(p []byte) (int, error) {
+	n, err := c.File.Read(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	if err == io.EOF {
+		if sum := hex.EncodeToString(c.h.Sum(nil)); sum != c.want.SHA256 || c.n != c.want.Size {
+			return n, fmt.Errorf("%s (%s) changed: sha256 %s and %d bytes, not the %s and %d bytes the release names", c.want.Name, c.want.Path, sum, c.n, c.want.SHA256, c.want.Size)
+		}
+	}
+	return n, err
+}
 
 // blobLayer is a small blob held in memory.
 type blobLayer struct {

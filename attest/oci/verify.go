@@ -138,7 +138,7 @@ func fetch(ctx context.Context, src source, v *verify.Verifier, st *stage, o *op
 		return nil, fmt.Errorf("listing the referrers of %s@%s: %w", src.name(), id, err)
 	}
 	f.how = how
-	if err := f.fetchBundles(ctx, src, descs, v, st); err != nil {
+	if err := f.fetchBundles(ctx, src, descs, v, st, max(o.jobs, 8)); err != nil {
 		return nil, err
 	}
 	if f.files, err = fetchLayers(ctx, src, f.manifest.Layers, st, o.jobs); err != nil {
@@ -187,48 +187,83 @@ func parseRelease(raw []byte, source string) (v1.Manifest, error) {
 	return m, nil
 }
 
-// fetchBundles reads the bundle referrers in digest order. A referrer
-// whose manifest or bundle does not match its digest, or that is not one
-// Sigstore bundle about this release, becomes an entry that fails the
-// signature check; other referrers are skipped.
-func (f *fetched) fetchBundles(ctx context.Context, src source, descs []v1.Descriptor, v *verify.Verifier, st *stage) error {
+// bundleRef is a bundle referrer being read.
+type bundleRef struct {
+	desc    v1.Descriptor
+	raw     []byte
+	layer   v1.Descriptor
+	problem string
+	data    []byte
+}
+
+// fetchBundles reads the bundle referrers, jobs at once, and lists them
+// in digest order. A referrer whose manifest or bundle does not match its
+// digest, or that is not one Sigstore bundle about this release, becomes
+// an entry that fails the signature check; other referrers are skipped.
+// Sizes are checked against v's limits before any bundle is read.
+func (f *fetched) fetchBundles(ctx context.Context, src source, descs []v1.Descriptor, v *verify.Verifier, st *stage, jobs int) error {
 	sort.Slice(descs, func(i, j int) bool { return descs[i].Digest.String() < descs[j].Digest.String() })
-	var total int64
-	for _, d := range descs {
-		source := src.name() + "@" + d.Digest.String()
-		raw, err := src.manifest(ctx, d.Digest)
-		if err != nil {
-			return fmt.Errorf("reading referrer %s: %w", source, err)
+	raws := make([][]byte, len(descs))
+	if err := forEach(ctx, jobs, len(descs), func(ctx context.Context, i int) (err error) {
+		if raws[i], err = src.manifest(ctx, descs[i].Digest); err != nil {
+			return fmt.Errorf("reading referrer %s@%s: %w", src.name(), descs[i].Digest, err)
 		}
-		if !isBundleReferrer(d, raw) {
+		return nil
+	}); err != nil {
+		return err
+	}
+	var refs []*bundleRef
+	var total int64
+	for i, d := range descs {
+		if !isBundleReferrer(d, raws[i]) {
 			f.skipped = append(f.skipped, d.Digest.String()+" ("+d.ArtifactType+")")
 			continue
 		}
-		layer, problem := f.bundleLayer(raw, &d)
-		if problem == "" && layer.Size > v.MaxBundleSize() {
-			return fmt.Errorf("referrer %s: its bundle is %d bytes, more than the %d a bundle may be\nhint: the limit follows --max-predicate-size", source, layer.Size, v.MaxBundleSize())
+		r := &bundleRef{desc: d, raw: raws[i]}
+		r.layer, r.problem = f.bundleLayer(r.raw, &r.desc)
+		if r.problem == "" && r.layer.Size > v.MaxBundleSize() {
+			return fmt.Errorf("referrer %s@%s: its bundle is %d bytes, more than the %d a bundle may be\nhint: the limit follows --max-predicate-size", src.name(), d.Digest, r.layer.Size, v.MaxBundleSize())
 		}
-		var data []byte
-		if problem == "" {
-			if total += layer.Size; total > v.MaxBundlesSize() {
-				return fmt.Errorf("the bundles of %s add up to more than %d bytes, the most one verification reads\nhint: the limit follows --max-predicate-size", src.name(), v.MaxBundlesSize())
-			}
-			data, problem, err = readBundle(ctx, src, layer)
-			if err != nil {
-				return fmt.Errorf("reading the bundle of referrer %s: %w", source, err)
+		if total += r.layer.Size; total > v.MaxBundlesSize() {
+			return fmt.Errorf("the bundles of %s add up to more than %d bytes, the most one verification reads\nhint: the limit follows --max-predicate-size", src.name(), v.MaxBundlesSize())
+		}
+		refs = append(refs, r)
+	}
+	if err := forEach(ctx, jobs, len(refs), func(ctx context.Context, i int) (err error) {
+		r := refs[i]
+		if r.problem == "" {
+			if r.data, r.problem, err = readBundle(ctx, src, r.layer); err != nil {
+				return fmt.Errorf("reading the bundle of referrer %s@%s: %w", src.name(), r.desc.Digest, err)
 			}
 		}
-		f.entries = append(f.entries, verify.Entry{Source: source, Data: data, Problem: problem})
-		if problem == "" {
-			f.referrers = append(f.referrers, d)
-			for _, b := range [][]byte{raw, data} {
-				if err := st.blob(b); err != nil {
-					return err
-				}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, r := range refs {
+		f.entries = append(f.entries, verify.Entry{Source: src.name() + "@" + r.desc.Digest.String(), Data: r.data, Problem: r.problem})
+		if r.problem != "" {
+			continue
+		}
+		f.referrers = append(f.referrers, r.desc)
+		for _, b := range [][]byte{r.raw, r.data} {
+			if err := st.blob(b); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// forEach calls fn for 0..n-1, at most jobs at once, and returns the
+// first error.
+func forEach(ctx context.Context, jobs, n int, fn func(context.Context, int) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(jobs)
+	for i := range n {
+		g.Go(func() error { return fn(gctx, i) })
+	}
+	return g.Wait()
 }
 
 // isBundleReferrer tells a Sigstore bundle referrer: by the artifactType
@@ -290,25 +325,22 @@ func readBundle(ctx context.Context, src source, layer v1.Descriptor) ([]byte, s
 // served (at most one byte more than the manifest says) and staging it.
 func fetchLayers(ctx context.Context, src source, layers []v1.Descriptor, st *stage, jobs int) ([]File, error) {
 	files := make([]File, len(layers))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(jobs)
-	for i, l := range layers {
-		g.Go(func() error {
-			title := l.Annotations[AnnotationTitle]
-			rc, err := src.blob(gctx, l.Digest)
-			if err != nil {
-				return fmt.Errorf("fetching %s (%s): %w", title, l.Digest, err)
-			}
-			defer rc.Close()
-			sum, n, err := st.layer(gctx, title, io.LimitReader(rc, l.Size+1))
-			if err != nil {
-				return fmt.Errorf("fetching %s (%s): %w", title, l.Digest, err)
-			}
-			files[i] = File{Name: title, SHA256: sum, Size: n}
-			return nil
-		})
-	}
-	return files, g.Wait()
+	err := forEach(ctx, jobs, len(layers), func(ctx context.Context, i int) error {
+		l := layers[i]
+		title := l.Annotations[AnnotationTitle]
+		rc, err := src.blob(ctx, l.Digest)
+		if err != nil {
+			return fmt.Errorf("fetching %s (%s): %w", title, l.Digest, err)
+		}
+		defer rc.Close()
+		sum, n, err := st.layer(ctx, title, io.LimitReader(rc, l.Size+1))
+		if err != nil {
+			return fmt.Errorf("fetching %s (%s): %w", title, l.Digest, err)
+		}
+		files[i] = File{Name: title, SHA256: sum, Size: n}
+		return nil
+	})
+	return files, err
 }
 
 // layoutIndex is index.json's list for a layout copy: the release (with

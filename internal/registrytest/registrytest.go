@@ -43,41 +43,68 @@ func (d *Docker) BlobPath(digest string) string {
 // missing docker-registry fails the test in CI and skips it elsewhere.
 func StartDocker(t testing.TB) *Docker {
 	t.Helper()
-	bin := testenv.RequireTool(t, "docker-registry")
-	dir := t.TempDir()
-	for attempt := range 3 {
-		addr := freeAddr(t)
-		cfg := filepath.Join(dir, fmt.Sprintf("config-%d.yml", attempt))
-		conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
-		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if stop, ok := serve(t, bin, cfg, addr); ok {
-			t.Cleanup(stop)
-			return &Docker{Host: addr, Storage: filepath.Join(dir, "data")}
-		}
-	}
-	t.Fatal("docker-registry did not start")
-	return nil
-}
-
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.RequireTool(t, "docker-registry")
+	d, stop, err := ServeDocker(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(stop)
+	return d
+}
+
+// ServeDocker runs docker-registry (from PATH) on a free port of
+// 127.0.0.1 with its configuration and storage under dir, and returns it
+// with the function that stops it (benchmarks use it; tests use
+// StartDocker).
+func ServeDocker(dir string) (*Docker, func(), error) {
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	var logs []string
+	for attempt := range 3 {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg := filepath.Join(dir, fmt.Sprintf("config-%d.yml", attempt))
+		conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
+		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+			return nil, nil, err
+		}
+		stop, log, err := serve(bin, cfg, addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if stop != nil {
+			return &Docker{Host: addr, Storage: filepath.Join(dir, "data")}, stop, nil
+		}
+		logs = append(logs, log)
+	}
+	return nil, nil, fmt.Errorf("docker-registry did not start: %s", strings.Join(logs, "; "))
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 // serve starts docker-registry with cfg and waits (10 s at most) for
-// addr to answer /v2/; it returns how to stop it.
-func serve(t testing.TB, bin, cfg, addr string) (func(), bool) {
+// addr to answer /v2/; it returns how to stop it, or nil and the
+// registry's output when it did not come up (the port was taken?).
+func serve(bin, cfg, addr string) (func(), string, error) {
 	cmd := exec.Command(bin, "serve", cfg)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting docker-registry: %v", err)
+		return nil, "", fmt.Errorf("starting docker-registry: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -89,20 +116,18 @@ func serve(t testing.TB, bin, cfg, addr string) (func(), bool) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		select {
 		case <-exited:
-			t.Logf("docker-registry on %s exited: %s", addr, out.String())
-			return nil, false // the port was taken? try another
+			return nil, out.String(), nil
 		default:
 		}
 		if resp, err := client.Get("http://" + addr + "/v2/"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return stop, true
+				return stop, "", nil
 			}
 		}
 	}
 	stop()
-	t.Logf("docker-registry on %s did not come up: %s", addr, out.String())
-	return nil, false
+	return nil, out.String(), nil
 }
 
 // StartInProcess serves go-containerregistry's registry, with the

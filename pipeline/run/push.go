@@ -64,7 +64,7 @@ func Push(ctx context.Context, dir, ref string, opts ...PushOption) (*oci.PushRe
 	if err != nil {
 		return nil, fmt.Errorf("refusing to push %s: %w", dir, err)
 	}
-	files, missing, err := releaseFiles(ctx, rd, arts)
+	files, missing, err := releaseFiles(ctx, rd, arts, false)
 	if err != nil {
 		return nil, fmt.Errorf("refusing to push %s: %w", dir, err)
 	}

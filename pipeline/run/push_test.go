@@ -74,8 +74,8 @@ func TestPushRefuses(t *testing.T) {
 	}{
 		{"unsigned", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, run.AttestationsFile)) }, nil, "no attestations"},
 		{"changed copy", func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, "steps/kernels/outputs/build/b.fatbin"), []byte("c"), 0o644)
-		}, nil, "not the"},
+			os.WriteFile(filepath.Join(dir, "steps/kernels/outputs/build/b.fatbin"), []byte("cc"), 0o644)
+		}, nil, "but the attestations sign"},
 		{"failed", func(t *testing.T, dir string) { editState(t, dir, `"state": "passed"`, `"state": "failed"`) }, nil, "--allow-failed"},
 	}
 	for _, tt := range tests {
@@ -89,8 +89,15 @@ func TestPushRefuses(t *testing.T) {
 			}
 		})
 	}
-	// With AllowFailed a failed run goes up (its attestations say how it went).
+	// A copy changed in place (same size) is caught as it is uploaded,
+	// before the registry keeps it.
 	dir, _ := signedRun(t)
+	os.WriteFile(filepath.Join(dir, "steps/kernels/outputs/build/b.fatbin"), []byte("c"), 0o644)
+	if _, err := run.Push(t.Context(), dir, registrytest.StartInProcess(t, nil)+"/changed:v1"); err == nil || !strings.Contains(err.Error(), "changed") {
+		t.Errorf("push of a changed copy: err = %v", err)
+	}
+	// With AllowFailed a failed run goes up (its attestations say how it went).
+	dir, _ = signedRun(t)
 	editState(t, dir, `"state": "passed"`, `"state": "failed"`)
 	if _, err := run.Push(t.Context(), dir, host+"/failed:v1", run.AllowFailed()); err != nil {
 		t.Errorf("push --allow-failed: %v", err)
