@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"hash"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path"
@@ -190,6 +190,7 @@ func (l fileLayer) Digest() (v1.Hash, error) {
 }
 func (l fileLayer) Size() (int64, error)                { return l.f.Size, nil }
 func (l fileLayer) MediaType() (types.MediaType, error) { return FileMediaType, nil }
+
 // Compressed opens the file; reading it to the end fails, before the
 // registry commits the blob, when its bytes are not the digest and size
 // the release names.
