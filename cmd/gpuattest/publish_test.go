@@ -186,3 +186,32 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// TestPublishUsage: what push, verify REF and pull refuse before
+// touching any registry.
+func TestPublishUsage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "k.fatbin")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"push no run", []string{"push", filepath.Join(dir, "nope"), "127.0.0.1:1/r:v1"}, 1, "run.json"},
+		{"pull nowhere", []string{"pull", "127.0.0.1:1/r:v1", "--key", file}, 2, "nothing to write"},
+		{"pull to a registry", []string{"pull", "127.0.0.1:1/r:v1", "--key", file, "--to", "x"}, 2, "oci-layout:DIR"},
+		{"verify a file as REF", []string{"verify", file, "--key", file}, 2, "is a file"},
+		{"verify REF no key", []string{"verify", "127.0.0.1:1/r:v1"}, 2, "no verification material"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := cli(t, tt.args...)
+		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+			t.Errorf("%s: exit %d, want %d with %q\n%s%s", tt.name, code, tt.code, tt.want, out, errOut)
+		}
+	}
+}
