@@ -26,11 +26,11 @@ func runVerifyRef(c *cobra.Command, f *verifyFlags, rf *registryFlags, args []st
 		return err
 	}
 	if len(args) != 1 {
-		return usageErr("expected one REF, got %d arguments\nhint: to verify files against a bundle give --bundle FILE", len(args))
+		return usageErr("--bundle FILE is required to verify %d files\nhint: or give one REF (or oci-layout:DIR) alone to verify a published release", len(args))
 	}
 	ref := args[0]
 	if st, err := os.Stat(ref); err == nil && !st.IsDir() {
-		return usageErr("%s is a file, not a registry reference\nhint: give --bundle FILE to verify files, or REF (or oci-layout:DIR) to verify a release", textsafe.Line(ref))
+		return usageErr("--bundle FILE is required to verify files (%s is a file, not a registry reference)\nhint: or give REF (or oci-layout:DIR) alone to verify a published release", textsafe.Line(ref))
 	}
 	if err := f.checkMaterial(); err != nil {
 		return err
