@@ -7,7 +7,12 @@
 #
 # `make deps` installs nvcc (Debian non-free), bubblewrap, docker-registry and
 # debootstrap when they are missing (needs root); `make test` also installs
-# cosign (built from source into GOPATH/bin) for the interop tests.
+# cosign and oras (built from source into GOPATH/bin) for the interop tests.
+#
+#   make demo-publish   after make demo: push the demo run to a docker-registry
+#               it starts on 127.0.0.1, verify it from there (gpuattest and
+#               cosign), copy it to an OCI layout, verify that offline, stop
+#               the registry
 
 GO       ?= go
 BIN      := bin/gpuattest
@@ -18,7 +23,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: all deps test-deps build test demo generate bench clean
+.PHONY: all deps test-deps build test demo demo-publish generate bench clean
 
 DEMO := .gpuattest/demo
 # The demo key lives outside the repository: run refuses a key inside the
@@ -32,6 +37,7 @@ deps:
 
 test-deps: deps
 	bash .ci/cosign
+	bash .ci/oras
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gpuattest
@@ -56,6 +62,14 @@ demo: deps build
 	$(BIN) verify --bundle $(DEMO)/run/attestations.intoto.jsonl --key $(DEMO_KEY).pub kernels/build/*.fatbin
 	$(BIN) report $(DEMO)/run --markdown $(DEMO)/run/summary.md
 
+# demo-publish: the demo run goes to a registry started here and comes back
+# verified. The registry listens on a free port of 127.0.0.1 (plain HTTP is
+# allowed only to loopback) with its storage under $(DEMO); it is stopped
+# whatever happens.
+demo-publish: build test-deps
+	@test -f $(DEMO)/run/attestations.intoto.jsonl || $(MAKE) demo
+	bash .ci/demo-publish $(BIN) $(DEMO) $(DEMO_KEY).pub
+
 bench: build
 	$(GO) run ./bench/engine
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./pipeline/engine/
@@ -63,6 +77,7 @@ bench: build
 	$(GO) run ./bench/stats
 	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN)
 	$(GO) run ./bench/report
+	$(GO) run ./bench/publish -gpuattest $(CURDIR)/$(BIN)
 
 clean:
 	rm -rf bin .gpuattest

@@ -259,6 +259,30 @@ func ParseBundle(b []byte) (*bundle.Bundle, error) {
 	return &bb, nil
 }
 
+// UnverifiedStatement decodes the in-toto statement a Sigstore bundle's
+// DSSE envelope carries, checking no signature (verify.Verifier does):
+// for bundles already verified, or for reading what a run directory's own
+// attestations say, never for trusting them.
+func UnverifiedStatement(data []byte) (*attest.Statement, error) {
+	b, err := ParseBundle(data)
+	if err != nil {
+		return nil, err
+	}
+	env, err := b.Envelope()
+	if err != nil {
+		return nil, fmt.Errorf("bundle has no DSSE envelope: %w", err)
+	}
+	raw := env.RawEnvelope()
+	if raw.PayloadType != attest.PayloadType {
+		return nil, fmt.Errorf("payload type %q: expected %q", raw.PayloadType, attest.PayloadType)
+	}
+	payload, err := raw.DecodeB64Payload()
+	if err != nil {
+		return nil, err
+	}
+	return attest.ParseStatement(payload)
+}
+
 func compactJSON(w io.Writer, b []byte) error {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,19 +25,7 @@ import (
 // elsewhere.
 func cosignPath(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("cosign"); err == nil {
-		return p
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		gopath = build.Default.GOPATH
-	}
-	p := filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "bin", "cosign")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	testenv.Missing(t, "cosign not found in PATH or $GOPATH/bin (.ci/cosign installs it)")
-	return ""
+	return testenv.RequireGoTool(t, "cosign")
 }
 
 // cosign runs cosign with a private HOME, no network credentials, a

@@ -44,6 +44,11 @@ func keyFingerprint(pub crypto.PublicKey) (string, error) {
 // its statement.
 func (v *Verifier) verifyBundle(r *Report, e Entry) BundleResult {
 	br := BundleResult{Source: e.Source}
+	if e.Problem != "" {
+		r.add(Check{Check: CheckSignature, Target: e.Source, Detail: e.Problem})
+		r.fail(FailureSignature)
+		return br
+	}
 	if n := int64(len(e.Data)); n > v.opts.maxEntrySize() {
 		r.add(Check{Check: CheckSignature, Target: e.Source, Detail: fmt.Sprintf("bundle not read: it is %s, more than the %s a bundle may be\n%s",
 			limits.Human(n), limits.Human(v.opts.maxEntrySize()), v.opts.limitHint())})

@@ -36,6 +36,10 @@ type Entry struct {
 	Source string
 	// Data is the bundle's JSON.
 	Data []byte
+	// Problem, when set, says why the bundle could not be taken as
+	// delivered (a registry served bytes that do not match their
+	// digest): the entry fails the signature check with it, unread.
+	Problem string
 }
 
 // ReadBundles reads the bundle file at path (a regular file, no larger

@@ -39,3 +39,12 @@ func (o *options) maxFileSize() int64 { return bundlesPerFile * o.maxEntrySize()
 func (o *options) limitHint() string {
 	return fmt.Sprintf("hint: the limit follows --max-predicate-size (now %s); raise it if you expect statements this large", limits.Human(o.maxPredicateSize))
 }
+
+// MaxBundleSize returns the largest bundle this Verifier reads, in bytes
+// (it follows WithMaxPredicateSize): a reader of bundles from elsewhere
+// (a registry) stops there too.
+func (v *Verifier) MaxBundleSize() int64 { return v.opts.maxEntrySize() }
+
+// MaxBundlesSize returns the most all the bundles of one Verify call may
+// add up to, in bytes: the size of the largest bundle file.
+func (v *Verifier) MaxBundlesSize() int64 { return v.opts.maxFileSize() }

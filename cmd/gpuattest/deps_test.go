@@ -19,6 +19,7 @@ var cmdMayImport = []string{
 	"attest",
 	"attest/policy",
 	"attest/sign",
+	"attest/oci",
 	"attest/verify",
 	"pipeline",
 	"pipeline/cuda",     // inspect

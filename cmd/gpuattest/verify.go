@@ -35,7 +35,7 @@ type verifyFlags struct {
 func newVerifyCmd() *cobra.Command {
 	var f verifyFlags
 	c := &cobra.Command{
-		Use:   "verify --bundle FILE [--key PUB | --certificate-identity ID --certificate-oidc-issuer URL] [ARTIFACT...]",
+		Use:   "verify --bundle FILE [--key PUB | --certificate-identity ID --certificate-oidc-issuer URL] [ARTIFACT...] | verify REF [--key PUB | ...]",
 		Short: "Verify signed attestations offline against a policy",
 		Long: `Verify Sigstore bundles of in-toto statements: the signature (a public key,
 or a Fulcio certificate with the given identity chaining to --trusted-root),
@@ -53,13 +53,25 @@ base64 size plus 1 MiB, the bundle file 8 such bundles), the policy may cost
 --max-policy-cost units over all bundles; past a limit verify stops and
 says which (exit 1). Ctrl-C or SIGTERM stops it at once (exit 130).
 
+Without --bundle, REF names a release published with gpuattest push
+(REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST], or oci-layout:DIR for an
+offline copy, which touches no network): its bundle referrers are verified
+the same way, and every file of the release and the release manifest
+itself, hashed as the registry serves them, must be subjects.
+
 Exit codes: 0 verified, 1 error, 10 signature or identity, 11 subject
 mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	}
+	rf := addRegistryFlags(c)
 	f.output = outputFlag(c)
 	c.Flags().StringVar(&f.bundlePath, "bundle", "", "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl)")
 	f.addFlags(c, "")
-	c.RunE = func(c *cobra.Command, args []string) error { return runVerify(c, &f, args) }
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if f.bundlePath == "" && len(args) > 0 {
+			return runVerifyRef(c, &f, rf, args, pullDest{})
+		}
+		return runVerify(c, &f, args)
+	}
 	return c
 }
 
@@ -94,6 +106,12 @@ func (f *verifyFlags) check() error {
 	if f.bundlePath == "" {
 		return usageErr("--bundle FILE is required")
 	}
+	return f.checkMaterial()
+}
+
+// checkMaterial refuses contradictory or missing verification material
+// (usage errors).
+func (f *verifyFlags) checkMaterial() error {
 	keyless := f.keyless()
 	if f.keyPath != "" && keyless {
 		return usageErr("--key and --certificate-identity/--certificate-oidc-issuer are exclusive")

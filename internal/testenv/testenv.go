@@ -5,8 +5,11 @@ package testenv
 
 import (
 	"context"
+	"go/build"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,4 +45,23 @@ func Missing(t testing.TB, reason string) {
 		t.Fatalf("CI=true but %s (hint: .ci/install installs it)", reason)
 	}
 	t.Skipf("skipping: %s (set CI=true to make this a failure)", reason)
+}
+
+// RequireGoTool returns the path of tool in PATH or in $GOPATH/bin (where
+// `go install` puts cosign and oras), or fails (in CI) or skips the test.
+func RequireGoTool(t testing.TB, tool string) string {
+	t.Helper()
+	if p, err := exec.LookPath(tool); err == nil {
+		return p
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		gopath = build.Default.GOPATH
+	}
+	p := filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "bin", tool)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	Missing(t, tool+" not found in PATH or $GOPATH/bin")
+	return ""
 }

@@ -1,15 +1,10 @@
 package image
 
 import (
-	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -20,65 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/internal/registrytest"
 )
-
-// startDockerRegistry runs /usr/bin/docker-registry (the distribution
-// registry) on 127.0.0.1 with filesystem storage in a temp dir and returns
-// its host:port; it is killed when the test ends.
-func startDockerRegistry(t *testing.T) string {
-	t.Helper()
-	bin := testenv.RequireTool(t, "docker-registry")
-	dir := t.TempDir()
-	client := &http.Client{Timeout: 2 * time.Second}
-	for attempt := 0; attempt < 3; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		cfg := filepath.Join(dir, fmt.Sprintf("config-%d.yml", attempt))
-		conf := fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
-		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "serve", cfg)
-		var log strings.Builder
-		cmd.Stdout, cmd.Stderr = &log, &log
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting docker-registry: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		stop := func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			select {
-			case <-exited:
-				deadline = time.Time{} // exited: port taken? try another
-				continue
-			default:
-			}
-			resp, err := client.Get("http://" + addr + "/v2/")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					t.Cleanup(stop)
-					return addr
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		stop()
-		t.Logf("docker-registry on %s did not come up: %s", addr, log.String())
-	}
-	t.Fatal("docker-registry did not start")
-	return ""
-}
 
 func deleteManifest(t *testing.T, ref string) {
 	t.Helper()
@@ -211,7 +149,7 @@ func TestLockAndCheckInProcessRegistry(t *testing.T) {
 
 func TestLockAndCheckDockerRegistry(t *testing.T) {
 	t.Parallel()
-	lockScenario(t, startDockerRegistry(t))
+	lockScenario(t, registrytest.StartDocker(t).Host)
 }
 
 func TestCheckLockMismatches(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
@@ -41,7 +42,7 @@ func FromVerification(source string, rep *verify.Report, entries []verify.Entry)
 		if !ok {
 			return nil, fmt.Errorf("bundle %s: verified, but not among the entries given", b.Source)
 		}
-		st, err := statementOf(raw)
+		st, err := sign.UnverifiedStatement(raw)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", b.Source, err)
 		}

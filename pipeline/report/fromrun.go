@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
-	"github.com/sigstore/sigstore-go/pkg/bundle"
 )
 
 // SimulatedWarning is the banner of a report whose hardware record is
@@ -252,35 +252,13 @@ func signedSubjects(name string, raw []byte) ([]Subject, error) {
 	}
 	var out []Subject
 	for _, e := range entries {
-		st, err := statementOf(e.Data)
+		st, err := sign.UnverifiedStatement(e.Data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", e.Source, err)
 		}
 		out = append(out, subjectsOf(st)...)
 	}
 	return out, nil
-}
-
-// statementOf decodes the in-toto statement a Sigstore bundle's DSSE
-// envelope carries.
-func statementOf(data []byte) (*attest.Statement, error) {
-	var b bundle.Bundle
-	if err := b.UnmarshalJSON(data); err != nil {
-		return nil, fmt.Errorf("not a Sigstore bundle: %w", err)
-	}
-	env, err := b.Envelope()
-	if err != nil {
-		return nil, fmt.Errorf("bundle has no DSSE envelope: %w", err)
-	}
-	raw := env.RawEnvelope()
-	if raw.PayloadType != attest.PayloadType {
-		return nil, fmt.Errorf("payload type %q: expected %q", raw.PayloadType, attest.PayloadType)
-	}
-	payload, err := raw.DecodeB64Payload()
-	if err != nil {
-		return nil, err
-	}
-	return attest.ParseStatement(payload)
 }
 
 func subjectsOf(st *attest.Statement) []Subject {

@@ -28,6 +28,10 @@ type Attestation struct {
 	Subjects int `json:"subjects"`
 	// Result is the validation predicate's result: passed or failed.
 	Result string `json:"result"`
+	// Release is the digest of the artifacts' OCI release manifest (what
+	// Push publishes), a subject of every statement; empty when an
+	// artifact has no copy in the run directory (its step failed).
+	Release string `json:"release,omitempty"`
 }
 
 // Attest builds the statements of the run in dir, made from p (the GPU
@@ -35,7 +39,10 @@ type Attestation struct {
 // signs them and writes AttestationsFile into dir, replacing an older one
 // atomically. Every verdict is re-derived from the files behind it first
 // (rundir.Run.Recheck): a run.json edited to turn a failure into a pass is
-// refused, and nothing is written.
+// refused, and nothing is written. Besides the artifacts, the statements'
+// subjects name the digest of their OCI release manifest
+// (oci.ManifestSubjectName), made from the run directory's copies, so
+// that registry tools verify what Push publishes.
 func Attest(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, dir string) (*Attestation, error) {
 	rd, err := rundir.Open(dir)
 	if err != nil {
@@ -51,6 +58,16 @@ func Attest(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, dir 
 	if len(run.Artifacts) == 0 {
 		return nil, errors.New("the run released no artifacts, so there is nothing to attest\nhint: cuda-build steps report their fatbins/cubins as artifacts")
 	}
+	// The release manifest is fixed by the files, so registries' digest
+	// is signed too (attest/oci).
+	rel, hasRelease, err := releaseOf(ctx, rd, run.Artifacts)
+	if err != nil {
+		return nil, fmt.Errorf("refusing to sign: %w", err)
+	}
+	files := len(run.Artifacts)
+	if hasRelease {
+		run.Artifacts = append(run.Artifacts, manifestSubject(rel))
+	}
 	stmts, err := statements(run)
 	if err != nil {
 		return nil, err
@@ -63,7 +80,10 @@ func Attest(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, dir 
 	if err := sign.WriteJSONL(file, bundles); err != nil {
 		return nil, err
 	}
-	out := &Attestation{File: file, Signer: signer.Identity(), Subjects: len(run.Artifacts), Result: attest.ResultPassed}
+	out := &Attestation{File: file, Signer: signer.Identity(), Subjects: files, Result: attest.ResultPassed}
+	if hasRelease {
+		out.Release = rel.Digest()
+	}
 	if run.RunError != "" {
 		out.Result = attest.ResultFailed
 	}

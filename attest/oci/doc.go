@@ -1,0 +1,36 @@
+// Package oci publishes a gpuattest release to an OCI registry and reads
+// it back, in the layout that cosign v3, oras and GitHub's attestations
+// use.
+//
+// A Release is the released files as one OCI artifact: an image manifest
+// with artifactType ReleaseArtifactType, the empty config and one layer
+// per file (annotated with its title), in a fixed order and with no
+// timestamp, so that its digest is known from the files alone, before
+// anything is pushed or signed. The run's statements name that digest as
+// a subject (ManifestSubjectName), which is what registry tools check.
+//
+// Push uploads a Release and each Sigstore bundle as a referrer of it
+// (artifactType and layer media type BundleMediaType, annotations
+// AnnotationBundleContent and AnnotationPredicateType), through the
+// referrers API where the registry has it and the OCI tag schema
+// (sha256-<hex> index) otherwise. It is idempotent: what is there is not
+// written again, so a second push, or one after a killed push, completes
+// what is missing and changes nothing else.
+//
+// Verify resolves a reference (a registry, or oci-layout:DIR offline),
+// fetches the manifest, its bundle referrers and every layer, hashing
+// what was served, and verifies the bundles with an attest/verify
+// Verifier, with every layer and the manifest as artifacts that must be
+// subjects. With WithFilesTo or WithLayoutTo it then writes the files or
+// an OCI layout copy, only when everything verified, all at once.
+//
+// Credentials come from authn.DefaultKeychain; plain HTTP is used only
+// for loopback registries and those named with WithInsecureRegistry;
+// requests are retried with backoff on 408, 429 and 5xx. The package never
+// prints.
+//
+// The files hold one job each: mediatypes.go (the names), release.go
+// (Release), options.go (Option), source.go (registry and layout
+// reading), push.go (Push), verify.go (Verify), stage.go (writing files
+// and layouts).
+package oci

@@ -1,0 +1,42 @@
+package oci
+
+// Media types and annotations of a published release.
+const (
+	// ReleaseArtifactType is the artifactType of a release manifest.
+	ReleaseArtifactType = "application/vnd.gpuattest.release.v1+json"
+	// FileMediaType is the media type of a released file's layer: the
+	// file's bytes as they are.
+	FileMediaType = "application/octet-stream"
+	// EmptyConfigMediaType is the media type of the empty config ("{}")
+	// that artifacts carry.
+	EmptyConfigMediaType = "application/vnd.oci.empty.v1+json"
+	// BundleMediaType is the artifactType of a bundle referrer and the
+	// media type of its one layer, a Sigstore bundle v0.3 (cosign v3's
+	// layout).
+	BundleMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	// AnnotationTitle names a layer's file (a slash-separated relative
+	// path).
+	AnnotationTitle = "org.opencontainers.image.title"
+	// AnnotationBundleContent says what a bundle holds; always
+	// BundleContentDSSE here.
+	AnnotationBundleContent = "dev.sigstore.bundle.content"
+	// BundleContentDSSE is AnnotationBundleContent's value.
+	BundleContentDSSE = "dsse-envelope"
+	// AnnotationPredicateType is the predicate type of the statement a
+	// bundle signs.
+	AnnotationPredicateType = "dev.sigstore.bundle.predicateType"
+	// ManifestSubjectName is the subject name under which statements
+	// name the release manifest's digest.
+	ManifestSubjectName = "oci:release-manifest"
+
+	// bundleMediaTypePrefix is what every Sigstore bundle media type
+	// starts with.
+	bundleMediaTypePrefix = "application/vnd.dev.sigstore.bundle"
+	// cosignKindAnnotation on a layout's index entry marks the image
+	// that `cosign verify-attestation --local-image` checks.
+	cosignKindAnnotation = "kind"
+	cosignKindImage      = "dev.cosignproject.cosign/image"
+)
+
+// emptyJSON is the empty config's content.
+var emptyJSON = []byte("{}")

@@ -1,0 +1,154 @@
+// Package runfixture writes a small signed run directory for the tests
+// and benchmark of publishing: a pipeline with one cuda-build step whose
+// artifacts are files of the caller's choosing, a passed run.json with
+// their run-directory copies, a hardware record with no GPU (not
+// simulated: a made-up host), and the attestations pipeline/run.Attest
+// signs. Nothing is built; the files are not CUDA binaries.
+package runfixture
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/step"
+)
+
+// File is one released artifact of the fixture run.
+type File struct {
+	// Name is its path relative to the step's work dir (build/k.fatbin).
+	Name string
+	// Data is its content; when nil, Size pseudo-random bytes (seeded by
+	// Name) are written.
+	Data []byte
+	// Size is the size of generated content.
+	Size int64
+}
+
+// pipelineYAML is the fixture's pipeline: one cuda-build step.
+const pipelineYAML = `apiVersion: gpuattest.dev/v1
+kind: Pipeline
+name: fixture
+targets: [sm_80, sm_90]
+steps:
+  - id: kernels
+    kind: cuda-build
+    sources: [k.cu]
+`
+
+// Write writes root/p.yaml and a passed run of it into dir whose step
+// released files, and, when s is not nil, signs it with run.Attest. It
+// returns the loaded pipeline.
+func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer) (*pipeline.Pipeline, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	for name, body := range map[string]string{"p.yaml": pipelineYAML, "k.cu": "// fixture\n"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	p, err := run.Load(filepath.Join(root, "p.yaml"), root)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := record(dir, p, files)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, "run.json"), rec); err != nil {
+		return nil, err
+	}
+	if s != nil {
+		if _, err := run.Attest(ctx, s, p, dir); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// record writes the artifacts' copies and the hardware record and
+// returns run.json.
+func record(dir string, p *pipeline.Pipeline, files []File) (*engine.Record, error) {
+	var arts []step.File
+	det := &cuda.BuildDetails{Targets: []string{"sm_80", "sm_90"}, Output: "fatbin", PTX: true}
+	for _, f := range files {
+		dst := filepath.Join(dir, "steps", "kernels", "outputs", filepath.FromSlash(f.Name))
+		sum, n, err := writeFile(dst, f)
+		if err != nil {
+			return nil, err
+		}
+		arts = append(arts, step.File{Path: f.Name, SHA256: sum, Size: n, Kind: "fatbin", Mode: 0o644})
+		det.Artifacts = append(det.Artifacts, &cuda.Inspection{Path: f.Name, SHA256: sum, Size: n, SASS: []string{"sm_80", "sm_90"}, PTX: []string{"compute_90"}})
+	}
+	hw := &hardware.Record{GPUs: []hardware.GPU{}, Reason: "fixture: no GPU",
+		Host: hardware.Host{CPUModel: "fixture CPU", CPUCores: 2, MemoryBytes: 8 << 30, Kernel: "6.1.0", OS: "Debian GNU/Linux 12 (bookworm)"}}
+	if err := hw.Seal(); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, "hardware.json"), hw); err != nil {
+		return nil, err
+	}
+	details, err := json.Marshal(det)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	t1, exit0 := t0.Add(time.Minute), 0
+	sr := &engine.StepRecord{ID: "kernels", Kind: pipeline.KindCUDABuild, State: engine.Passed, StartedAt: &t0, FinishedAt: &t1,
+		ExitCode: &exit0, Cache: "off", Outputs: arts, Artifacts: arts, Details: details}
+	return &engine.Record{Schema: engine.RecordSchema, Pipeline: engine.PipelineRef{Name: p.Name, Path: p.Path, Digest: p.Digest},
+		Version: "v0.0.0-fixture", State: engine.Passed, StartedAt: t0, FinishedAt: &t1,
+		Hardware: &engine.HardwareRef{Digest: hw.Digest, File: "hardware.json"}, Steps: []*engine.StepRecord{sr},
+		Attempts: []engine.Attempt{{StartedAt: t0, FinishedAt: &t1}}}, nil
+}
+
+// writeFile writes f's content to dst and returns its sha256 and size.
+func writeFile(dst string, f File) (string, int64, error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", 0, err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return "", 0, err
+	}
+	defer out.Close()
+	var r io.Reader
+	if f.Data != nil {
+		r = bytes.NewReader(f.Data)
+	} else {
+		seed := sha256.Sum256([]byte(f.Name))
+		r = io.LimitReader(rand.NewChaCha8(seed), f.Size)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), r)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, out.Close()
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
