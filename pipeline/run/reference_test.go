@@ -1,0 +1,265 @@
+package run_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuattest/gpuattest/attest/oci"
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/registrytest"
+	"github.com/gpuattest/gpuattest/internal/runfixture"
+	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/suite"
+)
+
+// release is a signed release published to a registry.
+type release struct {
+	ref    string // host/repo@sha256:...
+	digest string
+	pub    []byte // the signing key's PEM public key
+	v      *verify.Verifier
+}
+
+// standIn is the stand-in suite harness (pipeline/suite/testdata), with
+// its tool name replaced by tool so that results say which copy ran.
+func standIn(t *testing.T, tool string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../suite/testdata/harness.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.Replace(string(b), "test-harness 0", tool, 1))
+}
+
+// publish signs a fixture run releasing the stand-in harness (as
+// build/harness.sh, tool "released-harness") and pushes it to the
+// in-process registry at host.
+func publish(ctx context.Context, t *testing.T, host string) *release {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, _ := sign.NewKeypair(priv)
+	s, _ := sign.NewKeySigner(kp)
+	pem, err := kp.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	files := []runfixture.File{{Name: "build/harness.sh", Data: standIn(t, "released-harness")}, {Name: "build/k.fatbin", Size: 3000}}
+	if _, err := runfixture.Write(ctx, filepath.Join(t.TempDir(), "root"), dir, files, s); err != nil {
+		t.Fatal(err)
+	}
+	res, err := run.Push(ctx, dir, host+"/kernels:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verify.New(verify.WithKey(priv.Public(), "release key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &release{ref: host + "/kernels@" + res.Digest, digest: res.Digest, pub: []byte(pem), v: v}
+}
+
+// benchPipeline writes a pipeline into root whose benchmark compares the
+// local stand-in harness with the one in the release it names, verified
+// with keys/release.pub.
+func benchPipeline(t *testing.T, root, releaseRef string, pub []byte) string {
+	t.Helper()
+	for name, data := range map[string][]byte{"harness.sh": standIn(t, "local-harness"), "keys/release.pub": pub} {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: t\nsteps:\n" +
+		"  - id: bench\n    kind: benchmark\n    run: sh harness.sh cand.json\n    results: cand.json\n" +
+		"    repeats: 15\n    seeds: [1, 2]\n    rounds: 8\n" +
+		"    reference:\n      release: '" + releaseRef + "'\n      key: keys/release.pub\n" +
+		"      run: sh \"$GPUATTEST_REFERENCE_DIR/build/harness.sh\" ref.json\n      results: ref.json\n"
+	p := filepath.Join(root, "p.yaml")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runBench runs the pipeline at path and returns the run's result.
+func runBench(ctx context.Context, t *testing.T, path string) *run.Result {
+	t.Helper()
+	p, err := run.Load(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := run.Pipeline(ctx, p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(), run.WithGPUSource(noGPU(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// toLayout copies the release into an OCI layout at dir (pull --to).
+func toLayout(ctx context.Context, t *testing.T, rel *release, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := oci.Verify(ctx, rel.v, rel.ref, oci.WithLayoutTo(dir))
+	if err != nil || !res.Report.Verified {
+		t.Fatalf("copying the release to a layout: %v %+v", err, res)
+	}
+}
+
+// TestBenchmarkReferenceRelease: a benchmark's reference is a published
+// release, from a registry or an OCI layout inside the root; it is
+// verified before it runs, runs from the verified copy, and the step
+// records which release, by which key.
+func TestBenchmarkReferenceRelease(t *testing.T) {
+	t.Parallel()
+	rel := publish(t.Context(), t, registrytest.StartInProcess(t, nil))
+	tests := []struct {
+		name       string
+		ref        func(ctx context.Context, t *testing.T, root string) string
+		wantSource string
+	}{
+		{"registry", func(context.Context, *testing.T, string) string { return rel.ref }, rel.ref},
+		{"oci layout", func(ctx context.Context, t *testing.T, root string) string {
+			toLayout(ctx, t, rel, filepath.Join(root, "releases", "v1"))
+			return "oci-layout:releases/v1"
+		}, "oci-layout:releases/v1@" + rel.digest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			root := t.TempDir()
+			res := runBench(ctx, t, benchPipeline(t, root, tt.ref(ctx, t, root), rel.pub))
+			sr := res.Record.Step("bench")
+			if !res.Passed() {
+				t.Fatalf("run %s: step %s: %s", res.Record.State, sr.State, sr.Reason)
+			}
+			var d suite.BenchmarkDetails
+			if err := json.Unmarshal(sr.Details, &d); err != nil {
+				t.Fatal(err)
+			}
+			got := d.Reference.Release
+			sum := sha256.Sum256(rel.pub)
+			if got == nil || got.Digest != rel.digest || got.Source != tt.wantSource || got.KeySHA256 != hex.EncodeToString(sum[:]) ||
+				got.Key != "keys/release.pub" || got.Policy != "default" || got.Bundles != 2 || len(got.Files) != 2 {
+				t.Fatalf("recorded release %+v, want digest %s from %s", got, rel.digest, tt.wantSource)
+			}
+			// The reference ran the release's copy, the candidate the local one.
+			for name, tool := range map[string]string{"reference-01.json": "released-harness", "candidate-01.json": "local-harness"} {
+				b, err := os.ReadFile(filepath.Join(res.Dir, "steps", "bench", name))
+				if err != nil || !strings.Contains(string(b), `"tool":"`+tool+`"`) {
+					t.Errorf("%s: %v, want results of %s", name, err, tool)
+				}
+			}
+			bj, err := os.ReadFile(filepath.Join(res.Dir, "steps", "bench", "benchmark.json"))
+			if err != nil || !strings.Contains(string(bj), rel.digest) {
+				t.Errorf("benchmark.json does not name the release %s: %v", rel.digest, err)
+			}
+		})
+	}
+}
+
+// TestBenchmarkReferenceReleaseRefused: a release that does not verify
+// (a changed layer, another key) or a key reached through a symlink out
+// of the root fails the step before anything runs, with a message that
+// says why, and leaves no release files behind.
+func TestBenchmarkReferenceReleaseRefused(t *testing.T) {
+	t.Parallel()
+	rel := publish(t.Context(), t, registrytest.StartInProcess(t, nil))
+	otherKey := func(t *testing.T) []byte {
+		priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp, _ := sign.NewKeypair(priv)
+		pem, _ := kp.GetPublicKeyPem()
+		return []byte(pem)
+	}
+	tests := []struct {
+		name string
+		edit func(t *testing.T, root string) // after the layout and key are in place
+		key  func(t *testing.T) []byte
+		want []string
+	}{
+		{name: "changed layer", edit: func(t *testing.T, root string) {
+			sum := sha256.Sum256(standIn(t, "released-harness"))
+			blob := filepath.Join(root, "releases", "v1", "blobs", "sha256", hex.EncodeToString(sum[:]))
+			b, err := os.ReadFile(blob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 1
+			if err := os.WriteFile(blob, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, want: []string{"reference.release oci-layout:releases/v1", "the release did not verify (subject)", "build/harness.sh", "nothing from it was run"}},
+		{name: "another key", key: otherKey, want: []string{"the release did not verify (signature)", "not signed by keys/release.pub"}},
+		{name: "key through a symlink out of the root", edit: func(t *testing.T, root string) {
+			outside := filepath.Join(t.TempDir(), "release.pub")
+			os.WriteFile(outside, rel.pub, 0o644)
+			os.Remove(filepath.Join(root, "keys", "release.pub"))
+			if err := os.Symlink(outside, filepath.Join(root, "keys", "release.pub")); err != nil {
+				t.Fatal(err)
+			}
+		}, want: []string{"reference.key keys/release.pub leads outside the pipeline's root", "hint:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			root := t.TempDir()
+			toLayout(ctx, t, rel, filepath.Join(root, "releases", "v1"))
+			pub := rel.pub
+			if tt.key != nil {
+				pub = tt.key(t)
+			}
+			path := benchPipeline(t, root, "oci-layout:releases/v1", pub)
+			if tt.edit != nil {
+				tt.edit(t, root)
+			}
+			res := runBench(ctx, t, path)
+			sr := res.Record.Step("bench")
+			if res.Passed() || sr.State != run.Error {
+				t.Fatalf("run %s, step %s, want the step in error", res.Record.State, sr.State)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(sr.Reason, w) {
+					t.Errorf("reason %q\nwant it to contain %q", sr.Reason, w)
+				}
+			}
+			// Nothing ran and nothing of the release was written.
+			entries, _ := os.ReadDir(filepath.Join(res.Dir, "steps", "bench"))
+			for _, e := range entries {
+				if n := e.Name(); strings.HasPrefix(n, "reference") || strings.HasPrefix(n, "candidate") || strings.HasPrefix(n, ".") {
+					t.Errorf("step directory holds %s", n)
+				}
+			}
+			for _, f := range []string{"cand.json", "ref.json"} {
+				if _, err := os.Stat(filepath.Join(root, f)); err == nil {
+					t.Errorf("%s was written: a side ran", f)
+				}
+			}
+		})
+	}
+}
