@@ -20,6 +20,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/runfixture"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
@@ -259,6 +260,60 @@ func TestBenchmarkReferenceReleaseRefused(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(root, f)); err == nil {
 					t.Errorf("%s was written: a side ran", f)
 				}
+			}
+		})
+	}
+}
+
+// TestBenchmarkReferenceReleaseRecheck: before a run is signed (at its
+// end or on a resume: rundir's Recheck, which Attest calls), a passed benchmark must still show the release the
+// step names, verified with the key file the step names now, and the
+// release's files as verified.
+func TestBenchmarkReferenceReleaseRecheck(t *testing.T) {
+	t.Parallel()
+	rel := publish(t.Context(), t, registrytest.StartInProcess(t, nil))
+	tests := []struct {
+		name    string
+		edit    func(t *testing.T, root, runDir string)
+		wantErr string
+	}{
+		{name: "unchanged"},
+		{name: "key file replaced", edit: func(t *testing.T, root, _ string) {
+			os.WriteFile(filepath.Join(root, "keys", "release.pub"), []byte(strings.Replace(string(rel.pub), "\n", "\n\n", 1)), 0o644)
+		}, wantErr: "verified with reference.key keys/release.pub of sha256"},
+		{name: "release file changed in the run directory", edit: func(t *testing.T, _, runDir string) {
+			os.WriteFile(filepath.Join(runDir, "steps", "bench", suite.ReferenceReleaseDir, "build", "k.fatbin"), []byte("x"), 0o644)
+		}, wantErr: "the verified release's file build/k.fatbin has sha256"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			root := t.TempDir()
+			toLayout(ctx, t, rel, filepath.Join(root, "releases", "v1"))
+			path := benchPipeline(t, root, "oci-layout:releases/v1", rel.pub)
+			res := runBench(ctx, t, path)
+			if !res.Passed() {
+				t.Fatalf("run %s: %s", res.Record.State, res.Record.Step("bench").Reason)
+			}
+			if tt.edit != nil {
+				tt.edit(t, root, res.Dir)
+			}
+			p, err := run.Load(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd, err := rundir.Open(res.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = rd.Recheck(p)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("recheck: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("recheck: err = %v\nwant %q", err, tt.wantErr)
 			}
 		})
 	}

@@ -2,11 +2,16 @@ package suite
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -88,4 +93,109 @@ func (b Benchmark) fetchRelease(ctx context.Context, s *step.Context) (*Referenc
 	rel.Dir = filepath.ToSlash(filepath.Join("steps", s.Step.ID, ReferenceReleaseDir))
 	s.Logger.Info("reference release verified", "step", s.Step.ID, "release", rel.Source, "files", len(rel.Files))
 	return rel, dir, nil
+}
+
+// recheckRelease checks, for a benchmark whose reference names a
+// published release, that the step's benchmark.json (checked against its
+// recorded digest) records that release as verified, pinned to the digest
+// the step names if it names one, with the key and policy files the step
+// names now; and that the files the reference ran are still those.
+func recheckRelease(s *step.Context, files []recordedFile) error {
+	r := s.Step.Reference
+	if r == nil || r.Release == "" {
+		return nil
+	}
+	var bj *recordedFile
+	for i := range files {
+		if files[i].name == "benchmark.json" {
+			bj = &files[i]
+		}
+	}
+	if bj == nil {
+		return errors.New("run.json records no benchmark.json for it: nothing says which release the reference ran")
+	}
+	var d BenchmarkDetails
+	if err := json.Unmarshal(bj.data, &d); err != nil {
+		return fmt.Errorf("%s: %w", bj.Path, err)
+	}
+	if d.Reference == nil || d.Reference.Release == nil {
+		return fmt.Errorf("its benchmark.json records no verified release, but the step's reference names %s", r.Release)
+	}
+	rel := d.Reference.Release
+	switch {
+	case rel.Ref != r.Release:
+		return fmt.Errorf("its reference ran release %s, but the step names %s", rel.Ref, r.Release)
+	case pinnedDigest(r.Release) != "" && rel.Digest != pinnedDigest(r.Release):
+		return fmt.Errorf("its reference ran release manifest %s, but the step pins %s", rel.Digest, pinnedDigest(r.Release))
+	}
+	if err := recheckFileDigest(s, "reference.key", r.Key, rel.Key, rel.KeySHA256); err != nil {
+		return err
+	}
+	if r.Policy == "" {
+		if rel.Policy != "default" {
+			return fmt.Errorf("its release was verified with policy %s, but the step names none (the default)", rel.Policy)
+		}
+	} else if err := recheckFileDigest(s, "reference.policy", r.Policy, rel.Policy, rel.PolicySHA256); err != nil {
+		return err
+	}
+	return recheckReleaseFiles(s, rel)
+}
+
+// pinnedDigest returns the sha256:<hex> a reference is pinned to, or "".
+func pinnedDigest(ref string) string {
+	i := strings.LastIndex(ref, "@sha256:")
+	if i < 0 {
+		return ""
+	}
+	return ref[i+1:]
+}
+
+// recheckFileDigest checks that the file the step names in field (name,
+// relative to the pipeline file) is the one recorded (as recName, with
+// hex sha256 recSum).
+func recheckFileDigest(s *step.Context, field, name, recName, recSum string) error {
+	if recName != name {
+		return fmt.Errorf("its release was verified with %s %s, but the step names %s", field, recName, name)
+	}
+	rel, err := s.FileRel(field, name)
+	if err != nil {
+		return err
+	}
+	b, err := newRootedFile(s, rel, name).read()
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != recSum {
+		return fmt.Errorf("its release was verified with %s %s of sha256 %s, but that file now has sha256 %s", field, name, short12(recSum), got[:12])
+	}
+	return nil
+}
+
+// recheckReleaseFiles checks the release's files in the step directory
+// against the digests recorded when they were verified.
+func recheckReleaseFiles(s *step.Context, rel *ReferenceRelease) error {
+	if len(rel.Files) == 0 {
+		return errors.New("its benchmark.json records a release with no files")
+	}
+	root, err := os.OpenRoot(filepath.Join(s.StepDir, ReferenceReleaseDir))
+	if err != nil {
+		return fmt.Errorf("the verified release's files: %w", err)
+	}
+	defer root.Close()
+	for _, f := range rel.Files {
+		h, err := root.Open(filepath.FromSlash(f.Path))
+		if err != nil {
+			return fmt.Errorf("the verified release's file %s: %w", f.Path, err)
+		}
+		sum, _, err := digest.Reader(h)
+		h.Close()
+		if err != nil {
+			return err
+		}
+		if sum != f.SHA256 {
+			return fmt.Errorf("the verified release's file %s has sha256 %s, but %s was verified", f.Path, short12(sum), short12(f.SHA256))
+		}
+	}
+	return nil
 }
