@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/collect"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
@@ -150,7 +152,8 @@ func TestBenchmarkReferenceRelease(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			root := t.TempDir()
-			res := runBench(ctx, t, benchPipeline(t, root, tt.ref(ctx, t, root), rel.pub))
+			path := benchPipeline(t, root, tt.ref(ctx, t, root), rel.pub)
+			res := runBench(ctx, t, path)
 			sr := res.Record.Step("bench")
 			if !res.Passed() {
 				t.Fatalf("run %s: step %s: %s", res.Record.State, sr.State, sr.Reason)
@@ -175,6 +178,31 @@ func TestBenchmarkReferenceRelease(t *testing.T) {
 			bj, err := os.ReadFile(filepath.Join(res.Dir, "steps", "bench", "benchmark.json"))
 			if err != nil || !strings.Contains(string(bj), rel.digest) {
 				t.Errorf("benchmark.json does not name the release %s: %v", rel.digest, err)
+			}
+			// The validation statement says which release each verdict is against.
+			p, err := run.Load(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ar, err := collect.FromRunDir(res.Dir, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A statement needs a subject; this pipeline builds nothing.
+			ar.Artifacts = []attest.FileDigest{{Path: "k.fatbin", SHA256: strings.Repeat("0", 64)}}
+			st, err := attest.ValidationStatement(ar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := attest.ParseStatement(b); err != nil {
+				t.Fatalf("statement does not parse: %v", err)
+			}
+			if n := strings.Count(string(b), `"release":"`+rel.digest+`"`); n != 2 {
+				t.Errorf("statement names release %s in %d comparisons, want 2 (one per case):\n%s", rel.digest, n, b)
 			}
 		})
 	}
