@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,8 @@ import (
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/runfixture"
+	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/internal/tinyimage"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
@@ -50,6 +53,14 @@ func standIn(t *testing.T, tool string) []byte {
 // in-process registry at host.
 func publish(ctx context.Context, t *testing.T, host string) *release {
 	t.Helper()
+	files := []runfixture.File{{Name: "build/harness.sh", Data: standIn(t, "released-harness")}, {Name: "build/k.fatbin", Size: 3000}}
+	return publishFiles(ctx, t, host, files)
+}
+
+// publishFiles signs a fixture run releasing files and pushes it to the
+// in-process registry at host.
+func publishFiles(ctx context.Context, t *testing.T, host string, files []runfixture.File) *release {
+	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +72,6 @@ func publish(ctx context.Context, t *testing.T, host string) *release {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "run")
-	files := []runfixture.File{{Name: "build/harness.sh", Data: standIn(t, "released-harness")}, {Name: "build/k.fatbin", Size: 3000}}
 	if _, err := runfixture.Write(ctx, filepath.Join(t.TempDir(), "root"), dir, files, s); err != nil {
 		t.Fatal(err)
 	}
@@ -344,5 +354,64 @@ func TestBenchmarkReferenceReleaseRecheck(t *testing.T) {
 				t.Fatalf("recheck: err = %v\nwant %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestBenchmarkReferenceReleaseBwrap: under the bwrap runner the
+// reference sees the verified release read-only at
+// $GPUATTEST_REFERENCE_DIR (the run directory is outside the root, so
+// nothing else would show it), and cannot write there.
+func TestBenchmarkReferenceReleaseBwrap(t *testing.T) {
+	testenv.RequireTool(t, "bwrap")
+	base := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(base, "cache"))
+	tinyimage.WriteDockerArchive(t, filepath.Join(base, "images", "tiny.tar"))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	// The results both sides report: the same fixed samples.
+	var samples []string
+	for i := range 20 {
+		samples = append(samples, fmt.Sprintf("%d.5", 1000+i%7))
+	}
+	results := `{"schema":"https://gpuattest.dev/results/v1","tool":"fixed","backend":"cpu","cases":[` +
+		`{"name":"copy/n=1024","status":"passed","samples_ns":[` + strings.Join(samples, ",") + `]}]}` + "\n"
+	rel := publishFiles(ctx, t, registrytest.StartInProcess(t, nil), []runfixture.File{{Name: "build/results.json", Data: []byte(results)}})
+	root := filepath.Join(base, "proj")
+	for name, data := range map[string]string{"local.json": results, "keys/release.pub": string(rel.pub)} {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyTo := func(src, dst string) string {
+		return `while IFS= read -r l; do echo "$l"; done < ` + src + ` > ` + dst
+	}
+	src := "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: t\nrunner: bwrap\nimages:\n  tiny: docker-archive:../images/tiny.tar\nsteps:\n" +
+		"  - id: bench\n    kind: benchmark\n    image: tiny\n    run: '" + copyTo("local.json", "cand.json") + "'\n    results: cand.json\n    rounds: 8\n" +
+		"    reference:\n      release: '" + rel.ref + "'\n      key: keys/release.pub\n" +
+		"      run: 'if (echo x > \"$GPUATTEST_REFERENCE_DIR/pwned\") 2>/dev/null; then exit 3; fi; " + copyTo(`"$GPUATTEST_REFERENCE_DIR/build/results.json"`, "ref.json") + "'\n" +
+		"      results: ref.json\n"
+	path := filepath.Join(root, "p.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := run.Load(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := run.Pipeline(ctx, p, run.WithOutDir(filepath.Join(base, "runs", "r")), run.WithoutCache(), run.WithGPUSource(noGPU(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr := res.Record.Step("bench"); !res.Passed() {
+		b, _ := os.ReadFile(filepath.Join(res.Dir, "steps", "bench", "stderr.log"))
+		t.Fatalf("step %s: %s\n%s", sr.State, sr.Reason, b)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "ref.json")); err != nil || string(b) != results {
+		t.Errorf("ref.json %q %v, want the release's results", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, "steps", "bench", suite.ReferenceReleaseDir, "pwned")); err == nil {
+		t.Error("the reference wrote into the release directory")
 	}
 }
