@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -204,6 +203,10 @@ type extractor struct {
 	// that most entries skip MkdirAll; forget drops what a removal voids.
 	dirs    map[string]bool
 	entries int
+	// viaUncompressed reads layers through Uncompressed (see openLayer).
+	viaUncompressed bool
+	// buf is the copy buffer of file contents.
+	buf []byte
 }
 
 // forget drops name and everything under it from the directory cache.
@@ -235,7 +238,8 @@ func extractLayers(ctx context.Context, img v1.Image, dir string, o *options) (i
 		return 0, err
 	}
 	defer root.Close()
-	x := &extractor{root: root, o: o, dirModes: map[string]fs.FileMode{".": 0o755}, dirs: map[string]bool{".": true}}
+	_, via := img.(uncompressedPreferrer)
+	x := &extractor{root: root, o: o, dirModes: map[string]fs.FileMode{".": 0o755}, dirs: map[string]bool{".": true}, viaUncompressed: via, buf: make([]byte, 256<<10)}
 	for i, l := range layers {
 		if err := x.layer(ctx, i, l); err != nil {
 			return x.entries, err
@@ -249,13 +253,13 @@ func (x *extractor) layer(ctx context.Context, i int, l v1.Layer) error {
 	if err != nil {
 		return fmt.Errorf("layer %d: reading its digest: %w", i, err)
 	}
-	rc, err := l.Uncompressed()
+	rc, err := openLayer(l, x.viaUncompressed)
 	if err != nil {
 		return fmt.Errorf("layer %d (%s): %w", i, diffID, err)
 	}
-	defer rc.Close()
-	h := sha256.New()
-	tr := tar.NewReader(io.TeeReader(rc, h))
+	s := newLayerStream(rc)
+	defer s.Close(rc.Close)
+	tr := tar.NewReader(s)
 	created := map[string]bool{}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -273,17 +277,20 @@ func (x *extractor) layer(ctx context.Context, i int, l v1.Layer) error {
 		}
 		x.entries++
 	}
-	return checkDigest(i, diffID, rc, h)
+	return checkDigest(i, diffID, s)
 }
 
 // checkDigest reads the rest of the stream (tar padding) and compares the
 // uncompressed digest with the one the config lists.
-func checkDigest(i int, want v1.Hash, rc io.Reader, h hash.Hash) error {
-	if _, err := io.Copy(h, rc); err != nil {
+func checkDigest(i int, want v1.Hash, s *layerStream) error {
+	got, err := s.Digest()
+	if err != nil {
 		return fmt.Errorf("layer %d (%s): %w", i, want, err)
 	}
-	got := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	if want.Algorithm == "sha256" && got != want.String() {
+	if want.Algorithm != "sha256" {
+		return fmt.Errorf("layer %d: the image config lists its digest as %s, want a sha256 digest\nhint: only sha256 layer digests can be verified", i, want)
+	}
+	if got != want.String() {
 		return fmt.Errorf("layer %d: uncompressed content hashes to %s, but the image config says %s\nhint: the image source is corrupt or was tampered with", i, got, want)
 	}
 	return nil
@@ -387,17 +394,24 @@ func fileMode(hdr *tar.Header) fs.FileMode {
 	return fs.FileMode(hdr.Mode) & fs.ModePerm // setuid and setgid dropped
 }
 
-// prepare makes the parent of name and clears whatever name is now, unless
-// both are directories. It reports whether a directory is already there.
-func (x *extractor) prepare(name string, wantDir bool) (bool, error) {
-	if parent := path.Dir(name); !x.dirs[parent] {
-		if err := x.root.MkdirAll(parent, 0o755); err != nil {
-			return false, fmt.Errorf("making parent directory: %w", err)
-		}
-		for d := parent; d != "."; d = path.Dir(d) {
-			x.dirs[d] = true
-		}
+// parent makes the parent directory of name unless it is known to exist.
+func (x *extractor) parent(name string) error {
+	parent := path.Dir(name)
+	if x.dirs[parent] {
+		return nil
 	}
+	if err := x.root.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("making parent directory: %w", err)
+	}
+	for d := parent; d != "."; d = path.Dir(d) {
+		x.dirs[d] = true
+	}
+	return nil
+}
+
+// clear removes whatever name is now, unless it is a directory and keepDir
+// is set. It reports whether a directory is kept.
+func (x *extractor) clear(name string, keepDir bool) (bool, error) {
 	fi, err := x.root.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -406,7 +420,7 @@ func (x *extractor) prepare(name string, wantDir bool) (bool, error) {
 		return false, err
 	}
 	if fi.IsDir() {
-		if wantDir {
+		if keepDir {
 			return true, nil
 		}
 		return false, x.remove(name, true)
@@ -416,32 +430,57 @@ func (x *extractor) prepare(name string, wantDir bool) (bool, error) {
 	return false, x.remove(name, false)
 }
 
-func (x *extractor) mkdir(name string, hdr *tar.Header) error {
-	exists, err := x.prepare(name, true)
-	if err != nil {
+// create makes name's parent and runs mk, which creates name exclusively
+// (O_EXCL, mkdir, symlink, link: never through what is there). When name
+// exists already, which is rare but for later layers, it clears it and runs
+// mk again: one system call per entry in the common case, not a stat
+// first.
+func (x *extractor) create(name string, mk func() error) error {
+	if err := x.parent(name); err != nil {
 		return err
 	}
-	if !exists {
-		if err := x.root.Mkdir(name, 0o700); err != nil {
-			return err
+	if err := mk(); !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if _, err := x.clear(name, false); err != nil {
+		return err
+	}
+	return mk()
+}
+
+func (x *extractor) mkdir(name string, hdr *tar.Header) error {
+	if err := x.parent(name); err != nil {
+		return err
+	}
+	err := x.root.Mkdir(name, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		var kept bool
+		if kept, err = x.clear(name, true); err == nil && !kept {
+			err = x.root.Mkdir(name, 0o700)
 		}
+	}
+	if err != nil {
+		return err
 	}
 	x.dirs[name] = true
 	x.dirModes[name] = dirMode(hdr)
 	return nil
 }
 
+// writerOnly hides *os.File's ReadFrom, so that io.CopyBuffer uses the
+// extractor's buffer instead of allocating one per file.
+type writerOnly struct{ io.Writer }
+
 func (x *extractor) file(name string, hdr *tar.Header, r io.Reader) error {
-	if _, err := x.prepare(name, false); err != nil {
+	var f *os.File
+	err := x.create(name, func() (err error) {
+		f, err = x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		return err
-	}
-	// O_EXCL: the name was just cleared, so this never opens an existing
-	// file or follows a symlink.
-	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	})
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	if _, err := io.CopyBuffer(writerOnly{f}, r, x.buf); err != nil {
 		f.Close()
 		return err
 	}
@@ -462,10 +501,7 @@ func (x *extractor) symlink(name string, hdr *tar.Header) error {
 			return unsafef("symlink target %q leaves the image root", target)
 		}
 	}
-	if _, err := x.prepare(name, false); err != nil {
-		return err
-	}
-	return x.root.Symlink(target, name)
+	return x.create(name, func() error { return x.root.Symlink(target, name) })
 }
 
 func (x *extractor) hardlink(name string, hdr *tar.Header) error {
@@ -489,10 +525,7 @@ func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 	if target == name {
 		return nil
 	}
-	if _, err := x.prepare(name, false); err != nil {
-		return err
-	}
-	return x.root.Link(target, name)
+	return x.create(name, func() error { return x.root.Link(target, name) })
 }
 
 func (x *extractor) whiteout(name string) error {
