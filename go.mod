@@ -130,3 +130,5 @@ require (
 )
 
 replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema
+
+replace github.com/asaskevich/govalidator => ./third_party/govalidator
