@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -43,10 +44,23 @@ func main() {
 	layoutDir := flag.String("layout", "", "OCI image layout holding one image (default: a generated layer)")
 	size := flag.String("size", "500MB", "uncompressed size of the generated layer")
 	src := flag.String("src", "/usr/include,/usr/share/doc,/usr/lib/x86_64-linux-gnu", "comma-separated directories the generated layer's files come from")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of gpuattest's extractions to this file")
 	work := flag.String("work", filepath.Join(os.TempDir(), "gpuattest-bench-unpack"), "where the generated layer is cached and the extractions go")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench/unpack: %v\n", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(context.Background(), *runs, *layoutDir, *size, *src, *work); err != nil {
 		fmt.Fprintf(os.Stderr, "bench/unpack: %v\n", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

@@ -2,6 +2,7 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -115,7 +116,7 @@ func Extract(ctx context.Context, img v1.Image, cacheDir string, opts ...Option)
 		}
 	}()
 	start := time.Now()
-	n, err := extractLayers(ctx, img, tmp, o)
+	n, err := extractLayers(ctx, img, raw, tmp, o)
 	if err != nil {
 		if errors.Is(err, ErrUnsafeEntry) {
 			err = fmt.Errorf("%w\nhint: the image carries an entry that could write outside its root file system; rebuild it with a standard tool (docker build, buildah) or use another image", err)
@@ -228,10 +229,22 @@ func (x *extractor) remove(name string, all bool) error {
 	return x.root.Remove(name)
 }
 
-func extractLayers(ctx context.Context, img v1.Image, dir string, o *options) (int, error) {
+// extractLayers applies img's layers to dir, checking each against the
+// uncompressed digest that rawConfig (the config whose digest names the
+// root file system) lists for it. The digests come from the config itself,
+// never from the layer: go-containerregistry works out an OCI layout
+// layer's DiffID by decompressing the whole layer once more.
+func extractLayers(ctx context.Context, img v1.Image, rawConfig []byte, dir string, o *options) (int, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return 0, fmt.Errorf("listing layers: %w", err)
+	}
+	cf, err := v1.ParseConfigFile(bytes.NewReader(rawConfig))
+	if err != nil {
+		return 0, fmt.Errorf("parsing the image config: %w", err)
+	}
+	if len(cf.RootFS.DiffIDs) != len(layers) {
+		return 0, fmt.Errorf("the image has %d layers but its config lists %d layer digests (rootfs.diff_ids)\nhint: the image is malformed; rebuild it", len(layers), len(cf.RootFS.DiffIDs))
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -241,18 +254,14 @@ func extractLayers(ctx context.Context, img v1.Image, dir string, o *options) (i
 	_, via := img.(uncompressedPreferrer)
 	x := &extractor{root: root, o: o, dirModes: map[string]fs.FileMode{".": 0o755}, dirs: map[string]bool{".": true}, viaUncompressed: via, buf: make([]byte, 256<<10)}
 	for i, l := range layers {
-		if err := x.layer(ctx, i, l); err != nil {
+		if err := x.layer(ctx, i, l, cf.RootFS.DiffIDs[i]); err != nil {
 			return x.entries, err
 		}
 	}
 	return x.entries, x.finish()
 }
 
-func (x *extractor) layer(ctx context.Context, i int, l v1.Layer) error {
-	diffID, err := l.DiffID()
-	if err != nil {
-		return fmt.Errorf("layer %d: reading its digest: %w", i, err)
-	}
+func (x *extractor) layer(ctx context.Context, i int, l v1.Layer, diffID v1.Hash) error {
 	rc, err := openLayer(l, x.viaUncompressed)
 	if err != nil {
 		return fmt.Errorf("layer %d (%s): %w", i, diffID, err)

@@ -159,3 +159,37 @@ func mustHash(t *testing.T, b []byte) v1.Hash {
 	}
 	return h
 }
+
+// swappedLayers is an image whose Layers are replaced.
+type swappedLayers struct {
+	v1.Image
+	layers []v1.Layer
+}
+
+func (s swappedLayers) Layers() ([]v1.Layer, error) { return s.layers, nil }
+
+// noDiffID fails DiffID: go-containerregistry answers it for an OCI layout
+// layer by decompressing the whole layer, a second pass Extract must not
+// make; the config lists the digest.
+type noDiffID struct{ v1.Layer }
+
+func (noDiffID) DiffID() (v1.Hash, error) {
+	return v1.Hash{}, errors.New("DiffID called: the layer would be decompressed twice")
+}
+
+func TestExtractTakesLayerDigestsFromConfig(t *testing.T) {
+	t.Parallel()
+	l := layerOf(t, file("f", "x"))
+	img := imageOf(t, l)
+	root, err := Extract(t.Context(), swappedLayers{img, []v1.Layer{noDiffID{l}}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{".": "d 0755", "f": "f 0644 x"}, tree(t, root)); diff != "" {
+		t.Errorf("extracted tree (-want +got):\n%s", diff)
+	}
+	_, err = Extract(t.Context(), swappedLayers{img, []v1.Layer{l, l}}, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "the image has 2 layers but its config lists 1 layer digests") {
+		t.Errorf("Extract of more layers than the config lists: err = %v, want a count mismatch", err)
+	}
+}
