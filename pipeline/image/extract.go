@@ -202,7 +202,13 @@ type extractor struct {
 	dirModes map[string]fs.FileMode
 	// dirs caches directories known to exist (made or checked by us), so
 	// that most entries skip MkdirAll; forget drops what a removal voids.
-	dirs    map[string]bool
+	dirs map[string]bool
+	// parents caches open handles of directories that entries are created
+	// in, so that creating a/b/c/file is one openat beside a/b/c instead of
+	// a walk of every component (os.Root opens each one). Any removal
+	// drops them all: a removed directory, or one reached through a symlink
+	// that a removal changed, must not be written into.
+	parents map[string]*os.Root
 	entries int
 	// viaUncompressed reads layers through Uncompressed (see openLayer).
 	viaUncompressed bool
@@ -210,14 +216,51 @@ type extractor struct {
 	buf []byte
 }
 
-// forget drops name and everything under it from the directory cache.
+// forget drops name and everything under it from the directory cache,
+// and every cached directory handle.
 func (x *extractor) forget(name string) {
+	x.closeParents()
 	delete(x.dirs, name)
 	prefix := name + "/"
 	for d := range x.dirs {
 		if strings.HasPrefix(d, prefix) {
 			delete(x.dirs, d)
 		}
+	}
+}
+
+// maxParents bounds the directory handles kept open.
+const maxParents = 64
+
+// parentOf makes name's parent directory and returns a handle on it, and
+// name's last element.
+func (x *extractor) parentOf(name string) (*os.Root, string, error) {
+	if err := x.parent(name); err != nil {
+		return nil, "", err
+	}
+	dir, base := path.Split(name)
+	if dir == "" {
+		return x.root, base, nil
+	}
+	dir = strings.TrimSuffix(dir, "/")
+	if r := x.parents[dir]; r != nil {
+		return r, base, nil
+	}
+	if len(x.parents) >= maxParents {
+		x.closeParents()
+	}
+	r, err := x.root.OpenRoot(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	x.parents[dir] = r
+	return r, base, nil
+}
+
+func (x *extractor) closeParents() {
+	for d, r := range x.parents {
+		r.Close()
+		delete(x.parents, d)
 	}
 }
 
@@ -252,7 +295,8 @@ func extractLayers(ctx context.Context, img v1.Image, rawConfig []byte, dir stri
 	}
 	defer root.Close()
 	_, via := img.(uncompressedPreferrer)
-	x := &extractor{root: root, o: o, dirModes: map[string]fs.FileMode{".": 0o755}, dirs: map[string]bool{".": true}, viaUncompressed: via, buf: make([]byte, 256<<10)}
+	x := &extractor{root: root, o: o, dirModes: map[string]fs.FileMode{".": 0o755}, dirs: map[string]bool{".": true}, viaUncompressed: via, buf: make([]byte, 256<<10), parents: map[string]*os.Root{}}
+	defer x.closeParents()
 	for i, l := range layers {
 		if err := x.layer(ctx, i, l, cf.RootFS.DiffIDs[i]); err != nil {
 			return x.entries, err
@@ -439,29 +483,35 @@ func (x *extractor) clear(name string, keepDir bool) (bool, error) {
 	return false, x.remove(name, false)
 }
 
-// create makes name's parent and runs mk, which creates name exclusively
+// create makes name's parent and runs mk, which creates name (base in
+// dir, name's parent directory) exclusively
 // (O_EXCL, mkdir, symlink, link: never through what is there). When name
 // exists already, which is rare but for later layers, it clears it and runs
 // mk again: one system call per entry in the common case, not a stat
 // first.
-func (x *extractor) create(name string, mk func() error) error {
-	if err := x.parent(name); err != nil {
+func (x *extractor) create(name string, mk func(dir *os.Root, base string) error) error {
+	dir, base, err := x.parentOf(name)
+	if err != nil {
 		return err
 	}
-	if err := mk(); !errors.Is(err, fs.ErrExist) {
+	if err := mk(dir, base); !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	if _, err := x.clear(name, false); err != nil {
 		return err
 	}
-	return mk()
+	if dir, base, err = x.parentOf(name); err != nil { // clear dropped the handles
+		return err
+	}
+	return mk(dir, base)
 }
 
 func (x *extractor) mkdir(name string, hdr *tar.Header) error {
-	if err := x.parent(name); err != nil {
+	dir, base, err := x.parentOf(name)
+	if err != nil {
 		return err
 	}
-	err := x.root.Mkdir(name, 0o700)
+	err = dir.Mkdir(base, 0o700)
 	if errors.Is(err, fs.ErrExist) {
 		var kept bool
 		if kept, err = x.clear(name, true); err == nil && !kept {
@@ -497,8 +547,8 @@ type writerOnly struct{ io.Writer }
 
 func (x *extractor) file(name string, hdr *tar.Header, r io.Reader) error {
 	var f *os.File
-	err := x.create(name, func() (err error) {
-		f, err = x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := x.create(name, func(dir *os.Root, base string) (err error) {
+		f, err = dir.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		return err
 	})
 	if err != nil {
@@ -529,7 +579,7 @@ func (x *extractor) symlink(name string, hdr *tar.Header) error {
 			return unsafef("symlink target %q leaves the image root", target)
 		}
 	}
-	return x.create(name, func() error { return x.root.Symlink(target, name) })
+	return x.create(name, func(dir *os.Root, base string) error { return dir.Symlink(target, base) })
 }
 
 func (x *extractor) hardlink(name string, hdr *tar.Header) error {
@@ -553,7 +603,7 @@ func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 	if target == name {
 		return nil
 	}
-	return x.create(name, func() error { return x.root.Link(target, name) })
+	return x.create(name, func(*os.Root, string) error { return x.root.Link(target, name) })
 }
 
 func (x *extractor) whiteout(name string) error {

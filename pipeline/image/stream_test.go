@@ -193,3 +193,23 @@ func TestExtractTakesLayerDigestsFromConfig(t *testing.T) {
 		t.Errorf("Extract of more layers than the config lists: err = %v, want a count mismatch", err)
 	}
 }
+
+// TestExtractRecreatedDirectory: entries after a whiteout of their
+// directory land in the new directory, not in the removed one that a cached
+// directory handle would still point at.
+func TestExtractRecreatedDirectory(t *testing.T) {
+	t.Parallel()
+	img := imageOf(t,
+		layerOf(t, dir("d/"), dir("d/e/"), file("d/e/a", "1"), file("d/x", "2")),
+		layerOf(t, file(".wh.d", ""), dir("d/"), dir("d/e/"), file("d/e/b", "3"), file("d/y", "4")),
+		layerOf(t, file("d/e/.wh.b", ""), file("d/e/c", "5"), symlink("d/y", "e/c")),
+	)
+	root, err := Extract(t.Context(), img, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{".": "d 0755", "d": "d 0755", "d/e": "d 0755", "d/e/c": "f 0644 5", "d/y": "l e/c"}
+	if diff := cmp.Diff(want, tree(t, root)); diff != "" {
+		t.Errorf("extracted tree (-want +got):\n%s", diff)
+	}
+}
