@@ -227,35 +227,38 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 	if err != nil {
 		return err
 	}
-	var cN measure
-	start := time.Now()
-	for i := range n {
-		name := fmt.Sprintf("k%03d.cubin", i)
-		m, err := timeCmd(ctx, 1, dir, env, cosignVerify(name+".bundle.json", name)...)
-		if err != nil {
-			return err
-		}
-		cN.maxRSS = max(cN.maxRSS, m.maxRSS)
+	cN, err := cosignEach(ctx, n, dir, env, cosignVerify)
+	if err != nil {
+		return err
 	}
-	cN.wall = time.Since(start)
 
-	ver, err := timeCmd(ctx, 15, dir, env, gpuattestBin, "version")
-	if err != nil {
-		return err
-	}
-	floor, err := minimalProgram(dir)
-	if err != nil {
-		return err
-	}
-	fl, err := timeCmd(ctx, 15, dir, env, floor)
+	startup, err := measureStartup(ctx, dir, env, gpuattestBin)
 	if err != nil {
 		return err
 	}
 	printComparison(runs, n, cosignVersion(cosignBin), g1, c1, gN, cN)
-	fmt.Printf("start-up, median of 15 calls: gpuattest version %s (goal: at most 10 ms); a minimal Go program on this machine now %s\n",
-		ver.wall.Round(100*time.Microsecond), fl.wall.Round(100*time.Microsecond))
+	fmt.Println(startup)
 	fmt.Println("goal for the single verify: at most 0.20x cosign")
 	return nil
+}
+
+// measureStartup times 15 calls of gpuattest version and of a minimal Go
+// program and says what their medians are.
+func measureStartup(ctx context.Context, dir string, env []string, gpuattestBin string) (string, error) {
+	ver, err := timeCmd(ctx, 15, dir, env, gpuattestBin, "version")
+	if err != nil {
+		return "", err
+	}
+	floor, err := minimalProgram(dir)
+	if err != nil {
+		return "", err
+	}
+	fl, err := timeCmd(ctx, 15, dir, env, floor)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("start-up, median of 15 calls: gpuattest version %s (goal: at most 10 ms); a minimal Go program on this machine now %s",
+		ver.wall.Round(100*time.Microsecond), fl.wall.Round(100*time.Microsecond)), nil
 }
 
 // minimalProgram builds a Go program that prints one line, the floor of
@@ -278,6 +281,23 @@ func minimalProgram(dir string) (string, error) {
 		return "", fmt.Errorf("building the minimal program: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// cosignEach verifies each of the n bundles with its own cosign call and
+// returns the total wall time and the largest peak RSS.
+func cosignEach(ctx context.Context, n int, dir string, env []string, cosignVerify func(bundle, artifact string) []string) (measure, error) {
+	var cN measure
+	start := time.Now()
+	for i := range n {
+		name := fmt.Sprintf("k%03d.cubin", i)
+		m, err := timeCmd(ctx, 1, dir, env, cosignVerify(name+".bundle.json", name)...)
+		if err != nil {
+			return measure{}, err
+		}
+		cN.maxRSS = max(cN.maxRSS, m.maxRSS)
+	}
+	cN.wall = time.Since(start)
+	return cN, nil
 }
 
 // cosignVerifyArgs is the cosign call that verifies bundle for artifact.
