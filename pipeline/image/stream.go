@@ -64,7 +64,7 @@ func openLayer(l v1.Layer, viaUncompressed bool) (io.ReadCloser, error) {
 		}
 		return &decompressed{Reader: zr, src: br, close: rc.Close}, nil
 	case bytes.HasPrefix(magic, zstdMagic):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderMaxWindow(1<<30))
+		zr, err := zstd.NewReader(br)
 		if err != nil {
 			rc.Close()
 			return nil, fmt.Errorf("reading zstd header: %w", err)
