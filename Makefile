@@ -78,6 +78,7 @@ bench: build
 	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN)
 	$(GO) run ./bench/report
 	$(GO) run ./bench/publish -gpuattest $(CURDIR)/$(BIN)
+	$(GO) run ./bench/unpack -runs 3
 
 clean:
 	rm -rf bin .gpuattest

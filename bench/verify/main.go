@@ -4,7 +4,10 @@
 //  1. one bundle + a 10 MB artifact: wall time and peak RSS of one call of
 //     each tool (median of -runs runs; peak RSS is the child's ru_maxrss);
 //  2. 100 bundles + 100 artifacts: one gpuattest verify call over a JSONL
-//     of all bundles vs 100 cosign calls, one per bundle.
+//     of all bundles vs 100 cosign calls, one per bundle;
+//  3. start-up: `gpuattest version`, median wall time of 15 calls (issue 13
+//     item 15: at most 10 ms; the single verify at most 0.2x cosign), beside
+//     that of a minimal Go program, the floor on this machine at this time.
 //
 // It prints a table. Run from the module root:
 //
@@ -224,20 +227,77 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 	if err != nil {
 		return err
 	}
+	cN, err := cosignEach(ctx, n, dir, env, cosignVerify)
+	if err != nil {
+		return err
+	}
+
+	startup, err := measureStartup(ctx, dir, env, gpuattestBin)
+	if err != nil {
+		return err
+	}
+	printComparison(runs, n, cosignVersion(cosignBin), g1, c1, gN, cN)
+	fmt.Println(startup)
+	fmt.Println("goal for the single verify: at most 0.20x cosign")
+	return nil
+}
+
+// measureStartup times 15 calls of gpuattest version and of a minimal Go
+// program and says what their medians are.
+func measureStartup(ctx context.Context, dir string, env []string, gpuattestBin string) (string, error) {
+	ver, err := timeCmd(ctx, 15, dir, env, gpuattestBin, "version")
+	if err != nil {
+		return "", err
+	}
+	floor, err := minimalProgram(dir)
+	if err != nil {
+		return "", err
+	}
+	fl, err := timeCmd(ctx, 15, dir, env, floor)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("start-up, median of 15 calls: gpuattest version %s (goal: at most 10 ms); a minimal Go program on this machine now %s",
+		ver.wall.Round(100*time.Microsecond), fl.wall.Round(100*time.Microsecond)), nil
+}
+
+// minimalProgram builds a Go program that prints one line, the floor of
+// any Go program's start-up on this machine, into dir.
+func minimalProgram(dir string) (string, error) {
+	src := filepath.Join(dir, "minimal")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"minimal\") }\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module minimal\n"), 0o644); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "minimal-bin")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the minimal program: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// cosignEach verifies each of the n bundles with its own cosign call and
+// returns the total wall time and the largest peak RSS.
+func cosignEach(ctx context.Context, n int, dir string, env []string, cosignVerify func(bundle, artifact string) []string) (measure, error) {
 	var cN measure
 	start := time.Now()
 	for i := range n {
 		name := fmt.Sprintf("k%03d.cubin", i)
 		m, err := timeCmd(ctx, 1, dir, env, cosignVerify(name+".bundle.json", name)...)
 		if err != nil {
-			return err
+			return measure{}, err
 		}
 		cN.maxRSS = max(cN.maxRSS, m.maxRSS)
 	}
 	cN.wall = time.Since(start)
-
-	printComparison(runs, n, cosignVersion(cosignBin), g1, c1, gN, cN)
-	return nil
+	return cN, nil
 }
 
 // cosignVerifyArgs is the cosign call that verifies bundle for artifact.

@@ -2,12 +2,12 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -116,7 +116,7 @@ func Extract(ctx context.Context, img v1.Image, cacheDir string, opts ...Option)
 		}
 	}()
 	start := time.Now()
-	n, err := extractLayers(ctx, img, tmp, o)
+	n, err := extractLayers(ctx, img, raw, tmp, o)
 	if err != nil {
 		if errors.Is(err, ErrUnsafeEntry) {
 			err = fmt.Errorf("%w\nhint: the image carries an entry that could write outside its root file system; rebuild it with a standard tool (docker build, buildah) or use another image", err)
@@ -202,18 +202,65 @@ type extractor struct {
 	dirModes map[string]fs.FileMode
 	// dirs caches directories known to exist (made or checked by us), so
 	// that most entries skip MkdirAll; forget drops what a removal voids.
-	dirs    map[string]bool
+	dirs map[string]bool
+	// parents caches open handles of directories that entries are created
+	// in, so that creating a/b/c/file is one openat beside a/b/c instead of
+	// a walk of every component (os.Root opens each one). Any removal
+	// drops them all: a removed directory, or one reached through a symlink
+	// that a removal changed, must not be written into.
+	parents map[string]*os.Root
 	entries int
+	// viaUncompressed reads layers through Uncompressed (see openLayer).
+	viaUncompressed bool
+	// buf is the copy buffer of file contents.
+	buf []byte
 }
 
-// forget drops name and everything under it from the directory cache.
+// forget drops name and everything under it from the directory cache,
+// and every cached directory handle.
 func (x *extractor) forget(name string) {
+	x.closeParents()
 	delete(x.dirs, name)
 	prefix := name + "/"
 	for d := range x.dirs {
 		if strings.HasPrefix(d, prefix) {
 			delete(x.dirs, d)
 		}
+	}
+}
+
+// maxParents bounds the directory handles kept open.
+const maxParents = 64
+
+// parentOf makes name's parent directory and returns a handle on it, and
+// name's last element.
+func (x *extractor) parentOf(name string) (*os.Root, string, error) {
+	if err := x.parent(name); err != nil {
+		return nil, "", err
+	}
+	dir, base := path.Split(name)
+	if dir == "" {
+		return x.root, base, nil
+	}
+	dir = strings.TrimSuffix(dir, "/")
+	if r := x.parents[dir]; r != nil {
+		return r, base, nil
+	}
+	if len(x.parents) >= maxParents {
+		x.closeParents()
+	}
+	r, err := x.root.OpenRoot(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	x.parents[dir] = r
+	return r, base, nil
+}
+
+func (x *extractor) closeParents() {
+	for d, r := range x.parents {
+		r.Close()
+		delete(x.parents, d)
 	}
 }
 
@@ -225,37 +272,47 @@ func (x *extractor) remove(name string, all bool) error {
 	return x.root.Remove(name)
 }
 
-func extractLayers(ctx context.Context, img v1.Image, dir string, o *options) (int, error) {
+// extractLayers applies img's layers to dir, checking each against the
+// uncompressed digest that rawConfig (the config whose digest names the
+// root file system) lists for it. The digests come from the config itself,
+// never from the layer: go-containerregistry works out an OCI layout
+// layer's DiffID by decompressing the whole layer once more.
+func extractLayers(ctx context.Context, img v1.Image, rawConfig []byte, dir string, o *options) (int, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return 0, fmt.Errorf("listing layers: %w", err)
+	}
+	cf, err := v1.ParseConfigFile(bytes.NewReader(rawConfig))
+	if err != nil {
+		return 0, fmt.Errorf("parsing the image config: %w", err)
+	}
+	if len(cf.RootFS.DiffIDs) != len(layers) {
+		return 0, fmt.Errorf("the image has %d layers but its config lists %d layer digests (rootfs.diff_ids)\nhint: the image is malformed; rebuild it", len(layers), len(cf.RootFS.DiffIDs))
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return 0, err
 	}
 	defer root.Close()
-	x := &extractor{root: root, o: o, dirModes: map[string]fs.FileMode{".": 0o755}, dirs: map[string]bool{".": true}}
+	_, via := img.(uncompressedPreferrer)
+	x := &extractor{root: root, o: o, dirModes: map[string]fs.FileMode{".": 0o755}, dirs: map[string]bool{".": true}, viaUncompressed: via, buf: make([]byte, 256<<10), parents: map[string]*os.Root{}}
+	defer x.closeParents()
 	for i, l := range layers {
-		if err := x.layer(ctx, i, l); err != nil {
+		if err := x.layer(ctx, i, l, cf.RootFS.DiffIDs[i]); err != nil {
 			return x.entries, err
 		}
 	}
 	return x.entries, x.finish()
 }
 
-func (x *extractor) layer(ctx context.Context, i int, l v1.Layer) error {
-	diffID, err := l.DiffID()
-	if err != nil {
-		return fmt.Errorf("layer %d: reading its digest: %w", i, err)
-	}
-	rc, err := l.Uncompressed()
+func (x *extractor) layer(ctx context.Context, i int, l v1.Layer, diffID v1.Hash) error {
+	rc, err := openLayer(l, x.viaUncompressed)
 	if err != nil {
 		return fmt.Errorf("layer %d (%s): %w", i, diffID, err)
 	}
-	defer rc.Close()
-	h := sha256.New()
-	tr := tar.NewReader(io.TeeReader(rc, h))
+	s := newLayerStream(rc)
+	defer s.Close(rc.Close)
+	tr := tar.NewReader(s)
 	created := map[string]bool{}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -273,17 +330,20 @@ func (x *extractor) layer(ctx context.Context, i int, l v1.Layer) error {
 		}
 		x.entries++
 	}
-	return checkDigest(i, diffID, rc, h)
+	return checkDigest(i, diffID, s)
 }
 
 // checkDigest reads the rest of the stream (tar padding) and compares the
 // uncompressed digest with the one the config lists.
-func checkDigest(i int, want v1.Hash, rc io.Reader, h hash.Hash) error {
-	if _, err := io.Copy(h, rc); err != nil {
+func checkDigest(i int, want v1.Hash, s *layerStream) error {
+	got, err := s.Digest()
+	if err != nil {
 		return fmt.Errorf("layer %d (%s): %w", i, want, err)
 	}
-	got := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	if want.Algorithm == "sha256" && got != want.String() {
+	if want.Algorithm != "sha256" {
+		return fmt.Errorf("layer %d: the image config lists its digest as %s, want a sha256 digest\nhint: only sha256 layer digests can be verified", i, want)
+	}
+	if got != want.String() {
 		return fmt.Errorf("layer %d: uncompressed content hashes to %s, but the image config says %s\nhint: the image source is corrupt or was tampered with", i, got, want)
 	}
 	return nil
@@ -387,17 +447,24 @@ func fileMode(hdr *tar.Header) fs.FileMode {
 	return fs.FileMode(hdr.Mode) & fs.ModePerm // setuid and setgid dropped
 }
 
-// prepare makes the parent of name and clears whatever name is now, unless
-// both are directories. It reports whether a directory is already there.
-func (x *extractor) prepare(name string, wantDir bool) (bool, error) {
-	if parent := path.Dir(name); !x.dirs[parent] {
-		if err := x.root.MkdirAll(parent, 0o755); err != nil {
-			return false, fmt.Errorf("making parent directory: %w", err)
-		}
-		for d := parent; d != "."; d = path.Dir(d) {
-			x.dirs[d] = true
-		}
+// parent makes the parent directory of name unless it is known to exist.
+func (x *extractor) parent(name string) error {
+	parent := path.Dir(name)
+	if x.dirs[parent] {
+		return nil
 	}
+	if err := x.root.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("making parent directory: %w", err)
+	}
+	for d := parent; d != "."; d = path.Dir(d) {
+		x.dirs[d] = true
+	}
+	return nil
+}
+
+// clear removes whatever name is now, unless it is a directory and keepDir
+// is set. It reports whether a directory is kept.
+func (x *extractor) clear(name string, keepDir bool) (bool, error) {
 	fi, err := x.root.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -406,7 +473,7 @@ func (x *extractor) prepare(name string, wantDir bool) (bool, error) {
 		return false, err
 	}
 	if fi.IsDir() {
-		if wantDir {
+		if keepDir {
 			return true, nil
 		}
 		return false, x.remove(name, true)
@@ -416,34 +483,84 @@ func (x *extractor) prepare(name string, wantDir bool) (bool, error) {
 	return false, x.remove(name, false)
 }
 
-func (x *extractor) mkdir(name string, hdr *tar.Header) error {
-	exists, err := x.prepare(name, true)
+// create makes name's parent and runs mk, which creates name (base in
+// dir, name's parent directory) exclusively
+// (O_EXCL, mkdir, symlink, link: never through what is there). When name
+// exists already, which is rare but for later layers, it clears it and runs
+// mk again: one system call per entry in the common case, not a stat
+// first.
+func (x *extractor) create(name string, mk func(dir *os.Root, base string) error) error {
+	dir, base, err := x.parentOf(name)
 	if err != nil {
 		return err
 	}
-	if !exists {
-		if err := x.root.Mkdir(name, 0o700); err != nil {
-			return err
+	if err := mk(dir, base); !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if _, err := x.clear(name, false); err != nil {
+		return err
+	}
+	if dir, base, err = x.parentOf(name); err != nil { // clear dropped the handles
+		return err
+	}
+	return mk(dir, base)
+}
+
+func (x *extractor) mkdir(name string, hdr *tar.Header) error {
+	dir, base, err := x.parentOf(name)
+	if err != nil {
+		return err
+	}
+	err = dir.Mkdir(base, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		var kept bool
+		if kept, err = x.clear(name, true); err == nil && !kept {
+			err = x.root.Mkdir(name, 0o700)
 		}
+	}
+	if err != nil {
+		return err
 	}
 	x.dirs[name] = true
 	x.dirModes[name] = dirMode(hdr)
 	return nil
 }
 
-func (x *extractor) file(name string, hdr *tar.Header, r io.Reader) error {
-	if _, err := x.prepare(name, false); err != nil {
-		return err
+// writebackMin is the size from which a file's writeback is started as
+// soon as it is written (see startWriteback).
+const writebackMin = 64 << 10
+
+// startWriteback asks the kernel to start writing f's data to disk now,
+// without waiting (sync_file_range SYNC_FILE_RANGE_WRITE, as dpkg does), so
+// that the disk writes run beside the extraction and the syncfs that makes
+// the root file system durable at the end finds most of them done. It is
+// only a hint: where it fails, syncfs still writes everything.
+func startWriteback(f *os.File) {
+	if sc, err := f.SyscallConn(); err == nil {
+		_ = sc.Control(func(fd uintptr) { _ = unix.SyncFileRange(int(fd), 0, 0, unix.SYNC_FILE_RANGE_WRITE) })
 	}
-	// O_EXCL: the name was just cleared, so this never opens an existing
-	// file or follows a symlink.
-	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+}
+
+// writerOnly hides *os.File's ReadFrom, so that io.CopyBuffer uses the
+// extractor's buffer instead of allocating one per file.
+type writerOnly struct{ io.Writer }
+
+func (x *extractor) file(name string, hdr *tar.Header, r io.Reader) error {
+	var f *os.File
+	err := x.create(name, func(dir *os.Root, base string) (err error) {
+		f, err = dir.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	n, err := io.CopyBuffer(writerOnly{f}, r, x.buf)
+	if err != nil {
 		f.Close()
 		return err
+	}
+	if n >= writebackMin {
+		startWriteback(f)
 	}
 	if err := f.Chmod(fileMode(hdr)); err != nil {
 		f.Close()
@@ -462,10 +579,7 @@ func (x *extractor) symlink(name string, hdr *tar.Header) error {
 			return unsafef("symlink target %q leaves the image root", target)
 		}
 	}
-	if _, err := x.prepare(name, false); err != nil {
-		return err
-	}
-	return x.root.Symlink(target, name)
+	return x.create(name, func(dir *os.Root, base string) error { return dir.Symlink(target, base) })
 }
 
 func (x *extractor) hardlink(name string, hdr *tar.Header) error {
@@ -489,10 +603,7 @@ func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 	if target == name {
 		return nil
 	}
-	if _, err := x.prepare(name, false); err != nil {
-		return err
-	}
-	return x.root.Link(target, name)
+	return x.create(name, func(*os.Root, string) error { return x.root.Link(target, name) })
 }
 
 func (x *extractor) whiteout(name string) error {

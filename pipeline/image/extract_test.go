@@ -3,6 +3,7 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -326,6 +327,33 @@ func (f failingLayer) Uncompressed() (io.ReadCloser, error) {
 	}{io.MultiReader(io.LimitReader(rc, int64(f.after)), errReader{}), rc}, nil
 }
 
+// Compressed serves the stored (gzip) bytes, failing the same way after
+// the gzip of the first f.after uncompressed bytes: Extract reads gzip
+// layers as stored.
+func (f failingLayer) Compressed() (io.ReadCloser, error) {
+	rc, err := f.Uncompressed()
+	if err != nil {
+		return nil, err
+	}
+	return gzipStream(rc), nil
+}
+
+// gzipStream compresses r as it is read; a read error of r ends the
+// compressed stream with that error.
+func gzipStream(r io.ReadCloser) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		zw := gzip.NewWriter(pw)
+		_, err := io.Copy(zw, r)
+		if err == nil {
+			err = zw.Close()
+		}
+		r.Close()
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset (simulated)") }
@@ -338,6 +366,11 @@ type lyingLayer struct {
 
 func (l lyingLayer) Uncompressed() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(l.body)), nil
+}
+
+// Compressed serves the gzip of the other bytes.
+func (l lyingLayer) Compressed() (io.ReadCloser, error) {
+	return gzipStream(io.NopCloser(bytes.NewReader(l.body))), nil
 }
 
 func TestExtractInterruptedLeavesNoRootfs(t *testing.T) {

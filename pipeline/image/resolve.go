@@ -366,7 +366,7 @@ func (o *options) pullArchive(s Source, _ *Resolved) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading docker archive %s: %w\nhint: the archive must hold exactly one image (docker save -o FILE REF)", p, err)
 	}
-	return img, nil
+	return archiveImage{img}, nil
 }
 
 // checkConfig verifies the config blob against the digest the manifest

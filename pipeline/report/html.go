@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
@@ -23,27 +24,31 @@ var pageTemplate string
 // may be fetched, no script runs; only inline styles apply.
 const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
-var tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"dur":      fmtDur,
-	"ns":       fmtNS,
-	"pct":      fmtPct,
-	"pct100":   func(v float64) float64 { return 100 * v },
-	"bytes":    func(v uint64) string { return fmtBytes(float64(v)) },
-	"bytesp":   func(v *uint64) string { return derefBytes(v) },
-	"boolp":    fmtBoolP,
-	"intp":     fmtIntP,
-	"floatp":   fmtFloatP,
-	"u32p":     fmtU32P,
-	"ts":       func(t time.Time) string { return fmtTime(t) },
-	"short":    shortDigest,
-	"verdict":  verdictClass,
-	"state":    stateClass,
-	"join":     strings.Join,
-	"csp":      func() string { return CSP },
-	"clocks":   fmtClocks,
-	"pcie":     fmtPCIe,
-	"interval": fmtInterval,
-}).Parse(pageTemplate))
+// pageTmpl parses the page template on first use, not at init: every
+// gpuattest process links this package, few render HTML.
+var pageTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"dur":      fmtDur,
+		"ns":       fmtNS,
+		"pct":      fmtPct,
+		"pct100":   func(v float64) float64 { return 100 * v },
+		"bytes":    func(v uint64) string { return fmtBytes(float64(v)) },
+		"bytesp":   func(v *uint64) string { return derefBytes(v) },
+		"boolp":    fmtBoolP,
+		"intp":     fmtIntP,
+		"floatp":   fmtFloatP,
+		"u32p":     fmtU32P,
+		"ts":       func(t time.Time) string { return fmtTime(t) },
+		"short":    shortDigest,
+		"verdict":  verdictClass,
+		"state":    stateClass,
+		"join":     strings.Join,
+		"csp":      func() string { return CSP },
+		"clocks":   fmtClocks,
+		"pcie":     fmtPCIe,
+		"interval": fmtInterval,
+	}).Parse(pageTemplate))
+})
 
 // figure is one chart in the page.
 type figure struct {
@@ -88,7 +93,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return tmpl.Execute(w, pg)
+	return pageTmpl().Execute(w, pg)
 }
 
 func (r *Report) page() (*page, error) {

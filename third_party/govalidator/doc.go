@@ -1,0 +1,3 @@
+package govalidator
+
+// A package of validators and sanitizers for strings, structures and collections.
