@@ -291,7 +291,9 @@ func (e *run) emit(ev Event) {
 }
 
 // execute schedules the DAG: a step starts when every step it needs has
-// passed, at most jobs at a time; a step whose need did not pass is skipped.
+// passed and nothing running holds what it claims exclusively (see
+// exclusive), at most jobs at a time; a step whose need did not pass is
+// skipped.
 func (e *run) execute(ctx context.Context) {
 	n := len(e.p.Steps)
 	state := make([]State, n)
@@ -309,6 +311,11 @@ func (e *run) execute(ctx context.Context) {
 	finished := make(chan done)
 	running := 0
 	sem := e.o.jobs
+	claims := make([]claim, n)
+	for i := range claims {
+		claims[i] = e.exclusive(&e.p.Steps[i])
+	}
+	var held locks
 	for {
 		// Start or skip every step that can move.
 		progressed := true
@@ -333,7 +340,7 @@ func (e *run) execute(ctx context.Context) {
 					state[i] = Skipped
 					e.skip(i, why)
 					progressed = true
-				case ready && running < sem && ctx.Err() == nil:
+				case ready && running < sem && ctx.Err() == nil && held.take(i, claims[i]):
 					state[i] = Running
 					running++
 					progressed = true
@@ -348,6 +355,7 @@ func (e *run) execute(ctx context.Context) {
 		}
 		d := <-finished
 		running--
+		held.release(d.i)
 		state[d.i] = d.state
 	}
 }
