@@ -81,6 +81,9 @@ type LiveGPU struct {
 	Processes []Process `json:"processes,omitempty"`
 	// ProcessesKnown is whether NVML reported the process list.
 	ProcessesKnown bool `json:"processes_known"`
+	// Lost says which query NVML answered GPU_IS_LOST or RESET_REQUIRED,
+	// when one did.
+	Lost string `json:"lost,omitempty"`
 }
 
 // Process is a compute process using a GPU.
@@ -118,10 +121,14 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
 			g.UUID = u
 		}
-		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+		m, ret := d.GetMemoryInfo()
+		if ret == nvml.SUCCESS {
 			g.MemoryFreeBytes, g.MemoryUsedBytes = ptr(m.Free), ptr(m.Used)
 		}
-		if ps, ret := d.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
+		g.Lost = lostText(g.Lost, "the memory use", ret)
+		ps, ret := d.GetComputeRunningProcesses()
+		g.Lost = lostText(g.Lost, "the running processes", ret)
+		if ret == nvml.SUCCESS {
 			g.ProcessesKnown = true
 			for _, p := range ps {
 				if p.Pid == self {
@@ -293,6 +300,10 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 		p.memoryHealth(g)
 		p.mig(g)
 		lg, haveLive := liveBy[g.Index]
+		if haveLive && lg.Lost != "" {
+			p.add(CheckGPU, g, CheckFailed, "lost", "reachable", "NVML reports the GPU lost or needing a reset ("+lg.Lost+") (hint: nvidia-smi -i "+strconv.Itoa(g.Index)+"; reset the GPU or reboot)")
+			continue
+		}
 		if haveLive && lg.UUID != "" && g.UUID != "" && lg.UUID != g.UUID {
 			p.add(CheckGPU, g, CheckFailed, lg.UUID, g.UUID, "the GPU at this index changed since the hardware record was taken: seen "+lg.UUID+", required "+g.UUID)
 			continue

@@ -297,3 +297,37 @@ func sizeOf(memory string) pipeline.Size {
 	}
 	return pipeline.MustSize(memory)
 }
+
+// TestPreflightLostGPU: a GPU lost after the record was taken fails
+// preflight instead of passing with its live values missing.
+func TestPreflightLostGPU(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100:2")
+	rec, err := Collect(t.Context(), WithSource(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLost(1, nvml.ERROR_GPU_IS_LOST)
+	live, err := Probe(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, err := Preflight(rec, nil, nil, sizeOf("1GiB"), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range checks {
+		if c.Name == CheckGPU && c.GPU != nil && *c.GPU == 1 {
+			found = c.Status == CheckFailed && strings.Contains(c.Message, "GPU is lost (NVML 15)")
+		}
+	}
+	if !found {
+		t.Errorf("no failed gpu check naming the lost GPU 1 in %+v", checks)
+	}
+	for _, c := range checks {
+		if c.GPU != nil && *c.GPU == 0 && c.Status == CheckFailed {
+			t.Errorf("healthy gpu 0 failed: %+v", c)
+		}
+	}
+}

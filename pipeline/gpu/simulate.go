@@ -105,6 +105,7 @@ type simDevice struct {
 	reasons      uint64
 	procs        []nvml.ProcessInfo
 	samples      uint32
+	lost         nvml.Return // SUCCESS, or what every query answers (SetLost)
 }
 
 type simEventSet struct {
@@ -138,6 +139,7 @@ func Simulate(spec string) (*Simulated, error) {
 	for i, d := range s.server.Devices {
 		sd := &simDevice{Device: d.(*server.Device), index: i, reasons: nvml.ClocksEventReasonGpuIdle}
 		s.fill(sd)
+		s.guardLost(sd)
 		s.devs = append(s.devs, sd)
 	}
 	s.server.EventSetCreateFunc = s.newEventSet
@@ -185,6 +187,18 @@ func (s *Simulated) SetRemapFailure(i int, failed bool) {
 	s.mu.Unlock()
 }
 
+// SetLost makes every health and telemetry query of GPU i, and every
+// wait of an event set registered on it, answer ret
+// (nvml.ERROR_GPU_IS_LOST after a GPU falls off the bus,
+// nvml.ERROR_RESET_REQUIRED after a fault that needs a reset);
+// nvml.SUCCESS restores it. Identity queries (name, UUID, PCI) still
+// answer.
+func (s *Simulated) SetLost(i int, ret nvml.Return) {
+	s.mu.Lock()
+	s.devs[i].lost = ret
+	s.mu.Unlock()
+}
+
 // SetClockEventReasons sets GPU i's current clock-event (throttle)
 // reasons mask (nvml.ClocksEventReason*).
 func (s *Simulated) SetClockEventReasons(i int, reasons uint64) {
@@ -218,6 +232,9 @@ func (s *Simulated) deliver(i int, typ uint64, data uint64) {
 func (s *Simulated) newEventSet() (nvml.EventSet, nvml.Return) {
 	set := &simEventSet{ch: make(chan nvml.EventData, 256), regs: map[int]uint64{}}
 	set.WaitFunc = func(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+		if ret := s.setLost(set); ret != nvml.SUCCESS {
+			return nvml.EventData{}, ret
+		}
 		select { // a queued event wins over an expired timeout
 		case e := <-set.ch:
 			return e, nvml.SUCCESS
@@ -242,6 +259,93 @@ func (s *Simulated) newEventSet() (nvml.EventSet, nvml.Return) {
 	s.sets[set] = struct{}{}
 	s.mu.Unlock()
 	return set, nvml.SUCCESS
+}
+
+// setLost returns what a wait on set answers when a GPU registered on it
+// is lost (SUCCESS when none is).
+func (s *Simulated) setLost(set *simEventSet) nvml.Return {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range set.regs {
+		if ret := s.devs[i].lost; ret != nvml.SUCCESS {
+			return ret
+		}
+	}
+	return nvml.SUCCESS
+}
+
+// guardLost wraps the health and telemetry queries of sd so that they
+// answer sd.lost while it is set (SetLost).
+func (s *Simulated) guardLost(sd *simDevice) {
+	d := sd.Device
+	lost := func() nvml.Return {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return sd.lost
+	}
+	temp, power, clock, mem := d.GetTemperatureFunc, d.GetPowerUsageFunc, d.GetClockInfoFunc, d.GetMemoryInfoFunc
+	ecc, remap, retired, procs := d.GetTotalEccErrorsFunc, d.GetRemappedRowsFunc, d.GetRetiredPagesPendingStatusFunc, d.GetComputeRunningProcessesFunc
+	events, throttle := d.GetCurrentClocksEventReasonsFunc, d.GetCurrentClocksThrottleReasonsFunc
+	d.GetTemperatureFunc = func(x nvml.TemperatureSensors) (uint32, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return temp(x)
+	}
+	d.GetPowerUsageFunc = func() (uint32, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return power()
+	}
+	d.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return clock(c)
+	}
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return nvml.Memory{}, r
+		}
+		return mem()
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return ecc(t, c)
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, 0, false, false, r
+		}
+		return remap()
+	}
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return retired()
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return nil, r
+		}
+		return procs()
+	}
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return events()
+	}
+	d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return throttle()
+	}
 }
 
 // simUUID derives a stable UUID-shaped id from model and index.

@@ -116,10 +116,13 @@ type Summary struct {
 	GPUs []Health `json:"gpus"`
 	// XidEvents are the Xid events received, in order.
 	XidEvents []XidEvent `json:"xid_events,omitempty"`
+	// EventsLost says, when waiting for Xid/ECC events answered
+	// GPU_IS_LOST or RESET_REQUIRED, what it answered.
+	EventsLost string `json:"events_lost,omitempty"`
 	// Notes say what could not be watched (events not supported, ...).
 	Notes []string `json:"notes,omitempty"`
-	// Verdict is failed on a new double-bit ECC error, a row-remap failure
-	// or a fatal Xid.
+	// Verdict is failed on a new double-bit ECC error, a row-remap failure,
+	// a fatal Xid or a GPU NVML reports lost or needing a reset.
 	Verdict Verdict `json:"verdict"`
 }
 
@@ -150,6 +153,9 @@ type Health struct {
 	RetiredPagesPendingBefore *bool `json:"retired_pages_pending_before,omitempty"`
 	// RetiredPagesPendingAfter is the same flag at stop.
 	RetiredPagesPendingAfter *bool `json:"retired_pages_pending_after,omitempty"`
+	// Lost says, when NVML answered GPU_IS_LOST or RESET_REQUIRED for the
+	// device during the step, which query first did and what it answered.
+	Lost string `json:"lost,omitempty"`
 }
 
 // XidEvent is one Xid event.
@@ -247,7 +253,8 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
 			h.UUID = u
 		}
-		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore = readHealth(d)
+		hr := readHealth(d)
+		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
 		t.sum.GPUs = append(t.sum.GPUs, h)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
@@ -270,17 +277,51 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 	return t, nil
 }
 
-func readHealth(d nvml.Device) (dbe *uint64, remapped *int, failed *bool, pending *bool) {
-	if v, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
-		dbe = ptr(v)
+// health is one reading of a GPU's error counters; a nil counter was not
+// reported, and lost is set when a query found the GPU lost.
+type health struct {
+	dbe      *uint64
+	remapped *int
+	failed   *bool
+	pending  *bool
+	lost     string
+}
+
+func readHealth(d nvml.Device) health {
+	var h health
+	v, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+	if ret == nvml.SUCCESS {
+		h.dbe = ptr(v)
 	}
-	if _, unc, _, f, ret := d.GetRemappedRows(); ret == nvml.SUCCESS {
-		remapped, failed = ptr(unc), ptr(f)
+	h.lost = lostText(h.lost, "the ECC error count", ret)
+	_, unc, _, f, ret := d.GetRemappedRows()
+	if ret == nvml.SUCCESS {
+		h.remapped, h.failed = ptr(unc), ptr(f)
 	}
-	if v, ret := d.GetRetiredPagesPendingStatus(); ret == nvml.SUCCESS {
-		pending = ptr(v == nvml.FEATURE_ENABLED)
+	h.lost = lostText(h.lost, "the remapped rows", ret)
+	p, ret := d.GetRetiredPagesPendingStatus()
+	if ret == nvml.SUCCESS {
+		h.pending = ptr(p == nvml.FEATURE_ENABLED)
 	}
-	return dbe, remapped, failed, pending
+	h.lost = lostText(h.lost, "the retired pages", ret)
+	return h
+}
+
+// Lost reports whether ret says the GPU is gone (GPU_IS_LOST: fallen off
+// the bus, or otherwise inaccessible) or needs a reset (RESET_REQUIRED).
+// Unlike NOT_SUPPORTED, these are never a missing metric: results from
+// the GPU are void.
+func Lost(ret nvml.Return) bool {
+	return ret == nvml.ERROR_GPU_IS_LOST || ret == nvml.ERROR_RESET_REQUIRED
+}
+
+// lostText keeps prev, or when it is empty and ret says the GPU is lost,
+// names the query and the answer.
+func lostText(prev, query string, ret nvml.Return) string {
+	if prev != "" || !Lost(ret) {
+		return prev
+	}
+	return "reading " + query + ": " + retText(ret)
 }
 
 func (t *Telemetry) note(format string, args ...any) {
@@ -342,6 +383,13 @@ func (t *Telemetry) eventLoop(ctx context.Context) {
 			failures = 0
 			t.event(e)
 		case nvml.ERROR_TIMEOUT:
+		case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED:
+			t.mu.Lock()
+			if t.sum.EventsLost == "" {
+				t.sum.EventsLost = "waiting for Xid/ECC events: " + retText(ret)
+			}
+			t.mu.Unlock()
+			return
 		default:
 			failures++
 			if failures == 3 {
@@ -401,37 +449,20 @@ func (t *Telemetry) event(e nvml.EventData) {
 func (t *Telemetry) sample() {
 	now := time.Now()
 	lines := make([]Line, 0, len(t.devs))
+	lost := make([]string, len(t.devs))
 	for i, d := range t.devs {
-		l := Line{Time: now, Kind: "sample", GPU: i, Simulated: t.simulated}
-		if v, ret := d.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
-			l.TemperatureC = ptr(v)
-		}
-		if v, ret := d.GetPowerUsage(); ret == nvml.SUCCESS {
-			l.PowerWatts = ptr(float64(v) / 1000)
-		}
-		if v, ret := d.GetClockInfo(nvml.CLOCK_SM); ret == nvml.SUCCESS {
-			l.SMClockMHz = ptr(v)
-		}
-		if v, ret := d.GetClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
-			l.MemClockMHz = ptr(v)
-		}
-		reasons := d.GetCurrentClocksEventReasons
-		if t.legacyReasons {
-			reasons = d.GetCurrentClocksThrottleReasons
-		}
-		if v, ret := reasons(); ret == nvml.SUCCESS {
-			l.ClockEventMask = ptr(v)
-			l.ClockEventReasons = ClockEventReasons(v)
-			l.Throttled = v&ThrottleMask != 0
-		}
-		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
-			l.MemoryUsedBytes = ptr(m.Used)
-		}
+		var l Line
+		l, lost[i] = t.read(d, i, now)
 		lines = append(lines, l)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := &t.sum
+	for i, why := range lost {
+		if why != "" && s.GPUs[i].Lost == "" {
+			s.GPUs[i].Lost = why
+		}
+	}
 	for _, l := range lines {
 		s.Samples++
 		if v := l.TemperatureC; v != nil {
@@ -459,6 +490,49 @@ func (t *Telemetry) sample() {
 		}
 		t.writeLine(l)
 	}
+}
+
+// read takes one sample of GPU i; lost says which query first found the
+// GPU lost.
+func (t *Telemetry) read(d nvml.Device, i int, now time.Time) (l Line, lost string) {
+	l = Line{Time: now, Kind: "sample", GPU: i, Simulated: t.simulated}
+	temp, ret := d.GetTemperature(nvml.TEMPERATURE_GPU)
+	if ret == nvml.SUCCESS {
+		l.TemperatureC = ptr(temp)
+	}
+	lost = lostText(lost, "the temperature", ret)
+	mw, ret := d.GetPowerUsage()
+	if ret == nvml.SUCCESS {
+		l.PowerWatts = ptr(float64(mw) / 1000)
+	}
+	lost = lostText(lost, "the power draw", ret)
+	sm, ret := d.GetClockInfo(nvml.CLOCK_SM)
+	if ret == nvml.SUCCESS {
+		l.SMClockMHz = ptr(sm)
+	}
+	lost = lostText(lost, "the SM clock", ret)
+	mem, ret := d.GetClockInfo(nvml.CLOCK_MEM)
+	if ret == nvml.SUCCESS {
+		l.MemClockMHz = ptr(mem)
+	}
+	lost = lostText(lost, "the memory clock", ret)
+	reasons := d.GetCurrentClocksEventReasons
+	if t.legacyReasons {
+		reasons = d.GetCurrentClocksThrottleReasons
+	}
+	mask, ret := reasons()
+	if ret == nvml.SUCCESS {
+		l.ClockEventMask = ptr(mask)
+		l.ClockEventReasons = ClockEventReasons(mask)
+		l.Throttled = mask&ThrottleMask != 0
+	}
+	lost = lostText(lost, "the clock-event reasons", ret)
+	m, ret := d.GetMemoryInfo()
+	if ret == nvml.SUCCESS {
+		l.MemoryUsedBytes = ptr(m.Used)
+	}
+	lost = lostText(lost, "the memory use", ret)
+	return l, lost
 }
 
 // writeLine appends one JSON line; t.mu is held. The first write error is
@@ -495,7 +569,11 @@ func (t *Telemetry) Stop() (*Summary, error) {
 		defer t.mu.Unlock()
 		for i, d := range t.devs {
 			h := &t.sum.GPUs[i]
-			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = readHealth(d)
+			hr := readHealth(d)
+			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = hr.dbe, hr.remapped, hr.failed, hr.pending
+			if h.Lost == "" {
+				h.Lost = hr.lost
+			}
 		}
 		t.release()
 		s := &t.sum
@@ -517,11 +595,17 @@ func (t *Telemetry) Stop() (*Summary, error) {
 	return t.stopped, t.stopErr
 }
 
-// verdict applies the rules: a new double-bit ECC error, a row-remap
-// failure or a fatal Xid fails the step.
+// verdict applies the rules: a GPU found lost or needing a reset, a new
+// double-bit ECC error, a row-remap failure or a fatal Xid fails the step.
 func verdict(s *Summary) Verdict {
 	var reasons []string
+	if s.EventsLost != "" {
+		reasons = append(reasons, s.EventsLost+": a GPU fell off the bus or needs a reset (hint: nvidia-smi shows which; its results are void)")
+	}
 	for _, h := range s.GPUs {
+		if h.Lost != "" {
+			reasons = append(reasons, fmt.Sprintf("gpu %d: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, h.Lost, h.Index))
+		}
 		switch {
 		case h.DoubleBitBefore != nil && h.DoubleBitAfter != nil && *h.DoubleBitAfter > *h.DoubleBitBefore:
 			reasons = append(reasons, fmt.Sprintf("gpu %d: %d new double-bit ECC error(s) (volatile uncorrected count %d -> %d)",

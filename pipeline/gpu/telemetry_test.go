@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -259,5 +260,50 @@ func TestTelemetryLegacyDriver(t *testing.T) {
 	sum, _ := runTelemetry(t, s, nil)
 	if sum.ThrottledSamples != sum.Samples || sum.Samples == 0 {
 		t.Errorf("throttled %d of %d samples, want all", sum.ThrottledSamples, sum.Samples)
+	}
+}
+
+// TestTelemetryLostGPU: a GPU that NVML reports lost or needing a reset
+// during the step fails the verdict (before, its samples and after-step
+// counters came back empty, as for a metric it does not support, and the
+// step passed).
+func TestTelemetryLostGPU(t *testing.T) {
+	t.Parallel()
+	for _, ret := range []nvml.Return{nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED} {
+		t.Run(retText(ret), func(t *testing.T) {
+			t.Parallel()
+			s := mustSimulate(t, "h100:2")
+			sum, _ := runTelemetry(t, s, func() { s.SetLost(1, ret) })
+			if sum.Verdict.Status != VerdictFailed {
+				t.Fatalf("verdict %+v, want failed", sum.Verdict)
+			}
+			want := "gpu 1: lost during the step (reading the temperature: " + retText(ret) + ")"
+			if !strings.Contains(strings.Join(sum.Verdict.Reasons, "\n"), want) {
+				t.Errorf("reasons %q lack %q", sum.Verdict.Reasons, want)
+			}
+			if sum.GPUs[0].Lost != "" || sum.GPUs[1].Lost == "" {
+				t.Errorf("lost = %q, %q; want only gpu 1", sum.GPUs[0].Lost, sum.GPUs[1].Lost)
+			}
+		})
+	}
+}
+
+// TestTelemetryEventWaitLost: an event wait that answers RESET_REQUIRED
+// fails the verdict (before, the watcher stopped after three failures
+// with only a note).
+func TestTelemetryEventWaitLost(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "a100")
+	s.server.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			WaitFunc: func(uint32) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_RESET_REQUIRED },
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
+	s.Device(0).RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	sum, _ := runTelemetry(t, s, nil)
+	want := "waiting for Xid/ECC events: GPU reset required (NVML 16)"
+	if sum.Verdict.Status != VerdictFailed || !strings.Contains(strings.Join(sum.Verdict.Reasons, "\n"), want) {
+		t.Errorf("verdict %+v, want failed naming %q", sum.Verdict, want)
 	}
 }
