@@ -130,6 +130,12 @@ func health(g hardware.GPU) string {
 	if g.RemappedRowsFailed != nil && *g.RemappedRowsFailed {
 		bad = append(bad, "row remap failed")
 	}
+	if g.RemappedRowsPending != nil && *g.RemappedRowsPending {
+		bad = append(bad, "row remap pending")
+	}
+	if a := g.RecoveryAction; a != "" && a != "none" {
+		bad = append(bad, "recovery action "+a)
+	}
 	if len(bad) > 0 {
 		return strings.Join(bad, ", ")
 	}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
@@ -238,10 +239,60 @@ func readGPU(i int, d nvml.Device, q query) hardware.GPU {
 	if v, ret := d.GetRetiredPagesPendingStatus(); q.ok("retired_pages_pending", ret) {
 		g.RetiredPagesPending = ptr(v == nvml.FEATURE_ENABLED)
 	}
-	if _, _, _, failed, ret := d.GetRemappedRows(); q.ok("remapped_rows_failed", ret) {
-		g.RemappedRowsFailed = ptr(failed)
+	if _, _, pending, failed, ret := d.GetRemappedRows(); q.ok("remapped_rows_failed", ret) {
+		g.RemappedRowsFailed, g.RemappedRowsPending = ptr(failed), ptr(pending)
+	}
+	if a, ret := recoveryAction(d); q.ok("recovery_action", ret) {
+		g.RecoveryAction = a
 	}
 	return g
+}
+
+// recoveryActions name NVML's GPU recovery actions.
+var recoveryActions = map[uint64]string{
+	uint64(nvml.GPU_RECOVERY_ACTION_NONE):                "none",
+	uint64(nvml.GPU_RECOVERY_ACTION_GPU_RESET):           "gpu_reset",
+	uint64(nvml.GPU_RECOVERY_ACTION_NODE_REBOOT):         "node_reboot",
+	uint64(nvml.GPU_RECOVERY_ACTION_DRAIN_P2P):           "drain_p2p",
+	uint64(nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET):     "drain_and_reset",
+	uint64(nvml.GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN): "recover_imex_domain",
+	uint64(nvml.GPU_RECOVERY_ACTION_BUS_RESET):           "bus_reset",
+	uint64(nvml.GPU_RECOVERY_ACTION_SYSTEM_REBOOT):       "system_reboot",
+}
+
+// recoveryAction reads the field value NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+// (field 230 in go-nvml v0.13.4-0's nvml.h; drivers that predate it
+// answer the field NOT_SUPPORTED or INVALID_ARGUMENT).
+func recoveryAction(d nvml.Device) (string, nvml.Return) {
+	v, ret := fieldUint(d, nvml.FI_DEV_GET_GPU_RECOVERY_ACTION)
+	if ret != nvml.SUCCESS {
+		return "", ret
+	}
+	if a, ok := recoveryActions[v]; ok {
+		return a, nvml.SUCCESS
+	}
+	return fmt.Sprintf("unknown (%d)", v), nvml.SUCCESS
+}
+
+// fieldUint reads one integer field value of d.
+func fieldUint(d nvml.Device, field uint32) (uint64, nvml.Return) {
+	fv := []nvml.FieldValue{{FieldId: field}}
+	if ret := d.GetFieldValues(fv); ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	if r := nvml.Return(fv[0].NvmlReturn); r != nvml.SUCCESS {
+		return 0, r
+	}
+	b := fv[0].Value
+	switch nvml.ValueType(fv[0].ValueType) {
+	case nvml.VALUE_TYPE_UNSIGNED_INT, nvml.VALUE_TYPE_SIGNED_INT:
+		return uint64(binary.LittleEndian.Uint32(b[:4])), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return uint64(binary.LittleEndian.Uint16(b[:2])), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return binary.LittleEndian.Uint64(b[:]), nvml.SUCCESS
+	}
+	return 0, nvml.ERROR_NOT_SUPPORTED
 }
 
 // cString converts a NUL-terminated C char array.

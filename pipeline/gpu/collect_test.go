@@ -39,21 +39,23 @@ func TestCollectSimulatedH100(t *testing.T) {
 		t.Fatalf("got %d GPUs, want 2", len(rec.GPUs))
 	}
 	want := hardware.GPU{
-		Index:              0,
-		Name:               "NVIDIA H100 80GB HBM3",
-		UUID:               simUUID("h100", 0),
-		PCIBusID:           "00000000:18:00.0",
-		PCIDeviceID:        "0x233010DE",
-		VBIOS:              "96.00.74.00.0D",
-		ComputeCapability:  "9.0",
-		MemoryTotalBytes:   ptr(uint64(81920) << 20),
-		ECCEnabled:         ptr(true),
-		MIGEnabled:         ptr(false),
-		PersistenceMode:    ptr(true),
-		PowerLimitWatts:    ptr(700.0),
-		MaxClocksMHz:       &hardware.Clocks{SM: ptr(uint32(1980)), Mem: ptr(uint32(2619))},
-		PCIe:               &hardware.PCIe{Gen: ptr(5), Width: ptr(16)},
-		RemappedRowsFailed: ptr(false),
+		Index:               0,
+		Name:                "NVIDIA H100 80GB HBM3",
+		UUID:                simUUID("h100", 0),
+		PCIBusID:            "00000000:18:00.0",
+		PCIDeviceID:         "0x233010DE",
+		VBIOS:               "96.00.74.00.0D",
+		ComputeCapability:   "9.0",
+		MemoryTotalBytes:    ptr(uint64(81920) << 20),
+		ECCEnabled:          ptr(true),
+		MIGEnabled:          ptr(false),
+		PersistenceMode:     ptr(true),
+		PowerLimitWatts:     ptr(700.0),
+		MaxClocksMHz:        &hardware.Clocks{SM: ptr(uint32(1980)), Mem: ptr(uint32(2619))},
+		PCIe:                &hardware.PCIe{Gen: ptr(5), Width: ptr(16)},
+		RemappedRowsFailed:  ptr(false),
+		RemappedRowsPending: ptr(false),
+		// RecoveryAction: the simulated driver does not report the field.
 		// RetiredPagesPending: not supported on row-remapping GPUs: omitted.
 	}
 	if diff := cmp.Diff(want, rec.GPUs[0]); diff != "" {
@@ -104,7 +106,7 @@ func TestRecordJSONFields(t *testing.T) {
 	g := m["gpus"].([]any)[0].(map[string]any)
 	wantGPU := []string{"index", "name", "uuid", "pci_bus_id", "pci_device_id", "vbios", "compute_capability",
 		"memory_total_bytes", "ecc_enabled", "mig_enabled", "persistence_mode", "power_limit_watts",
-		"max_clocks_mhz", "pcie", "remapped_rows_failed"}
+		"max_clocks_mhz", "pcie", "remapped_rows_failed", "remapped_rows_pending"}
 	if diff := cmp.Diff(wantGPU, keys(g), sortStrings); diff != "" {
 		t.Errorf("gpu keys (-want +got):\n%s", diff)
 	}

@@ -33,6 +33,7 @@ const (
 	CheckECC               = "ecc"
 	CheckRetiredPages      = "retired-pages"
 	CheckRowRemap          = "row-remap"
+	CheckRecovery          = "recovery-action"
 	CheckMIG               = "mig"
 	CheckProcesses         = "processes"
 	CheckMemory            = "memory"
@@ -440,8 +441,17 @@ func (p *preflightRun) memoryHealth(g *hardware.GPU) {
 		}
 	case *g.RemappedRowsFailed:
 		p.add(CheckRowRemap, g, CheckFailed, "row remap failure", "no failure", "seen a row-remap failure (the GPU needs service), required no failure")
+	case g.RemappedRowsPending != nil && *g.RemappedRowsPending:
+		p.add(CheckRowRemap, g, CheckFailed, "row remap pending", "none pending", "seen a row remapping pending: a faulty memory row is not yet replaced (hint: reset the GPU with nvidia-smi -r -i "+strconv.Itoa(g.Index)+", or reboot), required none pending")
 	default:
 		p.add(CheckRowRemap, g, CheckPassed, "no failure", "no failure", "")
+	}
+	switch a := g.RecoveryAction; a {
+	case "":
+	case "none":
+		p.add(CheckRecovery, g, CheckPassed, a, "none", "")
+	default:
+		p.add(CheckRecovery, g, CheckFailed, a, "none", "the driver asks for recovery action "+a+" (NVML GET_GPU_RECOVERY_ACTION), required none (hint: carry it out, then run again)")
 	}
 }
 

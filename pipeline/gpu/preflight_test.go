@@ -331,3 +331,28 @@ func TestPreflightLostGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestPreflightRemapPendingAndRecovery: a pending row remapping and a
+// recovery action other than none fail preflight (before, GetRemappedRows'
+// pending flag was dropped and the recovery action never read).
+func TestPreflightRemapPendingAndRecovery(t *testing.T) {
+	t.Parallel()
+	checks := preflight(t, "h100:2", func(s *Simulated) {
+		s.SetRemapPending(0, true)
+		s.SetRecoveryAction(1, nvml.GPU_RECOVERY_ACTION_GPU_RESET)
+		s.SetRecoveryAction(0, nvml.GPU_RECOVERY_ACTION_NONE)
+	}, nil, nil, "")
+	var failed []string
+	for _, c := range checks {
+		if c.Status == CheckFailed {
+			failed = append(failed, c.Message)
+		}
+	}
+	want := []string{
+		"row-remap: gpu 0 (NVIDIA H100 80GB HBM3): seen a row remapping pending: a faulty memory row is not yet replaced (hint: reset the GPU with nvidia-smi -r -i 0, or reboot), required none pending [simulated]",
+		"recovery-action: gpu 1 (NVIDIA H100 80GB HBM3): the driver asks for recovery action gpu_reset (NVML GET_GPU_RECOVERY_ACTION), required none (hint: carry it out, then run again) [simulated]",
+	}
+	if diff := cmp.Diff(want, failed); diff != "" {
+		t.Errorf("failed checks (-want +got):\n%s", diff)
+	}
+}

@@ -90,7 +90,7 @@ type Simulated struct {
 var SimulatedFilled = []string{
 	"uuid (derived from model and index)", "pci_bus_id (DGX bus numbers)", "vbios",
 	"ecc_enabled (on)", "persistence_mode (on)", "power_limit_watts", "max_clocks_mhz",
-	"pcie", "remapped_rows_failed (false)", "retired_pages_pending (not supported, as on row-remapping GPUs)",
+	"pcie", "remapped_rows_failed and remapped_rows_pending (false)", "retired_pages_pending (not supported, as on row-remapping GPUs)",
 	"memory used/free", "temperature", "power", "current clocks", "clock-event reasons (GPU idle)",
 	"running processes (none)", "ECC counters (zero)", "Xid/ECC event sets",
 }
@@ -102,6 +102,9 @@ type simDevice struct {
 	dbeAggregate uint64
 	sbeVolatile  uint64
 	remapFailed  bool
+	remapPending bool
+	remapUnc     int // rows remapped for uncorrectable errors
+	recovery     *nvml.DeviceGpuRecoveryAction
 	reasons      uint64
 	procs        []nvml.ProcessInfo
 	samples      uint32
@@ -184,6 +187,30 @@ func (s *Simulated) InjectDoubleBitECC(i int, n uint64) {
 func (s *Simulated) SetRemapFailure(i int, failed bool) {
 	s.mu.Lock()
 	s.devs[i].remapFailed = failed
+	s.mu.Unlock()
+}
+
+// SetRemapPending marks GPU i's row remapping as pending (applied at
+// the next GPU reset).
+func (s *Simulated) SetRemapPending(i int, pending bool) {
+	s.mu.Lock()
+	s.devs[i].remapPending = pending
+	s.mu.Unlock()
+}
+
+// AddRemappedRows adds n rows remapped for uncorrectable errors to GPU i.
+func (s *Simulated) AddRemappedRows(i int, n int) {
+	s.mu.Lock()
+	s.devs[i].remapUnc += n
+	s.mu.Unlock()
+}
+
+// SetRecoveryAction makes GPU i answer the field value
+// GET_GPU_RECOVERY_ACTION with a (by default the field is not supported,
+// as on drivers that predate it).
+func (s *Simulated) SetRecoveryAction(i int, a nvml.DeviceGpuRecoveryAction) {
+	s.mu.Lock()
+	s.devs[i].recovery = &a
 	s.mu.Unlock()
 }
 
@@ -285,7 +312,13 @@ func (s *Simulated) guardLost(sd *simDevice) {
 	}
 	temp, power, clock, mem := d.GetTemperatureFunc, d.GetPowerUsageFunc, d.GetClockInfoFunc, d.GetMemoryInfoFunc
 	ecc, remap, retired, procs := d.GetTotalEccErrorsFunc, d.GetRemappedRowsFunc, d.GetRetiredPagesPendingStatusFunc, d.GetComputeRunningProcessesFunc
-	events, throttle := d.GetCurrentClocksEventReasonsFunc, d.GetCurrentClocksThrottleReasonsFunc
+	events, throttle, fields := d.GetCurrentClocksEventReasonsFunc, d.GetCurrentClocksThrottleReasonsFunc, d.GetFieldValuesFunc
+	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
+		if r := lost(); r != nvml.SUCCESS {
+			return r
+		}
+		return fields(fv)
+	}
 	d.GetTemperatureFunc = func(x nvml.TemperatureSensors) (uint32, nvml.Return) {
 		if r := lost(); r != nvml.SUCCESS {
 			return 0, r
@@ -409,7 +442,19 @@ func (s *Simulated) fill(sd *simDevice) {
 	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return 0, 0, false, sd.remapFailed, nvml.SUCCESS
+		return 0, sd.remapUnc, sd.remapPending, sd.remapFailed, nvml.SUCCESS
+	}
+	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k := range fv {
+			fv[k].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			if fv[k].FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION && sd.recovery != nil {
+				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+				fv[k].Value = [8]byte{byte(*sd.recovery)}
+			}
+		}
+		return nvml.SUCCESS
 	}
 	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
 		s.mu.Lock()

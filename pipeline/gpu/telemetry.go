@@ -145,6 +145,16 @@ type Health struct {
 	RemappedRowsBefore *int `json:"remapped_rows_uncorrectable_before,omitempty"`
 	// RemappedRowsAfter is the same count at stop.
 	RemappedRowsAfter *int `json:"remapped_rows_uncorrectable_after,omitempty"`
+	// RemapPendingBefore is whether a row remapping waited for a reset at
+	// start.
+	RemapPendingBefore *bool `json:"remap_pending_before,omitempty"`
+	// RemapPendingAfter is the same flag at stop.
+	RemapPendingAfter *bool `json:"remap_pending_after,omitempty"`
+	// RecoveryActionBefore is the recovery action the driver asked for at
+	// start (NVML field GET_GPU_RECOVERY_ACTION), when reported.
+	RecoveryActionBefore string `json:"recovery_action_before,omitempty"`
+	// RecoveryActionAfter is the same at stop.
+	RecoveryActionAfter string `json:"recovery_action_after,omitempty"`
 	// RemapFailedBefore is whether a row remapping had failed at start.
 	RemapFailedBefore *bool `json:"remap_failed_before,omitempty"`
 	// RemapFailedAfter is whether a row remapping had failed at stop.
@@ -255,6 +265,7 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 		}
 		hr := readHealth(d)
 		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
+		h.RemapPendingBefore, h.RecoveryActionBefore = hr.remapPending, hr.recovery
 		t.sum.GPUs = append(t.sum.GPUs, h)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
@@ -280,11 +291,13 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 // health is one reading of a GPU's error counters; a nil counter was not
 // reported, and lost is set when a query found the GPU lost.
 type health struct {
-	dbe      *uint64
-	remapped *int
-	failed   *bool
-	pending  *bool
-	lost     string
+	dbe          *uint64
+	remapped     *int
+	failed       *bool
+	remapPending *bool
+	pending      *bool
+	recovery     string
+	lost         string
 }
 
 func readHealth(d nvml.Device) health {
@@ -294,9 +307,9 @@ func readHealth(d nvml.Device) health {
 		h.dbe = ptr(v)
 	}
 	h.lost = lostText(h.lost, "the ECC error count", ret)
-	_, unc, _, f, ret := d.GetRemappedRows()
+	_, unc, rp, f, ret := d.GetRemappedRows()
 	if ret == nvml.SUCCESS {
-		h.remapped, h.failed = ptr(unc), ptr(f)
+		h.remapped, h.failed, h.remapPending = ptr(unc), ptr(f), ptr(rp)
 	}
 	h.lost = lostText(h.lost, "the remapped rows", ret)
 	p, ret := d.GetRetiredPagesPendingStatus()
@@ -304,6 +317,8 @@ func readHealth(d nvml.Device) health {
 		h.pending = ptr(p == nvml.FEATURE_ENABLED)
 	}
 	h.lost = lostText(h.lost, "the retired pages", ret)
+	h.recovery, ret = recoveryAction(d)
+	h.lost = lostText(h.lost, "the recovery action", ret)
 	return h
 }
 
@@ -571,6 +586,7 @@ func (t *Telemetry) Stop() (*Summary, error) {
 			h := &t.sum.GPUs[i]
 			hr := readHealth(d)
 			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = hr.dbe, hr.remapped, hr.failed, hr.pending
+			h.RemapPendingAfter, h.RecoveryActionAfter = hr.remapPending, hr.recovery
 			if h.Lost == "" {
 				h.Lost = hr.lost
 			}
@@ -620,6 +636,7 @@ func verdict(s *Summary) Verdict {
 			}
 			reasons = append(reasons, fmt.Sprintf("gpu %d: row-remap failure (%s)", h.Index, when))
 		}
+		reasons = append(reasons, remapReasons(h)...)
 		if h.RetiredPagesPendingBefore != nil && h.RetiredPagesPendingAfter != nil && !*h.RetiredPagesPendingBefore && *h.RetiredPagesPendingAfter {
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: a page retirement became pending during the step", h.Index))
 		}
@@ -635,6 +652,27 @@ func verdict(s *Summary) Verdict {
 		return Verdict{Status: VerdictFailed, Reasons: reasons}
 	}
 	return Verdict{Status: VerdictPassed}
+}
+
+// remapReasons judges h's row remapping and recovery action: uncorrectable
+// remapped rows that rose during the step, a remapping pending at stop
+// and a recovery action other than none at stop each fail it.
+func remapReasons(h Health) []string {
+	var out []string
+	if b, a := h.RemappedRowsBefore, h.RemappedRowsAfter; b != nil && a != nil && *a > *b {
+		out = append(out, fmt.Sprintf("gpu %d: %d row(s) remapped for uncorrectable memory errors during the step (%d -> %d)", h.Index, *a-*b, *b, *a))
+	}
+	if h.RemapPendingAfter != nil && *h.RemapPendingAfter {
+		when := "during the step"
+		if h.RemapPendingBefore != nil && *h.RemapPendingBefore {
+			when = "already before the step"
+		}
+		out = append(out, fmt.Sprintf("gpu %d: row remapping pending (%s): a faulty memory row is in use until the GPU is reset", h.Index, when))
+	}
+	if a := h.RecoveryActionAfter; a != "" && a != "none" {
+		out = append(out, fmt.Sprintf("gpu %d: the driver asks for recovery action %s", h.Index, a))
+	}
+	return out
 }
 
 // Err returns an error listing the verdict's reasons when it failed.

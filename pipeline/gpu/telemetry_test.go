@@ -128,6 +128,30 @@ func TestTelemetryVerdicts(t *testing.T) {
 			wantReasons: []string{"gpu 1: 2 new double-bit ECC error(s) (volatile uncorrected count 0 -> 2)"},
 		},
 		{
+			name:        "fatal xid 154",
+			during:      func(s *Simulated) { s.InjectXid(1, 154) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 1: fatal Xid 154 (GPU recovery action changed (reset, drain or reboot required))"},
+		},
+		{
+			name:        "uncorrectable remapped rows rise",
+			during:      func(s *Simulated) { s.AddRemappedRows(1, 2) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 1: 2 row(s) remapped for uncorrectable memory errors during the step (0 -> 2)"},
+		},
+		{
+			name:        "row remapping pending",
+			during:      func(s *Simulated) { s.SetRemapPending(0, true) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 0: row remapping pending (during the step): a faulty memory row is in use until the GPU is reset"},
+		},
+		{
+			name:        "recovery action",
+			during:      func(s *Simulated) { s.SetRecoveryAction(0, nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 0: the driver asks for recovery action drain_and_reset"},
+		},
+		{
 			name:        "row-remap failure",
 			during:      func(s *Simulated) { s.SetRemapFailure(0, true) },
 			wantStatus:  VerdictFailed,
@@ -236,7 +260,7 @@ func TestTelemetryBadPath(t *testing.T) {
 
 func TestFatalXids(t *testing.T) {
 	t.Parallel()
-	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140}
+	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154}
 	if diff := cmp.Diff(want, FatalXids()); diff != "" {
 		t.Error(diff)
 	}

@@ -86,6 +86,14 @@ type GPU struct {
 	RetiredPagesPending *bool `json:"retired_pages_pending,omitempty"`
 	// RemappedRowsFailed is whether a row remapping has failed.
 	RemappedRowsFailed *bool `json:"remapped_rows_failed,omitempty"`
+	// RemappedRowsPending is whether a row remapping waits for a GPU reset
+	// (row remapping: A100, H100 and later).
+	RemappedRowsPending *bool `json:"remapped_rows_pending,omitempty"`
+	// RecoveryAction is the action the driver asks for (NVML field
+	// GET_GPU_RECOVERY_ACTION, drivers that have it): none, gpu_reset,
+	// node_reboot, drain_p2p, drain_and_reset, recover_imex_domain,
+	// bus_reset or system_reboot; omitted when not reported.
+	RecoveryAction string `json:"recovery_action,omitempty"`
 }
 
 // Clocks are clock frequencies in MHz.
@@ -109,7 +117,7 @@ type PCIe struct {
 // change of machine or configuration (a page retirement or row-remap
 // failure shows up in preflight and telemetry, not as "different
 // hardware").
-var VolatileFields = []string{"digest", "gpus[].retired_pages_pending", "gpus[].remapped_rows_failed"}
+var VolatileFields = []string{"digest", "gpus[].retired_pages_pending", "gpus[].remapped_rows_failed", "gpus[].remapped_rows_pending", "gpus[].recovery_action"}
 
 // ComputeDigest returns "sha256:<hex>" of the canonical JSON (RFC 8785,
 // JSON Canonicalization Scheme) of r without VolatileFields. Two
@@ -121,6 +129,8 @@ func ComputeDigest(r *Record) (string, error) {
 	for i, g := range r.GPUs {
 		g.RetiredPagesPending = nil
 		g.RemappedRowsFailed = nil
+		g.RemappedRowsPending = nil
+		g.RecoveryAction = ""
 		c.GPUs[i] = g
 	}
 	b, err := json.Marshal(&c)
