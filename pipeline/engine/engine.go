@@ -612,7 +612,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 	var watch Watch
 	if s.GPU && e.o.monitor != nil {
 		sc.Report(step.Progress{Phase: "preflight"})
-		report, err := e.o.monitor.Preflight(ctx, e.p, s)
+		report, err := e.o.monitor.Preflight(ctx, e.p, s, sc.Env)
 		if report != nil {
 			sr.Preflight = mustJSON(report)
 		}
@@ -620,7 +620,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 			sr.State, sr.Reason = Failed, "preflight: "+err.Error()
 			return nil, nil
 		}
-		if watch, err = e.o.monitor.Watch(ctx, s, sc.StepDir); err != nil {
+		if watch, err = e.o.monitor.Watch(ctx, s, sc.StepDir, sc.Env); err != nil {
 			return nil, fmt.Errorf("starting telemetry: %w", err)
 		}
 	}
@@ -632,7 +632,11 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 	}
 	out, execErr := exec.Execute(runCtx, sc)
 	if watch != nil {
-		summary, failure, werr := watch.Stop()
+		device := ""
+		if out != nil {
+			device = out.DeviceUUID
+		}
+		summary, failure, werr := watch.Stop(device)
 		if summary != nil {
 			sr.Telemetry = mustJSON(summary)
 		}

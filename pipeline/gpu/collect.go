@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,6 +30,7 @@ type options struct {
 	src    Source
 	logger *slog.Logger
 	root   string
+	getenv func(string) (string, bool)
 }
 
 // WithSource reads devices from src (default: NVML("")).
@@ -65,6 +67,19 @@ func WithLogger(l *slog.Logger) Option {
 			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
 		o.logger = l
+		return nil
+	}
+}
+
+// WithVisibleDevices honours CUDA_VISIBLE_DEVICES (and
+// CUDA_DEVICE_ORDER) as getenv answers them (os.LookupEnv, or a run's
+// base environment): when set, the record lists only the GPUs it leaves
+// visible, with their machine-wide indices, and carries the value. A
+// value that names a device the record cannot match (a MIG instance, an
+// unknown UUID) keeps every GPU and is logged.
+func WithVisibleDevices(getenv func(string) (string, bool)) Option {
+	return func(o *options) error {
+		o.getenv = getenv
 		return nil
 	}
 }
@@ -126,11 +141,37 @@ func Collect(ctx context.Context, opts ...Option) (*hardware.Record, error) {
 		if err := collectNVML(ctx, lib, rec, o.logger); err != nil {
 			return nil, err
 		}
+		if o.getenv != nil {
+			restrictVisible(rec, o.getenv, o.logger)
+		}
 	}
 	if err := rec.Seal(); err != nil {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// restrictVisible keeps the GPUs CUDA_VISIBLE_DEVICES leaves visible, in
+// NVML order.
+func restrictVisible(rec *hardware.Record, getenv func(string) (string, bool), log *slog.Logger) {
+	v, set := getenv(hardware.CUDAVisibleDevices)
+	if !set {
+		return
+	}
+	pos, err := rec.Visible(getenv)
+	if err != nil {
+		log.Warn("recording every GPU", "reason", err)
+		return
+	}
+	slices.Sort(pos)
+	keep := make([]hardware.GPU, 0, len(pos))
+	for _, p := range pos {
+		keep = append(keep, rec.GPUs[p])
+	}
+	rec.GPUs, rec.CUDAVisibleDevices = keep, &v
+	if len(keep) == 0 {
+		rec.Reason = "CUDA_VISIBLE_DEVICES=" + v + " leaves no GPU visible"
+	}
 }
 
 func collectNVML(ctx context.Context, lib nvml.Interface, rec *hardware.Record, log *slog.Logger) error {

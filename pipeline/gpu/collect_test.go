@@ -332,3 +332,34 @@ func TestHostParsers(t *testing.T) {
 		t.Errorf("host (-want +got):\n%s", diff)
 	}
 }
+
+// TestCollectHonoursCUDAVisibleDevices: the record lists only the GPUs
+// CUDA_VISIBLE_DEVICES leaves visible (by index or UUID), in NVML order
+// with their machine-wide indices, and says so.
+func TestCollectHonoursCUDAVisibleDevices(t *testing.T) {
+	t.Parallel()
+	all, err := Collect(t.Context(), WithFakeGPU("h100:4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CUDA_VISIBLE_DEVICES": all.GPUs[3].UUID + ",1"}
+	rec, err := Collect(t.Context(), WithFakeGPU("h100:4"), WithVisibleDevices(func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.GPUs) != 2 || rec.GPUs[0].Index != 1 || rec.GPUs[1].Index != 3 || rec.GPUs[1].UUID != all.GPUs[3].UUID {
+		t.Fatalf("GPUs = %+v, want indices 1 and 3", rec.GPUs)
+	}
+	if rec.CUDAVisibleDevices == nil || *rec.CUDAVisibleDevices != env["CUDA_VISIBLE_DEVICES"] || rec.Digest == all.Digest {
+		t.Errorf("record does not say what it saw: %v, digest %s", rec.CUDAVisibleDevices, rec.Digest)
+	}
+	// A step that names GPU 0 (not in this record) is not matched to GPU 1.
+	if _, err := rec.Visible(func(k string) (string, bool) { return map[string]string{"CUDA_VISIBLE_DEVICES": "0"}[k], k == "CUDA_VISIBLE_DEVICES" }); err == nil {
+		t.Error("index 0 resolved in a record without GPU 0")
+	}
+	// Unset: every GPU.
+	same, err := Collect(t.Context(), WithFakeGPU("h100:4"), WithVisibleDevices(func(string) (string, bool) { return "", false }))
+	if err != nil || len(same.GPUs) != 4 || same.Digest != all.Digest {
+		t.Errorf("unset CUDA_VISIBLE_DEVICES changed the record: %v %+v", err, same)
+	}
+}

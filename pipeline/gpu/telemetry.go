@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,10 +113,17 @@ type Summary struct {
 	ThrottleReasons map[string]int `json:"throttle_reasons,omitempty"`
 	// MemoryUsedMaxBytes is the most device memory used on any GPU.
 	MemoryUsedMaxBytes *uint64 `json:"memory_used_max_bytes,omitempty"`
-	// GPUs are the per-GPU health counters before and after.
+	// GPUs are the watched GPUs' health counters before and after.
 	GPUs []Health `json:"gpus"`
 	// XidEvents are the Xid events received, in order.
 	XidEvents []XidEvent `json:"xid_events,omitempty"`
+	// JudgedGPUs are the NVML indices of the GPUs the statistics and the
+	// verdict cover: the step's device when the results name a watched
+	// one, else every watched GPU.
+	JudgedGPUs []int `json:"judged_gpus"`
+	// DeviceUUID is the GPU the step's results say it ran on, when they
+	// name one.
+	DeviceUUID string `json:"device_uuid,omitempty"`
 	// EventsLost says, when waiting for Xid/ECC events answered
 	// GPU_IS_LOST or RESET_REQUIRED, what it answered.
 	EventsLost string `json:"events_lost,omitempty"`
@@ -210,7 +218,7 @@ type Telemetry struct {
 	start         time.Time
 	lib           nvml.Interface
 	release       func()
-	devs          []nvml.Device
+	devs          []nvml.Device // the watched GPUs; sum.GPUs and stats follow this order
 	set           nvml.EventSet
 	cancel        context.CancelFunc
 	wg            sync.WaitGroup
@@ -222,16 +230,54 @@ type Telemetry struct {
 	f        *os.File
 	writeErr error
 	sum      Summary
-	index    map[nvml.Device]int
+	stats    []gpuStats
+	index    map[nvml.Device]int // position in devs
 }
 
-// StartTelemetry opens src, reads each GPU's error counters, registers for
-// Xid and double-bit ECC events, and samples every interval (DefaultInterval
-// when <= 0) into a new JSONL file at path (its directory must exist),
-// one line per GPU per sample, each written through at once. It samples
-// once right away and once more at Stop. Sampling also ends when ctx is
-// done; Stop must still be called. With no GPU the error matches ErrNoGPU.
-func StartTelemetry(ctx context.Context, src Source, path string, interval time.Duration) (*Telemetry, error) {
+// gpuStats are one GPU's sample statistics.
+type gpuStats struct {
+	samples, throttled int
+	tempMin, tempMax   *uint32
+	powerMax           *float64
+	memMax             *uint64
+	reasons            map[string]int
+}
+
+// TelemetryOption configures StartTelemetry.
+type TelemetryOption func(*telemetryOptions) error
+
+type telemetryOptions struct {
+	gpus []int // NVML indices; nil: every GPU
+}
+
+// WatchGPUs watches only the GPUs with these NVML indices (the ones a
+// step can see: see hardware.Record.Visible) instead of every GPU;
+// another GPU's samples, Xids and counters are not read.
+func WatchGPUs(indices ...int) TelemetryOption {
+	return func(o *telemetryOptions) error {
+		if len(indices) == 0 {
+			return errors.New("gpu.WatchGPUs: no GPU")
+		}
+		o.gpus = append([]int(nil), indices...)
+		return nil
+	}
+}
+
+// StartTelemetry opens src, reads each watched GPU's error counters
+// (every GPU unless WatchGPUs says which), registers for Xid and
+// double-bit ECC events on them, and samples every interval
+// (DefaultInterval when <= 0) into a new JSONL file at path (its
+// directory must exist), one line per GPU per sample, each written
+// through at once. It samples once right away and once more at Stop.
+// Sampling also ends when ctx is done; Stop must still be called. With no
+// GPU the error matches ErrNoGPU.
+func StartTelemetry(ctx context.Context, src Source, path string, interval time.Duration, opts ...TelemetryOption) (*Telemetry, error) {
+	var o telemetryOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
@@ -246,27 +292,9 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 	t.sum.Simulated = t.simulated
 	t.legacyReasons = lib.Extensions().LookupSymbol("nvmlDeviceGetCurrentClocksEventReasons") != nil
 	t.sum.IntervalSeconds = interval.Seconds()
-	n, ret := lib.DeviceGetCount()
-	if ret != nvml.SUCCESS {
+	if err := t.openDevices(o.gpus); err != nil {
 		release()
-		return nil, fmt.Errorf("counting GPUs: %s", retText(ret))
-	}
-	for i := range n {
-		d, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
-			release()
-			return nil, fmt.Errorf("opening GPU %d: %s", i, retText(ret))
-		}
-		t.devs = append(t.devs, d)
-		t.index[d] = i
-		h := Health{Index: i}
-		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
-			h.UUID = u
-		}
-		hr := readHealth(d)
-		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
-		h.RemapPendingBefore, h.RecoveryActionBefore = hr.remapPending, hr.recovery
-		t.sum.GPUs = append(t.sum.GPUs, h)
+		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -286,6 +314,41 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 		go t.eventLoop(ctx)
 	}
 	return t, nil
+}
+
+// openDevices opens the GPUs to watch (NVML indices; nil: every GPU) and
+// reads their error counters.
+func (t *Telemetry) openDevices(gpus []int) error {
+	n, ret := t.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("counting GPUs: %s", retText(ret))
+	}
+	if gpus == nil {
+		for i := range n {
+			gpus = append(gpus, i)
+		}
+	}
+	for _, i := range gpus {
+		if i < 0 || i >= n {
+			return fmt.Errorf("watching GPU %d: NVML lists %d GPU(s)", i, n)
+		}
+		d, ret := t.lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return fmt.Errorf("opening GPU %d: %s", i, retText(ret))
+		}
+		t.index[d] = len(t.devs)
+		t.devs = append(t.devs, d)
+		h := Health{Index: i}
+		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
+			h.UUID = u
+		}
+		hr := readHealth(d)
+		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
+		h.RemapPendingBefore, h.RecoveryActionBefore = hr.remapPending, hr.recovery
+		t.sum.GPUs = append(t.sum.GPUs, h)
+		t.stats = append(t.stats, gpuStats{})
+	}
+	return nil
 }
 
 // health is one reading of a GPU's error counters; a nil counter was not
@@ -350,7 +413,8 @@ func (t *Telemetry) registerEvents() {
 		return
 	}
 	registered := 0
-	for i, d := range t.devs {
+	for k, d := range t.devs {
+		i := t.sum.GPUs[k].Index
 		want := uint64(nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError)
 		if sup, ret := d.GetSupportedEventTypes(); ret == nvml.SUCCESS {
 			want &= sup
@@ -435,16 +499,20 @@ func (t *Telemetry) drainEvents() {
 func (t *Telemetry) event(e nvml.EventData) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i, ok := t.index[e.Device]
+	k, ok := t.index[e.Device]
 	if !ok {
-		i = -1
+		k = -1
 		if u, ret := e.Device.GetUUID(); ret == nvml.SUCCESS {
 			for j, h := range t.sum.GPUs {
 				if h.UUID == u {
-					i = j
+					k = j
 				}
 			}
 		}
+	}
+	i := -1
+	if k >= 0 {
+		i = t.sum.GPUs[k].Index
 	}
 	now := time.Now()
 	switch {
@@ -453,57 +521,92 @@ func (t *Telemetry) event(e nvml.EventData) {
 		t.sum.XidEvents = append(t.sum.XidEvents, XidEvent{Time: now, GPU: i, Xid: x, Fatal: XidFatal(x), Description: XidDescription(x)})
 		t.writeLine(Line{Time: now, Kind: "xid", GPU: i, Xid: ptr(x), Simulated: t.simulated})
 	case e.EventType&nvml.EventTypeDoubleBitEccError != 0:
-		if i >= 0 && i < len(t.sum.GPUs) {
-			t.sum.GPUs[i].DoubleBitEvents++
+		if k >= 0 {
+			t.sum.GPUs[k].DoubleBitEvents++
 		}
 		t.writeLine(Line{Time: now, Kind: "ecc_dbe", GPU: i, Simulated: t.simulated})
 	}
 }
 
-// sample reads every GPU once and writes one line each.
+// sample reads every watched GPU once and writes one line each.
 func (t *Telemetry) sample() {
 	now := time.Now()
 	lines := make([]Line, 0, len(t.devs))
 	lost := make([]string, len(t.devs))
-	for i, d := range t.devs {
+	for k, d := range t.devs {
 		var l Line
-		l, lost[i] = t.read(d, i, now)
+		l, lost[k] = t.read(d, t.sum.GPUs[k].Index, now)
 		lines = append(lines, l)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := &t.sum
-	for i, why := range lost {
-		if why != "" && s.GPUs[i].Lost == "" {
-			s.GPUs[i].Lost = why
+	for k, l := range lines {
+		if why := lost[k]; why != "" && t.sum.GPUs[k].Lost == "" {
+			t.sum.GPUs[k].Lost = why
+		}
+		t.stats[k].add(l)
+		t.writeLine(l)
+	}
+}
+
+// add counts sample l.
+func (s *gpuStats) add(l Line) {
+	s.samples++
+	if v := l.TemperatureC; v != nil {
+		if s.tempMin == nil || *v < *s.tempMin {
+			s.tempMin = ptr(*v)
+		}
+		if s.tempMax == nil || *v > *s.tempMax {
+			s.tempMax = ptr(*v)
 		}
 	}
-	for _, l := range lines {
-		s.Samples++
-		if v := l.TemperatureC; v != nil {
-			if s.TemperatureMinC == nil || *v < *s.TemperatureMinC {
-				s.TemperatureMinC = ptr(*v)
-			}
-			if s.TemperatureMaxC == nil || *v > *s.TemperatureMaxC {
-				s.TemperatureMaxC = ptr(*v)
-			}
+	if v := l.PowerWatts; v != nil && (s.powerMax == nil || *v > *s.powerMax) {
+		s.powerMax = ptr(*v)
+	}
+	if v := l.MemoryUsedBytes; v != nil && (s.memMax == nil || *v > *s.memMax) {
+		s.memMax = ptr(*v)
+	}
+	if l.Throttled {
+		s.throttled++
+		if s.reasons == nil {
+			s.reasons = map[string]int{}
 		}
-		if v := l.PowerWatts; v != nil && (s.PowerMaxWatts == nil || *v > *s.PowerMaxWatts) {
-			s.PowerMaxWatts = ptr(*v)
+		for _, r := range ClockEventReasons(*l.ClockEventMask & ThrottleMask) {
+			s.reasons[r]++
 		}
-		if v := l.MemoryUsedBytes; v != nil && (s.MemoryUsedMaxBytes == nil || *v > *s.MemoryUsedMaxBytes) {
-			s.MemoryUsedMaxBytes = ptr(*v)
+	}
+}
+
+// summarize fills the summary's sample statistics from the GPUs at the
+// positions judged.
+func (t *Telemetry) summarize(judged []int) {
+	s := &t.sum
+	for _, k := range judged {
+		g := t.stats[k]
+		s.Samples += g.samples
+		s.ThrottledSamples += g.throttled
+		if g.tempMin != nil && (s.TemperatureMinC == nil || *g.tempMin < *s.TemperatureMinC) {
+			s.TemperatureMinC = ptr(*g.tempMin)
 		}
-		if l.Throttled {
-			s.ThrottledSamples++
+		if g.tempMax != nil && (s.TemperatureMaxC == nil || *g.tempMax > *s.TemperatureMaxC) {
+			s.TemperatureMaxC = ptr(*g.tempMax)
+		}
+		if g.powerMax != nil && (s.PowerMaxWatts == nil || *g.powerMax > *s.PowerMaxWatts) {
+			s.PowerMaxWatts = ptr(*g.powerMax)
+		}
+		if g.memMax != nil && (s.MemoryUsedMaxBytes == nil || *g.memMax > *s.MemoryUsedMaxBytes) {
+			s.MemoryUsedMaxBytes = ptr(*g.memMax)
+		}
+		for r, n := range g.reasons {
 			if s.ThrottleReasons == nil {
 				s.ThrottleReasons = map[string]int{}
 			}
-			for _, r := range ClockEventReasons(*l.ClockEventMask & ThrottleMask) {
-				s.ThrottleReasons[r]++
-			}
+			s.ThrottleReasons[r] += n
 		}
-		t.writeLine(l)
+		s.JudgedGPUs = append(s.JudgedGPUs, s.GPUs[k].Index)
+	}
+	if s.Samples > 0 {
+		s.ThrottleShare = float64(s.ThrottledSamples) / float64(s.Samples)
 	}
 }
 
@@ -567,11 +670,17 @@ func (t *Telemetry) writeLine(l Line) {
 	}
 }
 
-// Stop ends sampling, takes a last sample, reads the error counters again
-// and returns the Summary with its Verdict. Calling it again returns the
-// same result. The error is for a telemetry file that could not be
-// written; the Summary is returned with it.
-func (t *Telemetry) Stop() (*Summary, error) {
+// Stop ends sampling and judges every watched GPU: see StopFor.
+func (t *Telemetry) Stop() (*Summary, error) { return t.StopFor("") }
+
+// StopFor ends sampling, takes a last sample, reads the error counters
+// again and returns the Summary with its Verdict. The statistics and the
+// verdict cover the GPU whose UUID is device (the one the step's results
+// say it ran on) when it is among the watched GPUs, else every watched
+// GPU; what another watched GPU shows is noted, never fatal. Calling it
+// again returns the first result. The error is for a telemetry file that
+// could not be written; the Summary is returned with it.
+func (t *Telemetry) StopFor(device string) (*Summary, error) {
 	t.stopOnce.Do(func() {
 		t.cancel()
 		t.wg.Wait()
@@ -582,8 +691,8 @@ func (t *Telemetry) Stop() (*Summary, error) {
 		}
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		for i, d := range t.devs {
-			h := &t.sum.GPUs[i]
+		for k, d := range t.devs {
+			h := &t.sum.GPUs[k]
 			hr := readHealth(d)
 			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = hr.dbe, hr.remapped, hr.failed, hr.pending
 			h.RemapPendingAfter, h.RecoveryActionAfter = hr.remapPending, hr.recovery
@@ -594,9 +703,8 @@ func (t *Telemetry) Stop() (*Summary, error) {
 		t.release()
 		s := &t.sum
 		s.DurationSeconds = time.Since(t.start).Seconds()
-		if s.Samples > 0 {
-			s.ThrottleShare = float64(s.ThrottledSamples) / float64(s.Samples)
-		}
+		s.DeviceUUID = device
+		t.summarize(t.judged(device))
 		s.Verdict = verdict(s)
 		err := t.writeErr
 		if e := t.f.Sync(); e != nil && err == nil {
@@ -611,6 +719,22 @@ func (t *Telemetry) Stop() (*Summary, error) {
 	return t.stopped, t.stopErr
 }
 
+// judged returns the positions of the GPUs the verdict covers: the one
+// with UUID device when watched, else all.
+func (t *Telemetry) judged(device string) []int {
+	var all []int
+	for k, h := range t.sum.GPUs {
+		if device != "" && strings.EqualFold(h.UUID, device) {
+			return []int{k}
+		}
+		all = append(all, k)
+	}
+	if device != "" {
+		t.note("the results name GPU %s, which telemetry did not watch: every watched GPU is judged", device)
+	}
+	return all
+}
+
 // verdict applies the rules: a GPU found lost or needing a reset, a new
 // double-bit ECC error, a row-remap failure or a fatal Xid fails the step.
 func verdict(s *Summary) Verdict {
@@ -618,33 +742,29 @@ func verdict(s *Summary) Verdict {
 	if s.EventsLost != "" {
 		reasons = append(reasons, s.EventsLost+": a GPU fell off the bus or needs a reset (hint: nvidia-smi shows which; its results are void)")
 	}
+	judged := map[int]bool{}
+	for _, i := range s.JudgedGPUs {
+		judged[i] = true
+	}
 	for _, h := range s.GPUs {
-		if h.Lost != "" {
-			reasons = append(reasons, fmt.Sprintf("gpu %d: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, h.Lost, h.Index))
-		}
-		switch {
-		case h.DoubleBitBefore != nil && h.DoubleBitAfter != nil && *h.DoubleBitAfter > *h.DoubleBitBefore:
-			reasons = append(reasons, fmt.Sprintf("gpu %d: %d new double-bit ECC error(s) (volatile uncorrected count %d -> %d)",
-				h.Index, *h.DoubleBitAfter-*h.DoubleBitBefore, *h.DoubleBitBefore, *h.DoubleBitAfter))
-		case h.DoubleBitEvents > 0:
-			reasons = append(reasons, fmt.Sprintf("gpu %d: %d double-bit ECC event(s) received", h.Index, h.DoubleBitEvents))
-		}
-		if h.RemapFailedAfter != nil && *h.RemapFailedAfter {
-			when := "during the step"
-			if h.RemapFailedBefore != nil && *h.RemapFailedBefore {
-				when = "already before the step"
+		if !judged[h.Index] {
+			if r := healthReasons(h); len(r) > 0 {
+				s.Notes = append(s.Notes, fmt.Sprintf("not the step's GPU, not judged: %s", strings.Join(r, "; ")))
 			}
-			reasons = append(reasons, fmt.Sprintf("gpu %d: row-remap failure (%s)", h.Index, when))
+			continue
 		}
-		reasons = append(reasons, remapReasons(h)...)
+		reasons = append(reasons, healthReasons(h)...)
 		if h.RetiredPagesPendingBefore != nil && h.RetiredPagesPendingAfter != nil && !*h.RetiredPagesPendingBefore && *h.RetiredPagesPendingAfter {
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: a page retirement became pending during the step", h.Index))
 		}
 	}
 	for _, x := range s.XidEvents {
-		if x.Fatal {
+		switch {
+		case !judged[x.GPU] && x.GPU >= 0:
+			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d (not the step's GPU, not judged): Xid %d (%s)", x.GPU, x.Xid, x.Description))
+		case x.Fatal:
 			reasons = append(reasons, fmt.Sprintf("gpu %d: fatal Xid %d (%s)", x.GPU, x.Xid, x.Description))
-		} else {
+		default:
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: Xid %d (%s), not fatal", x.GPU, x.Xid, x.Description))
 		}
 	}
@@ -652,6 +772,31 @@ func verdict(s *Summary) Verdict {
 		return Verdict{Status: VerdictFailed, Reasons: reasons}
 	}
 	return Verdict{Status: VerdictPassed}
+}
+
+// healthReasons are what fails a step in h: lost, new double-bit ECC
+// errors, row-remap failure, and remapReasons.
+func healthReasons(h Health) []string {
+	var reasons []string
+	if h.Lost != "" {
+		reasons = append(reasons, fmt.Sprintf("gpu %d: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, h.Lost, h.Index))
+	}
+	switch {
+	case h.DoubleBitBefore != nil && h.DoubleBitAfter != nil && *h.DoubleBitAfter > *h.DoubleBitBefore:
+		reasons = append(reasons, fmt.Sprintf("gpu %d: %d new double-bit ECC error(s) (volatile uncorrected count %d -> %d)",
+			h.Index, *h.DoubleBitAfter-*h.DoubleBitBefore, *h.DoubleBitBefore, *h.DoubleBitAfter))
+	case h.DoubleBitEvents > 0:
+		reasons = append(reasons, fmt.Sprintf("gpu %d: %d double-bit ECC event(s) received", h.Index, h.DoubleBitEvents))
+	}
+	if h.RemapFailedAfter != nil && *h.RemapFailedAfter {
+		when := "during the step"
+		if h.RemapFailedBefore != nil && *h.RemapFailedBefore {
+			when = "already before the step"
+		}
+		reasons = append(reasons, fmt.Sprintf("gpu %d: row-remap failure (%s)", h.Index, when))
+	}
+	reasons = append(reasons, remapReasons(h)...)
+	return reasons
 }
 
 // remapReasons judges h's row remapping and recovery action: uncorrectable

@@ -28,8 +28,13 @@ type Record struct {
 	// NVMLVersion is the NVML library version, e.g. "12.550.54.15".
 	NVMLVersion string `json:"nvml_version,omitempty"`
 	// GPUs are the visible devices in NVML index order; empty (never
-	// absent) when there are none, and then Reason says why.
+	// absent) when there are none, and then Reason says why. When
+	// CUDAVisibleDevices is set they are only the GPUs it leaves visible,
+	// in NVML order, each with its machine-wide Index.
 	GPUs []GPU `json:"gpus"`
+	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES as the run saw it, when
+	// set: the record lists only the GPUs it names.
+	CUDAVisibleDevices *string `json:"cuda_visible_devices,omitempty"`
 	// Reason says why GPUs is empty.
 	Reason string `json:"reason,omitempty"`
 	// Digest is "sha256:" and the hex sha256 of the record's canonical

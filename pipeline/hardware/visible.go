@@ -22,7 +22,8 @@ var ErrNotVisible = errors.New("cuda-visible device not in the hardware record")
 // and CUDA_DEVICE_ORDER.
 //
 // Unset, every GPU is visible. Set, each comma-separated entry is an
-// index, a "GPU-" UUID or a unique prefix of one; as CUDA does, the list
+// index (of the machine's GPUs, GPU.Index, whatever the record lists), a
+// "GPU-" UUID or a unique prefix of one; as CUDA does, the list
 // ends at the first entry that names no device. An empty list is an error
 // (CUDA sees no device). An index counts in CUDA's enumeration order:
 // CUDA_DEVICE_ORDER=PCI_BUS_ID is NVML's order; the default
@@ -85,13 +86,27 @@ func (r *Record) visibleEntry(e, order string) (int, error) {
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("%w: %q is neither an index nor a GPU UUID", ErrNotVisible, e)
 	}
-	if n >= len(r.GPUs) {
-		return 0, fmt.Errorf("%w: index %d, but the record has %d GPU(s)", ErrNotVisible, n, len(r.GPUs))
-	}
 	if order != "PCI_BUS_ID" && !r.sameModel() {
 		return 0, fmt.Errorf("%w: index %d on a machine with different GPU models: CUDA orders them fastest first, NVML by PCI bus\nhint: set CUDA_DEVICE_ORDER=PCI_BUS_ID or name the GPU by UUID", ErrNotVisible, n)
 	}
-	return n, nil
+	for i, g := range r.GPUs {
+		if g.Index == n {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: the record has no GPU %d (its GPUs: %s)", ErrNotVisible, n, r.indices())
+}
+
+// indices lists the record's GPU indices for messages.
+func (r *Record) indices() string {
+	var s []string
+	for _, g := range r.GPUs {
+		s = append(s, strconv.Itoa(g.Index))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }
 
 // sameModel reports whether every GPU has the same name.
