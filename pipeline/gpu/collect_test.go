@@ -354,7 +354,9 @@ func TestCollectHonoursCUDAVisibleDevices(t *testing.T) {
 		t.Errorf("record does not say what it saw: %v, digest %s", rec.CUDAVisibleDevices, rec.Digest)
 	}
 	// A step that names GPU 0 (not in this record) is not matched to GPU 1.
-	if _, err := rec.Visible(func(k string) (string, bool) { return map[string]string{"CUDA_VISIBLE_DEVICES": "0"}[k], k == "CUDA_VISIBLE_DEVICES" }); err == nil {
+	if _, err := rec.Visible(func(k string) (string, bool) {
+		return map[string]string{"CUDA_VISIBLE_DEVICES": "0"}[k], k == "CUDA_VISIBLE_DEVICES"
+	}); err == nil {
 		t.Error("index 0 resolved in a record without GPU 0")
 	}
 	// Unset: every GPU.
