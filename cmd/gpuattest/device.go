@@ -123,6 +123,9 @@ func printRecord(w io.Writer, rec *hardware.Record) error {
 }
 
 func health(g hardware.GPU) string {
+	if g.Error != "" {
+		return "error: " + g.Error
+	}
 	var bad []string
 	if g.RetiredPagesPending != nil && *g.RetiredPagesPending {
 		bad = append(bad, "retirement pending")

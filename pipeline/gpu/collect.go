@@ -197,8 +197,11 @@ func collectNVML(ctx context.Context, lib nvml.Interface, rec *hardware.Record, 
 		dev, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
 			// A device NVML lists but cannot open (lost, no permission) is
-			// named, not skipped silently.
-			return fmt.Errorf("opening GPU %d: %s\nhint: nvidia-smi -i %d shows the device state", i, retText(ret), i)
+			// recorded with its error, not skipped silently and not fatal:
+			// only the steps that see it fail (preflight).
+			rec.GPUs = append(rec.GPUs, hardware.GPU{Index: i, Error: fmt.Sprintf("opening GPU %d: %s", i, retText(ret))})
+			log.Warn("gpu not opened", "index", i, "nvml", retText(ret))
+			continue
 		}
 		rec.GPUs = append(rec.GPUs, readGPU(i, dev, q))
 	}

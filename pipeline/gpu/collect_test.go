@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
@@ -363,5 +364,36 @@ func TestCollectHonoursCUDAVisibleDevices(t *testing.T) {
 	same, err := Collect(t.Context(), WithFakeGPU("h100:4"), WithVisibleDevices(func(string) (string, bool) { return "", false }))
 	if err != nil || len(same.GPUs) != 4 || same.Digest != all.Digest {
 		t.Errorf("unset CUDA_VISIBLE_DEVICES changed the record: %v %+v", err, same)
+	}
+}
+
+// TestCollectUnopenableGPU: a GPU NVML lists but cannot open is recorded
+// with its error instead of failing the collection (which aborted every
+// run, CPU pipelines included).
+func TestCollectUnopenableGPU(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "a100:3")
+	s.SetOpenError(0, nvml.ERROR_NO_PERMISSION)
+	rec, err := Collect(t.Context(), WithSource(s))
+	if err != nil {
+		t.Fatalf("collection failed: %v", err)
+	}
+	if len(rec.GPUs) != 3 || rec.GPUs[0].Error != "opening GPU 0: no permission (NVML 4)" || rec.GPUs[0].UUID != "" || rec.GPUs[1].Error != "" {
+		t.Errorf("GPUs = %+v", rec.GPUs)
+	}
+	if rec.Model() != rec.GPUs[1].Name || rec.Model() == "" {
+		t.Errorf("model = %q, want the first opened GPU's", rec.Model())
+	}
+	live, err := Probe(t.Context(), s)
+	if err != nil || live.GPUs[0].Error == "" || live.GPUs[1].Error != "" {
+		t.Errorf("probe: %v %+v", err, live)
+	}
+	tel, err := StartTelemetry(t.Context(), s, filepath.Join(t.TempDir(), "t.jsonl"), time.Second)
+	if err != nil {
+		t.Fatalf("telemetry: %v", err)
+	}
+	sum, err := tel.Stop()
+	if err != nil || len(sum.GPUs) != 2 || !strings.Contains(strings.Join(sum.Notes, "\n"), "gpu 0 not watched: opening it: no permission") {
+		t.Errorf("telemetry: %v, gpus %+v, notes %q", err, sum.GPUs, sum.Notes)
 	}
 }

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,8 @@ type LiveGPU struct {
 	// Lost says which query NVML answered GPU_IS_LOST or RESET_REQUIRED,
 	// when one did.
 	Lost string `json:"lost,omitempty"`
+	// Error says why NVML could not open the GPU, when it could not.
+	Error string `json:"error,omitempty"`
 }
 
 // Process is a compute process using a GPU.
@@ -114,11 +117,13 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		g := LiveGPU{Index: i}
 		d, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("opening GPU %d: %s", i, retText(ret))
+			g.Error = fmt.Sprintf("opening GPU %d: %s", i, retText(ret))
+			live.GPUs = append(live.GPUs, g)
+			continue
 		}
-		g := LiveGPU{Index: i}
 		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
 			g.UUID = u
 		}
@@ -294,13 +299,17 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 	}
 	for i := range rec.GPUs {
 		g := &rec.GPUs[i]
+		lg, haveLive := liveBy[g.Index]
+		if why := cmp.Or(g.Error, lg.Error); why != "" {
+			p.add(CheckGPU, g, CheckFailed, "not opened", "reachable", "NVML cannot open the GPU this step sees: "+why+fmt.Sprintf(" (hint: nvidia-smi -i %d shows its state; exclude it with CUDA_VISIBLE_DEVICES, or reset it)", g.Index))
+			continue
+		}
 		if len(in.codes) > 0 {
 			checkCC(g, in.codes, p.add)
 		}
 		p.ecc(g)
 		p.memoryHealth(g)
 		p.mig(g)
-		lg, haveLive := liveBy[g.Index]
 		if haveLive && lg.Lost != "" {
 			p.add(CheckGPU, g, CheckFailed, "lost", "reachable", "NVML reports the GPU lost or needing a reset ("+lg.Lost+") (hint: nvidia-smi -i "+strconv.Itoa(g.Index)+"; reset the GPU or reboot)")
 			continue
@@ -365,6 +374,9 @@ func (p *preflightRun) add(name string, gpu *hardware.GPU, st CheckStatus, seen,
 	if gpu != nil {
 		c.GPU = ptr(gpu.Index)
 		prefix = fmt.Sprintf("%s: gpu %d (%s)", name, gpu.Index, gpu.Name)
+		if gpu.Name == "" {
+			prefix = fmt.Sprintf("%s: gpu %d", name, gpu.Index)
+		}
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("seen %s, required %s", seen, required)

@@ -109,6 +109,7 @@ type simDevice struct {
 	procs        []nvml.ProcessInfo
 	samples      uint32
 	lost         nvml.Return // SUCCESS, or what every query answers (SetLost)
+	openErr      nvml.Return // SUCCESS, or what opening the device answers (SetOpenError)
 }
 
 type simEventSet struct {
@@ -146,6 +147,19 @@ func Simulate(spec string) (*Simulated, error) {
 		s.devs = append(s.devs, sd)
 	}
 	s.server.EventSetCreateFunc = s.newEventSet
+	byIndex := s.server.DeviceGetHandleByIndexFunc
+	s.server.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		s.mu.Lock()
+		ret := nvml.SUCCESS
+		if i >= 0 && i < len(s.devs) {
+			ret = s.devs[i].openErr
+		}
+		s.mu.Unlock()
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		return byIndex(i)
+	}
 	return s, nil
 }
 
@@ -211,6 +225,15 @@ func (s *Simulated) AddRemappedRows(i int, n int) {
 func (s *Simulated) SetRecoveryAction(i int, a nvml.DeviceGpuRecoveryAction) {
 	s.mu.Lock()
 	s.devs[i].recovery = &a
+	s.mu.Unlock()
+}
+
+// SetOpenError makes opening GPU i (nvmlDeviceGetHandleByIndex) answer
+// ret, as NVML does for a GPU it lists but cannot open (lost, no
+// permission); nvml.SUCCESS restores it.
+func (s *Simulated) SetOpenError(i int, ret nvml.Return) {
+	s.mu.Lock()
+	s.devs[i].openErr = ret
 	s.mu.Unlock()
 }
 

@@ -334,7 +334,10 @@ func (t *Telemetry) openDevices(gpus []int) error {
 		}
 		d, ret := t.lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return fmt.Errorf("opening GPU %d: %s", i, retText(ret))
+			// Preflight has failed every step that sees it; another
+			// step's telemetry goes on without it.
+			t.note("gpu %d not watched: opening it: %s", i, retText(ret))
+			continue
 		}
 		t.index[d] = len(t.devs)
 		t.devs = append(t.devs, d)

@@ -60,6 +60,10 @@ type Host struct {
 type GPU struct {
 	// Index is the NVML device index.
 	Index int `json:"index"`
+	// Error says why NVML could not open the device (lost, no
+	// permission); the device is then known only by its index, and every
+	// other field is empty. Only steps that see it fail on it.
+	Error string `json:"error,omitempty"`
 	// Name is the product name, e.g. "NVIDIA H100 80GB HBM3".
 	Name string `json:"name"`
 	// UUID is the device UUID ("GPU-...").
@@ -183,11 +187,14 @@ func (r *Record) Verify() error {
 	return nil
 }
 
-// Model returns the name of the record's first GPU, or "" when there is
-// none. Mixed machines are rare; callers that care check every GPU.
+// Model returns the name of the record's first GPU that could be opened,
+// or "" when there is none. Mixed machines are rare; callers that care
+// check every GPU.
 func (r *Record) Model() string {
-	if len(r.GPUs) == 0 {
-		return ""
+	for _, g := range r.GPUs {
+		if g.Error == "" {
+			return g.Name
+		}
 	}
-	return r.GPUs[0].Name
+	return ""
 }

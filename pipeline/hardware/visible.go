@@ -109,10 +109,17 @@ func (r *Record) indices() string {
 	return strings.Join(s, ", ")
 }
 
-// sameModel reports whether every GPU has the same name.
+// sameModel reports whether every GPU that could be opened has the same
+// name (an unopenable one is assumed to be of the same model: NVML lists
+// it, and the driver enumerates it the same way).
 func (r *Record) sameModel() bool {
+	name := ""
 	for _, g := range r.GPUs {
-		if g.Name != r.GPUs[0].Name {
+		switch {
+		case g.Error != "":
+		case name == "":
+			name = g.Name
+		case g.Name != name:
 			return false
 		}
 	}
