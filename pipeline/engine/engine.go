@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -736,11 +738,31 @@ func (e *run) env(s *pipeline.Step, stepDir string, host bool) []string {
 	set("GPUATTEST_STEP_DIR", stepDir)
 	set("GPUATTEST_STEP_ID", s.ID)
 	set("GPUATTEST_TARGETS", strings.Join(e.p.Targets, ","))
+	if n := realGPUs(e.o.hardware); n > 0 {
+		// The harness's --backend auto then refuses to fall back to the
+		// CPU when CUDA fails: the machine has GPUs.
+		set("GPUATTEST_EXPECT_GPU", strconv.Itoa(n))
+	}
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+m[k])
 	}
 	return out
+}
+
+// realGPUs counts the GPUs of a record of real (not simulated) hardware
+// that NVML could open.
+func realGPUs(hw *hardware.Record) int {
+	if hw == nil || hw.Simulated {
+		return 0
+	}
+	n := 0
+	for _, g := range hw.GPUs {
+		if g.Error == "" {
+			n++
+		}
+	}
+	return n
 }
 
 func mustJSON(v any) json.RawMessage {

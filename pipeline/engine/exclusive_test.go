@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +84,35 @@ func TestExclusivePerDevice(t *testing.T) {
 	}
 	if overlap(res.Record.Step("gpu0"), res.Record.Step("gpu0-again")) {
 		t.Error("two steps on GPU 0 ran at the same time")
+	}
+}
+
+// TestExpectGPUEnv: on a machine whose (real) record lists GPUs, steps
+// get GPUATTEST_EXPECT_GPU, the count NVML opened, so the harness's
+// --backend auto refuses a silent CPU run; a simulated record sets none.
+func TestExpectGPUEnv(t *testing.T) {
+	real := &hardware.Record{GPUs: []hardware.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-1"}, {Index: 1, Error: "opening GPU 1: GPU is lost (NVML 15)"}}}
+	if err := real.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		rec  *hardware.Record
+		want string
+	}{
+		{"real", real, "1"},
+		{"simulated", simulatedRecord(t, "h100:2"), "unset"},
+	} {
+		p := load(t, `steps:
+  - {id: s, run: 'echo "${GPUATTEST_EXPECT_GPU:-unset}" > seen'}
+`)
+		res, err := Run(t.Context(), p, WithOutDir(filepath.Join(t.TempDir(), "r")), WithoutCache(), WithHardware(tt.rec))
+		if err != nil || !res.Passed() {
+			t.Fatalf("%s: %v %+v", tt.name, err, res.Record)
+		}
+		b, _ := os.ReadFile(filepath.Join(p.Dir, "seen"))
+		if got := strings.TrimSpace(string(b)); got != tt.want {
+			t.Errorf("%s: GPUATTEST_EXPECT_GPU = %s, want %s", tt.name, got, tt.want)
+		}
 	}
 }

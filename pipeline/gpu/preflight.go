@@ -39,6 +39,7 @@ const (
 	CheckProcesses         = "processes"
 	CheckMemory            = "memory"
 	CheckPersistence       = "persistence"
+	CheckFabric            = "fabric"
 )
 
 // Check is one preflight check on one GPU (GPU set) or on the machine.
@@ -88,6 +89,19 @@ type LiveGPU struct {
 	Lost string `json:"lost,omitempty"`
 	// Error says why NVML could not open the GPU, when it could not.
 	Error string `json:"error,omitempty"`
+	// Fabric is the GPU's NVSwitch fabric registration (HGX Hopper and
+	// later), nil when NVML does not report it (no fabric, older GPU or
+	// driver).
+	Fabric *Fabric `json:"fabric,omitempty"`
+}
+
+// Fabric is a GPU's NVSwitch fabric state as NVML reports it.
+type Fabric struct {
+	// State is not_started, in_progress or completed.
+	State string `json:"state"`
+	// Status is the registration result once completed ("success" or the
+	// NVML error).
+	Status string `json:"status,omitempty"`
 }
 
 // Process is a compute process using a GPU.
@@ -132,6 +146,7 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 			g.MemoryFreeBytes, g.MemoryUsedBytes = ptr(m.Free), ptr(m.Used)
 		}
 		g.Lost = lostText(g.Lost, "the memory use", ret)
+		g.Fabric = readFabric(lib, d)
 		ps, ret := d.GetComputeRunningProcesses()
 		g.Lost = lostText(g.Lost, "the running processes", ret)
 		if ret == nvml.SUCCESS {
@@ -318,6 +333,9 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 			p.add(CheckGPU, g, CheckFailed, lg.UUID, g.UUID, "the GPU at this index changed since the hardware record was taken: seen "+lg.UUID+", required "+g.UUID)
 			continue
 		}
+		if haveLive && lg.Fabric != nil {
+			p.fabric(g, lg.Fabric)
+		}
 		p.processes(g, lg, haveLive)
 		if !memory.IsZero() {
 			p.memory(g, lg, haveLive, memory.Bytes, memory.String())
@@ -482,6 +500,63 @@ func (p *preflightRun) mig(g *hardware.GPU) {
 		p.add(CheckMIG, g, CheckWarned, "enabled", "allowed", "MIG enabled (allowed): the step sees one MIG instance, not the whole GPU")
 	default:
 		p.add(CheckMIG, g, CheckPassed, "disabled", migReq, "")
+	}
+}
+
+// readFabric reads d's NVSwitch fabric state through the newest call the
+// library has: nvmlDeviceGetGpuFabricInfo_v4, nvmlDeviceGetGpuFabricInfoV
+// (version 2), or nvmlDeviceGetGpuFabricInfo. It returns nil when NVML
+// does not report it (not supported: no fabric) or says "not supported".
+func readFabric(lib nvml.Interface, d nvml.Device) *Fabric {
+	has := func(sym string) bool { return lib.Extensions().LookupSymbol(sym) == nil }
+	var state uint8
+	var status uint32
+	var ret nvml.Return
+	switch {
+	case has("nvmlDeviceGetGpuFabricInfo_v4"):
+		var info nvml.GpuFabricInfo_v4
+		info, ret = d.GetGpuFabricInfo_v4()
+		state, status = info.State, info.Status
+	case has("nvmlDeviceGetGpuFabricInfoV"):
+		var info nvml.GpuFabricInfo_v2
+		info, ret = d.GetGpuFabricInfoV().V2()
+		state, status = info.State, info.Status
+	case has("nvmlDeviceGetGpuFabricInfo"):
+		var info nvml.GpuFabricInfo
+		info, ret = d.GetGpuFabricInfo()
+		state, status = info.State, info.Status
+	default:
+		return nil
+	}
+	if ret != nvml.SUCCESS {
+		return nil
+	}
+	switch state {
+	case nvml.GPU_FABRIC_STATE_NOT_STARTED:
+		return &Fabric{State: "not_started"}
+	case nvml.GPU_FABRIC_STATE_IN_PROGRESS:
+		return &Fabric{State: "in_progress"}
+	case nvml.GPU_FABRIC_STATE_COMPLETED:
+		st := "success"
+		if r := nvml.Return(status); r != nvml.SUCCESS {
+			st = retText(r)
+		}
+		return &Fabric{State: "completed", Status: st}
+	}
+	return nil // GPU_FABRIC_STATE_NOT_SUPPORTED
+}
+
+// fabric checks that g's NVSwitch fabric registration completed: until
+// the fabric manager has registered the GPU, cuInit fails with
+// CUDA_ERROR_SYSTEM_NOT_READY (802).
+func (p *preflightRun) fabric(g *hardware.GPU, f *Fabric) {
+	switch {
+	case f.State != "completed":
+		p.add(CheckFabric, g, CheckFailed, f.State, "completed", "fabric manager not ready: the GPU's NVSwitch fabric registration is "+strings.ReplaceAll(f.State, "_", " ")+" (CUDA fails with CUDA_ERROR_SYSTEM_NOT_READY until it completes) (hint: systemctl status nvidia-fabricmanager)")
+	case f.Status != "success":
+		p.add(CheckFabric, g, CheckFailed, "completed, "+f.Status, "completed, success", "fabric manager not ready: the GPU's NVSwitch fabric registration failed: "+f.Status+" (hint: journalctl -u nvidia-fabricmanager)")
+	default:
+		p.add(CheckFabric, g, CheckPassed, "completed", "completed", "")
 	}
 }
 

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"slices"
@@ -38,6 +39,7 @@ type simModel struct {
 	idleSM    uint32 // MHz, current SM clock when idle
 	pcieGen   int
 	pcieWidth int
+	fabric    bool // NVSwitch fabric info reported (Hopper HGX); A100 answers not supported
 	idleTempC uint32
 	idleMW    uint32
 	baseUsed  uint64 // bytes the driver reserves with no process
@@ -49,7 +51,7 @@ var simModels = map[string]simModel{
 		key: "h100", cfg: gpus.H100_SXM5_80GB, newServer: dgxh100.NewWithGPUs,
 		vbios: "96.00.74.00.0D", powerMW: 700_000, maxSM: 1980, maxMem: 2619, idleSM: 345,
 		pcieGen: 5, pcieWidth: 16, idleTempC: 33, idleMW: 71_000, baseUsed: 1 << 20,
-		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb},
+		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}, fabric: true,
 	},
 	"a100": {
 		key: "a100", cfg: gpus.A100_SXM4_40GB, newServer: dgxa100.NewWithGPUs,
@@ -61,7 +63,7 @@ var simModels = map[string]simModel{
 		key: "h200", cfg: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs,
 		vbios: "96.00.A5.00.01", powerMW: 700_000, maxSM: 1980, maxMem: 3201, idleSM: 345,
 		pcieGen: 5, pcieWidth: 16, idleTempC: 32, idleMW: 75_000, baseUsed: 1 << 20,
-		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb},
+		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}, fabric: true,
 	},
 }
 
@@ -93,6 +95,7 @@ var SimulatedFilled = []string{
 	"pcie", "remapped_rows_failed and remapped_rows_pending (false)", "retired_pages_pending (not supported, as on row-remapping GPUs)",
 	"memory used/free", "temperature", "power", "current clocks", "clock-event reasons (GPU idle)",
 	"running processes (none)", "ECC counters (zero)", "Xid/ECC event sets",
+	"NVSwitch fabric state (h100, h200: completed; a100: not reported)",
 }
 
 type simDevice struct {
@@ -110,6 +113,8 @@ type simDevice struct {
 	samples      uint32
 	lost         nvml.Return // SUCCESS, or what every query answers (SetLost)
 	openErr      nvml.Return // SUCCESS, or what opening the device answers (SetOpenError)
+	fabricState  uint8       // nvml.GPU_FABRIC_STATE_*
+	fabricStatus nvml.Return
 }
 
 type simEventSet struct {
@@ -142,6 +147,9 @@ func Simulate(spec string) (*Simulated, error) {
 	}
 	for i, d := range s.server.Devices {
 		sd := &simDevice{Device: d.(*server.Device), index: i, reasons: nvml.ClocksEventReasonGpuIdle}
+		if m.fabric {
+			sd.fabricState = nvml.GPU_FABRIC_STATE_COMPLETED
+		}
 		s.fill(sd)
 		s.guardLost(sd)
 		s.devs = append(s.devs, sd)
@@ -225,6 +233,16 @@ func (s *Simulated) AddRemappedRows(i int, n int) {
 func (s *Simulated) SetRecoveryAction(i int, a nvml.DeviceGpuRecoveryAction) {
 	s.mu.Lock()
 	s.devs[i].recovery = &a
+	s.mu.Unlock()
+}
+
+// SetFabricState sets GPU i's NVSwitch fabric state
+// (nvml.GPU_FABRIC_STATE_*) and registration status, as
+// nvmlDeviceGetGpuFabricInfo reports them; simulated H100 and H200 GPUs
+// start completed with success, A100s do not report the fabric.
+func (s *Simulated) SetFabricState(i int, state uint8, status nvml.Return) {
+	s.mu.Lock()
+	s.devs[i].fabricState, s.devs[i].fabricStatus = state, status
 	s.mu.Unlock()
 }
 
@@ -466,6 +484,14 @@ func (s *Simulated) fill(sd *simDevice) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return 0, sd.remapUnc, sd.remapPending, sd.remapFailed, nvml.SUCCESS
+	}
+	d.GetGpuFabricInfo_v4Func = func() (nvml.GpuFabricInfo_v4, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !m.fabric || sd.lost != nvml.SUCCESS {
+			return nvml.GpuFabricInfo_v4{}, cmp.Or(sd.lost, nvml.ERROR_NOT_SUPPORTED)
+		}
+		return nvml.GpuFabricInfo_v4{State: sd.fabricState, Status: uint32(sd.fabricStatus)}, nvml.SUCCESS
 	}
 	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
 		s.mu.Lock()
