@@ -151,6 +151,19 @@ func Collect(ctx context.Context, opts ...Option) (*hardware.Record, error) {
 	return rec, nil
 }
 
+// cudaDriverVersion asks nvmlSystemGetCudaDriverVersion_v2, which reads
+// the version from the CUDA driver library itself (libcuda.so, what the
+// harness loads), and falls back to the original call on libraries that
+// lack it.
+func cudaDriverVersion(lib nvml.Interface) (int, nvml.Return) {
+	if lib.Extensions().LookupSymbol("nvmlSystemGetCudaDriverVersion_v2") == nil {
+		if v, ret := lib.SystemGetCudaDriverVersion_v2(); ret == nvml.SUCCESS {
+			return v, ret
+		}
+	}
+	return lib.SystemGetCudaDriverVersion()
+}
+
 // restrictVisible keeps the GPUs CUDA_VISIBLE_DEVICES leaves visible, in
 // NVML order.
 func restrictVisible(rec *hardware.Record, getenv func(string) (string, bool), log *slog.Logger) {
@@ -179,7 +192,7 @@ func collectNVML(ctx context.Context, lib nvml.Interface, rec *hardware.Record, 
 	if v, ret := lib.SystemGetDriverVersion(); q.ok("driver_version", ret) {
 		rec.DriverVersion = v
 	}
-	if v, ret := lib.SystemGetCudaDriverVersion(); q.ok("cuda_driver_version", ret) {
+	if v, ret := cudaDriverVersion(lib); q.ok("cuda_driver_version", ret) {
 		rec.CUDADriverVersion = fmt.Sprintf("%d.%d", v/1000, (v%1000)/10)
 	}
 	if v, ret := lib.SystemGetNVMLVersion(); q.ok("nvml_version", ret) {

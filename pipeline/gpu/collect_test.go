@@ -397,3 +397,26 @@ func TestCollectUnopenableGPU(t *testing.T) {
 		t.Errorf("telemetry: %v, gpus %+v, notes %q", err, sum.GPUs, sum.Notes)
 	}
 }
+
+// TestCUDADriverVersionV2: the record's CUDA driver version comes from
+// nvmlSystemGetCudaDriverVersion_v2 (libcuda's own) where the library has
+// it, and from the original call otherwise.
+func TestCUDADriverVersionV2(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100")
+	s.server.SystemGetCudaDriverVersion_v2Func = func() (int, nvml.Return) { return 12080, nvml.SUCCESS }
+	rec, err := Collect(t.Context(), WithSource(s))
+	if err != nil || rec.CUDADriverVersion != "12.8" {
+		t.Errorf("cuda_driver_version = %q, %v; want 12.8 from the _v2 call", rec.CUDADriverVersion, err)
+	}
+	s.server.LookupSymbolFunc = func(name string) error {
+		if name == "nvmlSystemGetCudaDriverVersion_v2" {
+			return errors.New("undefined symbol")
+		}
+		return nil
+	}
+	rec, err = Collect(t.Context(), WithSource(s))
+	if err != nil || rec.CUDADriverVersion != "12.4" {
+		t.Errorf("without _v2: cuda_driver_version = %q, %v; want 12.4", rec.CUDADriverVersion, err)
+	}
+}

@@ -155,6 +155,7 @@ func Simulate(spec string) (*Simulated, error) {
 		s.devs = append(s.devs, sd)
 	}
 	s.server.EventSetCreateFunc = s.newEventSet
+	s.server.SystemGetCudaDriverVersion_v2Func = s.server.SystemGetCudaDriverVersionFunc
 	byIndex := s.server.DeviceGetHandleByIndexFunc
 	s.server.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
 		s.mu.Lock()
@@ -384,6 +385,13 @@ func (s *Simulated) guardLost(sd *simDevice) {
 		}
 		return mem()
 	}
+	memV2 := d.GetMemoryInfo_v2Func
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return nvml.Memory_v2{}, r
+		}
+		return memV2()
+	}
 	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
 		if r := lost(); r != nvml.SUCCESS {
 			return 0, r
@@ -528,6 +536,19 @@ func (s *Simulated) fill(sd *simDevice) {
 		total := d.MemoryInfo.Total
 		used = min(used, total)
 		return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
+	}
+	// Version 2 splits what the driver reserves (Reserved) from what
+	// processes use (Used); version 1 counts both as used.
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		total := d.MemoryInfo.Total
+		reserved, used := min(m.baseUsed, total), uint64(0)
+		for _, p := range sd.procs {
+			used += p.UsedGpuMemory
+		}
+		used = min(used, total-reserved)
+		return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: total, Reserved: reserved, Used: used, Free: total - reserved - used}, nvml.SUCCESS
 	}
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		s.mu.Lock()

@@ -214,17 +214,20 @@ type Telemetry struct {
 	// nvmlDeviceGetCurrentClocksEventReasons (R535): the older throttle
 	// reasons call answers the same mask.
 	legacyReasons bool
-	interval      time.Duration
-	start         time.Time
-	lib           nvml.Interface
-	release       func()
-	devs          []nvml.Device // the watched GPUs; sum.GPUs and stats follow this order
-	set           nvml.EventSet
-	cancel        context.CancelFunc
-	wg            sync.WaitGroup
-	stopOnce      sync.Once
-	stopped       *Summary
-	stopErr       error
+	// memV2 is set when the library has nvmlDeviceGetMemoryInfo_v2, whose
+	// Used leaves out what the driver reserves.
+	memV2    bool
+	interval time.Duration
+	start    time.Time
+	lib      nvml.Interface
+	release  func()
+	devs     []nvml.Device // the watched GPUs; sum.GPUs and stats follow this order
+	set      nvml.EventSet
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	stopped  *Summary
+	stopErr  error
 
 	mu       sync.Mutex
 	f        *os.File
@@ -291,6 +294,7 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 	t := &Telemetry{simulated: src.Simulated(), interval: interval, lib: lib, release: release, index: map[nvml.Device]int{}}
 	t.sum.Simulated = t.simulated
 	t.legacyReasons = lib.Extensions().LookupSymbol("nvmlDeviceGetCurrentClocksEventReasons") != nil
+	t.memV2 = lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
 	t.sum.IntervalSeconds = interval.Seconds()
 	if err := t.openDevices(o.gpus); err != nil {
 		release()
@@ -648,12 +652,27 @@ func (t *Telemetry) read(d nvml.Device, i int, now time.Time) (l Line, lost stri
 		l.Throttled = mask&ThrottleMask != 0
 	}
 	lost = lostText(lost, "the clock-event reasons", ret)
-	m, ret := d.GetMemoryInfo()
+	used, ret := memoryUsed(d, t.memV2)
 	if ret == nvml.SUCCESS {
-		l.MemoryUsedBytes = ptr(m.Used)
+		l.MemoryUsedBytes = ptr(used)
 	}
 	lost = lostText(lost, "the memory use", ret)
 	return l, lost
+}
+
+// memoryUsed reads the device memory in use: with version 2 (v2 set)
+// what processes use, without the driver's reservation (about 0.5 GiB on
+// an H100 that version 1 counts as used), so a step's own use shows;
+// version 1 otherwise, or when version 2 is not supported.
+func memoryUsed(d nvml.Device, v2 bool) (uint64, nvml.Return) {
+	if v2 {
+		m, ret := d.GetMemoryInfo_v2()
+		if ret == nvml.SUCCESS || Lost(ret) {
+			return m.Used, ret
+		}
+	}
+	m, ret := d.GetMemoryInfo()
+	return m.Used, ret
 }
 
 // writeLine appends one JSON line; t.mu is held. The first write error is

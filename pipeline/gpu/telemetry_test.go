@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,13 +226,42 @@ func TestTelemetryThrottle(t *testing.T) {
 	}
 }
 
+// TestTelemetryMemoryUsed: memory info version 2, where the library has
+// it, counts what processes use without the driver's reservation
+// (version 1 counted the 1 MiB the simulated driver reserves as used);
+// a library without it falls back to version 1.
 func TestTelemetryMemoryUsed(t *testing.T) {
 	t.Parallel()
-	s := mustSimulate(t, "h200")
-	sum, _ := runTelemetry(t, s, func() { s.AddProcess(0, 99, 10<<30) })
-	if sum.MemoryUsedMaxBytes == nil || *sum.MemoryUsedMaxBytes != 10<<30+1<<20 {
-		t.Errorf("memory used max = %v", sum.MemoryUsedMaxBytes)
+	for _, tt := range []struct {
+		name string
+		v2   bool
+		want uint64
+	}{{"v2", true, 10 << 30}, {"v1 only", false, 10<<30 + 1<<20}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustSimulate(t, "h200")
+			if !tt.v2 {
+				s.server.LookupSymbolFunc = func(name string) error {
+					if name == "nvmlDeviceGetMemoryInfo_v2" {
+						return errors.New("undefined symbol")
+					}
+					return nil
+				}
+				s.Device(0).GetMemoryInfo_v2Func = nil // calling it would panic
+			}
+			sum, _ := runTelemetry(t, s, func() { s.AddProcess(0, 99, 10<<30) })
+			if sum.MemoryUsedMaxBytes == nil || *sum.MemoryUsedMaxBytes != tt.want {
+				t.Errorf("memory used max = %v, want %d", ptrText(sum.MemoryUsedMaxBytes), tt.want)
+			}
+		})
 	}
+}
+
+func ptrText(p *uint64) string {
+	if p == nil {
+		return "nil"
+	}
+	return strconv.FormatUint(*p, 10)
 }
 
 func TestTelemetryNoGPU(t *testing.T) {
