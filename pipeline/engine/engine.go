@@ -139,7 +139,7 @@ func (e *run) prepare(ctx context.Context) error {
 		}
 		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: "hardware.json"}
 	}
-	if e.o.toolchain != nil {
+	if e.o.toolchain != nil && !(rec.Toolchain != nil && e.buildsKept()) {
 		rec.Toolchain = e.o.toolchain(ctx)
 	}
 	if !e.o.noCache {
@@ -158,6 +158,19 @@ func (e *run) prepare(ctx context.Context) error {
 	}
 	e.rec = newRecorder(filepath.Join(e.dir, "run.json"), rec)
 	return e.rec.flush()
+}
+
+// buildsKept reports whether a resume keeps every cuda-build step: the
+// toolchain that built them is then the one already recorded, not this
+// machine's (which may have none: a run built on one machine and
+// finished on a GPU machine).
+func (e *run) buildsKept() bool {
+	for i := range e.p.Steps {
+		if e.p.Steps[i].Kind == pipeline.KindCUDABuild && !e.keep[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // resumePlan decides which passed steps a resume keeps: those whose

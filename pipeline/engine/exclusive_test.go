@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
 // simulatedRecord collects the hardware record of n simulated H100s.
@@ -114,5 +116,46 @@ func TestExpectGPUEnv(t *testing.T) {
 		if got := strings.TrimSpace(string(b)); got != tt.want {
 			t.Errorf("%s: GPUATTEST_EXPECT_GPU = %s, want %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+// passBuild stands in for cuda-build: it passes without running anything.
+type passBuild struct{}
+
+func (passBuild) Execute(context.Context, *step.Context) (*step.Outcome, error) {
+	return &step.Outcome{Status: step.Passed}, nil
+}
+
+// TestResumeKeepsTheBuildToolchain: a run whose builds passed on one
+// machine and whose other steps finish on another (--resume, as make
+// gpu-check does) keeps the toolchain fingerprint of the machine that
+// built; it is taken again only when a build step runs again.
+func TestResumeKeepsTheBuildToolchain(t *testing.T) {
+	p := load(t, `targets: [sm_90]
+steps:
+  - {id: build, kind: cuda-build, sources: [k.cu]}
+  - {id: later, run: "test -e go-on", needs: [build]}
+`)
+	if err := os.WriteFile(filepath.Join(p.Dir, "k.cu"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	machine := "build machine"
+	opts := func(more ...Option) []Option {
+		return append([]Option{WithoutCache(), WithExecutor(pipeline.KindCUDABuild, passBuild{}),
+			WithToolchain(func(context.Context) any { return machine })}, more...)
+	}
+	out := filepath.Join(t.TempDir(), "r")
+	res, err := Run(t.Context(), p, opts(WithOutDir(out))...)
+	if err != nil || res.Record.Step("later").State != Failed {
+		t.Fatalf("first attempt: %v %+v", err, res.Record)
+	}
+	machine = "gpu machine, no nvcc"
+	os.WriteFile(filepath.Join(p.Dir, "go-on"), nil, 0o644)
+	res, err = Run(t.Context(), p, opts(WithResume(out))...)
+	if err != nil || !res.Passed() {
+		t.Fatalf("resume: %v %+v", err, res.Record)
+	}
+	if res.Record.Toolchain != "build machine" {
+		t.Errorf("toolchain = %v, want the build machine's", res.Record.Toolchain)
 	}
 }
