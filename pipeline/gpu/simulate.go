@@ -483,49 +483,14 @@ func (s *Simulated) fill(sd *simDevice) {
 	d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return m.pcieWidth, nvml.SUCCESS }
 	d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return m.pcieGen, nvml.SUCCESS }
 	d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return m.pcieWidth, nvml.SUCCESS }
-	// Ampere and Hopper replace page retirement by row remapping; NVML
-	// reports the retired-pages queries as not supported there.
-	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
-		return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
-	}
-	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return 0, sd.remapUnc, sd.remapPending, sd.remapFailed, nvml.SUCCESS
-	}
-	d.GetGpuFabricInfo_v4Func = func() (nvml.GpuFabricInfo_v4, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !m.fabric || sd.lost != nvml.SUCCESS {
-			return nvml.GpuFabricInfo_v4{}, cmp.Or(sd.lost, nvml.ERROR_NOT_SUPPORTED)
-		}
-		return nvml.GpuFabricInfo_v4{State: sd.fabricState, Status: uint32(sd.fabricStatus)}, nvml.SUCCESS
-	}
-	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for k := range fv {
-			fv[k].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
-			if fv[k].FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION && sd.recovery != nil {
-				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
-				fv[k].Value = [8]byte{byte(*sd.recovery)}
-			}
-		}
-		return nvml.SUCCESS
-	}
-	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		switch {
-		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.VOLATILE_ECC:
-			return sd.dbeVolatile, nvml.SUCCESS
-		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.AGGREGATE_ECC:
-			return sd.dbeAggregate, nvml.SUCCESS
-		case t == nvml.MEMORY_ERROR_TYPE_CORRECTED:
-			return sd.sbeVolatile, nvml.SUCCESS
-		}
-		return 0, nvml.ERROR_INVALID_ARGUMENT
-	}
+	s.fillHealth(sd)
+	s.fillLive(sd)
+}
+
+// fillLive serves sd's live readings: memory, processes, temperature,
+// power, clock-event reasons and event registration.
+func (s *Simulated) fillLive(sd *simDevice) {
+	m, d, i := s.model, sd.Device, sd.index
 	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -591,6 +556,55 @@ func (s *Simulated) fill(sd *simDevice) {
 		defer s.mu.Unlock()
 		set.regs[i] |= mask
 		return nvml.SUCCESS
+	}
+}
+
+// fillHealth serves sd's memory health: row remapping, ECC counters,
+// the recovery action field and the NVSwitch fabric state.
+func (s *Simulated) fillHealth(sd *simDevice) {
+	m, d := s.model, sd.Device
+	// Ampere and Hopper replace page retirement by row remapping; NVML
+	// reports the retired-pages queries as not supported there.
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return 0, sd.remapUnc, sd.remapPending, sd.remapFailed, nvml.SUCCESS
+	}
+	d.GetGpuFabricInfo_v4Func = func() (nvml.GpuFabricInfo_v4, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !m.fabric || sd.lost != nvml.SUCCESS {
+			return nvml.GpuFabricInfo_v4{}, cmp.Or(sd.lost, nvml.ERROR_NOT_SUPPORTED)
+		}
+		return nvml.GpuFabricInfo_v4{State: sd.fabricState, Status: uint32(sd.fabricStatus)}, nvml.SUCCESS
+	}
+	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k := range fv {
+			fv[k].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			if fv[k].FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION && sd.recovery != nil {
+				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+				fv[k].Value = [8]byte{byte(*sd.recovery)}
+			}
+		}
+		return nvml.SUCCESS
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch {
+		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.VOLATILE_ECC:
+			return sd.dbeVolatile, nvml.SUCCESS
+		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.AGGREGATE_ECC:
+			return sd.dbeAggregate, nvml.SUCCESS
+		case t == nvml.MEMORY_ERROR_TYPE_CORRECTED:
+			return sd.sbeVolatile, nvml.SUCCESS
+		}
+		return 0, nvml.ERROR_INVALID_ARGUMENT
 	}
 }
 
