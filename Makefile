@@ -9,6 +9,12 @@
 # debootstrap when they are missing (needs root); `make test` also installs
 # cosign and oras (built from source into GOPATH/bin) for the interop tests.
 #
+#   make gpu-check   build the GPU check's bundle (bin/gpu-check: gpuattest,
+#               the harness, fatbins for sm_80/sm_90, the pipeline and run.sh)
+#               and run it: on the GPU when this machine has one, else
+#               SIMULATED (GPUATTEST_FAKE_GPU=h100, CPU backend). On a GPU
+#               machine with only the bundle: bin/gpu-check/run.sh
+#
 #   make demo-publish   after make demo: push the demo run to a docker-registry
 #               it starts on 127.0.0.1, verify it from there (gpuattest and
 #               cosign), copy it to an OCI layout, verify that offline, stop
@@ -23,7 +29,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: all deps test-deps build test demo demo-publish generate bench clean
+.PHONY: all deps test-deps build test demo demo-publish gpu-check gpu-check-bundle generate bench clean
 
 DEMO := .gpuattest/demo
 # The demo key lives outside the repository: run refuses a key inside the
@@ -69,6 +75,15 @@ demo: deps build
 demo-publish: build test-deps
 	@test -f $(DEMO)/run/attestations.intoto.jsonl || $(MAKE) demo
 	bash .ci/demo-publish $(BIN) $(DEMO) $(DEMO_KEY).pub
+
+GPU_CHECK := bin/gpu-check
+
+gpu-check-bundle:
+	LDFLAGS='$(LDFLAGS)' bash .ci/gpu-check/bundle $(CURDIR)/$(GPU_CHECK)
+
+# On a machine without /dev/nvidia0 the check runs simulated, and says so.
+gpu-check: gpu-check-bundle
+	if [ -e /dev/nvidia0 ]; then $(GPU_CHECK)/run.sh; else $(GPU_CHECK)/run.sh --simulated; fi
 
 bench: build
 	$(GO) run ./bench/engine

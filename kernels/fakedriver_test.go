@@ -330,3 +330,29 @@ func checkSustainedCases(t *testing.T, res *suite.Results, s *suite.Sustained) {
 		t.Errorf("memory samples %+v: want at least 3, in order", s.Memory)
 	}
 }
+
+// TestFakeDriverAutoNeverFallsBackOnAGPUMachine: when cuInit fails (802,
+// CUDA_ERROR_SYSTEM_NOT_READY: the NVSwitch fabric manager has not
+// started) on a machine whose hardware record lists GPUs
+// (GPUATTEST_EXPECT_GPU, which gpuattest sets), --backend auto is an
+// error naming the CUDA error, not a silent CPU run; without the
+// variable auto still falls back; --backend cuda names the error too.
+func TestFakeDriverAutoNeverFallsBackOnAGPUMachine(t *testing.T) {
+	t.Parallel()
+	lib, fatbins := fakeDriver(t)
+	env := []string{"LD_LIBRARY_PATH=" + lib, "FAKE_CUDA_INIT_ERROR=802"}
+	args := []string{"--fatbin-dir", fatbins, "--kernels", "vector_add", "--repeats", "1", "--warmup", "0"}
+	refused := runHarness(t, append(env, "GPUATTEST_EXPECT_GPU=8"), append([]string{"--backend", "auto"}, args...)...)
+	if refused.code != 3 || refused.results != nil || !strings.Contains(refused.stderr, "CUDA_ERROR_SYSTEM_NOT_READY, 802") ||
+		!strings.Contains(refused.stderr, "refusing to fall back to the CPU backend") {
+		t.Errorf("auto on a GPU machine: exit %d, results %v, stderr:\n%s", refused.code, refused.results != nil, refused.stderr)
+	}
+	cuda := runHarness(t, env, append([]string{"--backend", "cuda"}, args...)...)
+	if cuda.code != 3 || !strings.Contains(cuda.stderr, "cuInit failed: system not yet initialized (CUDA_ERROR_SYSTEM_NOT_READY, 802)") {
+		t.Errorf("cuda: exit %d, stderr:\n%s", cuda.code, cuda.stderr)
+	}
+	fallback := runHarness(t, env, append([]string{"--backend", "auto"}, args...)...)
+	if fallback.code != 0 || fallback.results == nil || fallback.results.Backend != "cpu" {
+		t.Errorf("auto without a GPU record: exit %d, stderr:\n%s", fallback.code, fallback.stderr)
+	}
+}

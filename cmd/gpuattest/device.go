@@ -123,12 +123,21 @@ func printRecord(w io.Writer, rec *hardware.Record) error {
 }
 
 func health(g hardware.GPU) string {
+	if g.Error != "" {
+		return "error: " + g.Error
+	}
 	var bad []string
 	if g.RetiredPagesPending != nil && *g.RetiredPagesPending {
 		bad = append(bad, "retirement pending")
 	}
 	if g.RemappedRowsFailed != nil && *g.RemappedRowsFailed {
 		bad = append(bad, "row remap failed")
+	}
+	if g.RemappedRowsPending != nil && *g.RemappedRowsPending {
+		bad = append(bad, "row remap pending")
+	}
+	if a := g.RecoveryAction; a != "" && a != "none" {
+		bad = append(bad, "recovery action "+a)
 	}
 	if len(bad) > 0 {
 		return strings.Join(bad, ", ")

@@ -143,7 +143,9 @@ struct Device {
 
 const char* kHelp =
     "usage: gpuattest-harness [flags]\n"
-    "  --backend auto|cuda|cpu   where kernels run (default auto: cuda if a device exists)\n"
+    "  --backend auto|cuda|cpu   where kernels run (default auto: cuda if a device exists; with\n"
+    "                            GPUATTEST_EXPECT_GPU set, as gpuattest sets it on a machine whose\n"
+    "                            record lists GPUs, a CUDA failure is an error, never the CPU)\n"
     "  --fatbin-dir DIR          built fatbins, one <kernel>.fatbin each (default build)\n"
     "  --out FILE                results JSON (default results.json; - for stdout)\n"
     "  --kernels a,b             subset of vector_add,reduce_sum,sgemm,softmax\n"
@@ -1428,6 +1430,16 @@ int main(int argc, char** argv) {
       backend = "cuda";
     } else if (backend == "cuda") {
       std::fprintf(stderr, "gpuattest-harness: backend cuda unavailable: %s\nhint: use --backend cpu (or auto) on a machine without a GPU\n", why.c_str());
+      return 3;
+    } else if (const char* e = std::getenv("GPUATTEST_EXPECT_GPU"); e && *e && std::string(e) != "0") {
+      // The hardware record lists GPUs: a silent CPU run would pass for
+      // a GPU validation of a machine whose GPU is broken.
+      std::fprintf(stderr,
+                   "gpuattest-harness: backend auto: the hardware record lists %s GPU(s) (GPUATTEST_EXPECT_GPU) but CUDA "
+                   "cannot use one: %s; refusing to fall back to the CPU backend\nhint: fix the driver or the device "
+                   "(CUDA_ERROR_SYSTEM_NOT_READY: start nvidia-fabricmanager), or pass --backend cpu to run on the CPU "
+                   "on purpose\n",
+                   e, why.c_str());
       return 3;
     } else {
       std::fprintf(stderr, "gpuattest-harness: backend auto: %s; running the CPU backend\n", why.c_str());

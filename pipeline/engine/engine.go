@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -137,7 +139,7 @@ func (e *run) prepare(ctx context.Context) error {
 		}
 		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: "hardware.json"}
 	}
-	if e.o.toolchain != nil {
+	if e.o.toolchain != nil && !(rec.Toolchain != nil && e.buildsKept()) {
 		rec.Toolchain = e.o.toolchain(ctx)
 	}
 	if !e.o.noCache {
@@ -156,6 +158,19 @@ func (e *run) prepare(ctx context.Context) error {
 	}
 	e.rec = newRecorder(filepath.Join(e.dir, "run.json"), rec)
 	return e.rec.flush()
+}
+
+// buildsKept reports whether a resume keeps every cuda-build step: the
+// toolchain that built them is then the one already recorded, not this
+// machine's (which may have none: a run built on one machine and
+// finished on a GPU machine).
+func (e *run) buildsKept() bool {
+	for i := range e.p.Steps {
+		if e.p.Steps[i].Kind == pipeline.KindCUDABuild && !e.keep[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // resumePlan decides which passed steps a resume keeps: those whose
@@ -291,7 +306,9 @@ func (e *run) emit(ev Event) {
 }
 
 // execute schedules the DAG: a step starts when every step it needs has
-// passed, at most jobs at a time; a step whose need did not pass is skipped.
+// passed and nothing running holds what it claims exclusively (see
+// exclusive), at most jobs at a time; a step whose need did not pass is
+// skipped.
 func (e *run) execute(ctx context.Context) {
 	n := len(e.p.Steps)
 	state := make([]State, n)
@@ -309,6 +326,11 @@ func (e *run) execute(ctx context.Context) {
 	finished := make(chan done)
 	running := 0
 	sem := e.o.jobs
+	claims := make([]claim, n)
+	for i := range claims {
+		claims[i] = e.exclusive(&e.p.Steps[i])
+	}
+	var held locks
 	for {
 		// Start or skip every step that can move.
 		progressed := true
@@ -333,7 +355,7 @@ func (e *run) execute(ctx context.Context) {
 					state[i] = Skipped
 					e.skip(i, why)
 					progressed = true
-				case ready && running < sem && ctx.Err() == nil:
+				case ready && running < sem && ctx.Err() == nil && held.take(i, claims[i]):
 					state[i] = Running
 					running++
 					progressed = true
@@ -348,6 +370,7 @@ func (e *run) execute(ctx context.Context) {
 		}
 		d := <-finished
 		running--
+		held.release(d.i)
 		state[d.i] = d.state
 	}
 }
@@ -604,7 +627,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 	var watch Watch
 	if s.GPU && e.o.monitor != nil {
 		sc.Report(step.Progress{Phase: "preflight"})
-		report, err := e.o.monitor.Preflight(ctx, e.p, s)
+		report, err := e.o.monitor.Preflight(ctx, e.p, s, sc.Env)
 		if report != nil {
 			sr.Preflight = mustJSON(report)
 		}
@@ -612,7 +635,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 			sr.State, sr.Reason = Failed, "preflight: "+err.Error()
 			return nil, nil
 		}
-		if watch, err = e.o.monitor.Watch(ctx, s, sc.StepDir); err != nil {
+		if watch, err = e.o.monitor.Watch(ctx, s, sc.StepDir, sc.Env); err != nil {
 			return nil, fmt.Errorf("starting telemetry: %w", err)
 		}
 	}
@@ -624,7 +647,11 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 	}
 	out, execErr := exec.Execute(runCtx, sc)
 	if watch != nil {
-		summary, failure, werr := watch.Stop()
+		device := ""
+		if out != nil {
+			device = out.DeviceUUID
+		}
+		summary, failure, werr := watch.Stop(device)
 		if summary != nil {
 			sr.Telemetry = mustJSON(summary)
 		}
@@ -724,11 +751,31 @@ func (e *run) env(s *pipeline.Step, stepDir string, host bool) []string {
 	set("GPUATTEST_STEP_DIR", stepDir)
 	set("GPUATTEST_STEP_ID", s.ID)
 	set("GPUATTEST_TARGETS", strings.Join(e.p.Targets, ","))
+	if n := realGPUs(e.o.hardware); n > 0 {
+		// The harness's --backend auto then refuses to fall back to the
+		// CPU when CUDA fails: the machine has GPUs.
+		set("GPUATTEST_EXPECT_GPU", strconv.Itoa(n))
+	}
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+m[k])
 	}
 	return out
+}
+
+// realGPUs counts the GPUs of a record of real (not simulated) hardware
+// that NVML could open.
+func realGPUs(hw *hardware.Record) int {
+	if hw == nil || hw.Simulated {
+		return 0
+	}
+	n := 0
+	for _, g := range hw.GPUs {
+		if g.Error == "" {
+			n++
+		}
+	}
+	return n
 }
 
 func mustJSON(v any) json.RawMessage {

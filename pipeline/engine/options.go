@@ -46,20 +46,26 @@ type ImageResolver func(ctx context.Context, name, ref string) (image.Pinned, er
 // GPUMonitor runs preflight checks before, and telemetry around, every
 // gpu: true step. The engine calls it; pipeline/gpu implements it.
 type GPUMonitor interface {
-	// Preflight checks the hardware for step s. A non-nil error fails the
-	// step with the error's text (it names the check, the value seen and
-	// the value required). The returned report is stored in run.json.
-	Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step) (report any, err error)
-	// Watch starts telemetry for step s, writing into stepDir.
-	Watch(ctx context.Context, s *pipeline.Step, stepDir string) (Watch, error)
+	// Preflight checks the hardware for step s, whose environment is env
+	// (its CUDA_VISIBLE_DEVICES says which GPUs it sees). A non-nil error
+	// fails the step with the error's text (it names the check, the value
+	// seen and the value required). The returned report is stored in
+	// run.json.
+	Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string) (report any, err error)
+	// Watch starts telemetry for step s, whose environment is env,
+	// writing into stepDir.
+	Watch(ctx context.Context, s *pipeline.Step, stepDir string, env []string) (Watch, error)
 }
 
 // Watch is telemetry running around one step.
 type Watch interface {
 	// Stop ends sampling and returns a summary for run.json and, when the
 	// hardware misbehaved (new double-bit ECC error, fatal Xid, row-remap
-	// failure), the reason the step must fail whatever its results say.
-	Stop() (summary any, failure string, err error)
+	// failure, lost GPU), the reason the step must fail whatever its
+	// results say. device is the UUID of the GPU the step's results say
+	// it ran on (step.Outcome.DeviceUUID), "" when they name none: only
+	// that GPU is judged when it was watched.
+	Stop(device string) (summary any, failure string, err error)
 }
 
 // Event is one line of progress.

@@ -3,6 +3,7 @@ package gpu
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,6 +30,7 @@ type options struct {
 	src    Source
 	logger *slog.Logger
 	root   string
+	getenv func(string) (string, bool)
 }
 
 // WithSource reads devices from src (default: NVML("")).
@@ -64,6 +67,19 @@ func WithLogger(l *slog.Logger) Option {
 			l = slog.New(slog.DiscardHandler) // nil: discard, as everywhere
 		}
 		o.logger = l
+		return nil
+	}
+}
+
+// WithVisibleDevices honours CUDA_VISIBLE_DEVICES (and
+// CUDA_DEVICE_ORDER) as getenv answers them (os.LookupEnv, or a run's
+// base environment): when set, the record lists only the GPUs it leaves
+// visible, with their machine-wide indices, and carries the value. A
+// value that names a device the record cannot match (a MIG instance, an
+// unknown UUID) keeps every GPU and is logged.
+func WithVisibleDevices(getenv func(string) (string, bool)) Option {
+	return func(o *options) error {
+		o.getenv = getenv
 		return nil
 	}
 }
@@ -125,6 +141,9 @@ func Collect(ctx context.Context, opts ...Option) (*hardware.Record, error) {
 		if err := collectNVML(ctx, lib, rec, o.logger); err != nil {
 			return nil, err
 		}
+		if o.getenv != nil {
+			restrictVisible(rec, o.getenv, o.logger)
+		}
 	}
 	if err := rec.Seal(); err != nil {
 		return nil, err
@@ -132,12 +151,48 @@ func Collect(ctx context.Context, opts ...Option) (*hardware.Record, error) {
 	return rec, nil
 }
 
+// cudaDriverVersion asks nvmlSystemGetCudaDriverVersion_v2, which reads
+// the version from the CUDA driver library itself (libcuda.so, what the
+// harness loads), and falls back to the original call on libraries that
+// lack it.
+func cudaDriverVersion(lib nvml.Interface) (int, nvml.Return) {
+	if lib.Extensions().LookupSymbol("nvmlSystemGetCudaDriverVersion_v2") == nil {
+		if v, ret := lib.SystemGetCudaDriverVersion_v2(); ret == nvml.SUCCESS {
+			return v, ret
+		}
+	}
+	return lib.SystemGetCudaDriverVersion()
+}
+
+// restrictVisible keeps the GPUs CUDA_VISIBLE_DEVICES leaves visible, in
+// NVML order.
+func restrictVisible(rec *hardware.Record, getenv func(string) (string, bool), log *slog.Logger) {
+	v, set := getenv(hardware.CUDAVisibleDevices)
+	if !set {
+		return
+	}
+	pos, err := rec.Visible(getenv)
+	if err != nil {
+		log.Warn("recording every GPU", "reason", err)
+		return
+	}
+	slices.Sort(pos)
+	keep := make([]hardware.GPU, 0, len(pos))
+	for _, p := range pos {
+		keep = append(keep, rec.GPUs[p])
+	}
+	rec.GPUs, rec.CUDAVisibleDevices = keep, &v
+	if len(keep) == 0 {
+		rec.Reason = "CUDA_VISIBLE_DEVICES=" + v + " leaves no GPU visible"
+	}
+}
+
 func collectNVML(ctx context.Context, lib nvml.Interface, rec *hardware.Record, log *slog.Logger) error {
 	q := query{log: log}
 	if v, ret := lib.SystemGetDriverVersion(); q.ok("driver_version", ret) {
 		rec.DriverVersion = v
 	}
-	if v, ret := lib.SystemGetCudaDriverVersion(); q.ok("cuda_driver_version", ret) {
+	if v, ret := cudaDriverVersion(lib); q.ok("cuda_driver_version", ret) {
 		rec.CUDADriverVersion = fmt.Sprintf("%d.%d", v/1000, (v%1000)/10)
 	}
 	if v, ret := lib.SystemGetNVMLVersion(); q.ok("nvml_version", ret) {
@@ -155,8 +210,11 @@ func collectNVML(ctx context.Context, lib nvml.Interface, rec *hardware.Record, 
 		dev, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
 			// A device NVML lists but cannot open (lost, no permission) is
-			// named, not skipped silently.
-			return fmt.Errorf("opening GPU %d: %s\nhint: nvidia-smi -i %d shows the device state", i, retText(ret), i)
+			// recorded with its error, not skipped silently and not fatal:
+			// only the steps that see it fail (preflight).
+			rec.GPUs = append(rec.GPUs, hardware.GPU{Index: i, Error: fmt.Sprintf("opening GPU %d: %s", i, retText(ret))})
+			log.Warn("gpu not opened", "index", i, "nvml", retText(ret))
+			continue
 		}
 		rec.GPUs = append(rec.GPUs, readGPU(i, dev, q))
 	}
@@ -238,10 +296,60 @@ func readGPU(i int, d nvml.Device, q query) hardware.GPU {
 	if v, ret := d.GetRetiredPagesPendingStatus(); q.ok("retired_pages_pending", ret) {
 		g.RetiredPagesPending = ptr(v == nvml.FEATURE_ENABLED)
 	}
-	if _, _, _, failed, ret := d.GetRemappedRows(); q.ok("remapped_rows_failed", ret) {
-		g.RemappedRowsFailed = ptr(failed)
+	if _, _, pending, failed, ret := d.GetRemappedRows(); q.ok("remapped_rows_failed", ret) {
+		g.RemappedRowsFailed, g.RemappedRowsPending = ptr(failed), ptr(pending)
+	}
+	if a, ret := recoveryAction(d); q.ok("recovery_action", ret) {
+		g.RecoveryAction = a
 	}
 	return g
+}
+
+// recoveryActions name NVML's GPU recovery actions.
+var recoveryActions = map[uint64]string{
+	uint64(nvml.GPU_RECOVERY_ACTION_NONE):                "none",
+	uint64(nvml.GPU_RECOVERY_ACTION_GPU_RESET):           "gpu_reset",
+	uint64(nvml.GPU_RECOVERY_ACTION_NODE_REBOOT):         "node_reboot",
+	uint64(nvml.GPU_RECOVERY_ACTION_DRAIN_P2P):           "drain_p2p",
+	uint64(nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET):     "drain_and_reset",
+	uint64(nvml.GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN): "recover_imex_domain",
+	uint64(nvml.GPU_RECOVERY_ACTION_BUS_RESET):           "bus_reset",
+	uint64(nvml.GPU_RECOVERY_ACTION_SYSTEM_REBOOT):       "system_reboot",
+}
+
+// recoveryAction reads the field value NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+// (field 230 in go-nvml v0.13.4-0's nvml.h; drivers that predate it
+// answer the field NOT_SUPPORTED or INVALID_ARGUMENT).
+func recoveryAction(d nvml.Device) (string, nvml.Return) {
+	v, ret := fieldUint(d, nvml.FI_DEV_GET_GPU_RECOVERY_ACTION)
+	if ret != nvml.SUCCESS {
+		return "", ret
+	}
+	if a, ok := recoveryActions[v]; ok {
+		return a, nvml.SUCCESS
+	}
+	return fmt.Sprintf("unknown (%d)", v), nvml.SUCCESS
+}
+
+// fieldUint reads one integer field value of d.
+func fieldUint(d nvml.Device, field uint32) (uint64, nvml.Return) {
+	fv := []nvml.FieldValue{{FieldId: field}}
+	if ret := d.GetFieldValues(fv); ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	if r := nvml.Return(fv[0].NvmlReturn); r != nvml.SUCCESS {
+		return 0, r
+	}
+	b := fv[0].Value
+	switch nvml.ValueType(fv[0].ValueType) {
+	case nvml.VALUE_TYPE_UNSIGNED_INT, nvml.VALUE_TYPE_SIGNED_INT:
+		return uint64(binary.LittleEndian.Uint32(b[:4])), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return uint64(binary.LittleEndian.Uint16(b[:2])), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return binary.LittleEndian.Uint64(b[:]), nvml.SUCCESS
+	}
+	return 0, nvml.ERROR_NOT_SUPPORTED
 }
 
 // cString converts a NUL-terminated C char array.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
@@ -39,21 +40,23 @@ func TestCollectSimulatedH100(t *testing.T) {
 		t.Fatalf("got %d GPUs, want 2", len(rec.GPUs))
 	}
 	want := hardware.GPU{
-		Index:              0,
-		Name:               "NVIDIA H100 80GB HBM3",
-		UUID:               simUUID("h100", 0),
-		PCIBusID:           "00000000:18:00.0",
-		PCIDeviceID:        "0x233010DE",
-		VBIOS:              "96.00.74.00.0D",
-		ComputeCapability:  "9.0",
-		MemoryTotalBytes:   ptr(uint64(81920) << 20),
-		ECCEnabled:         ptr(true),
-		MIGEnabled:         ptr(false),
-		PersistenceMode:    ptr(true),
-		PowerLimitWatts:    ptr(700.0),
-		MaxClocksMHz:       &hardware.Clocks{SM: ptr(uint32(1980)), Mem: ptr(uint32(2619))},
-		PCIe:               &hardware.PCIe{Gen: ptr(5), Width: ptr(16)},
-		RemappedRowsFailed: ptr(false),
+		Index:               0,
+		Name:                "NVIDIA H100 80GB HBM3",
+		UUID:                simUUID("h100", 0),
+		PCIBusID:            "00000000:18:00.0",
+		PCIDeviceID:         "0x233010DE",
+		VBIOS:               "96.00.74.00.0D",
+		ComputeCapability:   "9.0",
+		MemoryTotalBytes:    ptr(uint64(81920) << 20),
+		ECCEnabled:          ptr(true),
+		MIGEnabled:          ptr(false),
+		PersistenceMode:     ptr(true),
+		PowerLimitWatts:     ptr(700.0),
+		MaxClocksMHz:        &hardware.Clocks{SM: ptr(uint32(1980)), Mem: ptr(uint32(2619))},
+		PCIe:                &hardware.PCIe{Gen: ptr(5), Width: ptr(16)},
+		RemappedRowsFailed:  ptr(false),
+		RemappedRowsPending: ptr(false),
+		// RecoveryAction: the simulated driver does not report the field.
 		// RetiredPagesPending: not supported on row-remapping GPUs: omitted.
 	}
 	if diff := cmp.Diff(want, rec.GPUs[0]); diff != "" {
@@ -104,7 +107,7 @@ func TestRecordJSONFields(t *testing.T) {
 	g := m["gpus"].([]any)[0].(map[string]any)
 	wantGPU := []string{"index", "name", "uuid", "pci_bus_id", "pci_device_id", "vbios", "compute_capability",
 		"memory_total_bytes", "ecc_enabled", "mig_enabled", "persistence_mode", "power_limit_watts",
-		"max_clocks_mhz", "pcie", "remapped_rows_failed"}
+		"max_clocks_mhz", "pcie", "remapped_rows_failed", "remapped_rows_pending"}
 	if diff := cmp.Diff(wantGPU, keys(g), sortStrings); diff != "" {
 		t.Errorf("gpu keys (-want +got):\n%s", diff)
 	}
@@ -328,5 +331,92 @@ func TestHostParsers(t *testing.T) {
 	want := hardware.Host{CPUModel: "AMD EPYC 7742 64-Core Processor", CPUCores: 2, MemoryBytes: 2113419748 * 1024, Kernel: "5.15.0-105-generic", OS: "Ubuntu 22.04.4 LTS"}
 	if diff := cmp.Diff(want, rec.Host); diff != "" {
 		t.Errorf("host (-want +got):\n%s", diff)
+	}
+}
+
+// TestCollectHonoursCUDAVisibleDevices: the record lists only the GPUs
+// CUDA_VISIBLE_DEVICES leaves visible (by index or UUID), in NVML order
+// with their machine-wide indices, and says so.
+func TestCollectHonoursCUDAVisibleDevices(t *testing.T) {
+	t.Parallel()
+	all, err := Collect(t.Context(), WithFakeGPU("h100:4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CUDA_VISIBLE_DEVICES": all.GPUs[3].UUID + ",1"}
+	rec, err := Collect(t.Context(), WithFakeGPU("h100:4"), WithVisibleDevices(func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.GPUs) != 2 || rec.GPUs[0].Index != 1 || rec.GPUs[1].Index != 3 || rec.GPUs[1].UUID != all.GPUs[3].UUID {
+		t.Fatalf("GPUs = %+v, want indices 1 and 3", rec.GPUs)
+	}
+	if rec.CUDAVisibleDevices == nil || *rec.CUDAVisibleDevices != env["CUDA_VISIBLE_DEVICES"] || rec.Digest == all.Digest {
+		t.Errorf("record does not say what it saw: %v, digest %s", rec.CUDAVisibleDevices, rec.Digest)
+	}
+	// A step that names GPU 0 (not in this record) is not matched to GPU 1.
+	if _, err := rec.Visible(func(k string) (string, bool) {
+		return map[string]string{"CUDA_VISIBLE_DEVICES": "0"}[k], k == "CUDA_VISIBLE_DEVICES"
+	}); err == nil {
+		t.Error("index 0 resolved in a record without GPU 0")
+	}
+	// Unset: every GPU.
+	same, err := Collect(t.Context(), WithFakeGPU("h100:4"), WithVisibleDevices(func(string) (string, bool) { return "", false }))
+	if err != nil || len(same.GPUs) != 4 || same.Digest != all.Digest {
+		t.Errorf("unset CUDA_VISIBLE_DEVICES changed the record: %v %+v", err, same)
+	}
+}
+
+// TestCollectUnopenableGPU: a GPU NVML lists but cannot open is recorded
+// with its error instead of failing the collection (which aborted every
+// run, CPU pipelines included).
+func TestCollectUnopenableGPU(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "a100:3")
+	s.SetOpenError(0, nvml.ERROR_NO_PERMISSION)
+	rec, err := Collect(t.Context(), WithSource(s))
+	if err != nil {
+		t.Fatalf("collection failed: %v", err)
+	}
+	if len(rec.GPUs) != 3 || rec.GPUs[0].Error != "opening GPU 0: no permission (NVML 4)" || rec.GPUs[0].UUID != "" || rec.GPUs[1].Error != "" {
+		t.Errorf("GPUs = %+v", rec.GPUs)
+	}
+	if rec.Model() != rec.GPUs[1].Name || rec.Model() == "" {
+		t.Errorf("model = %q, want the first opened GPU's", rec.Model())
+	}
+	live, err := Probe(t.Context(), s)
+	if err != nil || live.GPUs[0].Error == "" || live.GPUs[1].Error != "" {
+		t.Errorf("probe: %v %+v", err, live)
+	}
+	tel, err := StartTelemetry(t.Context(), s, filepath.Join(t.TempDir(), "t.jsonl"), time.Second)
+	if err != nil {
+		t.Fatalf("telemetry: %v", err)
+	}
+	sum, err := tel.Stop()
+	if err != nil || len(sum.GPUs) != 2 || !strings.Contains(strings.Join(sum.Notes, "\n"), "gpu 0 not watched: opening it: no permission") {
+		t.Errorf("telemetry: %v, gpus %+v, notes %q", err, sum.GPUs, sum.Notes)
+	}
+}
+
+// TestCUDADriverVersionV2: the record's CUDA driver version comes from
+// nvmlSystemGetCudaDriverVersion_v2 (libcuda's own) where the library has
+// it, and from the original call otherwise.
+func TestCUDADriverVersionV2(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100")
+	s.server.SystemGetCudaDriverVersion_v2Func = func() (int, nvml.Return) { return 12080, nvml.SUCCESS }
+	rec, err := Collect(t.Context(), WithSource(s))
+	if err != nil || rec.CUDADriverVersion != "12.8" {
+		t.Errorf("cuda_driver_version = %q, %v; want 12.8 from the _v2 call", rec.CUDADriverVersion, err)
+	}
+	s.server.LookupSymbolFunc = func(name string) error {
+		if name == "nvmlSystemGetCudaDriverVersion_v2" {
+			return errors.New("undefined symbol")
+		}
+		return nil
+	}
+	rec, err = Collect(t.Context(), WithSource(s))
+	if err != nil || rec.CUDADriverVersion != "12.4" {
+		t.Errorf("without _v2: cuda_driver_version = %q, %v; want 12.4", rec.CUDADriverVersion, err)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 )
@@ -32,25 +34,71 @@ func NewMonitor(src Source, rec *hardware.Record) *Monitor {
 type PreflightReport struct {
 	// Simulated is true when the checks ran on simulated GPUs.
 	Simulated bool `json:"simulated"`
+	// GPUs are the NVML indices of the GPUs checked: those the step's
+	// CUDA_VISIBLE_DEVICES leaves visible.
+	GPUs []int `json:"gpus"`
+	// Note says why every GPU was checked when the step's
+	// CUDA_VISIBLE_DEVICES could not be matched to the record.
+	Note string `json:"note,omitempty"`
 	// Checks are every check with its status.
 	Checks []Check `json:"checks"`
 }
 
-// Preflight probes the GPUs and checks them for step s of p: p.Preflight,
-// the code the pipeline's builds embed (p.Targets, with PTX for the
-// highest unless every cuda-build step sets ptx: false) and s.Memory. The
-// error is a *PreflightError naming every failed check, or a bad-input
-// error naming the field.
-func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step) (any, error) {
+// Preflight probes the GPUs and checks those step s can see (env is its
+// environment: CUDA_VISIBLE_DEVICES, see hardware.Record.Visible; every
+// GPU when it cannot be matched to the record) for p: p.Preflight, the
+// code the pipeline's builds embed (p.Targets, with PTX for the highest
+// unless every cuda-build step sets ptx: false) and s.Memory. The error
+// is a *PreflightError naming every failed check, or a bad-input error
+// naming the field.
+func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string) (any, error) {
 	live, err := Probe(ctx, m.src)
 	if err != nil && !errors.Is(err, ErrNoGPU) {
 		return nil, fmt.Errorf("probing GPUs before step %s: %w", s.ID, err)
 	}
-	checks, err := Preflight(m.rec, p.Preflight, BuildCode(p.Targets, embedsPTX(p)), s.Memory, live)
+	gpus, note := m.visible(env)
+	sub := *m.rec
+	sub.GPUs = nil
+	for _, g := range m.rec.GPUs {
+		if slices.Contains(gpus, g.Index) {
+			sub.GPUs = append(sub.GPUs, g)
+		}
+	}
+	checks, err := Preflight(&sub, p.Preflight, BuildCode(p.Targets, embedsPTX(p)), s.Memory, live)
 	if err != nil {
 		return nil, fmt.Errorf("step %s: %w", s.ID, err)
 	}
-	return &PreflightReport{Simulated: m.rec.Simulated, Checks: checks}, Err(checks)
+	return &PreflightReport{Simulated: m.rec.Simulated, GPUs: gpus, Note: note, Checks: checks}, Err(checks)
+}
+
+// visible returns the NVML indices of the GPUs a step with environment
+// env sees; every GPU of the record, with a note saying why, when its
+// CUDA_VISIBLE_DEVICES cannot be matched to the record.
+func (m *Monitor) visible(env []string) ([]int, string) {
+	all := make([]int, 0, len(m.rec.GPUs))
+	for _, g := range m.rec.GPUs {
+		all = append(all, g.Index)
+	}
+	pos, err := m.rec.Visible(func(k string) (string, bool) { return lookupEnv(env, k) })
+	if err != nil {
+		return all, "every GPU: " + err.Error()
+	}
+	var out []int
+	for _, p := range pos {
+		out = append(out, m.rec.GPUs[p].Index)
+	}
+	return out, ""
+}
+
+// lookupEnv finds k in env (KEY=VALUE entries; the last one wins).
+func lookupEnv(env []string, k string) (string, bool) {
+	v, ok := "", false
+	for _, kv := range env {
+		if key, val, found := strings.Cut(kv, "="); found && key == k {
+			v, ok = val, true
+		}
+	}
+	return v, ok
 }
 
 func embedsPTX(p *pipeline.Pipeline) bool {
@@ -68,13 +116,18 @@ func embedsPTX(p *pipeline.Pipeline) bool {
 }
 
 // Start starts telemetry for step s into stepDir/telemetry.jsonl at the
-// step's interval (DefaultInterval when unset).
-func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string) (*Watch, error) {
+// step's interval (DefaultInterval when unset), watching the GPUs the
+// step can see (env is its environment, as for Preflight).
+func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string, env []string) (*Watch, error) {
 	interval := DefaultInterval
 	if !s.Interval.IsZero() {
 		interval = s.Interval.Value()
 	}
-	t, err := StartTelemetry(ctx, m.src, filepath.Join(stepDir, TelemetryFile), interval)
+	var opts []TelemetryOption
+	if gpus, _ := m.visible(env); len(gpus) > 0 {
+		opts = append(opts, WatchGPUs(gpus...))
+	}
+	t, err := StartTelemetry(ctx, m.src, filepath.Join(stepDir, TelemetryFile), interval, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting telemetry for step %s: %w", s.ID, err)
 	}
@@ -84,11 +137,12 @@ func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string) (
 // Watch is telemetry running around one step.
 type Watch struct{ t *Telemetry }
 
-// Stop ends telemetry. It returns the *Summary, and when the verdict
-// failed, the reasons in one line (the step must fail whatever its results
-// say).
-func (w *Watch) Stop() (summary any, failure string, err error) {
-	sum, err := w.t.Stop()
+// Stop ends telemetry and judges the GPU whose UUID is device (the one
+// the step's results name; every watched GPU when empty or not watched).
+// It returns the *Summary, and when the verdict failed, the reasons in
+// one line (the step must fail whatever its results say).
+func (w *Watch) Stop(device string) (summary any, failure string, err error) {
+	sum, err := w.t.StopFor(device)
 	if sum != nil && sum.Verdict.Status == VerdictFailed {
 		failure = strings.Join(sum.Verdict.Reasons, "; ")
 	}

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,10 +34,12 @@ const (
 	CheckECC               = "ecc"
 	CheckRetiredPages      = "retired-pages"
 	CheckRowRemap          = "row-remap"
+	CheckRecovery          = "recovery-action"
 	CheckMIG               = "mig"
 	CheckProcesses         = "processes"
 	CheckMemory            = "memory"
 	CheckPersistence       = "persistence"
+	CheckFabric            = "fabric"
 )
 
 // Check is one preflight check on one GPU (GPU set) or on the machine.
@@ -81,6 +84,24 @@ type LiveGPU struct {
 	Processes []Process `json:"processes,omitempty"`
 	// ProcessesKnown is whether NVML reported the process list.
 	ProcessesKnown bool `json:"processes_known"`
+	// Lost says which query NVML answered GPU_IS_LOST or RESET_REQUIRED,
+	// when one did.
+	Lost string `json:"lost,omitempty"`
+	// Error says why NVML could not open the GPU, when it could not.
+	Error string `json:"error,omitempty"`
+	// Fabric is the GPU's NVSwitch fabric registration (HGX Hopper and
+	// later), nil when NVML does not report it (no fabric, older GPU or
+	// driver).
+	Fabric *Fabric `json:"fabric,omitempty"`
+}
+
+// Fabric is a GPU's NVSwitch fabric state as NVML reports it.
+type Fabric struct {
+	// State is not_started, in_progress or completed.
+	State string `json:"state"`
+	// Status is the registration result once completed ("success" or the
+	// NVML error).
+	Status string `json:"status,omitempty"`
 }
 
 // Process is a compute process using a GPU.
@@ -110,18 +131,25 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		g := LiveGPU{Index: i}
 		d, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("opening GPU %d: %s", i, retText(ret))
+			g.Error = fmt.Sprintf("opening GPU %d: %s", i, retText(ret))
+			live.GPUs = append(live.GPUs, g)
+			continue
 		}
-		g := LiveGPU{Index: i}
 		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
 			g.UUID = u
 		}
-		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+		m, ret := d.GetMemoryInfo()
+		if ret == nvml.SUCCESS {
 			g.MemoryFreeBytes, g.MemoryUsedBytes = ptr(m.Free), ptr(m.Used)
 		}
-		if ps, ret := d.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
+		g.Lost = lostText(g.Lost, "the memory use", ret)
+		g.Fabric = readFabric(lib, d)
+		ps, ret := d.GetComputeRunningProcesses()
+		g.Lost = lostText(g.Lost, "the running processes", ret)
+		if ret == nvml.SUCCESS {
 			g.ProcessesKnown = true
 			for _, p := range ps {
 				if p.Pid == self {
@@ -286,16 +314,27 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 	}
 	for i := range rec.GPUs {
 		g := &rec.GPUs[i]
+		lg, haveLive := liveBy[g.Index]
+		if why := cmp.Or(g.Error, lg.Error); why != "" {
+			p.add(CheckGPU, g, CheckFailed, "not opened", "reachable", "NVML cannot open the GPU this step sees: "+why+fmt.Sprintf(" (hint: nvidia-smi -i %d shows its state; exclude it with CUDA_VISIBLE_DEVICES, or reset it)", g.Index))
+			continue
+		}
 		if len(in.codes) > 0 {
 			checkCC(g, in.codes, p.add)
 		}
 		p.ecc(g)
 		p.memoryHealth(g)
 		p.mig(g)
-		lg, haveLive := liveBy[g.Index]
+		if haveLive && lg.Lost != "" {
+			p.add(CheckGPU, g, CheckFailed, "lost", "reachable", "NVML reports the GPU lost or needing a reset ("+lg.Lost+") (hint: nvidia-smi -i "+strconv.Itoa(g.Index)+"; reset the GPU or reboot)")
+			continue
+		}
 		if haveLive && lg.UUID != "" && g.UUID != "" && lg.UUID != g.UUID {
 			p.add(CheckGPU, g, CheckFailed, lg.UUID, g.UUID, "the GPU at this index changed since the hardware record was taken: seen "+lg.UUID+", required "+g.UUID)
 			continue
+		}
+		if haveLive && lg.Fabric != nil {
+			p.fabric(g, lg.Fabric)
 		}
 		p.processes(g, lg, haveLive)
 		if !memory.IsZero() {
@@ -353,6 +392,9 @@ func (p *preflightRun) add(name string, gpu *hardware.GPU, st CheckStatus, seen,
 	if gpu != nil {
 		c.GPU = ptr(gpu.Index)
 		prefix = fmt.Sprintf("%s: gpu %d (%s)", name, gpu.Index, gpu.Name)
+		if gpu.Name == "" {
+			prefix = fmt.Sprintf("%s: gpu %d", name, gpu.Index)
+		}
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("seen %s, required %s", seen, required)
@@ -429,8 +471,17 @@ func (p *preflightRun) memoryHealth(g *hardware.GPU) {
 		}
 	case *g.RemappedRowsFailed:
 		p.add(CheckRowRemap, g, CheckFailed, "row remap failure", "no failure", "seen a row-remap failure (the GPU needs service), required no failure")
+	case g.RemappedRowsPending != nil && *g.RemappedRowsPending:
+		p.add(CheckRowRemap, g, CheckFailed, "row remap pending", "none pending", "seen a row remapping pending: a faulty memory row is not yet replaced (hint: reset the GPU with nvidia-smi -r -i "+strconv.Itoa(g.Index)+", or reboot), required none pending")
 	default:
 		p.add(CheckRowRemap, g, CheckPassed, "no failure", "no failure", "")
+	}
+	switch a := g.RecoveryAction; a {
+	case "":
+	case "none":
+		p.add(CheckRecovery, g, CheckPassed, a, "none", "")
+	default:
+		p.add(CheckRecovery, g, CheckFailed, a, "none", "the driver asks for recovery action "+a+" (NVML GET_GPU_RECOVERY_ACTION), required none (hint: carry it out, then run again)")
 	}
 }
 
@@ -449,6 +500,63 @@ func (p *preflightRun) mig(g *hardware.GPU) {
 		p.add(CheckMIG, g, CheckWarned, "enabled", "allowed", "MIG enabled (allowed): the step sees one MIG instance, not the whole GPU")
 	default:
 		p.add(CheckMIG, g, CheckPassed, "disabled", migReq, "")
+	}
+}
+
+// readFabric reads d's NVSwitch fabric state through the newest call the
+// library has: nvmlDeviceGetGpuFabricInfo_v4, nvmlDeviceGetGpuFabricInfoV
+// (version 2), or nvmlDeviceGetGpuFabricInfo. It returns nil when NVML
+// does not report it (not supported: no fabric) or says "not supported".
+func readFabric(lib nvml.Interface, d nvml.Device) *Fabric {
+	has := func(sym string) bool { return lib.Extensions().LookupSymbol(sym) == nil }
+	var state uint8
+	var status uint32
+	var ret nvml.Return
+	switch {
+	case has("nvmlDeviceGetGpuFabricInfo_v4"):
+		var info nvml.GpuFabricInfo_v4
+		info, ret = d.GetGpuFabricInfo_v4()
+		state, status = info.State, info.Status
+	case has("nvmlDeviceGetGpuFabricInfoV"):
+		var info nvml.GpuFabricInfo_v2
+		info, ret = d.GetGpuFabricInfoV().V2()
+		state, status = info.State, info.Status
+	case has("nvmlDeviceGetGpuFabricInfo"):
+		var info nvml.GpuFabricInfo
+		info, ret = d.GetGpuFabricInfo()
+		state, status = info.State, info.Status
+	default:
+		return nil
+	}
+	if ret != nvml.SUCCESS {
+		return nil
+	}
+	switch state {
+	case nvml.GPU_FABRIC_STATE_NOT_STARTED:
+		return &Fabric{State: "not_started"}
+	case nvml.GPU_FABRIC_STATE_IN_PROGRESS:
+		return &Fabric{State: "in_progress"}
+	case nvml.GPU_FABRIC_STATE_COMPLETED:
+		st := "success"
+		if r := nvml.Return(status); r != nvml.SUCCESS {
+			st = retText(r)
+		}
+		return &Fabric{State: "completed", Status: st}
+	}
+	return nil // GPU_FABRIC_STATE_NOT_SUPPORTED
+}
+
+// fabric checks that g's NVSwitch fabric registration completed: until
+// the fabric manager has registered the GPU, cuInit fails with
+// CUDA_ERROR_SYSTEM_NOT_READY (802).
+func (p *preflightRun) fabric(g *hardware.GPU, f *Fabric) {
+	switch {
+	case f.State != "completed":
+		p.add(CheckFabric, g, CheckFailed, f.State, "completed", "fabric manager not ready: the GPU's NVSwitch fabric registration is "+strings.ReplaceAll(f.State, "_", " ")+" (CUDA fails with CUDA_ERROR_SYSTEM_NOT_READY until it completes) (hint: systemctl status nvidia-fabricmanager)")
+	case f.Status != "success":
+		p.add(CheckFabric, g, CheckFailed, "completed, "+f.Status, "completed, success", "fabric manager not ready: the GPU's NVSwitch fabric registration failed: "+f.Status+" (hint: journalctl -u nvidia-fabricmanager)")
+	default:
+		p.add(CheckFabric, g, CheckPassed, "completed", "completed", "")
 	}
 }
 

@@ -64,8 +64,8 @@ func TestPreflightPass(t *testing.T) {
 	}
 	want := []string{
 		"gpu/warned/-", "driver/passed/-",
-		"compute-capability/passed/0", "ecc/passed/0", "row-remap/passed/0", "mig/passed/0", "processes/passed/0", "memory/passed/0", "persistence/passed/0",
-		"compute-capability/passed/1", "ecc/passed/1", "row-remap/passed/1", "mig/passed/1", "processes/passed/1", "memory/passed/1", "persistence/passed/1",
+		"compute-capability/passed/0", "ecc/passed/0", "row-remap/passed/0", "mig/passed/0", "fabric/passed/0", "processes/passed/0", "memory/passed/0", "persistence/passed/0",
+		"compute-capability/passed/1", "ecc/passed/1", "row-remap/passed/1", "mig/passed/1", "fabric/passed/1", "processes/passed/1", "memory/passed/1", "persistence/passed/1",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
@@ -296,4 +296,94 @@ func sizeOf(memory string) pipeline.Size {
 		return pipeline.Size{}
 	}
 	return pipeline.MustSize(memory)
+}
+
+// TestPreflightLostGPU: a GPU lost after the record was taken fails
+// preflight instead of passing with its live values missing.
+func TestPreflightLostGPU(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100:2")
+	rec, err := Collect(t.Context(), WithSource(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLost(1, nvml.ERROR_GPU_IS_LOST)
+	live, err := Probe(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, err := Preflight(rec, nil, nil, sizeOf("1GiB"), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range checks {
+		if c.Name == CheckGPU && c.GPU != nil && *c.GPU == 1 {
+			found = c.Status == CheckFailed && strings.Contains(c.Message, "GPU is lost (NVML 15)")
+		}
+	}
+	if !found {
+		t.Errorf("no failed gpu check naming the lost GPU 1 in %+v", checks)
+	}
+	for _, c := range checks {
+		if c.GPU != nil && *c.GPU == 0 && c.Status == CheckFailed {
+			t.Errorf("healthy gpu 0 failed: %+v", c)
+		}
+	}
+}
+
+// TestPreflightRemapPendingAndRecovery: a pending row remapping and a
+// recovery action other than none fail preflight (before, GetRemappedRows'
+// pending flag was dropped and the recovery action never read).
+func TestPreflightRemapPendingAndRecovery(t *testing.T) {
+	t.Parallel()
+	checks := preflight(t, "h100:2", func(s *Simulated) {
+		s.SetRemapPending(0, true)
+		s.SetRecoveryAction(1, nvml.GPU_RECOVERY_ACTION_GPU_RESET)
+		s.SetRecoveryAction(0, nvml.GPU_RECOVERY_ACTION_NONE)
+	}, nil, nil, "")
+	var failed []string
+	for _, c := range checks {
+		if c.Status == CheckFailed {
+			failed = append(failed, c.Message)
+		}
+	}
+	want := []string{
+		"row-remap: gpu 0 (NVIDIA H100 80GB HBM3): seen a row remapping pending: a faulty memory row is not yet replaced (hint: reset the GPU with nvidia-smi -r -i 0, or reboot), required none pending [simulated]",
+		"recovery-action: gpu 1 (NVIDIA H100 80GB HBM3): the driver asks for recovery action gpu_reset (NVML GET_GPU_RECOVERY_ACTION), required none (hint: carry it out, then run again) [simulated]",
+	}
+	if diff := cmp.Diff(want, failed); diff != "" {
+		t.Errorf("failed checks (-want +got):\n%s", diff)
+	}
+}
+
+// TestPreflightFabricNotReady: an HGX GPU whose NVSwitch fabric
+// registration has not completed (or failed) fails preflight with "fabric
+// manager not ready"; a GPU that reports no fabric (A100 here) has no
+// fabric check.
+func TestPreflightFabricNotReady(t *testing.T) {
+	t.Parallel()
+	checks := preflight(t, "h100:3", func(s *Simulated) {
+		s.SetFabricState(0, nvml.GPU_FABRIC_STATE_NOT_STARTED, nvml.SUCCESS)
+		s.SetFabricState(1, nvml.GPU_FABRIC_STATE_COMPLETED, nvml.ERROR_TIMEOUT)
+	}, nil, nil, "")
+	var got []string
+	for _, c := range checks {
+		if c.Name == CheckFabric {
+			got = append(got, c.Message)
+		}
+	}
+	want := []string{
+		"fabric: gpu 0 (NVIDIA H100 80GB HBM3): fabric manager not ready: the GPU's NVSwitch fabric registration is not started (CUDA fails with CUDA_ERROR_SYSTEM_NOT_READY until it completes) (hint: systemctl status nvidia-fabricmanager) [simulated]",
+		"fabric: gpu 1 (NVIDIA H100 80GB HBM3): fabric manager not ready: the GPU's NVSwitch fabric registration failed: timeout (NVML 10) (hint: journalctl -u nvidia-fabricmanager) [simulated]",
+		"fabric: gpu 2 (NVIDIA H100 80GB HBM3): seen completed, required completed [simulated]",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("fabric checks (-want +got):\n%s", diff)
+	}
+	for _, c := range preflight(t, "a100", nil, nil, nil, "") {
+		if c.Name == CheckFabric {
+			t.Errorf("a100 got a fabric check: %+v", c)
+		}
+	}
 }

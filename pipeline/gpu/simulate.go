@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"slices"
@@ -38,6 +39,7 @@ type simModel struct {
 	idleSM    uint32 // MHz, current SM clock when idle
 	pcieGen   int
 	pcieWidth int
+	fabric    bool // NVSwitch fabric info reported (Hopper HGX); A100 answers not supported
 	idleTempC uint32
 	idleMW    uint32
 	baseUsed  uint64 // bytes the driver reserves with no process
@@ -49,7 +51,7 @@ var simModels = map[string]simModel{
 		key: "h100", cfg: gpus.H100_SXM5_80GB, newServer: dgxh100.NewWithGPUs,
 		vbios: "96.00.74.00.0D", powerMW: 700_000, maxSM: 1980, maxMem: 2619, idleSM: 345,
 		pcieGen: 5, pcieWidth: 16, idleTempC: 33, idleMW: 71_000, baseUsed: 1 << 20,
-		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb},
+		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}, fabric: true,
 	},
 	"a100": {
 		key: "a100", cfg: gpus.A100_SXM4_40GB, newServer: dgxa100.NewWithGPUs,
@@ -61,7 +63,7 @@ var simModels = map[string]simModel{
 		key: "h200", cfg: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs,
 		vbios: "96.00.A5.00.01", powerMW: 700_000, maxSM: 1980, maxMem: 3201, idleSM: 345,
 		pcieGen: 5, pcieWidth: 16, idleTempC: 32, idleMW: 75_000, baseUsed: 1 << 20,
-		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb},
+		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}, fabric: true,
 	},
 }
 
@@ -90,9 +92,10 @@ type Simulated struct {
 var SimulatedFilled = []string{
 	"uuid (derived from model and index)", "pci_bus_id (DGX bus numbers)", "vbios",
 	"ecc_enabled (on)", "persistence_mode (on)", "power_limit_watts", "max_clocks_mhz",
-	"pcie", "remapped_rows_failed (false)", "retired_pages_pending (not supported, as on row-remapping GPUs)",
+	"pcie", "remapped_rows_failed and remapped_rows_pending (false)", "retired_pages_pending (not supported, as on row-remapping GPUs)",
 	"memory used/free", "temperature", "power", "current clocks", "clock-event reasons (GPU idle)",
 	"running processes (none)", "ECC counters (zero)", "Xid/ECC event sets",
+	"NVSwitch fabric state (h100, h200: completed; a100: not reported)",
 }
 
 type simDevice struct {
@@ -102,9 +105,16 @@ type simDevice struct {
 	dbeAggregate uint64
 	sbeVolatile  uint64
 	remapFailed  bool
+	remapPending bool
+	remapUnc     int // rows remapped for uncorrectable errors
+	recovery     *nvml.DeviceGpuRecoveryAction
 	reasons      uint64
 	procs        []nvml.ProcessInfo
 	samples      uint32
+	lost         nvml.Return // SUCCESS, or what every query answers (SetLost)
+	openErr      nvml.Return // SUCCESS, or what opening the device answers (SetOpenError)
+	fabricState  uint8       // nvml.GPU_FABRIC_STATE_*
+	fabricStatus nvml.Return
 }
 
 type simEventSet struct {
@@ -137,10 +147,28 @@ func Simulate(spec string) (*Simulated, error) {
 	}
 	for i, d := range s.server.Devices {
 		sd := &simDevice{Device: d.(*server.Device), index: i, reasons: nvml.ClocksEventReasonGpuIdle}
+		if m.fabric {
+			sd.fabricState = nvml.GPU_FABRIC_STATE_COMPLETED
+		}
 		s.fill(sd)
+		s.guardLost(sd)
 		s.devs = append(s.devs, sd)
 	}
 	s.server.EventSetCreateFunc = s.newEventSet
+	s.server.SystemGetCudaDriverVersion_v2Func = s.server.SystemGetCudaDriverVersionFunc
+	byIndex := s.server.DeviceGetHandleByIndexFunc
+	s.server.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		s.mu.Lock()
+		ret := nvml.SUCCESS
+		if i >= 0 && i < len(s.devs) {
+			ret = s.devs[i].openErr
+		}
+		s.mu.Unlock()
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		return byIndex(i)
+	}
 	return s, nil
 }
 
@@ -185,6 +213,61 @@ func (s *Simulated) SetRemapFailure(i int, failed bool) {
 	s.mu.Unlock()
 }
 
+// SetRemapPending marks GPU i's row remapping as pending (applied at
+// the next GPU reset).
+func (s *Simulated) SetRemapPending(i int, pending bool) {
+	s.mu.Lock()
+	s.devs[i].remapPending = pending
+	s.mu.Unlock()
+}
+
+// AddRemappedRows adds n rows remapped for uncorrectable errors to GPU i.
+func (s *Simulated) AddRemappedRows(i int, n int) {
+	s.mu.Lock()
+	s.devs[i].remapUnc += n
+	s.mu.Unlock()
+}
+
+// SetRecoveryAction makes GPU i answer the field value
+// GET_GPU_RECOVERY_ACTION with a (by default the field is not supported,
+// as on drivers that predate it).
+func (s *Simulated) SetRecoveryAction(i int, a nvml.DeviceGpuRecoveryAction) {
+	s.mu.Lock()
+	s.devs[i].recovery = &a
+	s.mu.Unlock()
+}
+
+// SetFabricState sets GPU i's NVSwitch fabric state
+// (nvml.GPU_FABRIC_STATE_*) and registration status, as
+// nvmlDeviceGetGpuFabricInfo reports them; simulated H100 and H200 GPUs
+// start completed with success, A100s do not report the fabric.
+func (s *Simulated) SetFabricState(i int, state uint8, status nvml.Return) {
+	s.mu.Lock()
+	s.devs[i].fabricState, s.devs[i].fabricStatus = state, status
+	s.mu.Unlock()
+}
+
+// SetOpenError makes opening GPU i (nvmlDeviceGetHandleByIndex) answer
+// ret, as NVML does for a GPU it lists but cannot open (lost, no
+// permission); nvml.SUCCESS restores it.
+func (s *Simulated) SetOpenError(i int, ret nvml.Return) {
+	s.mu.Lock()
+	s.devs[i].openErr = ret
+	s.mu.Unlock()
+}
+
+// SetLost makes every health and telemetry query of GPU i, and every
+// wait of an event set registered on it, answer ret
+// (nvml.ERROR_GPU_IS_LOST after a GPU falls off the bus,
+// nvml.ERROR_RESET_REQUIRED after a fault that needs a reset);
+// nvml.SUCCESS restores it. Identity queries (name, UUID, PCI) still
+// answer.
+func (s *Simulated) SetLost(i int, ret nvml.Return) {
+	s.mu.Lock()
+	s.devs[i].lost = ret
+	s.mu.Unlock()
+}
+
 // SetClockEventReasons sets GPU i's current clock-event (throttle)
 // reasons mask (nvml.ClocksEventReason*).
 func (s *Simulated) SetClockEventReasons(i int, reasons uint64) {
@@ -218,6 +301,9 @@ func (s *Simulated) deliver(i int, typ uint64, data uint64) {
 func (s *Simulated) newEventSet() (nvml.EventSet, nvml.Return) {
 	set := &simEventSet{ch: make(chan nvml.EventData, 256), regs: map[int]uint64{}}
 	set.WaitFunc = func(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+		if ret := s.setLost(set); ret != nvml.SUCCESS {
+			return nvml.EventData{}, ret
+		}
 		select { // a queued event wins over an expired timeout
 		case e := <-set.ch:
 			return e, nvml.SUCCESS
@@ -242,6 +328,106 @@ func (s *Simulated) newEventSet() (nvml.EventSet, nvml.Return) {
 	s.sets[set] = struct{}{}
 	s.mu.Unlock()
 	return set, nvml.SUCCESS
+}
+
+// setLost returns what a wait on set answers when a GPU registered on it
+// is lost (SUCCESS when none is).
+func (s *Simulated) setLost(set *simEventSet) nvml.Return {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range set.regs {
+		if ret := s.devs[i].lost; ret != nvml.SUCCESS {
+			return ret
+		}
+	}
+	return nvml.SUCCESS
+}
+
+// guardLost wraps the health and telemetry queries of sd so that they
+// answer sd.lost while it is set (SetLost).
+func (s *Simulated) guardLost(sd *simDevice) {
+	d := sd.Device
+	lost := func() nvml.Return {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return sd.lost
+	}
+	temp, power, clock, mem := d.GetTemperatureFunc, d.GetPowerUsageFunc, d.GetClockInfoFunc, d.GetMemoryInfoFunc
+	ecc, remap, retired, procs := d.GetTotalEccErrorsFunc, d.GetRemappedRowsFunc, d.GetRetiredPagesPendingStatusFunc, d.GetComputeRunningProcessesFunc
+	events, throttle, fields := d.GetCurrentClocksEventReasonsFunc, d.GetCurrentClocksThrottleReasonsFunc, d.GetFieldValuesFunc
+	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
+		if r := lost(); r != nvml.SUCCESS {
+			return r
+		}
+		return fields(fv)
+	}
+	d.GetTemperatureFunc = func(x nvml.TemperatureSensors) (uint32, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return temp(x)
+	}
+	d.GetPowerUsageFunc = func() (uint32, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return power()
+	}
+	d.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return clock(c)
+	}
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return nvml.Memory{}, r
+		}
+		return mem()
+	}
+	memV2 := d.GetMemoryInfo_v2Func
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return nvml.Memory_v2{}, r
+		}
+		return memV2()
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return ecc(t, c)
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, 0, false, false, r
+		}
+		return remap()
+	}
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return retired()
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return nil, r
+		}
+		return procs()
+	}
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return events()
+	}
+	d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) {
+		if r := lost(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return throttle()
+	}
 }
 
 // simUUID derives a stable UUID-shaped id from model and index.
@@ -297,29 +483,14 @@ func (s *Simulated) fill(sd *simDevice) {
 	d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return m.pcieWidth, nvml.SUCCESS }
 	d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return m.pcieGen, nvml.SUCCESS }
 	d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return m.pcieWidth, nvml.SUCCESS }
-	// Ampere and Hopper replace page retirement by row remapping; NVML
-	// reports the retired-pages queries as not supported there.
-	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
-		return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
-	}
-	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return 0, 0, false, sd.remapFailed, nvml.SUCCESS
-	}
-	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		switch {
-		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.VOLATILE_ECC:
-			return sd.dbeVolatile, nvml.SUCCESS
-		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.AGGREGATE_ECC:
-			return sd.dbeAggregate, nvml.SUCCESS
-		case t == nvml.MEMORY_ERROR_TYPE_CORRECTED:
-			return sd.sbeVolatile, nvml.SUCCESS
-		}
-		return 0, nvml.ERROR_INVALID_ARGUMENT
-	}
+	s.fillHealth(sd)
+	s.fillLive(sd)
+}
+
+// fillLive serves sd's live readings: memory, processes, temperature,
+// power, clock-event reasons and event registration.
+func (s *Simulated) fillLive(sd *simDevice) {
+	m, d, i := s.model, sd.Device, sd.index
 	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -330,6 +501,19 @@ func (s *Simulated) fill(sd *simDevice) {
 		total := d.MemoryInfo.Total
 		used = min(used, total)
 		return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
+	}
+	// Version 2 splits what the driver reserves (Reserved) from what
+	// processes use (Used); version 1 counts both as used.
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		total := d.MemoryInfo.Total
+		reserved, used := min(m.baseUsed, total), uint64(0)
+		for _, p := range sd.procs {
+			used += p.UsedGpuMemory
+		}
+		used = min(used, total-reserved)
+		return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: total, Reserved: reserved, Used: used, Free: total - reserved - used}, nvml.SUCCESS
 	}
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		s.mu.Lock()
@@ -372,6 +556,55 @@ func (s *Simulated) fill(sd *simDevice) {
 		defer s.mu.Unlock()
 		set.regs[i] |= mask
 		return nvml.SUCCESS
+	}
+}
+
+// fillHealth serves sd's memory health: row remapping, ECC counters,
+// the recovery action field and the NVSwitch fabric state.
+func (s *Simulated) fillHealth(sd *simDevice) {
+	m, d := s.model, sd.Device
+	// Ampere and Hopper replace page retirement by row remapping; NVML
+	// reports the retired-pages queries as not supported there.
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return 0, sd.remapUnc, sd.remapPending, sd.remapFailed, nvml.SUCCESS
+	}
+	d.GetGpuFabricInfo_v4Func = func() (nvml.GpuFabricInfo_v4, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !m.fabric || sd.lost != nvml.SUCCESS {
+			return nvml.GpuFabricInfo_v4{}, cmp.Or(sd.lost, nvml.ERROR_NOT_SUPPORTED)
+		}
+		return nvml.GpuFabricInfo_v4{State: sd.fabricState, Status: uint32(sd.fabricStatus)}, nvml.SUCCESS
+	}
+	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k := range fv {
+			fv[k].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			if fv[k].FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION && sd.recovery != nil {
+				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+				fv[k].Value = [8]byte{byte(*sd.recovery)}
+			}
+		}
+		return nvml.SUCCESS
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch {
+		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.VOLATILE_ECC:
+			return sd.dbeVolatile, nvml.SUCCESS
+		case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.AGGREGATE_ECC:
+			return sd.dbeAggregate, nvml.SUCCESS
+		case t == nvml.MEMORY_ERROR_TYPE_CORRECTED:
+			return sd.sbeVolatile, nvml.SUCCESS
+		}
+		return 0, nvml.ERROR_INVALID_ARGUMENT
 	}
 }
 

@@ -79,12 +79,20 @@ func (s *nvmlSource) String() string { return "nvml (" + s.path + ")" }
 // containers given GPUs). A variable so tests can point it elsewhere.
 var driverProcDir = "/proc/driver/nvidia"
 
+// wslDevice is WSL2's GPU paravirtualisation device; with it, the NVIDIA
+// driver runs on the Windows host and /proc/driver/nvidia never exists.
+// A variable so tests can point it elsewhere.
+var wslDevice = "/dev/dxg"
+
 func (s *nvmlSource) Open() (nvml.Interface, func(), error) {
 	// Loading and initialising libnvidia-ml only to learn that no driver
 	// runs costs tens of milliseconds on every gpuattest run; the kernel
 	// module's /proc directory answers the same question for free.
+	// Under WSL2 there is no such directory: the GPU is reached through
+	// /dev/dxg and the Windows driver, and NVML works.
 	if s.path == DefaultLibrary {
-		if _, err := os.Stat(driverProcDir); errors.Is(err, fs.ErrNotExist) {
+		_, err := os.Stat(driverProcDir)
+		if _, dxg := os.Stat(wslDevice); errors.Is(err, fs.ErrNotExist) && dxg != nil {
 			return nil, nil, &UnavailableError{Reason: "NVIDIA driver not loaded (no " + driverProcDir + ": the kernel module is not running)", Return: nvml.ERROR_DRIVER_NOT_LOADED}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,14 +113,24 @@ type Summary struct {
 	ThrottleReasons map[string]int `json:"throttle_reasons,omitempty"`
 	// MemoryUsedMaxBytes is the most device memory used on any GPU.
 	MemoryUsedMaxBytes *uint64 `json:"memory_used_max_bytes,omitempty"`
-	// GPUs are the per-GPU health counters before and after.
+	// GPUs are the watched GPUs' health counters before and after.
 	GPUs []Health `json:"gpus"`
 	// XidEvents are the Xid events received, in order.
 	XidEvents []XidEvent `json:"xid_events,omitempty"`
+	// JudgedGPUs are the NVML indices of the GPUs the statistics and the
+	// verdict cover: the step's device when the results name a watched
+	// one, else every watched GPU.
+	JudgedGPUs []int `json:"judged_gpus"`
+	// DeviceUUID is the GPU the step's results say it ran on, when they
+	// name one.
+	DeviceUUID string `json:"device_uuid,omitempty"`
+	// EventsLost says, when waiting for Xid/ECC events answered
+	// GPU_IS_LOST or RESET_REQUIRED, what it answered.
+	EventsLost string `json:"events_lost,omitempty"`
 	// Notes say what could not be watched (events not supported, ...).
 	Notes []string `json:"notes,omitempty"`
-	// Verdict is failed on a new double-bit ECC error, a row-remap failure
-	// or a fatal Xid.
+	// Verdict is failed on a new double-bit ECC error, a row-remap failure,
+	// a fatal Xid or a GPU NVML reports lost or needing a reset.
 	Verdict Verdict `json:"verdict"`
 }
 
@@ -142,6 +153,16 @@ type Health struct {
 	RemappedRowsBefore *int `json:"remapped_rows_uncorrectable_before,omitempty"`
 	// RemappedRowsAfter is the same count at stop.
 	RemappedRowsAfter *int `json:"remapped_rows_uncorrectable_after,omitempty"`
+	// RemapPendingBefore is whether a row remapping waited for a reset at
+	// start.
+	RemapPendingBefore *bool `json:"remap_pending_before,omitempty"`
+	// RemapPendingAfter is the same flag at stop.
+	RemapPendingAfter *bool `json:"remap_pending_after,omitempty"`
+	// RecoveryActionBefore is the recovery action the driver asked for at
+	// start (NVML field GET_GPU_RECOVERY_ACTION), when reported.
+	RecoveryActionBefore string `json:"recovery_action_before,omitempty"`
+	// RecoveryActionAfter is the same at stop.
+	RecoveryActionAfter string `json:"recovery_action_after,omitempty"`
 	// RemapFailedBefore is whether a row remapping had failed at start.
 	RemapFailedBefore *bool `json:"remap_failed_before,omitempty"`
 	// RemapFailedAfter is whether a row remapping had failed at stop.
@@ -150,6 +171,9 @@ type Health struct {
 	RetiredPagesPendingBefore *bool `json:"retired_pages_pending_before,omitempty"`
 	// RetiredPagesPendingAfter is the same flag at stop.
 	RetiredPagesPendingAfter *bool `json:"retired_pages_pending_after,omitempty"`
+	// Lost says, when NVML answered GPU_IS_LOST or RESET_REQUIRED for the
+	// device during the step, which query first did and what it answered.
+	Lost string `json:"lost,omitempty"`
 }
 
 // XidEvent is one Xid event.
@@ -190,32 +214,73 @@ type Telemetry struct {
 	// nvmlDeviceGetCurrentClocksEventReasons (R535): the older throttle
 	// reasons call answers the same mask.
 	legacyReasons bool
-	interval      time.Duration
-	start         time.Time
-	lib           nvml.Interface
-	release       func()
-	devs          []nvml.Device
-	set           nvml.EventSet
-	cancel        context.CancelFunc
-	wg            sync.WaitGroup
-	stopOnce      sync.Once
-	stopped       *Summary
-	stopErr       error
+	// memV2 is set when the library has nvmlDeviceGetMemoryInfo_v2, whose
+	// Used leaves out what the driver reserves.
+	memV2    bool
+	interval time.Duration
+	start    time.Time
+	lib      nvml.Interface
+	release  func()
+	devs     []nvml.Device // the watched GPUs; sum.GPUs and stats follow this order
+	set      nvml.EventSet
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	stopped  *Summary
+	stopErr  error
 
 	mu       sync.Mutex
 	f        *os.File
 	writeErr error
 	sum      Summary
-	index    map[nvml.Device]int
+	stats    []gpuStats
+	index    map[nvml.Device]int // position in devs
 }
 
-// StartTelemetry opens src, reads each GPU's error counters, registers for
-// Xid and double-bit ECC events, and samples every interval (DefaultInterval
-// when <= 0) into a new JSONL file at path (its directory must exist),
-// one line per GPU per sample, each written through at once. It samples
-// once right away and once more at Stop. Sampling also ends when ctx is
-// done; Stop must still be called. With no GPU the error matches ErrNoGPU.
-func StartTelemetry(ctx context.Context, src Source, path string, interval time.Duration) (*Telemetry, error) {
+// gpuStats are one GPU's sample statistics.
+type gpuStats struct {
+	samples, throttled int
+	tempMin, tempMax   *uint32
+	powerMax           *float64
+	memMax             *uint64
+	reasons            map[string]int
+}
+
+// TelemetryOption configures StartTelemetry.
+type TelemetryOption func(*telemetryOptions) error
+
+type telemetryOptions struct {
+	gpus []int // NVML indices; nil: every GPU
+}
+
+// WatchGPUs watches only the GPUs with these NVML indices (the ones a
+// step can see: see hardware.Record.Visible) instead of every GPU;
+// another GPU's samples, Xids and counters are not read.
+func WatchGPUs(indices ...int) TelemetryOption {
+	return func(o *telemetryOptions) error {
+		if len(indices) == 0 {
+			return errors.New("gpu.WatchGPUs: no GPU")
+		}
+		o.gpus = append([]int(nil), indices...)
+		return nil
+	}
+}
+
+// StartTelemetry opens src, reads each watched GPU's error counters
+// (every GPU unless WatchGPUs says which), registers for Xid and
+// double-bit ECC events on them, and samples every interval
+// (DefaultInterval when <= 0) into a new JSONL file at path (its
+// directory must exist), one line per GPU per sample, each written
+// through at once. It samples once right away and once more at Stop.
+// Sampling also ends when ctx is done; Stop must still be called. With no
+// GPU the error matches ErrNoGPU.
+func StartTelemetry(ctx context.Context, src Source, path string, interval time.Duration, opts ...TelemetryOption) (*Telemetry, error) {
+	var o telemetryOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
@@ -229,26 +294,11 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 	t := &Telemetry{simulated: src.Simulated(), interval: interval, lib: lib, release: release, index: map[nvml.Device]int{}}
 	t.sum.Simulated = t.simulated
 	t.legacyReasons = lib.Extensions().LookupSymbol("nvmlDeviceGetCurrentClocksEventReasons") != nil
+	t.memV2 = lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
 	t.sum.IntervalSeconds = interval.Seconds()
-	n, ret := lib.DeviceGetCount()
-	if ret != nvml.SUCCESS {
+	if err := t.openDevices(o.gpus); err != nil {
 		release()
-		return nil, fmt.Errorf("counting GPUs: %s", retText(ret))
-	}
-	for i := range n {
-		d, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
-			release()
-			return nil, fmt.Errorf("opening GPU %d: %s", i, retText(ret))
-		}
-		t.devs = append(t.devs, d)
-		t.index[d] = i
-		h := Health{Index: i}
-		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
-			h.UUID = u
-		}
-		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore = readHealth(d)
-		t.sum.GPUs = append(t.sum.GPUs, h)
+		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -270,17 +320,93 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 	return t, nil
 }
 
-func readHealth(d nvml.Device) (dbe *uint64, remapped *int, failed *bool, pending *bool) {
-	if v, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
-		dbe = ptr(v)
+// openDevices opens the GPUs to watch (NVML indices; nil: every GPU) and
+// reads their error counters.
+func (t *Telemetry) openDevices(gpus []int) error {
+	n, ret := t.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("counting GPUs: %s", retText(ret))
 	}
-	if _, unc, _, f, ret := d.GetRemappedRows(); ret == nvml.SUCCESS {
-		remapped, failed = ptr(unc), ptr(f)
+	if gpus == nil {
+		for i := range n {
+			gpus = append(gpus, i)
+		}
 	}
-	if v, ret := d.GetRetiredPagesPendingStatus(); ret == nvml.SUCCESS {
-		pending = ptr(v == nvml.FEATURE_ENABLED)
+	for _, i := range gpus {
+		if i < 0 || i >= n {
+			return fmt.Errorf("watching GPU %d: NVML lists %d GPU(s)", i, n)
+		}
+		d, ret := t.lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			// Preflight has failed every step that sees it; another
+			// step's telemetry goes on without it.
+			t.note("gpu %d not watched: opening it: %s", i, retText(ret))
+			continue
+		}
+		t.index[d] = len(t.devs)
+		t.devs = append(t.devs, d)
+		h := Health{Index: i}
+		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
+			h.UUID = u
+		}
+		hr := readHealth(d)
+		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
+		h.RemapPendingBefore, h.RecoveryActionBefore = hr.remapPending, hr.recovery
+		t.sum.GPUs = append(t.sum.GPUs, h)
+		t.stats = append(t.stats, gpuStats{})
 	}
-	return dbe, remapped, failed, pending
+	return nil
+}
+
+// health is one reading of a GPU's error counters; a nil counter was not
+// reported, and lost is set when a query found the GPU lost.
+type health struct {
+	dbe          *uint64
+	remapped     *int
+	failed       *bool
+	remapPending *bool
+	pending      *bool
+	recovery     string
+	lost         string
+}
+
+func readHealth(d nvml.Device) health {
+	var h health
+	v, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+	if ret == nvml.SUCCESS {
+		h.dbe = ptr(v)
+	}
+	h.lost = lostText(h.lost, "the ECC error count", ret)
+	_, unc, rp, f, ret := d.GetRemappedRows()
+	if ret == nvml.SUCCESS {
+		h.remapped, h.failed, h.remapPending = ptr(unc), ptr(f), ptr(rp)
+	}
+	h.lost = lostText(h.lost, "the remapped rows", ret)
+	p, ret := d.GetRetiredPagesPendingStatus()
+	if ret == nvml.SUCCESS {
+		h.pending = ptr(p == nvml.FEATURE_ENABLED)
+	}
+	h.lost = lostText(h.lost, "the retired pages", ret)
+	h.recovery, ret = recoveryAction(d)
+	h.lost = lostText(h.lost, "the recovery action", ret)
+	return h
+}
+
+// Lost reports whether ret says the GPU is gone (GPU_IS_LOST: fallen off
+// the bus, or otherwise inaccessible) or needs a reset (RESET_REQUIRED).
+// Unlike NOT_SUPPORTED, these are never a missing metric: results from
+// the GPU are void.
+func Lost(ret nvml.Return) bool {
+	return ret == nvml.ERROR_GPU_IS_LOST || ret == nvml.ERROR_RESET_REQUIRED
+}
+
+// lostText keeps prev, or when it is empty and ret says the GPU is lost,
+// names the query and the answer.
+func lostText(prev, query string, ret nvml.Return) string {
+	if prev != "" || !Lost(ret) {
+		return prev
+	}
+	return "reading " + query + ": " + retText(ret)
 }
 
 func (t *Telemetry) note(format string, args ...any) {
@@ -294,7 +420,8 @@ func (t *Telemetry) registerEvents() {
 		return
 	}
 	registered := 0
-	for i, d := range t.devs {
+	for k, d := range t.devs {
+		i := t.sum.GPUs[k].Index
 		want := uint64(nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError)
 		if sup, ret := d.GetSupportedEventTypes(); ret == nvml.SUCCESS {
 			want &= sup
@@ -342,6 +469,13 @@ func (t *Telemetry) eventLoop(ctx context.Context) {
 			failures = 0
 			t.event(e)
 		case nvml.ERROR_TIMEOUT:
+		case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED:
+			t.mu.Lock()
+			if t.sum.EventsLost == "" {
+				t.sum.EventsLost = "waiting for Xid/ECC events: " + retText(ret)
+			}
+			t.mu.Unlock()
+			return
 		default:
 			failures++
 			if failures == 3 {
@@ -372,16 +506,20 @@ func (t *Telemetry) drainEvents() {
 func (t *Telemetry) event(e nvml.EventData) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i, ok := t.index[e.Device]
+	k, ok := t.index[e.Device]
 	if !ok {
-		i = -1
+		k = -1
 		if u, ret := e.Device.GetUUID(); ret == nvml.SUCCESS {
 			for j, h := range t.sum.GPUs {
 				if h.UUID == u {
-					i = j
+					k = j
 				}
 			}
 		}
+	}
+	i := -1
+	if k >= 0 {
+		i = t.sum.GPUs[k].Index
 	}
 	now := time.Now()
 	switch {
@@ -390,75 +528,151 @@ func (t *Telemetry) event(e nvml.EventData) {
 		t.sum.XidEvents = append(t.sum.XidEvents, XidEvent{Time: now, GPU: i, Xid: x, Fatal: XidFatal(x), Description: XidDescription(x)})
 		t.writeLine(Line{Time: now, Kind: "xid", GPU: i, Xid: ptr(x), Simulated: t.simulated})
 	case e.EventType&nvml.EventTypeDoubleBitEccError != 0:
-		if i >= 0 && i < len(t.sum.GPUs) {
-			t.sum.GPUs[i].DoubleBitEvents++
+		if k >= 0 {
+			t.sum.GPUs[k].DoubleBitEvents++
 		}
 		t.writeLine(Line{Time: now, Kind: "ecc_dbe", GPU: i, Simulated: t.simulated})
 	}
 }
 
-// sample reads every GPU once and writes one line each.
+// sample reads every watched GPU once and writes one line each.
 func (t *Telemetry) sample() {
 	now := time.Now()
 	lines := make([]Line, 0, len(t.devs))
-	for i, d := range t.devs {
-		l := Line{Time: now, Kind: "sample", GPU: i, Simulated: t.simulated}
-		if v, ret := d.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
-			l.TemperatureC = ptr(v)
-		}
-		if v, ret := d.GetPowerUsage(); ret == nvml.SUCCESS {
-			l.PowerWatts = ptr(float64(v) / 1000)
-		}
-		if v, ret := d.GetClockInfo(nvml.CLOCK_SM); ret == nvml.SUCCESS {
-			l.SMClockMHz = ptr(v)
-		}
-		if v, ret := d.GetClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
-			l.MemClockMHz = ptr(v)
-		}
-		reasons := d.GetCurrentClocksEventReasons
-		if t.legacyReasons {
-			reasons = d.GetCurrentClocksThrottleReasons
-		}
-		if v, ret := reasons(); ret == nvml.SUCCESS {
-			l.ClockEventMask = ptr(v)
-			l.ClockEventReasons = ClockEventReasons(v)
-			l.Throttled = v&ThrottleMask != 0
-		}
-		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
-			l.MemoryUsedBytes = ptr(m.Used)
-		}
+	lost := make([]string, len(t.devs))
+	for k, d := range t.devs {
+		var l Line
+		l, lost[k] = t.read(d, t.sum.GPUs[k].Index, now)
 		lines = append(lines, l)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for k, l := range lines {
+		if why := lost[k]; why != "" && t.sum.GPUs[k].Lost == "" {
+			t.sum.GPUs[k].Lost = why
+		}
+		t.stats[k].add(l)
+		t.writeLine(l)
+	}
+}
+
+// add counts sample l.
+func (s *gpuStats) add(l Line) {
+	s.samples++
+	if v := l.TemperatureC; v != nil {
+		if s.tempMin == nil || *v < *s.tempMin {
+			s.tempMin = ptr(*v)
+		}
+		if s.tempMax == nil || *v > *s.tempMax {
+			s.tempMax = ptr(*v)
+		}
+	}
+	if v := l.PowerWatts; v != nil && (s.powerMax == nil || *v > *s.powerMax) {
+		s.powerMax = ptr(*v)
+	}
+	if v := l.MemoryUsedBytes; v != nil && (s.memMax == nil || *v > *s.memMax) {
+		s.memMax = ptr(*v)
+	}
+	if l.Throttled {
+		s.throttled++
+		if s.reasons == nil {
+			s.reasons = map[string]int{}
+		}
+		for _, r := range ClockEventReasons(*l.ClockEventMask & ThrottleMask) {
+			s.reasons[r]++
+		}
+	}
+}
+
+// summarize fills the summary's sample statistics from the GPUs at the
+// positions judged.
+func (t *Telemetry) summarize(judged []int) {
 	s := &t.sum
-	for _, l := range lines {
-		s.Samples++
-		if v := l.TemperatureC; v != nil {
-			if s.TemperatureMinC == nil || *v < *s.TemperatureMinC {
-				s.TemperatureMinC = ptr(*v)
-			}
-			if s.TemperatureMaxC == nil || *v > *s.TemperatureMaxC {
-				s.TemperatureMaxC = ptr(*v)
-			}
+	for _, k := range judged {
+		g := t.stats[k]
+		s.Samples += g.samples
+		s.ThrottledSamples += g.throttled
+		if g.tempMin != nil && (s.TemperatureMinC == nil || *g.tempMin < *s.TemperatureMinC) {
+			s.TemperatureMinC = ptr(*g.tempMin)
 		}
-		if v := l.PowerWatts; v != nil && (s.PowerMaxWatts == nil || *v > *s.PowerMaxWatts) {
-			s.PowerMaxWatts = ptr(*v)
+		if g.tempMax != nil && (s.TemperatureMaxC == nil || *g.tempMax > *s.TemperatureMaxC) {
+			s.TemperatureMaxC = ptr(*g.tempMax)
 		}
-		if v := l.MemoryUsedBytes; v != nil && (s.MemoryUsedMaxBytes == nil || *v > *s.MemoryUsedMaxBytes) {
-			s.MemoryUsedMaxBytes = ptr(*v)
+		if g.powerMax != nil && (s.PowerMaxWatts == nil || *g.powerMax > *s.PowerMaxWatts) {
+			s.PowerMaxWatts = ptr(*g.powerMax)
 		}
-		if l.Throttled {
-			s.ThrottledSamples++
+		if g.memMax != nil && (s.MemoryUsedMaxBytes == nil || *g.memMax > *s.MemoryUsedMaxBytes) {
+			s.MemoryUsedMaxBytes = ptr(*g.memMax)
+		}
+		for r, n := range g.reasons {
 			if s.ThrottleReasons == nil {
 				s.ThrottleReasons = map[string]int{}
 			}
-			for _, r := range ClockEventReasons(*l.ClockEventMask & ThrottleMask) {
-				s.ThrottleReasons[r]++
-			}
+			s.ThrottleReasons[r] += n
 		}
-		t.writeLine(l)
+		s.JudgedGPUs = append(s.JudgedGPUs, s.GPUs[k].Index)
 	}
+	if s.Samples > 0 {
+		s.ThrottleShare = float64(s.ThrottledSamples) / float64(s.Samples)
+	}
+}
+
+// read takes one sample of GPU i; lost says which query first found the
+// GPU lost.
+func (t *Telemetry) read(d nvml.Device, i int, now time.Time) (l Line, lost string) {
+	l = Line{Time: now, Kind: "sample", GPU: i, Simulated: t.simulated}
+	temp, ret := d.GetTemperature(nvml.TEMPERATURE_GPU)
+	if ret == nvml.SUCCESS {
+		l.TemperatureC = ptr(temp)
+	}
+	lost = lostText(lost, "the temperature", ret)
+	mw, ret := d.GetPowerUsage()
+	if ret == nvml.SUCCESS {
+		l.PowerWatts = ptr(float64(mw) / 1000)
+	}
+	lost = lostText(lost, "the power draw", ret)
+	sm, ret := d.GetClockInfo(nvml.CLOCK_SM)
+	if ret == nvml.SUCCESS {
+		l.SMClockMHz = ptr(sm)
+	}
+	lost = lostText(lost, "the SM clock", ret)
+	mem, ret := d.GetClockInfo(nvml.CLOCK_MEM)
+	if ret == nvml.SUCCESS {
+		l.MemClockMHz = ptr(mem)
+	}
+	lost = lostText(lost, "the memory clock", ret)
+	reasons := d.GetCurrentClocksEventReasons
+	if t.legacyReasons {
+		reasons = d.GetCurrentClocksThrottleReasons
+	}
+	mask, ret := reasons()
+	if ret == nvml.SUCCESS {
+		l.ClockEventMask = ptr(mask)
+		l.ClockEventReasons = ClockEventReasons(mask)
+		l.Throttled = mask&ThrottleMask != 0
+	}
+	lost = lostText(lost, "the clock-event reasons", ret)
+	used, ret := memoryUsed(d, t.memV2)
+	if ret == nvml.SUCCESS {
+		l.MemoryUsedBytes = ptr(used)
+	}
+	lost = lostText(lost, "the memory use", ret)
+	return l, lost
+}
+
+// memoryUsed reads the device memory in use: with version 2 (v2 set)
+// what processes use, without the driver's reservation (about 0.5 GiB on
+// an H100 that version 1 counts as used), so a step's own use shows;
+// version 1 otherwise, or when version 2 is not supported.
+func memoryUsed(d nvml.Device, v2 bool) (uint64, nvml.Return) {
+	if v2 {
+		m, ret := d.GetMemoryInfo_v2()
+		if ret == nvml.SUCCESS || Lost(ret) {
+			return m.Used, ret
+		}
+	}
+	m, ret := d.GetMemoryInfo()
+	return m.Used, ret
 }
 
 // writeLine appends one JSON line; t.mu is held. The first write error is
@@ -478,11 +692,17 @@ func (t *Telemetry) writeLine(l Line) {
 	}
 }
 
-// Stop ends sampling, takes a last sample, reads the error counters again
-// and returns the Summary with its Verdict. Calling it again returns the
-// same result. The error is for a telemetry file that could not be
-// written; the Summary is returned with it.
-func (t *Telemetry) Stop() (*Summary, error) {
+// Stop ends sampling and judges every watched GPU: see StopFor.
+func (t *Telemetry) Stop() (*Summary, error) { return t.StopFor("") }
+
+// StopFor ends sampling, takes a last sample, reads the error counters
+// again and returns the Summary with its Verdict. The statistics and the
+// verdict cover the GPU whose UUID is device (the one the step's results
+// say it ran on) when it is among the watched GPUs, else every watched
+// GPU; what another watched GPU shows is noted, never fatal. Calling it
+// again returns the first result. The error is for a telemetry file that
+// could not be written; the Summary is returned with it.
+func (t *Telemetry) StopFor(device string) (*Summary, error) {
 	t.stopOnce.Do(func() {
 		t.cancel()
 		t.wg.Wait()
@@ -493,16 +713,20 @@ func (t *Telemetry) Stop() (*Summary, error) {
 		}
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		for i, d := range t.devs {
-			h := &t.sum.GPUs[i]
-			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = readHealth(d)
+		for k, d := range t.devs {
+			h := &t.sum.GPUs[k]
+			hr := readHealth(d)
+			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = hr.dbe, hr.remapped, hr.failed, hr.pending
+			h.RemapPendingAfter, h.RecoveryActionAfter = hr.remapPending, hr.recovery
+			if h.Lost == "" {
+				h.Lost = hr.lost
+			}
 		}
 		t.release()
 		s := &t.sum
 		s.DurationSeconds = time.Since(t.start).Seconds()
-		if s.Samples > 0 {
-			s.ThrottleShare = float64(s.ThrottledSamples) / float64(s.Samples)
-		}
+		s.DeviceUUID = device
+		t.summarize(t.judged(device))
 		s.Verdict = verdict(s)
 		err := t.writeErr
 		if e := t.f.Sync(); e != nil && err == nil {
@@ -517,33 +741,52 @@ func (t *Telemetry) Stop() (*Summary, error) {
 	return t.stopped, t.stopErr
 }
 
-// verdict applies the rules: a new double-bit ECC error, a row-remap
-// failure or a fatal Xid fails the step.
+// judged returns the positions of the GPUs the verdict covers: the one
+// with UUID device when watched, else all.
+func (t *Telemetry) judged(device string) []int {
+	var all []int
+	for k, h := range t.sum.GPUs {
+		if device != "" && strings.EqualFold(h.UUID, device) {
+			return []int{k}
+		}
+		all = append(all, k)
+	}
+	if device != "" {
+		t.note("the results name GPU %s, which telemetry did not watch: every watched GPU is judged", device)
+	}
+	return all
+}
+
+// verdict applies the rules: a GPU found lost or needing a reset, a new
+// double-bit ECC error, a row-remap failure or a fatal Xid fails the step.
 func verdict(s *Summary) Verdict {
 	var reasons []string
+	if s.EventsLost != "" {
+		reasons = append(reasons, s.EventsLost+": a GPU fell off the bus or needs a reset (hint: nvidia-smi shows which; its results are void)")
+	}
+	judged := map[int]bool{}
+	for _, i := range s.JudgedGPUs {
+		judged[i] = true
+	}
 	for _, h := range s.GPUs {
-		switch {
-		case h.DoubleBitBefore != nil && h.DoubleBitAfter != nil && *h.DoubleBitAfter > *h.DoubleBitBefore:
-			reasons = append(reasons, fmt.Sprintf("gpu %d: %d new double-bit ECC error(s) (volatile uncorrected count %d -> %d)",
-				h.Index, *h.DoubleBitAfter-*h.DoubleBitBefore, *h.DoubleBitBefore, *h.DoubleBitAfter))
-		case h.DoubleBitEvents > 0:
-			reasons = append(reasons, fmt.Sprintf("gpu %d: %d double-bit ECC event(s) received", h.Index, h.DoubleBitEvents))
-		}
-		if h.RemapFailedAfter != nil && *h.RemapFailedAfter {
-			when := "during the step"
-			if h.RemapFailedBefore != nil && *h.RemapFailedBefore {
-				when = "already before the step"
+		if !judged[h.Index] {
+			if r := healthReasons(h); len(r) > 0 {
+				s.Notes = append(s.Notes, fmt.Sprintf("not the step's GPU, not judged: %s", strings.Join(r, "; ")))
 			}
-			reasons = append(reasons, fmt.Sprintf("gpu %d: row-remap failure (%s)", h.Index, when))
+			continue
 		}
+		reasons = append(reasons, healthReasons(h)...)
 		if h.RetiredPagesPendingBefore != nil && h.RetiredPagesPendingAfter != nil && !*h.RetiredPagesPendingBefore && *h.RetiredPagesPendingAfter {
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: a page retirement became pending during the step", h.Index))
 		}
 	}
 	for _, x := range s.XidEvents {
-		if x.Fatal {
+		switch {
+		case !judged[x.GPU] && x.GPU >= 0:
+			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d (not the step's GPU, not judged): Xid %d (%s)", x.GPU, x.Xid, x.Description))
+		case x.Fatal:
 			reasons = append(reasons, fmt.Sprintf("gpu %d: fatal Xid %d (%s)", x.GPU, x.Xid, x.Description))
-		} else {
+		default:
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: Xid %d (%s), not fatal", x.GPU, x.Xid, x.Description))
 		}
 	}
@@ -551,6 +794,52 @@ func verdict(s *Summary) Verdict {
 		return Verdict{Status: VerdictFailed, Reasons: reasons}
 	}
 	return Verdict{Status: VerdictPassed}
+}
+
+// healthReasons are what fails a step in h: lost, new double-bit ECC
+// errors, row-remap failure, and remapReasons.
+func healthReasons(h Health) []string {
+	var reasons []string
+	if h.Lost != "" {
+		reasons = append(reasons, fmt.Sprintf("gpu %d: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, h.Lost, h.Index))
+	}
+	switch {
+	case h.DoubleBitBefore != nil && h.DoubleBitAfter != nil && *h.DoubleBitAfter > *h.DoubleBitBefore:
+		reasons = append(reasons, fmt.Sprintf("gpu %d: %d new double-bit ECC error(s) (volatile uncorrected count %d -> %d)",
+			h.Index, *h.DoubleBitAfter-*h.DoubleBitBefore, *h.DoubleBitBefore, *h.DoubleBitAfter))
+	case h.DoubleBitEvents > 0:
+		reasons = append(reasons, fmt.Sprintf("gpu %d: %d double-bit ECC event(s) received", h.Index, h.DoubleBitEvents))
+	}
+	if h.RemapFailedAfter != nil && *h.RemapFailedAfter {
+		when := "during the step"
+		if h.RemapFailedBefore != nil && *h.RemapFailedBefore {
+			when = "already before the step"
+		}
+		reasons = append(reasons, fmt.Sprintf("gpu %d: row-remap failure (%s)", h.Index, when))
+	}
+	reasons = append(reasons, remapReasons(h)...)
+	return reasons
+}
+
+// remapReasons judges h's row remapping and recovery action: uncorrectable
+// remapped rows that rose during the step, a remapping pending at stop
+// and a recovery action other than none at stop each fail it.
+func remapReasons(h Health) []string {
+	var out []string
+	if b, a := h.RemappedRowsBefore, h.RemappedRowsAfter; b != nil && a != nil && *a > *b {
+		out = append(out, fmt.Sprintf("gpu %d: %d row(s) remapped for uncorrectable memory errors during the step (%d -> %d)", h.Index, *a-*b, *b, *a))
+	}
+	if h.RemapPendingAfter != nil && *h.RemapPendingAfter {
+		when := "during the step"
+		if h.RemapPendingBefore != nil && *h.RemapPendingBefore {
+			when = "already before the step"
+		}
+		out = append(out, fmt.Sprintf("gpu %d: row remapping pending (%s): a faulty memory row is in use until the GPU is reset", h.Index, when))
+	}
+	if a := h.RecoveryActionAfter; a != "" && a != "none" {
+		out = append(out, fmt.Sprintf("gpu %d: the driver asks for recovery action %s", h.Index, a))
+	}
+	return out
 }
 
 // Err returns an error listing the verdict's reasons when it failed.

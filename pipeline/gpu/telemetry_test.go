@@ -6,11 +6,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -127,6 +129,30 @@ func TestTelemetryVerdicts(t *testing.T) {
 			wantReasons: []string{"gpu 1: 2 new double-bit ECC error(s) (volatile uncorrected count 0 -> 2)"},
 		},
 		{
+			name:        "fatal xid 154",
+			during:      func(s *Simulated) { s.InjectXid(1, 154) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 1: fatal Xid 154 (GPU recovery action changed (reset, drain or reboot required))"},
+		},
+		{
+			name:        "uncorrectable remapped rows rise",
+			during:      func(s *Simulated) { s.AddRemappedRows(1, 2) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 1: 2 row(s) remapped for uncorrectable memory errors during the step (0 -> 2)"},
+		},
+		{
+			name:        "row remapping pending",
+			during:      func(s *Simulated) { s.SetRemapPending(0, true) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 0: row remapping pending (during the step): a faulty memory row is in use until the GPU is reset"},
+		},
+		{
+			name:        "recovery action",
+			during:      func(s *Simulated) { s.SetRecoveryAction(0, nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET) },
+			wantStatus:  VerdictFailed,
+			wantReasons: []string{"gpu 0: the driver asks for recovery action drain_and_reset"},
+		},
+		{
 			name:        "row-remap failure",
 			during:      func(s *Simulated) { s.SetRemapFailure(0, true) },
 			wantStatus:  VerdictFailed,
@@ -200,13 +226,42 @@ func TestTelemetryThrottle(t *testing.T) {
 	}
 }
 
+// TestTelemetryMemoryUsed: memory info version 2, where the library has
+// it, counts what processes use without the driver's reservation
+// (version 1 counted the 1 MiB the simulated driver reserves as used);
+// a library without it falls back to version 1.
 func TestTelemetryMemoryUsed(t *testing.T) {
 	t.Parallel()
-	s := mustSimulate(t, "h200")
-	sum, _ := runTelemetry(t, s, func() { s.AddProcess(0, 99, 10<<30) })
-	if sum.MemoryUsedMaxBytes == nil || *sum.MemoryUsedMaxBytes != 10<<30+1<<20 {
-		t.Errorf("memory used max = %v", sum.MemoryUsedMaxBytes)
+	for _, tt := range []struct {
+		name string
+		v2   bool
+		want uint64
+	}{{"v2", true, 10 << 30}, {"v1 only", false, 10<<30 + 1<<20}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustSimulate(t, "h200")
+			if !tt.v2 {
+				s.server.LookupSymbolFunc = func(name string) error {
+					if name == "nvmlDeviceGetMemoryInfo_v2" {
+						return errors.New("undefined symbol")
+					}
+					return nil
+				}
+				s.Device(0).GetMemoryInfo_v2Func = nil // calling it would panic
+			}
+			sum, _ := runTelemetry(t, s, func() { s.AddProcess(0, 99, 10<<30) })
+			if sum.MemoryUsedMaxBytes == nil || *sum.MemoryUsedMaxBytes != tt.want {
+				t.Errorf("memory used max = %v, want %d", ptrText(sum.MemoryUsedMaxBytes), tt.want)
+			}
+		})
 	}
+}
+
+func ptrText(p *uint64) string {
+	if p == nil {
+		return "nil"
+	}
+	return strconv.FormatUint(*p, 10)
 }
 
 func TestTelemetryNoGPU(t *testing.T) {
@@ -235,7 +290,7 @@ func TestTelemetryBadPath(t *testing.T) {
 
 func TestFatalXids(t *testing.T) {
 	t.Parallel()
-	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140}
+	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154}
 	if diff := cmp.Diff(want, FatalXids()); diff != "" {
 		t.Error(diff)
 	}
@@ -259,5 +314,50 @@ func TestTelemetryLegacyDriver(t *testing.T) {
 	sum, _ := runTelemetry(t, s, nil)
 	if sum.ThrottledSamples != sum.Samples || sum.Samples == 0 {
 		t.Errorf("throttled %d of %d samples, want all", sum.ThrottledSamples, sum.Samples)
+	}
+}
+
+// TestTelemetryLostGPU: a GPU that NVML reports lost or needing a reset
+// during the step fails the verdict (before, its samples and after-step
+// counters came back empty, as for a metric it does not support, and the
+// step passed).
+func TestTelemetryLostGPU(t *testing.T) {
+	t.Parallel()
+	for _, ret := range []nvml.Return{nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED} {
+		t.Run(retText(ret), func(t *testing.T) {
+			t.Parallel()
+			s := mustSimulate(t, "h100:2")
+			sum, _ := runTelemetry(t, s, func() { s.SetLost(1, ret) })
+			if sum.Verdict.Status != VerdictFailed {
+				t.Fatalf("verdict %+v, want failed", sum.Verdict)
+			}
+			want := "gpu 1: lost during the step (reading the temperature: " + retText(ret) + ")"
+			if !strings.Contains(strings.Join(sum.Verdict.Reasons, "\n"), want) {
+				t.Errorf("reasons %q lack %q", sum.Verdict.Reasons, want)
+			}
+			if sum.GPUs[0].Lost != "" || sum.GPUs[1].Lost == "" {
+				t.Errorf("lost = %q, %q; want only gpu 1", sum.GPUs[0].Lost, sum.GPUs[1].Lost)
+			}
+		})
+	}
+}
+
+// TestTelemetryEventWaitLost: an event wait that answers RESET_REQUIRED
+// fails the verdict (before, the watcher stopped after three failures
+// with only a note).
+func TestTelemetryEventWaitLost(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "a100")
+	s.server.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			WaitFunc: func(uint32) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_RESET_REQUIRED },
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
+	s.Device(0).RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	sum, _ := runTelemetry(t, s, nil)
+	want := "waiting for Xid/ECC events: GPU reset required (NVML 16)"
+	if sum.Verdict.Status != VerdictFailed || !strings.Contains(strings.Join(sum.Verdict.Reasons, "\n"), want) {
+		t.Errorf("verdict %+v, want failed naming %q", sum.Verdict, want)
 	}
 }

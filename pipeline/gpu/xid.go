@@ -22,6 +22,8 @@ import (
 //	119 GSP RPC timeout
 //	120 GSP error
 //	140 unrecovered ECC error
+//	154 GPU recovery action changed (the driver asks for a reset, a
+//	    drain or a reboot; telemetry reads the action)
 //
 // Other Xids (13, 31, 43, 45: usually the application's own fault) are
 // recorded and reported but do not fail the step on their own.
@@ -39,6 +41,7 @@ var fatalXids = map[uint64]string{
 	119: "GSP RPC timeout",
 	120: "GSP error",
 	140: "unrecovered ECC error",
+	154: "GPU recovery action changed (reset, drain or reboot required)",
 }
 
 var otherXids = map[uint64]string{

@@ -28,8 +28,13 @@ type Record struct {
 	// NVMLVersion is the NVML library version, e.g. "12.550.54.15".
 	NVMLVersion string `json:"nvml_version,omitempty"`
 	// GPUs are the visible devices in NVML index order; empty (never
-	// absent) when there are none, and then Reason says why.
+	// absent) when there are none, and then Reason says why. When
+	// CUDAVisibleDevices is set they are only the GPUs it leaves visible,
+	// in NVML order, each with its machine-wide Index.
 	GPUs []GPU `json:"gpus"`
+	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES as the run saw it, when
+	// set: the record lists only the GPUs it names.
+	CUDAVisibleDevices *string `json:"cuda_visible_devices,omitempty"`
 	// Reason says why GPUs is empty.
 	Reason string `json:"reason,omitempty"`
 	// Digest is "sha256:" and the hex sha256 of the record's canonical
@@ -55,6 +60,10 @@ type Host struct {
 type GPU struct {
 	// Index is the NVML device index.
 	Index int `json:"index"`
+	// Error says why NVML could not open the device (lost, no
+	// permission); the device is then known only by its index, and every
+	// other field is empty. Only steps that see it fail on it.
+	Error string `json:"error,omitempty"`
 	// Name is the product name, e.g. "NVIDIA H100 80GB HBM3".
 	Name string `json:"name"`
 	// UUID is the device UUID ("GPU-...").
@@ -86,6 +95,14 @@ type GPU struct {
 	RetiredPagesPending *bool `json:"retired_pages_pending,omitempty"`
 	// RemappedRowsFailed is whether a row remapping has failed.
 	RemappedRowsFailed *bool `json:"remapped_rows_failed,omitempty"`
+	// RemappedRowsPending is whether a row remapping waits for a GPU reset
+	// (row remapping: A100, H100 and later).
+	RemappedRowsPending *bool `json:"remapped_rows_pending,omitempty"`
+	// RecoveryAction is the action the driver asks for (NVML field
+	// GET_GPU_RECOVERY_ACTION, drivers that have it): none, gpu_reset,
+	// node_reboot, drain_p2p, drain_and_reset, recover_imex_domain,
+	// bus_reset or system_reboot; omitted when not reported.
+	RecoveryAction string `json:"recovery_action,omitempty"`
 }
 
 // Clocks are clock frequencies in MHz.
@@ -109,7 +126,7 @@ type PCIe struct {
 // change of machine or configuration (a page retirement or row-remap
 // failure shows up in preflight and telemetry, not as "different
 // hardware").
-var VolatileFields = []string{"digest", "gpus[].retired_pages_pending", "gpus[].remapped_rows_failed"}
+var VolatileFields = []string{"digest", "gpus[].retired_pages_pending", "gpus[].remapped_rows_failed", "gpus[].remapped_rows_pending", "gpus[].recovery_action"}
 
 // ComputeDigest returns "sha256:<hex>" of the canonical JSON (RFC 8785,
 // JSON Canonicalization Scheme) of r without VolatileFields. Two
@@ -121,6 +138,8 @@ func ComputeDigest(r *Record) (string, error) {
 	for i, g := range r.GPUs {
 		g.RetiredPagesPending = nil
 		g.RemappedRowsFailed = nil
+		g.RemappedRowsPending = nil
+		g.RecoveryAction = ""
 		c.GPUs[i] = g
 	}
 	b, err := json.Marshal(&c)
@@ -168,11 +187,14 @@ func (r *Record) Verify() error {
 	return nil
 }
 
-// Model returns the name of the record's first GPU, or "" when there is
-// none. Mixed machines are rare; callers that care check every GPU.
+// Model returns the name of the record's first GPU that could be opened,
+// or "" when there is none. Mixed machines are rare; callers that care
+// check every GPU.
 func (r *Record) Model() string {
-	if len(r.GPUs) == 0 {
-		return ""
+	for _, g := range r.GPUs {
+		if g.Error == "" {
+			return g.Name
+		}
 	}
-	return r.GPUs[0].Name
+	return ""
 }

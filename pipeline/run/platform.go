@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -108,8 +109,8 @@ func imageOptions(ctx context.Context, p *pipeline.Pipeline, locked bool) ([]eng
 
 // hardwareOptions collects the hardware record (every run stores it) and
 // wires GPU preflight and telemetry around gpu: true steps.
-func hardwareOptions(ctx context.Context, src gpu.Source) ([]engine.Option, *hardware.Record, error) {
-	rec, err := gpu.Collect(ctx, gpu.WithSource(src))
+func hardwareOptions(ctx context.Context, src gpu.Source, base []string) ([]engine.Option, *hardware.Record, error) {
+	rec, err := gpu.Collect(ctx, gpu.WithSource(src), gpu.WithVisibleDevices(func(k string) (string, bool) { return lookupEnv(base, k) }))
 	if err != nil {
 		return nil, nil, fmt.Errorf("collecting the hardware record: %w", err)
 	}
@@ -121,12 +122,12 @@ type gpuMonitor struct{ m *gpu.Monitor }
 
 var _ engine.GPUMonitor = gpuMonitor{}
 
-func (g gpuMonitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step) (any, error) {
-	return g.m.Preflight(ctx, p, s)
+func (g gpuMonitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string) (any, error) {
+	return g.m.Preflight(ctx, p, s, env)
 }
 
-func (g gpuMonitor) Watch(ctx context.Context, s *pipeline.Step, stepDir string) (engine.Watch, error) {
-	w, err := g.m.Start(ctx, s, stepDir)
+func (g gpuMonitor) Watch(ctx context.Context, s *pipeline.Step, stepDir string, env []string) (engine.Watch, error) {
+	w, err := g.m.Start(ctx, s, stepDir, env)
 	if err != nil {
 		return nil, err
 	}
@@ -143,4 +144,15 @@ func toolchainOption() engine.Option {
 		}
 		return tc
 	})
+}
+
+// lookupEnv finds k in env (KEY=VALUE entries; the last one wins).
+func lookupEnv(env []string, k string) (string, bool) {
+	v, ok := "", false
+	for _, kv := range env {
+		if key, val, found := strings.Cut(kv, "="); found && key == k {
+			v, ok = val, true
+		}
+	}
+	return v, ok
 }

@@ -127,7 +127,7 @@ func (o *options) engineOptions(ctx context.Context, p *pipeline.Pipeline) ([]en
 	if src == nil {
 		src = gpu.NVML("")
 	}
-	hw, rec, err := hardwareOptions(ctx, src)
+	hw, rec, err := hardwareOptions(ctx, src, base)
 	if err != nil {
 		return nil, err
 	}

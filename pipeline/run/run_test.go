@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
@@ -116,4 +118,41 @@ func ExamplePipeline() {
 	}
 	fmt.Println(res.Record.State, res.Record.Step("greet").State)
 	// Output: passed passed
+}
+
+// TestUnopenableGPU: one GPU NVML cannot open no longer aborts the run.
+// The record keeps it with its error; a CPU step runs; a gpu: true step
+// that sees only the healthy GPU passes preflight; one that sees every
+// GPU fails preflight naming the broken one.
+func TestUnopenableGPU(t *testing.T) {
+	t.Parallel()
+	src, err := gpu.Simulate("h100:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.SetOpenError(1, nvml.ERROR_GPU_IS_LOST)
+	p, err := run.Load(write(t, `steps:
+  - {id: cpu, run: "true"}
+  - {id: gpu0, run: "true", gpu: true, env: {CUDA_VISIBLE_DEVICES: "0"}}
+  - {id: every-gpu, run: "true", gpu: true}
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(),
+		run.WithGPUSource(src), run.WithBaseEnv([]string{"PATH=" + os.Getenv("PATH")}))
+	if err != nil {
+		t.Fatalf("the run was aborted: %v", err)
+	}
+	rec := res.Record
+	if rec.Step("cpu").State != run.Passed || rec.Step("gpu0").State != run.Passed {
+		t.Errorf("cpu %s %q, gpu0 %s %q: want both passed", rec.Step("cpu").State, rec.Step("cpu").Reason, rec.Step("gpu0").State, rec.Step("gpu0").Reason)
+	}
+	if s := rec.Step("every-gpu"); s.State != run.Failed || !strings.Contains(s.Reason, "preflight: gpu: gpu 1: NVML cannot open the GPU this step sees: opening GPU 1: GPU is lost (NVML 15)") {
+		t.Errorf("every-gpu: %s %q, want a preflight failure naming GPU 1", s.State, s.Reason)
+	}
+	hw, err := os.ReadFile(filepath.Join(res.Dir, "hardware.json"))
+	if err != nil || !strings.Contains(string(hw), `"error":"opening GPU 1: GPU is lost (NVML 15)`) {
+		t.Errorf("hardware.json lacks GPU 1's error: %v %s", err, hw)
+	}
 }

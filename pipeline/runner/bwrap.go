@@ -207,15 +207,31 @@ type gpuBinds struct {
 	devices []string
 	// libs maps a library name (soname) to its host path.
 	libs map[string]string
+	// sys binds the host's /sys read-only: the CUDA driver and NVML read
+	// the GPU's PCI and NUMA topology there.
+	sys bool
 }
 
-var driverLib = regexp.MustCompile(`^(libcuda\.so|libnvidia-[A-Za-z0-9_.-]+\.so|libnvcuvid\.so)`)
+var driverLib = regexp.MustCompile(`^(libcuda\.so|libnvidia-[A-Za-z0-9_.-]+\.so|libnvcuvid\.so|libdxcore\.so)`)
 
-// hostGPUBinds finds /dev/nvidia* and the driver libraries in ldconfig's
-// cache.
+// gpuDeviceNodes lists the GPU device nodes under dev, sorted: every
+// nvidia* node (nvidia0..N, nvidiactl, nvidia-modeset, the unified
+// memory nodes nvidia-uvm and nvidia-uvm-tools that cuInit opens, the
+// nvidia-caps directory MIG needs) and WSL2's dxg.
+func gpuDeviceNodes(dev string) []string {
+	nodes, _ := filepath.Glob(filepath.Join(dev, "nvidia*"))
+	if _, err := os.Stat(filepath.Join(dev, "dxg")); err == nil {
+		nodes = append(nodes, filepath.Join(dev, "dxg"))
+	}
+	sort.Strings(nodes)
+	return nodes
+}
+
+// hostGPUBinds finds the GPU device nodes, /sys and the driver libraries
+// in ldconfig's cache.
 func hostGPUBinds(ctx context.Context) (*gpuBinds, error) {
-	devs, _ := filepath.Glob("/dev/nvidia*")
-	g := &gpuBinds{devices: devs, libs: map[string]string{}}
+	_, sysErr := os.Stat("/sys/bus/pci")
+	g := &gpuBinds{devices: gpuDeviceNodes("/dev"), libs: map[string]string{}, sys: sysErr == nil}
 	out, err := exec.CommandContext(ctx, "ldconfig", "-p").Output()
 	if err != nil {
 		return nil, fmt.Errorf("listing driver libraries (ldconfig -p): %w", err)
@@ -255,6 +271,9 @@ func bwrapArgs(im *bwrapImage, c *Command, gpu *gpuBinds) ([]string, error) {
 		"--json-status-fd", "3",
 	}
 	special := map[string]bool{"/proc": true, "/dev": true, "/tmp": true}
+	if gpu != nil && gpu.sys {
+		special["/sys"] = true
+	}
 	targets := append([]string{filepath.Clean(c.Dir)}, c.ReadOnly...)
 	if gpu != nil {
 		for n := range gpu.libs {
@@ -317,6 +336,9 @@ func bwrapArgs(im *bwrapImage, c *Command, gpu *gpuBinds) ([]string, error) {
 	if gpu != nil {
 		for _, d := range gpu.devices {
 			args = append(args, "--dev-bind", d, d)
+		}
+		if gpu.sys {
+			args = append(args, "--ro-bind", "/sys", "/sys")
 		}
 		names := make([]string, 0, len(gpu.libs))
 		for n := range gpu.libs {

@@ -33,8 +33,9 @@ func TestBwrapArgs(t *testing.T) {
 		ReadOnly: []string{"/tmp/inputs"},
 	}
 	got, err := bwrapArgs(im, c, &gpuBinds{
-		devices: []string{"/dev/nvidia0", "/dev/nvidiactl"},
+		devices: []string{"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidiactl"},
 		libs:    map[string]string{"libcuda.so.1": "/usr/lib/x86_64-linux-gnu/libcuda.so.535.1"},
+		sys:     true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +53,11 @@ func TestBwrapArgs(t *testing.T) {
 		"--ro-bind", r("var/cache/apt"), "/var/cache/apt",
 		"--ro-bind", r("var/lib"), "/var/lib",
 		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--dev-bind", "/dev/nvidia-uvm", "/dev/nvidia-uvm",
+		"--dev-bind", "/dev/nvidia-uvm-tools", "/dev/nvidia-uvm-tools",
 		"--dev-bind", "/dev/nvidia0", "/dev/nvidia0",
 		"--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl",
+		"--ro-bind", "/sys", "/sys",
 		"--ro-bind", "/usr/lib/x86_64-linux-gnu/libcuda.so.535.1", "/usr/local/nvidia/lib64/libcuda.so.1",
 		"--ro-bind", "/tmp/inputs", "/tmp/inputs",
 		"--bind", "/var/cache/work", "/var/cache/work",
@@ -66,6 +70,29 @@ func TestBwrapArgs(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("bwrap args (-want +got):\n%s", diff)
+	}
+}
+
+// TestGPUDeviceNodes: the GPU binds include the unified-memory nodes
+// cuInit opens (nvidia-uvm, nvidia-uvm-tools), the MIG capability
+// directory and WSL2's dxg, and nothing else from /dev.
+func TestGPUDeviceNodes(t *testing.T) {
+	dev := t.TempDir()
+	for _, n := range []string{"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "dxg", "null", "fuse"} {
+		if err := os.WriteFile(filepath.Join(dev, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dev, "nvidia-caps"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range gpuDeviceNodes(dev) {
+		got = append(got, filepath.Base(p))
+	}
+	want := []string{"dxg", "nvidia-caps", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidia1", "nvidiactl"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 }
 

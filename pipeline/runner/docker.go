@@ -124,10 +124,14 @@ func (*Docker) Name() string { return "docker" }
 func (*Docker) Info() Info { return Info{Name: "docker", Isolation: "container"} }
 
 // HostHasGPU reports whether an NVIDIA GPU device node (/dev/nvidia0,
-// /dev/nvidia1, ...) exists on this machine.
+// /dev/nvidia1, ...) or, under WSL2, /dev/dxg exists on this machine.
 func HostHasGPU() bool {
 	m, _ := filepath.Glob("/dev/nvidia[0-9]*")
-	return len(m) > 0
+	if len(m) > 0 {
+		return true
+	}
+	_, err := os.Stat("/dev/dxg") // WSL2: the GPU is reached through dxgkrnl
+	return err == nil
 }
 
 // ErrNoGPU is returned when a command asks for a GPU and the machine has

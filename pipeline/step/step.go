@@ -108,6 +108,9 @@ type Outcome struct {
 	// Results are result files (results JSON, JUnit, reports) whose
 	// sha256 the attestation binds.
 	Results []File
+	// DeviceUUID is the GPU the step's results say it ran on ("GPU-..."),
+	// when they name one: telemetry judges that GPU only.
+	DeviceUUID string
 }
 
 // File is a file the step produced, by path relative to the step's work

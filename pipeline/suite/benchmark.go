@@ -431,6 +431,9 @@ func (br *benchRun) judge() error {
 	if err != nil {
 		return err
 	}
+	if len(br.cand) > 0 {
+		br.out.DeviceUUID = br.cand[0].res.DeviceUUID
+	}
 	d.Hardware.Backend = d.Backend
 	if d.Hardware.GPUModel == "" && d.Device != "" {
 		d.Hardware.GPUModel = d.Device

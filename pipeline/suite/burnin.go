@@ -340,6 +340,7 @@ func (br *burnRun) take(iter int, r *Results, exitCode int, maxRSS int64) bool {
 	if iter == 1 {
 		d.Sustained = r.Sustained != nil
 		d.Backend, d.Device, d.DeviceUUID = r.Backend, r.Device, r.DeviceUUID
+		br.out.DeviceUUID = r.DeviceUUID
 	} else if (r.Sustained != nil) != d.Sustained {
 		br.fail(iter, "the results of iteration 1 and %d disagree on whether the suite ran sustained (a \"sustained\" block)", iter)
 		return false

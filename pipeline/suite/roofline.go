@@ -25,10 +25,22 @@ var peaks = []struct {
 	match func(n string) bool
 	peak  Peak
 }{
+	// GH200 (Grace Hopper: "NVIDIA GH200 480GB", an H100-class GPU with
+	// 96 GB HBM3, or 144 GB HBM3e) before H200, whose name it contains.
+	{func(n string) bool { return strings.Contains(n, "gh200") && strings.Contains(n, "144g") },
+		Peak{"GH200 144GB HBM3e", 67e12, 494.7e12, 989.4e12, 989.4e12, 4.9e12}},
+	{func(n string) bool { return strings.Contains(n, "gh200") },
+		Peak{"GH200 96GB HBM3", 67e12, 494.7e12, 989.4e12, 989.4e12, 4.0e12}},
 	{func(n string) bool { return strings.Contains(n, "h200") && strings.Contains(n, "nvl") },
 		Peak{"H200 NVL", 60e12, 417.5e12, 835.5e12, 835.5e12, 4.8e12}},
 	{func(n string) bool { return strings.Contains(n, "h200") },
 		Peak{"H200 SXM", 67e12, 494.7e12, 989.4e12, 989.4e12, 4.8e12}},
+	// H800: the H100 for export markets, same compute and memory (its
+	// NVLink is narrower, which these peaks do not include).
+	{func(n string) bool { return strings.Contains(n, "h800") && strings.Contains(n, "pcie") },
+		Peak{"H800 PCIe", 51.2e12, 378e12, 756e12, 756e12, 2.0e12}},
+	{func(n string) bool { return strings.Contains(n, "h800") },
+		Peak{"H800 SXM", 67e12, 494.7e12, 989.4e12, 989.4e12, 3.35e12}},
 	{func(n string) bool { return strings.Contains(n, "h100") && strings.Contains(n, "nvl") },
 		Peak{"H100 NVL", 60e12, 417.5e12, 835.5e12, 835.5e12, 3.9e12}},
 	{func(n string) bool { return strings.Contains(n, "h100") && strings.Contains(n, "pcie") },
@@ -52,10 +64,11 @@ var peaks = []struct {
 
 // LookupPeak returns the peak table entry for a GPU model name as NVML
 // reports it (e.g. "NVIDIA H100 80GB HBM3"), and false when the model is
-// not in the table.
+// not in the table or names a MIG instance (see MIGInstance): a slice's
+// peaks are a fraction of the GPU's, and the table has only whole GPUs.
 func LookupPeak(model string) (Peak, bool) {
 	n := strings.ToLower(strings.TrimSpace(model))
-	if n == "" {
+	if n == "" || MIGInstance(model) {
 		return Peak{}, false
 	}
 	for _, p := range peaks {
@@ -64,6 +77,18 @@ func LookupPeak(model string) (Peak, bool) {
 		}
 	}
 	return Peak{}, false
+}
+
+// MIGInstance reports whether a device name is a MIG instance's, as the
+// CUDA driver names them ("NVIDIA A100-SXM4-40GB MIG 1g.5gb").
+func MIGInstance(model string) bool {
+	f := strings.Fields(strings.ToLower(model))
+	for i, w := range f {
+		if w == "mig" && i+1 < len(f) && strings.Contains(f[i+1], "g.") {
+			return true
+		}
+	}
+	return false
 }
 
 // Roofline places a case on its GPU's roofline.
@@ -98,6 +123,10 @@ func roofline(backend, model string, simulated bool, flops, bytes, medianNS floa
 		return r
 	}
 	p, ok := LookupPeak(model)
+	if !ok && MIGInstance(model) {
+		r.Note = fmt.Sprintf("%q is a MIG instance: the peak table holds whole GPUs, so no attained fraction", model)
+		return r
+	}
 	if !ok {
 		r.Note = fmt.Sprintf("GPU model %q is not in the peak table: no attained fraction", model)
 		return r

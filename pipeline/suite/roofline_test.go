@@ -13,19 +13,25 @@ import (
 func TestLookupPeak(t *testing.T) {
 	t.Parallel()
 	tests := map[string]string{
-		"NVIDIA H100 80GB HBM3":   "H100 SXM",
-		"NVIDIA H100 PCIe":        "H100 PCIe",
-		"NVIDIA H100 NVL":         "H100 NVL",
-		"NVIDIA H200":             "H200 SXM",
-		"NVIDIA A100-SXM4-80GB":   "A100 SXM 80GB",
-		"NVIDIA A100-SXM4-40GB":   "A100 SXM 40GB",
-		"NVIDIA A100-PCIE-40GB":   "A100 PCIe 40GB",
-		"NVIDIA A100 80GB PCIe":   "A100 PCIe 80GB",
-		"NVIDIA L4":               "L4",
-		"NVIDIA L40S":             "L40S",
-		"NVIDIA L40":              "",
-		"NVIDIA GeForce RTX 4090": "",
-		"":                        "",
+		"NVIDIA H100 80GB HBM3":             "H100 SXM",
+		"NVIDIA H100 PCIe":                  "H100 PCIe",
+		"NVIDIA H100 NVL":                   "H100 NVL",
+		"NVIDIA H200":                       "H200 SXM",
+		"NVIDIA GH200 480GB":                "GH200 96GB HBM3",
+		"NVIDIA GH200 144G HBM3e":           "GH200 144GB HBM3e",
+		"NVIDIA H800":                       "H800 SXM",
+		"NVIDIA H800 PCIe":                  "H800 PCIe",
+		"NVIDIA H100 80GB HBM3 MIG 1g.10gb": "",
+		"NVIDIA A100-SXM4-40GB MIG 3g.20gb": "",
+		"NVIDIA A100-SXM4-80GB":             "A100 SXM 80GB",
+		"NVIDIA A100-SXM4-40GB":             "A100 SXM 40GB",
+		"NVIDIA A100-PCIE-40GB":             "A100 PCIe 40GB",
+		"NVIDIA A100 80GB PCIe":             "A100 PCIe 80GB",
+		"NVIDIA L4":                         "L4",
+		"NVIDIA L40S":                       "L40S",
+		"NVIDIA L40":                        "",
+		"NVIDIA GeForce RTX 4090":           "",
+		"":                                  "",
 	}
 	for name, want := range tests {
 		p, ok := LookupPeak(name)
@@ -50,6 +56,9 @@ func TestRoofline(t *testing.T) {
 	}
 	if r := roofline("cuda", "NVIDIA GeForce RTX 4090", false, 1, 1, 1, nil); r.Attained != nil || !strings.Contains(r.Note, "not in the peak table") {
 		t.Errorf("unknown model %+v", r)
+	}
+	if r := roofline("cuda", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", false, 1, 1, 1, nil); r.Attained != nil || r.PeakFLOPS != 0 || !strings.Contains(r.Note, "is a MIG instance") {
+		t.Errorf("MIG slice got the full GPU's peaks: %+v", r)
 	}
 	if r := roofline("cuda", "NVIDIA H100 80GB HBM3", true, 1, 1, 1, nil); !strings.Contains(r.Note, "simulated") {
 		t.Errorf("simulated %+v", r)

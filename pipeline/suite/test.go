@@ -65,6 +65,7 @@ func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 		return nil, err
 	}
 	out.Results = append(out.Results, resFile.file(b, resultsKind(r)))
+	out.DeviceUUID = r.DeviceUUID
 	if _, err := writeBytesToStep(s, "results"+filepath.Ext(resFile.rel), resultsKind(r), b); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@
 //                                bit of its output's first word
 //   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch also spins
 //                                NS nanoseconds (a microsecond kernel)
+//   FAKE_CUDA_INIT_ERROR=RC      cuInit returns RC (e.g. 802,
+//                                CUDA_ERROR_SYSTEM_NOT_READY: an HGX node
+//                                whose fabric manager has not started)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -236,6 +239,7 @@ CUresult cuInit(unsigned) {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   parse_env(s);
+  if (const char* e = std::getenv("FAKE_CUDA_INIT_ERROR"); e && *e) return CUresult(std::atoi(e));
   if (s.visible.empty()) return kNoDevice;
   s.inited = true;
   return kSuccess;
@@ -467,6 +471,7 @@ const struct {
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {802, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"},
 };
 
 CUresult cuGetErrorString(CUresult rc, const char** str) {

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The GPU check, run from the bundle make gpu-check-bundle writes, on a GPU
+# machine that has only the bundle (no package registry, no CUDA toolkit;
+# the NVIDIA driver and libcuda are the machine's own).
+#
+#   ./run.sh [--simulated] [--out DIR]
+#
+# DIR (default check-run, beside run/) receives a copy of run/ and the
+# resumed run; run/ itself stays as built.
+# It prints the device record (gpuattest device), resumes the bundle's run
+# of work/gpu-check.yaml (host runner, release: true) so that its gpu: true
+# steps run here on the cuda backend (validate, benchmark, a 2-minute
+# sustained burn-in), signs the attestations with a fresh key, verifies
+# them with the default policy, and prints one table (bench/gpucheck).
+#
+# --simulated runs the same on a machine without a GPU: GPUATTEST_FAKE_GPU=h100
+# (go-nvml's mock server) for the device record, preflight and telemetry,
+# and the harness's CPU backend with small sizes. Everything it prints says
+# SIMULATED; the default policy refuses its attestation (hardware not
+# simulated), as it must, and a second verification without that rule
+# shows the signature and the other rules.
+set -euo pipefail
+cd "$(dirname "$0")"
+simulated=0 out=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--simulated) simulated=1 ;;
+	--out) out=$2; shift ;;
+	*) echo "usage: run.sh [--simulated] [--out DIR]" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ -f run/run.json ] || { echo "run.sh: no run/ here: run it from the bundle make gpu-check-bundle writes" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=${out:-check-run}
+rm -rf "$out" && cp -r run "$out" # the bundle's run stays as built, for another try
+
+export GPU_CHECK_BACKEND=cuda
+unset GPU_CHECK_SIZES
+if [ $simulated = 1 ]; then
+	echo "=== SIMULATED GPU CHECK: GPUATTEST_FAKE_GPU=h100 and the CPU backend; nothing runs on a GPU ==="
+	export GPUATTEST_FAKE_GPU=h100 GPU_CHECK_BACKEND=cpu
+	export GPU_CHECK_SIZES="--n 262144 --gemm 128 --rows 256 --cols 512"
+fi
+
+echo "=== gpuattest device"
+./gpuattest version
+./gpuattest device
+
+echo "=== gpuattest run --resume (the gpu: true steps, backend $GPU_CHECK_BACKEND)"
+GPUATTEST_PASSWORD= ./gpuattest key generate --output-key-prefix "$tmp/key" --no-password >/dev/null
+set +e
+./gpuattest run work/gpu-check.yaml --resume "$out" --key "$tmp/key.key"
+run_rc=$?
+set -e
+
+verify() {
+	local rc=0
+	./gpuattest verify --bundle "$out/attestations.intoto.jsonl" --key "$tmp/key.pub" "$@" work/build/*.fatbin >"$tmp/verify.out" 2>&1 || rc=$?
+	cat "$tmp/verify.out" >&2
+	# The last line says the outcome; FAIL lines say which check failed.
+	echo "exit $rc: $(tail -n1 "$tmp/verify.out")$(grep '^FAIL' "$tmp/verify.out" | sed 's/  */ /g; s/^/ | /' | tr -d '\n')"
+}
+verdicts=
+if [ -f "$out/attestations.intoto.jsonl" ]; then
+	echo "=== gpuattest verify (default policy)"
+	verdicts="default policy: $(verify)"
+	if [ $simulated = 1 ]; then
+		cat >"$tmp/policy.yaml" <<'POLICY'
+apiVersion: gpuattest.dev/v1
+kind: Policy
+rules:
+  - name: all steps passed
+    expr: predicate.result == "passed" && size(predicate.failed_steps) == 0 && predicate.steps.all(s, s.verdict in ["passed", "cached"])
+    message: every step of the run must have passed
+POLICY
+		echo "=== gpuattest verify (the default policy without its 'hardware not simulated' rule)"
+		verdicts="$verdicts; without the not-simulated rule: $(verify --policy "$tmp/policy.yaml")"
+	fi
+else
+	verdicts="no attestation: gpuattest run exited $run_rc"
+fi
+
+echo "=== GPU check"
+./gpucheck -verify "$verdicts" "$out"
+exit $run_rc

@@ -1,0 +1,277 @@
+// Command gpucheck prints the one table of make gpu-check from a run
+// directory of .ci/gpu-check/gpu-check.yaml: the device record, kernel
+// verdicts, benchmark medians against the roofline peaks, the burn-in's
+// duty cycle and temperatures, the Xid/ECC/remap verdicts of every GPU
+// step, and the attestation's verification. A simulated run says so on
+// every section.
+//
+//	go run ./bench/gpucheck [-verify "exit 0: verified"] RUNDIR
+//	go run ./bench/gpucheck -require-passed kernels,harness RUNDIR
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/suite"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run is the command with its arguments and output; it returns the exit
+// code.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gpucheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	verify := fs.String("verify", "", "the attestation verification's outcome, one line per entry separated by ';'")
+	passed := fs.String("require-passed", "", "only check that these steps (comma-separated) passed, print nothing")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: gpucheck [-verify TEXT] [-require-passed IDS] RUNDIR")
+		return 2
+	}
+	r, err := rundir.Open(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "gpucheck:", err)
+		return 1
+	}
+	if *passed != "" {
+		for _, id := range strings.Split(*passed, ",") {
+			if st := r.Step(id); st == nil || st.State != "passed" {
+				fmt.Fprintf(stderr, "gpucheck: step %s did not pass\n", id)
+				return 1
+			}
+		}
+		return 0
+	}
+	t := &table{w: tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)}
+	if r.Hardware != nil && r.Hardware.Simulated {
+		t.sim = " [SIMULATED]"
+		fmt.Fprintln(stdout, "SIMULATED: GPUATTEST_FAKE_GPU and the CPU backend; nothing here ran on or says anything about a GPU")
+	}
+	fmt.Fprintf(t.w, "SECTION\tITEM\tVALUE\tVERDICT\n")
+	t.device(r)
+	t.kernels(r)
+	t.benchmark(r)
+	t.burnin(r)
+	t.health(r)
+	for _, v := range strings.Split(*verify, ";") {
+		if v = strings.TrimSpace(v); v != "" {
+			t.row("attestation", "verify", v, "")
+		}
+	}
+	t.row("run", r.Record.Pipeline.Name, fmt.Sprintf("%d attempt(s)", len(r.Record.Attempts)), string(r.Record.State))
+	if err := t.w.Flush(); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// byKind returns the run's first step of kind.
+func byKind(r *rundir.Run, kind string) *rundir.Step {
+	for _, s := range r.Steps {
+		if s.Kind == kind {
+			return s
+		}
+	}
+	return nil
+}
+
+// table writes rows of SECTION, ITEM, VALUE, VERDICT; sim is appended to
+// every section of a simulated run.
+type table struct {
+	w   *tabwriter.Writer
+	sim string
+}
+
+func (t *table) row(section, item, value, verdict string) {
+	fmt.Fprintf(t.w, "%s%s\t%s\t%s\t%s\n", section, t.sim, item, value, verdict)
+}
+
+func (t *table) device(r *rundir.Run) {
+	hw := r.Hardware
+	if hw == nil {
+		t.row("device", "-", "no hardware record", "")
+		return
+	}
+	t.row("device", "driver", fmt.Sprintf("%s (CUDA %s, NVML %s)", dash(hw.DriverVersion), dash(hw.CUDADriverVersion), dash(hw.NVMLVersion)), "")
+	if len(hw.GPUs) == 0 {
+		t.row("device", "gpus", "none: "+hw.Reason, "")
+	}
+	for _, g := range hw.GPUs {
+		item := "gpu " + strconv.Itoa(g.Index)
+		if g.Error != "" {
+			t.row("device", item, g.Error, "error")
+			continue
+		}
+		mem := "-"
+		if g.MemoryTotalBytes != nil {
+			mem = pipeline.FormatSize(*g.MemoryTotalBytes)
+		}
+		t.row("device", item, fmt.Sprintf("%s, cc %s, %s, %s", g.Name, dash(g.ComputeCapability), mem, g.UUID), "")
+	}
+}
+
+func (t *table) kernels(r *rundir.Run) {
+	st := byKind(r, pipeline.KindTest)
+	if st == nil {
+		return
+	}
+	res, err := suite.ReadResults(filepath.Join(r.Dir, "steps", st.ID, "results.json"))
+	if err != nil {
+		t.row("kernels", "validate", firstLine(st.Reason), string(st.State))
+		return
+	}
+	t.row("kernels", "backend", res.Backend+" "+res.Device, string(st.State))
+	for _, c := range res.Cases {
+		v := ""
+		if c.Correctness != nil {
+			v = fmt.Sprintf("max abs error %.3g (tolerance %.3g)", c.Correctness.MaxAbsError, c.Correctness.Tolerance)
+		}
+		if c.Message != "" {
+			v = c.Message
+		}
+		t.row("kernels", c.Name, v, c.Status)
+	}
+}
+
+func (t *table) benchmark(r *rundir.Run) {
+	st := byKind(r, pipeline.KindBenchmark)
+	if st == nil || st.Benchmark == nil {
+		if st != nil {
+			t.row("benchmark", "-", firstLine(st.Reason), string(st.State))
+		}
+		return
+	}
+	for _, c := range st.Benchmark.Cases {
+		if c.Stats == nil {
+			t.row("benchmark", c.Name, "no samples", "")
+			continue
+		}
+		v := fmt.Sprintf("median %.1f us, %.1f GFLOP/s, %.1f GB/s", c.Stats.Median/1e3, c.GFLOPS, c.GBPS)
+		roof := ""
+		if rf := c.Roofline; rf != nil {
+			switch {
+			case rf.Attained != nil:
+				roof = fmt.Sprintf("%.1f %% of the %s roof (%s; peak %.0f GFLOP/s, %.0f GB/s)", 100**rf.Attained, rf.Bound, rf.Model, rf.PeakFLOPS/1e9, rf.PeakBytesPerS/1e9)
+			default:
+				roof = rf.Note
+			}
+		}
+		t.row("benchmark", c.Name, v, roof)
+	}
+}
+
+func (t *table) burnin(r *rundir.Run) {
+	st := byKind(r, pipeline.KindBurnin)
+	if st == nil {
+		return
+	}
+	d := st.Burnin
+	if d == nil {
+		t.row("burn-in", "-", firstLine(st.Reason), string(st.State))
+		return
+	}
+	duty := "-"
+	if d.DutyCycle != nil {
+		duty = fmt.Sprintf("%.1f %% (%s)", 100**d.DutyCycle, d.Timing)
+		if d.MinDutyCycle != nil {
+			duty += fmt.Sprintf(", required >= %.0f %%", 100**d.MinDutyCycle)
+		}
+	}
+	t.row("burn-in", "duration", fmt.Sprintf("%s of %s, %d rounds, %d repeats compared", d.Elapsed, d.Requested, d.Iterations, d.RepeatsChecked), string(st.State))
+	t.row("burn-in", "duty cycle", duty, "")
+	temps := "-"
+	if d.TempMinC != nil && d.TempMaxC != nil {
+		temps = fmt.Sprintf("%.0f-%.0f C", *d.TempMinC, *d.TempMaxC)
+	}
+	thr := "-"
+	if d.ThrottleShare != nil {
+		thr = fmt.Sprintf("%.1f %% of samples", 100**d.ThrottleShare)
+	}
+	t.row("burn-in", "temperature", temps, "")
+	t.row("burn-in", "throttled", thr, "")
+	if len(d.Mismatches) > 0 {
+		t.row("burn-in", "mismatches", strings.Join(d.Mismatches, "; "), "failed")
+	}
+}
+
+// health prints each GPU step's preflight and telemetry verdicts: Xid
+// events, double-bit ECC counts, row remapping.
+func (t *table) health(r *rundir.Run) {
+	for _, st := range r.Steps {
+		if st.Telemetry == nil && st.Preflight == nil {
+			continue
+		}
+		if p := st.Preflight; p != nil {
+			failed := 0
+			for _, c := range p.Checks {
+				if c.Status == gpu.CheckFailed {
+					failed++
+					t.row("health", st.ID+" preflight", c.Message, "failed")
+				}
+			}
+			if failed == 0 {
+				t.row("health", st.ID+" preflight", fmt.Sprintf("%d checks on GPUs %v", len(p.Checks), p.GPUs), "passed")
+			}
+		}
+		if s := st.Telemetry; s != nil {
+			t.telemetry(st.ID, s)
+		}
+	}
+}
+
+func (t *table) telemetry(id string, s *gpu.Summary) {
+	xids := "none"
+	if len(s.XidEvents) > 0 {
+		var x []string
+		for _, e := range s.XidEvents {
+			x = append(x, fmt.Sprintf("gpu %d Xid %d", e.GPU, e.Xid))
+		}
+		xids = strings.Join(x, ", ")
+	}
+	t.row("health", id+" Xid", xids, "")
+	for _, h := range s.GPUs {
+		t.row("health", fmt.Sprintf("%s gpu %d ECC/remap", id, h.Index), fmt.Sprintf("double-bit %s -> %s, uncorrectable remapped rows %s -> %s, remap pending %s, failed %s",
+			u64(h.DoubleBitBefore), u64(h.DoubleBitAfter), intp(h.RemappedRowsBefore), intp(h.RemappedRowsAfter), boolp(h.RemapPendingAfter), boolp(h.RemapFailedAfter)), "")
+	}
+	t.row("health", id+" telemetry", fmt.Sprintf("%d samples of GPUs %v; %s", s.Samples, s.JudgedGPUs, strings.Join(s.Verdict.Reasons, "; ")), string(s.Verdict.Status))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
+
+func u64(p *uint64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatUint(*p, 10)
+}
+
+func intp(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.Itoa(*p)
+}
+
+func boolp(p *bool) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatBool(*p)
+}
