@@ -244,13 +244,14 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 			errs = append(errs, fmt.Errorf("steps[%d]: id and verdict are required", i))
 			continue
 		}
+		s.Devices = nonNil(s.Devices)
 		p.Steps = append(p.Steps, s)
 		if !slices.Contains(passingVerdicts, s.Verdict) {
 			p.FailedSteps = append(p.FailedSteps, s.ID)
 		}
 	}
 	for _, c := range run.Preflight {
-		if c.Status == "failed" {
+		if c.Status == "failed" && !slices.Contains(p.FailedSteps, "preflight/"+c.Check) {
 			p.FailedSteps = append(p.FailedSteps, "preflight/"+c.Check)
 		}
 	}

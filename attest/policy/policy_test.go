@@ -60,7 +60,7 @@ func TestEvaluate(t *testing.T) {
   - name: subject
     expr: subjects.exists(s, s.digest.sha256.startsWith("ab"))
   - name: type
-    expr: predicateType.endsWith("/gpu-validation/v1")
+    expr: predicateType.endsWith("/gpu-validation/v2")
   - name: missing field
     expr: predicate.nope == 1
   - name: dyn non-bool
@@ -76,7 +76,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	pred := `{"result":"passed","hardware":{"gpus":[{"compute_capability":"9.0"},{"compute_capability":"8.0"}]},"benchmarks":[{"throughput":{"value":2950}}]}`
 	got, err := prog.Evaluate(t.Context(), policy.Input{
-		PredicateType: "https://gpuattest.dev/gpu-validation/v1",
+		PredicateType: "https://gpuattest.dev/gpu-validation/v2",
 		Predicate:     json.RawMessage(pred),
 		Subjects:      json.RawMessage(`[{"name":"k","digest":{"sha256":"abcd"}}]`),
 	})

@@ -408,7 +408,7 @@ func TestPolicyFile(t *testing.T) {
 		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 3000)`, verify.FailurePolicy},
 		{`predicate.build.reproducible`, verify.FailureNone},
 		{`subjects.exists(s, s.name == "build/kernels.fatbin")`, verify.FailureNone},
-		{`predicateType == "https://gpuattest.dev/gpu-validation/v1"`, verify.FailureNone},
+		{`predicateType == "https://gpuattest.dev/gpu-validation/v2"`, verify.FailureNone},
 		{`predicate.no_such_field == 1`, verify.FailurePolicy},
 	}
 	for _, tt := range tests {

@@ -546,6 +546,9 @@ func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord)
 		return nil, logs, fmt.Errorf("work directory %s does not exist\nhint: a step's workdir is relative to the pipeline's workdir (the pipeline file's directory by default)", sc.WorkDir)
 	}
 	sc.Env = e.env(s, stepDir, r.Name() == "host")
+	if s.GPU {
+		sr.CUDAVisibleDevices = lookupEnv(sc.Env, "CUDA_VISIBLE_DEVICES")
+	}
 	return sc, logs, nil
 }
 
@@ -729,6 +732,16 @@ func (e *run) env(s *pipeline.Step, stepDir string, host bool) []string {
 		out = append(out, k+"="+m[k])
 	}
 	return out
+}
+
+// lookupEnv returns the value of name in env (KEY=VALUE entries), or "".
+func lookupEnv(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 func mustJSON(v any) json.RawMessage {
