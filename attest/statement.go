@@ -20,6 +20,12 @@ const PayloadType = "application/vnd.in-toto+json"
 // StatementType is the in-toto Statement v1 type URI.
 const StatementType = intoto.StatementTypeUri
 
+// ManifestSubjectName is the subject name under which statements name
+// the digest of the OCI release manifest they were pushed with (see
+// attest/oci). It names no artifact: coverage and per-artifact checks
+// skip it.
+const ManifestSubjectName = "oci:release-manifest"
+
 // LegacyStatementType is the in-toto Statement v0.1 type URI, which
 // cosign attest-blob still writes; ParseStatement accepts it.
 const LegacyStatementType = "https://in-toto.io/Statement/v0.1"

@@ -19,7 +19,7 @@ func stepsPredicate(n int) json.RawMessage {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		fmt.Fprintf(&sb, `{"id":"s%d","kind":"test","verdict":"passed"}`, i)
+		fmt.Fprintf(&sb, `{"id":"s%d","kind":"test","verdict":"passed","gpu":false,"backend":"cpu","devices":[]}`, i)
 	}
 	sb.WriteString("]}")
 	return json.RawMessage(sb.String())

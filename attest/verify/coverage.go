@@ -1,0 +1,123 @@
+package verify
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/policy"
+)
+
+// CoverageResult is the target coverage of one group of bundles.
+type CoverageResult struct {
+	// Artifacts are the artifacts whose bundles were taken together;
+	// empty when no artifact was given and every bundle was.
+	Artifacts []string `json:"artifacts,omitempty"`
+	// Bundles are the bundles taken together.
+	Bundles []string `json:"bundles"`
+	// Targets are the targets and whether each is covered.
+	Targets []policy.TargetCoverage `json:"targets"`
+}
+
+// checkCoverage checks the policy's target coverage. Without artifacts
+// all the verified bundles of the predicate type are taken together;
+// with artifacts, for each artifact the bundles that name it as a
+// subject (the release manifest's subject, attest.ManifestSubjectName,
+// is skipped: it names no built artifact), so that a target is covered
+// for the very bytes given.
+func (v *Verifier) checkCoverage(r *Report, typed []*BundleResult, artifacts []Artifact) {
+	cov := v.program.Policy().Coverage
+	if cov == nil || !cov.Targets {
+		return
+	}
+	for _, g := range coverageGroups(typed, artifacts) {
+		ins := make([]policy.CoverageInput, len(g.bundles))
+		res := CoverageResult{Artifacts: g.artifacts}
+		for i, b := range g.bundles {
+			ins[i] = policy.CoverageInput{Source: b.Source, Predicate: b.statement.Predicate}
+			res.Bundles = append(res.Bundles, b.Source)
+		}
+		label := ""
+		if len(g.artifacts) > 0 {
+			label = names(g.artifacts) + ": "
+		}
+		targets, err := cov.Check(ins, v.opts.allowSimulated)
+		if err != nil {
+			r.add(Check{Check: CheckCoverage, Target: strings.TrimSuffix(label, ": "), Detail: err.Error()})
+			r.fail(FailurePolicy)
+			continue
+		}
+		res.Targets = targets
+		r.Coverage = append(r.Coverage, res)
+		for _, t := range targets {
+			r.add(Check{Check: CheckCoverage, Target: label + t.Target, Passed: t.Covered, Detail: t.Detail})
+			if !t.Covered {
+				r.fail(FailurePolicy)
+			}
+		}
+	}
+}
+
+// coverageGroup is bundles taken together for coverage.
+type coverageGroup struct {
+	artifacts []string
+	bundles   []*BundleResult
+}
+
+// coverageGroups groups the bundles: one group of all without artifacts;
+// else one per set of bundles that name an artifact, with the artifacts
+// it covers. An artifact no bundle names (a subject failure already) or
+// names only as the release manifest forms no group.
+func coverageGroups(typed []*BundleResult, artifacts []Artifact) []coverageGroup {
+	if len(artifacts) == 0 {
+		if len(typed) == 0 {
+			return nil
+		}
+		return []coverageGroup{{bundles: typed}}
+	}
+	var out []coverageGroup
+	index := map[string]int{}
+	for _, a := range artifacts {
+		var bs []*BundleResult
+		var key []string
+		for _, b := range typed {
+			if namesArtifact(b, a) {
+				bs = append(bs, b)
+				key = append(key, b.Source)
+			}
+		}
+		if len(bs) == 0 {
+			continue
+		}
+		k := strings.Join(key, "\x00")
+		if i, ok := index[k]; ok {
+			out[i].artifacts = append(out[i].artifacts, a.Name)
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, coverageGroup{artifacts: []string{a.Name}, bundles: bs})
+	}
+	return out
+}
+
+// namesArtifact reports whether b has a as a subject other than the
+// release manifest.
+func namesArtifact(b *BundleResult, a Artifact) bool {
+	for _, s := range b.Subjects {
+		if s.Name != attest.ManifestSubjectName && strings.EqualFold(s.Digest["sha256"], a.SHA256) {
+			return true
+		}
+	}
+	return false
+}
+
+// names lists artifact names for a check's target, at most three.
+func names(ns []string) string {
+	s := append([]string(nil), ns...)
+	sort.Strings(s)
+	if len(s) > 3 {
+		return fmt.Sprintf("%s and %d more", strings.Join(s[:3], ", "), len(s)-3)
+	}
+	return strings.Join(s, ", ")
+}
