@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -68,7 +69,9 @@ type coverageGroup struct {
 // coverageGroups groups the bundles: one group of all without artifacts;
 // else one per set of bundles that name an artifact, with the artifacts
 // it covers. An artifact no bundle names (a subject failure already) or
-// names only as the release manifest forms no group.
+// names only as the release manifest forms no group; when none forms one,
+// the bundles that name any artifact (the manifest included) are one
+// group, so that coverage is never left unjudged.
 func coverageGroups(typed []*BundleResult, artifacts []Artifact) []coverageGroup {
 	if len(artifacts) == 0 {
 		if len(typed) == 0 {
@@ -98,7 +101,31 @@ func coverageGroups(typed []*BundleResult, artifacts []Artifact) []coverageGroup
 		index[k] = len(out)
 		out = append(out, coverageGroup{artifacts: []string{a.Name}, bundles: bs})
 	}
+	if len(out) == 0 {
+		return manifestGroup(typed, artifacts)
+	}
 	return out
+}
+
+// manifestGroup is the group of the bundles that name any of artifacts
+// as a subject, whatever its name; none when no bundle does.
+func manifestGroup(typed []*BundleResult, artifacts []Artifact) []coverageGroup {
+	g := coverageGroup{}
+	for _, a := range artifacts {
+		g.artifacts = append(g.artifacts, a.Name)
+	}
+	for _, b := range typed {
+		for _, s := range b.Subjects {
+			if slices.ContainsFunc(artifacts, func(a Artifact) bool { return strings.EqualFold(s.Digest["sha256"], a.SHA256) }) {
+				g.bundles = append(g.bundles, b)
+				break
+			}
+		}
+	}
+	if len(g.bundles) == 0 {
+		return nil
+	}
+	return []coverageGroup{g}
 }
 
 // namesArtifact reports whether b has a as a subject other than the
