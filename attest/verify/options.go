@@ -104,7 +104,8 @@ func WithPredicateType(uri string) Option {
 	}
 }
 
-// WithPolicy sets the policy (default policy.Default for the validation
+// WithPolicy sets the policy (default policy.Default, or its variant that
+// accepts simulated hardware with WithSimulatedAllowed, for the validation
 // predicate type, no rules for other types).
 func WithPolicy(p *policy.Policy) Option {
 	return func(o *options) error { o.policy = p; return nil }
