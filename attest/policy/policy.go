@@ -218,7 +218,8 @@ type Program struct {
 // may cost by default, all rules together, in cel-go's cost units (one
 // per identifier, field selection, operator and call; strings, lists and
 // regular expressions by their size). It is about a second of CPU time;
-// the default policy over a predicate of 10 MB costs about 8 million.
+// the default policy over a 10 MB predicate of 117,000 steps (with the
+// gpu, backend and devices facts it reads) costs about 4.3 million.
 const DefaultCostLimit = 15_000_000
 
 func newEnv() (*cel.Env, error) {
