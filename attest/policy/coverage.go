@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,45 +80,141 @@ type covDevice struct {
 	Simulated         bool   `json:"simulated"`
 }
 
-// gpuRun is a passed suite step on one GPU.
-type gpuRun struct {
-	where string // "SOURCE: step ID on NAME"
-	cc    string
+// Bounds of what coverage keeps of one predicate, so that a large or
+// hostile one costs linear time and bounded space.
+const (
+	// MaxCoverageTargets is the most distinct targets coverage judges;
+	// more fail coverage as such.
+	MaxCoverageTargets = 64
+	// maxCCs is the most distinct compute capabilities kept per bundle.
+	maxCCs = 64
+	// summaryMost bounds the lists in coverage messages.
+	summaryMost = 4
+)
+
+// CoverageFacts are what coverage reads from one bundle's predicate: its
+// pinned targets, its passing GPU runs by compute capability (the first
+// few named) and what its suites ran on (the first few).
+type CoverageFacts struct {
+	source  string
+	targets []string
+	runs    map[string]*named // compute capability -> passing runs
+	on      named
+}
+
+// named is the first summaryMost of a list of names and how many more.
+type named struct {
+	names []string
+	more  int
+}
+
+func (n *named) add(s string) {
+	if len(n.names) < summaryMost {
+		n.names = append(n.names, s)
+	} else {
+		n.more++
+	}
 }
 
 var coverageTarget = regexp.MustCompile(`^sm_([0-9]{2,3})([af]?)$`)
+
+// ReadCoverageFacts reads in's predicate for coverage. With
+// allowSimulated a simulated GPU counts, whatever backend ran. A
+// predicate that cannot be read is an error naming in.Source.
+func ReadCoverageFacts(in CoverageInput, allowSimulated bool) (*CoverageFacts, error) {
+	var p covPredicate
+	if err := json.NewDecoder(bytes.NewReader(in.Predicate)).Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: reading the predicate for coverage: %w", in.Source, err)
+	}
+	f := &CoverageFacts{source: in.Source, runs: map[string]*named{}}
+	if p.Build != nil {
+		seen := map[string]bool{}
+		for _, t := range p.Build.Targets {
+			if !seen[t] && len(f.targets) <= MaxCoverageTargets {
+				seen[t] = true
+				f.targets = append(f.targets, t)
+			}
+		}
+	}
+	for _, s := range p.Steps {
+		if s.Kind != "test" && s.Kind != "benchmark" && s.Kind != "burnin" {
+			continue
+		}
+		backend := s.Backend
+		if backend == "" {
+			backend = "an unknown backend"
+		}
+		if len(s.Devices) == 0 {
+			f.on.add(fmt.Sprintf("%s on %s, no GPU", s.ID, backend))
+		}
+		for _, d := range s.Devices {
+			what := fmt.Sprintf("%s on %s (%s, cc %s)", s.ID, backend, d.Name, d.ComputeCapability)
+			if d.Simulated {
+				what += " SIMULATED"
+			}
+			f.on.add(what)
+			counts := backend == "cuda" && !d.Simulated || allowSimulated && d.Simulated
+			if counts && p.Result == "passed" && (s.Verdict == "passed" || s.Verdict == "cached") {
+				f.addRun(d.ComputeCapability, fmt.Sprintf("%s: step %s", in.Source, what))
+			}
+		}
+	}
+	return f, nil
+}
+
+// addRun records a passing run on a GPU of compute capability cc.
+func (f *CoverageFacts) addRun(cc, where string) {
+	n, ok := f.runs[cc]
+	if !ok {
+		if len(f.runs) >= maxCCs {
+			return
+		}
+		n = &named{}
+		f.runs[cc] = n
+	}
+	if !slices.Contains(n.names, where) {
+		n.add(where)
+	}
+}
 
 // Check reports, for every pinned target of the inputs, whether a passing
 // GPU run among them covers it (see Coverage.Targets). An input whose
 // predicate cannot be read is an error naming it.
 func (c *Coverage) Check(ins []CoverageInput, allowSimulated bool) ([]TargetCoverage, error) {
-	var runs []gpuRun
-	var targets []string
-	ranOn := map[string][]string{} // source -> what its suites ran on
-	seenTarget := map[string]bool{}
+	facts := make([]*CoverageFacts, 0, len(ins))
 	for _, in := range ins {
-		var p covPredicate
-		if err := json.NewDecoder(bytes.NewReader(in.Predicate)).Decode(&p); err != nil {
-			return nil, fmt.Errorf("%s: reading the predicate for coverage: %w", in.Source, err)
+		f, err := ReadCoverageFacts(in, allowSimulated)
+		if err != nil {
+			return nil, err
 		}
-		if p.Build != nil {
-			for _, t := range p.Build.Targets {
-				if !seenTarget[t] {
-					seenTarget[t] = true
-					targets = append(targets, t)
-				}
+		facts = append(facts, f)
+	}
+	return c.Judge(facts), nil
+}
+
+// Judge reports, for every target the bundles of facts pin, whether a
+// passing GPU run among them covers it; with no target pinned, whether
+// any GPU run passed.
+func (c *Coverage) Judge(facts []*CoverageFacts) []TargetCoverage {
+	var targets []string
+	seen := map[string]bool{}
+	for _, f := range facts {
+		for _, t := range f.targets {
+			if !seen[t] {
+				seen[t] = true
+				targets = append(targets, t)
 			}
 		}
-		r, on := passingGPURuns(in.Source, &p, allowSimulated)
-		runs = append(runs, r...)
-		ranOn[in.Source] = on
+	}
+	if len(targets) > MaxCoverageTargets {
+		return []TargetCoverage{{Target: "targets", Detail: fmt.Sprintf("more than %d distinct targets pinned: coverage judges at most %d", MaxCoverageTargets, MaxCoverageTargets)}}
 	}
 	sort.Strings(targets)
-	summary := ranOnSummary(ins, ranOn)
+	summary := ranOnSummary(facts)
 	if len(targets) == 0 {
 		tc := TargetCoverage{Target: "gpu"}
-		tc.Detail, tc.Covered = coveredBy(runs, func(string) bool { return true }, "gpu run missing: no bundle pins a target and no passed test, benchmark or burn-in ran on a GPU; "+summary)
-		return []TargetCoverage{tc}, nil
+		tc.Detail, tc.Covered = coveredBy(facts, func(string) bool { return true }, "gpu run missing: no bundle pins a target and no passed test, benchmark or burn-in ran on a GPU; "+summary)
+		return []TargetCoverage{tc}
 	}
 	out := make([]TargetCoverage, 0, len(targets))
 	for _, t := range targets {
@@ -129,86 +226,66 @@ func (c *Coverage) Check(ins []CoverageInput, allowSimulated bool) ([]TargetCove
 			continue
 		}
 		missing := fmt.Sprintf("%s missing: no passed test, benchmark or burn-in ran on a GPU of compute capability %s; %s", t, cc, summary)
-		tc.Detail, tc.Covered = coveredBy(runs, match, missing)
+		tc.Detail, tc.Covered = coveredBy(facts, match, missing)
 		out = append(out, tc)
 	}
-	return out, nil
+	return out
 }
 
-// coveredBy names the runs that match and reports true, or returns
-// missing and false when none does.
-func coveredBy(runs []gpuRun, match func(cc string) bool, missing string) (string, bool) {
-	var by []string
-	seen := map[string]bool{}
-	for _, r := range runs {
-		if match(r.cc) && !seen[r.where] {
-			seen[r.where] = true
-			by = append(by, r.where)
+// coveredBy names the runs on a GPU whose compute capability matches and
+// reports true, or returns missing and false when there is none.
+func coveredBy(facts []*CoverageFacts, match func(cc string) bool, missing string) (string, bool) {
+	var by named
+	for _, f := range facts {
+		ccs := make([]string, 0, len(f.runs))
+		for cc := range f.runs {
+			ccs = append(ccs, cc)
+		}
+		sort.Strings(ccs)
+		for _, cc := range ccs {
+			if !match(cc) {
+				continue
+			}
+			for _, w := range f.runs[cc].names {
+				by.add(w)
+			}
+			by.more += f.runs[cc].more
 		}
 	}
-	if len(by) == 0 {
+	if len(by.names) == 0 {
 		return missing, false
 	}
-	return "covered by " + strings.Join(most(by, summaryMost), ", "), true
+	return "covered by " + by.String(), true
 }
 
-// passingGPURuns returns the runs of p that count for coverage, and what
-// each of its suites ran on.
-func passingGPURuns(source string, p *covPredicate, allowSimulated bool) ([]gpuRun, []string) {
-	var runs []gpuRun
-	var on []string
-	for _, s := range p.Steps {
-		if s.Kind != "test" && s.Kind != "benchmark" && s.Kind != "burnin" {
-			continue
-		}
-		backend := s.Backend
-		if backend == "" {
-			backend = "an unknown backend"
-		}
-		if len(s.Devices) == 0 {
-			on = append(on, fmt.Sprintf("%s on %s, no GPU", s.ID, backend))
-		}
-		for _, d := range s.Devices {
-			what := fmt.Sprintf("%s on %s (%s, cc %s)", s.ID, backend, d.Name, d.ComputeCapability)
-			if d.Simulated {
-				what += " SIMULATED"
-			}
-			on = append(on, what)
-			counts := backend == "cuda" && !d.Simulated || allowSimulated && d.Simulated
-			if counts && p.Result == "passed" && (s.Verdict == "passed" || s.Verdict == "cached") {
-				runs = append(runs, gpuRun{where: fmt.Sprintf("%s: step %s", source, what), cc: d.ComputeCapability})
-			}
-		}
+// String lists the names, then how many more there are.
+func (n *named) String() string {
+	s := strings.Join(n.names, ", ")
+	if n.more > 0 {
+		s += fmt.Sprintf(" and %d more", n.more)
 	}
-	return runs, on
+	return s
 }
 
-// ranOnSummary says what the inputs' suites ran on, in one line of
+// ranOnSummary says what the bundles' suites ran on, in one line of
 // bounded length: at most summaryMost bundles, summaryMost suites each.
-func ranOnSummary(ins []CoverageInput, ranOn map[string][]string) string {
-	var parts []string
-	for _, in := range ins {
-		on := ranOn[in.Source]
-		if len(on) == 0 {
-			on = []string{"no test, benchmark or burn-in"}
+func ranOnSummary(facts []*CoverageFacts) string {
+	var parts named
+	for _, f := range facts {
+		on := f.on
+		if len(on.names) == 0 {
+			on.names = []string{"no test, benchmark or burn-in"}
 		}
-		parts = append(parts, in.Source+": "+strings.Join(most(on, summaryMost), ", "))
+		parts.add(f.source + ": " + on.String())
 	}
-	if len(parts) == 0 {
+	if len(parts.names) == 0 {
 		return "no bundle to cover it"
 	}
-	return "the bundles ran: " + strings.Join(most(parts, summaryMost), "; ")
-}
-
-// summaryMost bounds the lists in coverage messages.
-const summaryMost = 4
-
-// most returns the first n of ss, and "and N more" for the rest.
-func most(ss []string, n int) []string {
-	if len(ss) <= n {
-		return ss
+	s := "the bundles ran: " + strings.Join(parts.names, "; ")
+	if parts.more > 0 {
+		s += fmt.Sprintf("; and %d more bundles", parts.more)
 	}
-	return append(ss[:n:n], fmt.Sprintf("and %d more", len(ss)-n))
+	return s
 }
 
 // targetCC returns a matcher of the compute capabilities that cover

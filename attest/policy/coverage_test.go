@@ -96,6 +96,19 @@ func TestCoverageBounded(t *testing.T) {
 			t.Errorf("%s: covered=%v, detail of %d bytes: %.300s", tc.Target, tc.Covered, len(tc.Detail), tc.Detail)
 		}
 	}
+	// Targets past MaxCoverageTargets fail coverage as such, in one line.
+	var many []string
+	for i := range 100_000 {
+		many = append(many, fmt.Sprintf("%q", fmt.Sprintf("sm_%d", i)))
+	}
+	pred = `{"result":"passed","build":{"targets":[` + strings.Join(many, ",") + `]},"steps":[]}`
+	got, err = (&policy.Coverage{Targets: true}).Check([]policy.CoverageInput{{Source: "many", Predicate: json.RawMessage(pred)}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Covered || !strings.Contains(got[0].Detail, "more than 64 distinct targets") {
+		t.Errorf("100000 targets: %+v", got)
+	}
 	if _, err := (&policy.Coverage{Targets: true}).Check([]policy.CoverageInput{{Source: "bad.json:3", Predicate: json.RawMessage(`{"steps":"no"}`)}}, false); err == nil || !strings.Contains(err.Error(), "bad.json:3") {
 		t.Errorf("err = %v, want one naming bad.json:3", err)
 	}

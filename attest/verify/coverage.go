@@ -32,26 +32,34 @@ func (v *Verifier) checkCoverage(r *Report, typed []*BundleResult, artifacts []A
 	if cov == nil || !cov.Targets {
 		return
 	}
+	// Each bundle's predicate is read once, whatever groups it is in.
+	facts := map[*BundleResult]*policy.CoverageFacts{}
 	for _, g := range coverageGroups(typed, artifacts) {
-		ins := make([]policy.CoverageInput, len(g.bundles))
 		res := CoverageResult{Artifacts: g.artifacts}
-		for i, b := range g.bundles {
-			ins[i] = policy.CoverageInput{Source: b.Source, Predicate: b.statement.Predicate}
-			res.Bundles = append(res.Bundles, b.Source)
-		}
 		label := ""
 		if len(g.artifacts) > 0 {
 			label = names(g.artifacts) + ": "
 		}
-		targets, err := cov.Check(ins, v.opts.allowSimulated)
-		if err != nil {
-			r.add(Check{Check: CheckCoverage, Target: strings.TrimSuffix(label, ": "), Detail: err.Error()})
-			r.fail(FailurePolicy)
-			continue
+		var fs []*policy.CoverageFacts
+		for _, b := range g.bundles {
+			res.Bundles = append(res.Bundles, b.Source)
+			f, ok := facts[b]
+			if !ok {
+				var err error
+				f, err = policy.ReadCoverageFacts(policy.CoverageInput{Source: b.Source, Predicate: b.statement.Predicate}, v.opts.allowSimulated)
+				if err != nil {
+					r.add(Check{Check: CheckCoverage, Target: b.Source, Detail: err.Error()})
+					r.fail(FailurePolicy)
+				}
+				facts[b] = f
+			}
+			if f != nil {
+				fs = append(fs, f)
+			}
 		}
-		res.Targets = targets
+		res.Targets = cov.Judge(fs)
 		r.Coverage = append(r.Coverage, res)
-		for _, t := range targets {
+		for _, t := range res.Targets {
 			r.add(Check{Check: CheckCoverage, Target: label + t.Target, Passed: t.Covered, Detail: t.Detail})
 			if !t.Covered {
 				r.fail(FailurePolicy)
