@@ -6,7 +6,7 @@
 // (fatbins, cubins) as subjects, by sha256:
 //
 //   - ValidationStatement: predicate type
-//     https://gpuattest.dev/gpu-validation/v1 (ValidationPredicateType),
+//     https://gpuattest.dev/gpu-validation/v2 (ValidationPredicateType),
 //     the GPU validation predicate (ValidationPredicate): the hardware record
 //     and its digest, build facts, the sha256 of every result file, each
 //     step's verdict, benchmark, burn-in, telemetry and preflight summaries,

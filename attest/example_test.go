@@ -39,6 +39,6 @@ func ExampleValidationStatement() {
 	fmt.Println(st.PredicateType)
 	fmt.Println(st.Subject[0].Name, p.Result, p.FailedSteps, "simulated:", p.Simulated)
 	// Output:
-	// https://gpuattest.dev/gpu-validation/v1
+	// https://gpuattest.dev/gpu-validation/v2
 	// build/kernels.fatbin failed [test] simulated: true
 }

@@ -6,8 +6,17 @@ import (
 )
 
 // ValidationPredicateType is the predicate type URI of the GPU validation
-// predicate.
-const ValidationPredicateType = "https://gpuattest.dev/gpu-validation/v1"
+// predicate. Version 2 added what ran where: every step's gpu flag,
+// backend, devices, case counts and failed cases; burn-in durations, duty
+// cycle and telemetry verdicts. Version 1 predicates are not accepted as
+// version 2.
+const ValidationPredicateType = "https://gpuattest.dev/gpu-validation/v2"
+
+// Backends of StepVerdict.Backend.
+const (
+	BackendCUDA = "cuda"
+	BackendCPU  = "cpu"
+)
 
 // Result values of ValidationPredicate.Result.
 const (
@@ -122,6 +131,44 @@ type StepVerdict struct {
 	Reason string `json:"reason,omitempty"`
 	// Runner is the runner the step ran on: host, docker or bwrap.
 	Runner string `json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap"`
+	// GPU is true when the pipeline marks the step gpu: true.
+	GPU bool `json:"gpu"`
+	// Backend is where a test, benchmark or burn-in ran its cases, as its
+	// results say: cuda or cpu. Absent for other kinds, and for results
+	// that do not say (JUnit).
+	Backend string `json:"backend,omitempty" jsonschema:"enum=cuda,enum=cpu"`
+	// Devices are the GPUs of the hardware record the step ran on: the one
+	// its results name (by UUID), else those CUDA_VISIBLE_DEVICES left
+	// visible to a gpu: true step (all of them when unset). Empty for a
+	// step that used no GPU; a simulated GPU says so.
+	Devices []Device `json:"devices"`
+	// Cases tallies a test's, benchmark's or burn-in's cases by status.
+	Cases *CaseCounts `json:"cases,omitempty"`
+	// FailedCases names the cases that failed or errored.
+	FailedCases []string `json:"failed_cases,omitempty"`
+}
+
+// Device is a GPU a step ran on, as the hardware record describes it.
+type Device struct {
+	// UUID is the device UUID ("GPU-...").
+	UUID string `json:"uuid"`
+	// Name is the product name ("NVIDIA H100 80GB HBM3").
+	Name string `json:"name"`
+	// ComputeCapability is "major.minor" ("9.0").
+	ComputeCapability string `json:"compute_capability"`
+	// Simulated is true for a simulated GPU (GPUATTEST_FAKE_GPU).
+	Simulated bool `json:"simulated"`
+}
+
+// CaseCounts tallies cases by status.
+type CaseCounts struct {
+	// Total is the number of cases.
+	Total int `json:"total"`
+	// Passed, Failed, Skipped and Errored count the cases by status.
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+	Errored int `json:"errored"`
 }
 
 // BenchmarkSummary summarizes one benchmark case.
@@ -138,6 +185,9 @@ type BenchmarkSummary struct {
 	CIHighNS float64 `json:"ci_high_ns"`
 	// Samples is the number of measured samples.
 	Samples int `json:"samples,omitempty"`
+	// Status is the case's status (passed, failed, skipped, error), the
+	// worst over seeds.
+	Status string `json:"status,omitempty"`
 	// Throughput is the case's throughput at the median, when it has one.
 	Throughput *Throughput `json:"throughput,omitempty"`
 	// Gate is the gate's verdict (passed, failed, none).
@@ -182,8 +232,15 @@ type Throughput struct {
 type BurninSummary struct {
 	// Step is the burn-in step's id.
 	Step string `json:"step"`
+	// RequestedSeconds is the duration the step asked for.
+	RequestedSeconds float64 `json:"requested_seconds"`
 	// DurationSeconds is how long the burn-in ran.
 	DurationSeconds float64 `json:"duration_seconds"`
+	// Completed is true when it ran for the whole requested duration.
+	Completed bool `json:"completed"`
+	// Sustained is true when the suite ran the burn-in itself, launching
+	// every case back to back in one process.
+	Sustained bool `json:"sustained,omitempty"`
 	// Iterations is how many times the suite ran.
 	Iterations int `json:"iterations"`
 	// Failures is how many iterations failed.
@@ -192,6 +249,12 @@ type BurninSummary struct {
 	OutputConsistent bool `json:"output_consistent"`
 	// LeakDetected is true when memory grew across iterations.
 	LeakDetected bool `json:"leak_detected"`
+	// DutyCycle is a sustained run's busy share of its wall time (0 to 1);
+	// MinDutyCycle the share required, absent when only reported.
+	DutyCycle    *float64 `json:"duty_cycle,omitempty"`
+	MinDutyCycle *float64 `json:"min_duty_cycle,omitempty"`
+	// Telemetry is the telemetry verdict of a gpu: true burn-in.
+	Telemetry *StepTelemetry `json:"telemetry,omitempty"`
 	// Verdict is the step's verdict.
 	Verdict string `json:"verdict"`
 }
@@ -210,12 +273,43 @@ type TelemetrySummary struct {
 	ThrottleReasons []string `json:"throttle_reasons,omitempty"`
 }
 
+// StepTelemetry is telemetry's verdict on one step: Xid events, ECC
+// errors and the throttled fraction of its samples.
+type StepTelemetry struct {
+	// Verdict is passed or failed (a fatal Xid, a new double-bit ECC
+	// error or a row-remap failure).
+	Verdict string `json:"verdict" jsonschema:"enum=passed,enum=failed"`
+	// Reasons say why it failed, one line per cause.
+	Reasons []string `json:"reasons,omitempty"`
+	// XidEvents and FatalXidEvents count the Xid events seen, all and
+	// fatal.
+	XidEvents      int `json:"xid_events"`
+	FatalXidEvents int `json:"fatal_xid_events"`
+	// ECCErrorsDelta is the increase of the double-bit ECC counters.
+	ECCErrorsDelta int64 `json:"ecc_errors_delta"`
+	// ThrottledFraction is the share of samples with a power, thermal or
+	// hardware slowdown reason (0 to 1).
+	ThrottledFraction float64 `json:"throttled_fraction"`
+	// Samples is the number of telemetry samples.
+	Samples int `json:"samples"`
+	// Simulated is true when the telemetry came from a simulated GPU.
+	Simulated bool `json:"simulated"`
+}
+
 // PreflightCheck is one preflight check's outcome.
 type PreflightCheck struct {
+	// Step is the gpu: true step the check ran before.
+	Step string `json:"step,omitempty"`
 	// Check is the check's name.
 	Check string `json:"check"`
+	// GPU is the NVML index of the GPU the check is about; absent for
+	// machine-wide checks.
+	GPU *int `json:"gpu,omitempty"`
 	// Status is passed, failed, warned or skipped.
 	Status string `json:"status"`
+	// Seen is the value found and Required the value asked for.
+	Seen     string `json:"seen,omitempty"`
+	Required string `json:"required,omitempty"`
 	// Message explains the status.
 	Message string `json:"message,omitempty"`
 }

@@ -20,6 +20,12 @@ const PayloadType = "application/vnd.in-toto+json"
 // StatementType is the in-toto Statement v1 type URI.
 const StatementType = intoto.StatementTypeUri
 
+// ManifestSubjectName is the subject name under which statements name
+// the digest of the OCI release manifest they were pushed with (see
+// attest/oci). It names no artifact: coverage and per-artifact checks
+// skip it.
+const ManifestSubjectName = "oci:release-manifest"
+
 // LegacyStatementType is the in-toto Statement v0.1 type URI, which
 // cosign attest-blob still writes; ParseStatement accepts it.
 const LegacyStatementType = "https://in-toto.io/Statement/v0.1"
@@ -244,13 +250,14 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 			errs = append(errs, fmt.Errorf("steps[%d]: id and verdict are required", i))
 			continue
 		}
+		s.Devices = nonNil(s.Devices)
 		p.Steps = append(p.Steps, s)
 		if !slices.Contains(passingVerdicts, s.Verdict) {
 			p.FailedSteps = append(p.FailedSteps, s.ID)
 		}
 	}
 	for _, c := range run.Preflight {
-		if c.Status == "failed" {
+		if c.Status == "failed" && !slices.Contains(p.FailedSteps, "preflight/"+c.Check) {
 			p.FailedSteps = append(p.FailedSteps, "preflight/"+c.Check)
 		}
 	}

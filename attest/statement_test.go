@@ -84,7 +84,7 @@ func TestValidationStatementContent(t *testing.T) {
 	if diff := cmp.Diff(wantSubj, st.Subject); diff != "" {
 		t.Errorf("subjects (-want +got):\n%s", diff)
 	}
-	if st.Type != "https://in-toto.io/Statement/v1" || st.PredicateType != "https://gpuattest.dev/gpu-validation/v1" {
+	if st.Type != "https://in-toto.io/Statement/v1" || st.PredicateType != "https://gpuattest.dev/gpu-validation/v2" {
 		t.Errorf("type %q predicateType %q", st.Type, st.PredicateType)
 	}
 	var p attest.ValidationPredicate

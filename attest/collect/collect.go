@@ -100,7 +100,6 @@ type collector struct {
 
 	reproSeen, reproAll bool
 	telemetry           []gpu.Summary
-	preflight           map[string]bool
 }
 
 // rel names a step's file relative to the pipeline's workdir.
@@ -135,7 +134,9 @@ func (c *collector) step(s *pipeline.Step) error {
 	if sr.Runner != nil {
 		runnerName = sr.Runner.Name
 	}
-	c.run.Steps = append(c.run.Steps, attest.StepVerdict{ID: s.ID, Kind: s.Kind, Verdict: verdict, Reason: firstLine(sr.Reason), Runner: runnerName})
+	v := attest.StepVerdict{ID: s.ID, Kind: s.Kind, Verdict: verdict, Reason: firstLine(sr.Reason), Runner: runnerName}
+	c.where(s, sr, &v)
+	c.run.Steps = append(c.run.Steps, v)
 
 	for _, f := range sr.Artifacts {
 		c.run.Artifacts = append(c.run.Artifacts, attest.FileDigest{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
@@ -155,7 +156,7 @@ func (c *collector) step(s *pipeline.Step) error {
 		}
 	}
 	if sr.Preflight != nil {
-		c.addPreflight(sr.Preflight)
+		c.addPreflight(s.ID, sr.Preflight)
 	}
 	if sr.Telemetry != nil {
 		c.telemetry = append(c.telemetry, *sr.Telemetry)
@@ -166,7 +167,7 @@ func (c *collector) step(s *pipeline.Step) error {
 	case sr.Benchmark != nil:
 		c.benchmark(s, sr.Benchmark)
 	case sr.Burnin != nil:
-		c.burnin(s, sr.StepRecord, sr.Burnin)
+		c.burnin(s, sr, sr.Burnin)
 	}
 	return nil
 }
@@ -214,7 +215,7 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 			continue
 		}
 		bs := attest.BenchmarkSummary{Step: s.ID, Case: bc.Name, MedianNS: bc.Stats.Median,
-			CILowNS: bc.Stats.MedianCI.Lo, CIHighNS: bc.Stats.MedianCI.Hi, Samples: bc.Stats.N, Gate: gate}
+			CILowNS: bc.Stats.MedianCI.Lo, CIHighNS: bc.Stats.MedianCI.Hi, Samples: bc.Stats.N, Status: bc.Status, Gate: gate}
 		if d.Reference != nil {
 			n := len(bs.Comparisons)
 			bs.Comparisons = appendComparison(bs.Comparisons, "reference", d.Reference.Report, true, bc.Name)
@@ -251,8 +252,9 @@ func appendComparison(out []attest.BenchmarkComparison, against string, rep *sui
 	return out
 }
 
-func (c *collector) burnin(s *pipeline.Step, sr *engine.StepRecord, d *suite.BurninDetails) {
+func (c *collector) burnin(s *pipeline.Step, sr *rundir.Step, d *suite.BurninDetails) {
 	dur, _ := time.ParseDuration(d.Elapsed)
+	req, _ := time.ParseDuration(d.Requested)
 	failures := 0
 	if d.FailedIteration > 0 {
 		failures = 1
@@ -263,23 +265,23 @@ func (c *collector) burnin(s *pipeline.Step, sr *engine.StepRecord, d *suite.Bur
 			leak = true
 		}
 	}
-	c.run.Burnin = append(c.run.Burnin, attest.BurninSummary{
-		Step: s.ID, DurationSeconds: dur.Seconds(), Iterations: d.Iterations, Failures: failures,
-		OutputConsistent: len(d.Mismatches) == 0, LeakDetected: leak, Verdict: string(sr.State),
-	})
+	b := attest.BurninSummary{
+		Step: s.ID, RequestedSeconds: req.Seconds(), DurationSeconds: dur.Seconds(), Completed: d.Completed, Sustained: d.Sustained,
+		Iterations: d.Iterations, Failures: failures, OutputConsistent: len(d.Mismatches) == 0, LeakDetected: leak,
+		DutyCycle: d.DutyCycle, MinDutyCycle: d.MinDutyCycle, Verdict: string(sr.State),
+	}
+	if sr.Telemetry != nil {
+		b.Telemetry = stepTelemetry(sr.Telemetry, d.ThrottleShare)
+	}
+	c.run.Burnin = append(c.run.Burnin, b)
 }
 
-func (c *collector) addPreflight(r *gpu.PreflightReport) {
-	if c.preflight == nil {
-		c.preflight = map[string]bool{}
-	}
+// addPreflight adds the outcome of each check the preflight of step id
+// made.
+func (c *collector) addPreflight(id string, r *gpu.PreflightReport) {
 	for _, ch := range r.Checks {
-		key := ch.Name + "\x00" + string(ch.Status) + "\x00" + ch.Message
-		if c.preflight[key] {
-			continue
-		}
-		c.preflight[key] = true
-		c.run.Preflight = append(c.run.Preflight, attest.PreflightCheck{Check: ch.Name, Status: string(ch.Status), Message: ch.Message})
+		c.run.Preflight = append(c.run.Preflight, attest.PreflightCheck{Step: id, Check: ch.Name, GPU: ch.GPU,
+			Status: string(ch.Status), Seen: ch.Seen, Required: ch.Required, Message: ch.Message})
 	}
 }
 

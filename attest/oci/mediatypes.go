@@ -1,5 +1,7 @@
 package oci
 
+import "github.com/gpuattest/gpuattest/attest"
+
 // Media types and annotations of a published release.
 const (
 	// ReleaseArtifactType is the artifactType of a release manifest.
@@ -27,7 +29,7 @@ const (
 	AnnotationPredicateType = "dev.sigstore.bundle.predicateType"
 	// ManifestSubjectName is the subject name under which statements
 	// name the release manifest's digest.
-	ManifestSubjectName = "oci:release-manifest"
+	ManifestSubjectName = attest.ManifestSubjectName
 
 	// bundleMediaTypePrefix is what every Sigstore bundle media type
 	// starts with.

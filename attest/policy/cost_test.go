@@ -13,13 +13,23 @@ import (
 
 // stepsPredicate is a passing validation predicate with n steps.
 func stepsPredicate(n int) json.RawMessage {
+	return predicateOf(n, `{"id":"s%d","kind":"test","verdict":"passed"}`)
+}
+
+// fullStepsPredicate is stepsPredicate with the facts of every step the
+// default policy reads (gpu, backend, devices).
+func fullStepsPredicate(n int) json.RawMessage {
+	return predicateOf(n, `{"id":"s%d","kind":"test","verdict":"passed","gpu":false,"backend":"cpu","devices":[]}`)
+}
+
+func predicateOf(n int, stepFormat string) json.RawMessage {
 	var sb strings.Builder
 	sb.WriteString(`{"result":"passed","failed_steps":[],"simulated":false,"steps":[`)
 	for i := range n {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		fmt.Fprintf(&sb, `{"id":"s%d","kind":"test","verdict":"passed"}`, i)
+		fmt.Fprintf(&sb, stepFormat, i)
 	}
 	sb.WriteString("]}")
 	return json.RawMessage(sb.String())
@@ -52,7 +62,7 @@ func TestEvaluateLinear(t *testing.T) {
 		t.Fatal(err)
 	}
 	best := func(n int) (time.Duration, uint64) {
-		pred := stepsPredicate(n)
+		pred := fullStepsPredicate(n)
 		var took time.Duration
 		var cost uint64
 		for range 3 {

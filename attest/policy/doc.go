@@ -15,8 +15,13 @@
 // JSON object), subjects (the statement's subjects: name and digest) and
 // predicateType (a string). Numbers compare across int and double, so
 // "b.throughput.value >= 2800" works on JSON numbers. Without a policy file
-// the verifier applies Default: every step passed and the hardware was not
-// simulated.
+// the verifier applies Default: every step passed, the hardware was not
+// simulated, every gpu: true step ran with backend cuda on real GPUs, and
+// every pinned target is covered by a passing GPU run of its compute
+// capability across all the bundles verified together (Coverage, which a
+// policy file asks for with "coverage: {targets: true}"). Builtin names
+// the built-in policies (default, cpu-tier) and their variants that
+// accept simulated hardware; Open takes builtin:NAME or a file.
 //
 // Evaluation is bounded and linear in the size of the predicate. Each
 // call of Program.Evaluate may cost at most DefaultCostLimit units (or

@@ -60,7 +60,7 @@ func TestEvaluate(t *testing.T) {
   - name: subject
     expr: subjects.exists(s, s.digest.sha256.startsWith("ab"))
   - name: type
-    expr: predicateType.endsWith("/gpu-validation/v1")
+    expr: predicateType.endsWith("/gpu-validation/v2")
   - name: missing field
     expr: predicate.nope == 1
   - name: dyn non-bool
@@ -76,7 +76,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	pred := `{"result":"passed","hardware":{"gpus":[{"compute_capability":"9.0"},{"compute_capability":"8.0"}]},"benchmarks":[{"throughput":{"value":2950}}]}`
 	got, err := prog.Evaluate(t.Context(), policy.Input{
-		PredicateType: "https://gpuattest.dev/gpu-validation/v1",
+		PredicateType: "https://gpuattest.dev/gpu-validation/v2",
 		Predicate:     json.RawMessage(pred),
 		Subjects:      json.RawMessage(`[{"name":"k","digest":{"sha256":"abcd"}}]`),
 	})
@@ -115,17 +115,28 @@ func TestDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const real = `"devices":[{"uuid":"GPU-1","name":"NVIDIA H100 80GB HBM3","compute_capability":"9.0","simulated":false}]`
+	const sim = `"devices":[{"uuid":"GPU-1","name":"NVIDIA H100 80GB HBM3","compute_capability":"9.0","simulated":true}]`
 	for _, tt := range []struct {
 		pred string
-		want []bool
+		want []bool // all steps passed, hardware not simulated, gpu steps on real GPUs with cuda
 	}{
-		{`{"result":"passed","failed_steps":[],"steps":[{"verdict":"passed"},{"verdict":"cached"}],"simulated":false}`, []bool{true, true}},
-		{`{"result":"failed","failed_steps":["t"],"steps":[{"verdict":"failed"}],"simulated":false}`, []bool{false, true}},
-		{`{"result":"passed","failed_steps":[],"steps":[{"verdict":"failed"}],"simulated":true}`, []bool{false, false}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cuda",` + real + `},{"kind":"exec","verdict":"cached","gpu":false,"devices":[]}],"simulated":false}`, []bool{true, true, true}},
+		{`{"result":"failed","failed_steps":["t"],"steps":[{"kind":"test","verdict":"failed","gpu":false,"backend":"cpu","devices":[]}],"simulated":false}`, []bool{false, true, true}},
+		// a gpu: true test on the CPU backend, on a real GPU's machine
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cpu",` + real + `}],"simulated":false}`, []bool{true, true, false}},
+		// a gpu: true step that saw no GPU
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"exec","verdict":"passed","gpu":true,"devices":[]}],"simulated":false}`, []bool{true, true, false}},
+		// a gpu: true test whose results do not say the backend (JUnit)
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,` + real + `}],"simulated":false}`, []bool{true, true, false}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cpu",` + sim + `}],"simulated":true}`, []bool{true, false, false}},
 	} {
 		got, err := prog.Evaluate(t.Context(), policy.Input{Predicate: json.RawMessage(tt.pred)})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(got) != len(tt.want) {
+			t.Fatalf("%d rules, want %d", len(got), len(tt.want))
 		}
 		for i, r := range got {
 			if r.Passed != tt.want[i] {

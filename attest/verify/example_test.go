@@ -15,7 +15,9 @@ import (
 )
 
 // Sign a statement with a key, then verify the bundle offline against the
-// default policy: the criteria are known before any bundle is read.
+// default policy (every step passed, not simulated, gpu steps on real GPUs
+// with cuda, every pinned target covered): the criteria are known before
+// any bundle is read.
 func Example() {
 	ctx := context.Background()
 	priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -25,11 +27,14 @@ func Example() {
 	if err := hw.Seal(); err != nil {
 		panic(err)
 	}
+	h100 := attest.Device{UUID: "GPU-1", Name: "NVIDIA H100 80GB HBM3", ComputeCapability: "9.0"}
 	st, err := attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + strings.Repeat("a", 64),
-		Steps:          []attest.StepVerdict{{ID: "test", Kind: "test", Verdict: "passed"}},
-		Hardware:       hw,
-		Artifacts:      []attest.FileDigest{{Path: "kernels.fatbin", SHA256: digest}},
+		Build:          &attest.BuildFacts{Targets: []string{"sm_90"}},
+		Steps: []attest.StepVerdict{{ID: "test", Kind: "test", Verdict: "passed",
+			GPU: true, Backend: "cuda", Devices: []attest.Device{h100}}},
+		Hardware:  hw,
+		Artifacts: []attest.FileDigest{{Path: "kernels.fatbin", SHA256: digest}},
 	})
 	if err != nil {
 		panic(err)
@@ -57,5 +62,7 @@ func Example() {
 	// criterion: subject
 	// criterion: policy
 	// criterion: policy
+	// criterion: policy
+	// criterion: coverage
 	// PASSED none
 }

@@ -29,6 +29,7 @@ type options struct {
 	// maxPredicateSize bounds the DSSE payload; see limits.go.
 	maxPredicateSize int64
 	requireArtifacts bool
+	allowSimulated   bool
 	logger           *slog.Logger
 	now              func() time.Time
 }
@@ -103,7 +104,8 @@ func WithPredicateType(uri string) Option {
 	}
 }
 
-// WithPolicy sets the policy (default policy.Default for the validation
+// WithPolicy sets the policy (default policy.Default, or its variant that
+// accepts simulated hardware with WithSimulatedAllowed, for the validation
 // predicate type, no rules for other types).
 func WithPolicy(p *policy.Policy) Option {
 	return func(o *options) error { o.policy = p; return nil }
@@ -144,6 +146,14 @@ func WithMaxPredicateSize(bytes int64) Option {
 // policy only, and its report says that no artifact was checked.
 func WithArtifactsRequired() Option {
 	return func(o *options) error { o.requireArtifacts = true; return nil }
+}
+
+// WithSimulatedAllowed accepts simulated hardware (GPUATTEST_FAKE_GPU),
+// for tests and demos: the built-in policies drop their "not simulated"
+// rules, and a simulated GPU counts for target coverage whatever backend
+// ran. The criteria and the report say so.
+func WithSimulatedAllowed() Option {
+	return func(o *options) error { o.allowSimulated = true; return nil }
 }
 
 // WithLogger sets the logger for diagnostics (default, and nil: discard).

@@ -17,7 +17,14 @@ const (
 	CheckPredicateType = "predicate type"
 	CheckSubject       = "subject"
 	CheckPolicy        = "policy"
+	CheckCoverage      = "coverage"
+	CheckSimulated     = "SIMULATED"
 )
+
+// SimulatedAccepted is the criterion (and report warning) of a
+// verification that accepts simulated hardware (WithSimulatedAllowed).
+const SimulatedAccepted = "SIMULATED HARDWARE ACCEPTED (--allow-simulated): simulated GPUs pass the policy and count for coverage; " +
+	"this verification says nothing about real hardware"
 
 // Failure is the kind of failure a Report records. A Report keeps the most
 // fundamental one it met, in the order of the constants: an error before
@@ -139,8 +146,16 @@ type Report struct {
 	Failure Failure `json:"failure"`
 	// PredicateType is the predicate type verified.
 	PredicateType string `json:"predicateType"`
-	// Policy names the policy applied ("default", a file, or "").
+	// Policy names the policy applied ("default", "builtin:NAME", a file,
+	// or "").
 	Policy string `json:"policy,omitempty"`
+	// SimulatedAccepted is true when simulated hardware was accepted
+	// (WithSimulatedAllowed): the verdict says nothing about real GPUs.
+	SimulatedAccepted bool `json:"simulatedAccepted,omitempty"`
+	// Coverage is whether each pinned target is covered by a passing GPU
+	// run, when the policy asks (policy.Coverage), per group of bundles:
+	// all of them without artifacts, else those with each artifact.
+	Coverage []CoverageResult `json:"coverage,omitempty"`
 	// Criteria are what was enforced.
 	Criteria []Criterion `json:"criteria"`
 	// Checks are every check with its outcome, in order.

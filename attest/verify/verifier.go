@@ -146,20 +146,29 @@ func (o *options) timestampPolicy() ([]sgverify.VerifierOption, []string) {
 func (v *Verifier) compilePolicy() ([]Criterion, error) {
 	pol := v.opts.policy
 	if pol == nil && v.opts.predicateType == attest.ValidationPredicateType {
-		pol = policy.Default()
+		var err error
+		if pol, err = policy.Builtin(policy.BuiltinDefault, v.opts.allowSimulated); err != nil {
+			return nil, err
+		}
+	}
+	var crit []Criterion
+	if v.opts.allowSimulated {
+		crit = append(crit, Criterion{Check: CheckSimulated, Requirement: SimulatedAccepted})
 	}
 	if pol == nil {
-		return nil, nil
+		return crit, nil
 	}
 	prog, err := pol.Compile()
 	if err != nil {
 		return nil, err
 	}
 	v.program = prog
-	var crit []Criterion
 	for _, r := range pol.Rules {
 		req := r.Name + ": " + r.Expr
 		crit = append(crit, Criterion{Check: CheckPolicy, Requirement: fmt.Sprintf("[%s] %s", pol.Source(), req), Rule: r.Name})
+	}
+	if pol.Coverage != nil && pol.Coverage.Targets {
+		crit = append(crit, Criterion{Check: CheckCoverage, Requirement: fmt.Sprintf("[%s] %s", pol.Source(), pol.Coverage.Requirement(v.opts.allowSimulated))})
 	}
 	return crit, nil
 }
@@ -177,7 +186,7 @@ func matcher(v, re string) string {
 func (v *Verifier) Criteria(artifacts []Artifact) []Criterion {
 	var out []Criterion
 	for _, c := range v.criteria {
-		if c.Check == CheckPolicy {
+		if c.Check == CheckPolicy || c.Check == CheckSimulated || c.Check == CheckCoverage {
 			break
 		}
 		out = append(out, c)

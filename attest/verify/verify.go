@@ -26,6 +26,7 @@ func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Arti
 	if v.program != nil {
 		r.Policy = v.program.Policy().Source()
 	}
+	r.SimulatedAccepted = v.opts.allowSimulated
 	if artifacts == nil {
 		r.Artifacts = []Artifact{}
 	}
@@ -40,9 +41,32 @@ func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Arti
 			}
 			budget -= min(budget, v.checkPolicy(ctx, r, b, max(budget, 1)))
 		}
+		v.checkCoverage(r, typed, artifacts)
+	}
+	if v.opts.allowSimulated {
+		r.add(Check{Check: CheckSimulated, Target: "bundles", Passed: true, Detail: simulatedCount(typed)})
 	}
 	r.finish()
 	return r
+}
+
+// simulatedCount says how many of the bundles ran on simulated hardware.
+func simulatedCount(typed []*BundleResult) string {
+	n := 0
+	for _, b := range typed {
+		if b.statement != nil && simulatedPredicate(b.statement.Predicate) {
+			n++
+		}
+	}
+	return fmt.Sprintf("accepted: %d of %d bundle(s) ran on simulated hardware", n, len(typed))
+}
+
+// simulatedPredicate reports whether a predicate says "simulated": true.
+func simulatedPredicate(p json.RawMessage) bool {
+	var v struct {
+		Simulated bool `json:"simulated"`
+	}
+	return json.Unmarshal(p, &v) == nil && v.Simulated
 }
 
 // verifyEntries verifies every bundle, in order, until ctx is done.

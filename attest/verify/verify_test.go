@@ -172,12 +172,12 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	// The criteria are stated: signature, tlog/timestamps, predicate type,
-	// the two default policy rules, and the subject.
+	// the subject, the three default policy rules and target coverage.
 	var crit []string
 	for _, c := range r.Criteria {
 		crit = append(crit, c.Check)
 	}
-	if got := strings.Join(crit, ","); got != "signature,tlog/timestamps,predicate type,subject,policy,policy" {
+	if got := strings.Join(crit, ","); got != "signature,tlog/timestamps,predicate type,subject,policy,policy,policy,coverage" {
 		t.Errorf("criteria = %s", got)
 	}
 	for _, c := range r.Criteria {
@@ -403,12 +403,15 @@ func TestPolicyFile(t *testing.T) {
 		expr string
 		want verify.Failure
 	}{
-		{`predicate.hardware.gpus.all(g, g.compute_capability == "9.0")`, verify.FailureNone},
+		{`predicate.hardware.gpus.exists(g, g.compute_capability == "9.0")`, verify.FailureNone},
+		// vector_add median throughput >= 2800 GB/s on H100 (the README's example).
+		{h100Throughput(2800), verify.FailureNone},
+		{h100Throughput(3000), verify.FailurePolicy},
 		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 2800)`, verify.FailureNone},
 		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 3000)`, verify.FailurePolicy},
 		{`predicate.build.reproducible`, verify.FailureNone},
 		{`subjects.exists(s, s.name == "build/kernels.fatbin")`, verify.FailureNone},
-		{`predicateType == "https://gpuattest.dev/gpu-validation/v1"`, verify.FailureNone},
+		{`predicateType == "https://gpuattest.dev/gpu-validation/v2"`, verify.FailureNone},
 		{`predicate.no_such_field == 1`, verify.FailurePolicy},
 	}
 	for _, tt := range tests {
@@ -646,4 +649,15 @@ func TestNoArtifacts(t *testing.T) {
 	if r := f.verify(t, f.bundle, []verify.Artifact{f.artifact}, verify.WithArtifactsRequired()); !r.Verified {
 		t.Errorf("required and given: failure %s: %v", r.Failure, failedChecks(r))
 	}
+}
+
+// h100Throughput is the rule "vector_add median throughput >= gbps GB/s
+// on H100": a benchmark case of that name whose throughput at the median
+// reaches gbps, measured by a step that ran with backend cuda on real
+// H100s only.
+func h100Throughput(gbps int) string {
+	return fmt.Sprintf(`predicate.benchmarks.exists(b, b.case == "vector_add"
+  && b.throughput.unit == "GB/s" && b.throughput.value >= %d
+  && predicate.steps.exists(s, s.id == b.step && s.backend == "cuda"
+    && size(s.devices) > 0 && s.devices.all(d, d.name.contains("H100") && !d.simulated)))`, gbps)
 }

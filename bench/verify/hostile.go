@@ -83,7 +83,8 @@ func (f *hostileFixture) validationBundle(ctx context.Context, name string, size
 	steps, _ := pred["steps"].([]any)
 	for i := 0; len(st.Predicate) < size; i++ {
 		for range 1000 {
-			steps = append(steps, map[string]any{"id": fmt.Sprintf("step-%07d", len(steps)), "kind": "test", "verdict": "passed", "runner": "host"})
+			steps = append(steps, map[string]any{"id": fmt.Sprintf("step-%07d", len(steps)), "kind": "test", "verdict": "passed", "runner": "host",
+				"gpu": false, "backend": "cpu", "devices": []any{}})
 		}
 		pred["steps"] = steps
 		if st.Predicate, err = json.Marshal(pred); err != nil {

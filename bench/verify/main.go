@@ -129,18 +129,23 @@ func writeArtifact(path string, size int) (string, error) {
 }
 
 // statement is a passing validation statement on real (non-simulated)
-// hardware over one artifact.
+// hardware over one artifact: its test ran with backend cuda on the GPU,
+// which covers the one pinned target, as the default policy wants.
 func statement(name, digest string) (*attest.Statement, error) {
 	hex64 := strings.Repeat("a", 64)
+	hw := benchHardware()
+	gpu := attest.Device{UUID: hw.GPUs[0].UUID, Name: hw.GPUs[0].Name, ComputeCapability: hw.GPUs[0].ComputeCapability}
 	return attest.ValidationStatement(&attest.Run{
 		PipelineDigest: "sha256:" + hex64,
-		Steps:          []attest.StepVerdict{{ID: "build", Kind: "cuda-build", Verdict: "passed"}, {ID: "test", Kind: "test", Verdict: "passed"}},
-		Hardware:       benchHardware(),
-		Artifacts:      []attest.FileDigest{{Path: name, SHA256: digest}},
-		Results:        []attest.FileDigest{{Path: "results.json", SHA256: hex64}},
-		StartedAt:      time.Now().Add(-time.Minute),
-		FinishedAt:     time.Now(),
-		Version:        "bench",
+		Build:          &attest.BuildFacts{Targets: []string{"sm_90"}},
+		Steps: []attest.StepVerdict{{ID: "build", Kind: "cuda-build", Verdict: "passed"},
+			{ID: "test", Kind: "test", Verdict: "passed", GPU: true, Backend: "cuda", Devices: []attest.Device{gpu}}},
+		Hardware:   hw,
+		Artifacts:  []attest.FileDigest{{Path: name, SHA256: digest}},
+		Results:    []attest.FileDigest{{Path: "results.json", SHA256: hex64}},
+		StartedAt:  time.Now().Add(-time.Minute),
+		FinishedAt: time.Now(),
+		Version:    "bench",
 	})
 }
 

@@ -42,18 +42,18 @@ func TestPublishQuickstart(t *testing.T) {
 		byDigest := push(t, runDir, ref)
 		published = byDigest
 		for _, r := range []string{ref, byDigest} {
-			if code, out, errOut := cli(t, "verify", r, "--key", keys.Public); code != 0 || !strings.Contains(out, "Verified OK") {
+			if code, out, errOut := cli(t, "verify", r, "--key", keys.Public, "--policy", "builtin:cpu-tier"); code != 0 || !strings.Contains(out, "Verified OK") {
 				t.Fatalf("verify %s: exit %d\n%s%s", r, code, out, errOut)
 			}
 		}
 		if i == 0 {
-			if code, out, errOut := cli(t, "pull", ref, "--key", keys.Public, "--to", "oci-layout:"+layout); code != 0 {
+			if code, out, errOut := cli(t, "pull", ref, "--key", keys.Public, "--policy", "builtin:cpu-tier", "--to", "oci-layout:"+layout); code != 0 {
 				t.Fatalf("pull --to: exit %d\n%s%s", code, out, errOut)
 			}
 		}
 	}
 	// Offline: the registries' address is gone from what is read.
-	code, out, errOut := cli(t, "verify", "oci-layout:"+layout, "--key", keys.Public, "-o", "json")
+	code, out, errOut := cli(t, "verify", "oci-layout:"+layout, "--key", keys.Public, "--policy", "builtin:cpu-tier", "-o", "json")
 	if code != 0 || !strings.Contains(out, `"referrers": "OCI layout index"`) {
 		t.Fatalf("verify oci-layout: exit %d\n%s%s", code, out, errOut)
 	}
@@ -63,7 +63,7 @@ func TestPublishQuickstart(t *testing.T) {
 		t.Errorf("cosign verify-attestation --local-image: %v\n%s", err, out)
 	}
 	files := filepath.Join(t.TempDir(), "files")
-	if code, out, errOut := cli(t, "pull", "oci-layout:"+layout, "--key", keys.Public, "--out", files); code != 0 {
+	if code, out, errOut := cli(t, "pull", "oci-layout:"+layout, "--key", keys.Public, "--policy", "builtin:cpu-tier", "--out", files); code != 0 {
 		t.Fatalf("pull from the layout: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, k := range []string{"vector_add", "reduce_sum", "sgemm", "softmax"} {

@@ -104,7 +104,8 @@ func TestPublishInterop(t *testing.T) {
 		if again := push(t, runDir, ref); again != byDigest {
 			t.Errorf("second push printed %s, want %s", again, byDigest)
 		}
-		if code, out, errOut := cli(t, "verify", ref, "--key", pub); code != 0 || !strings.Contains(out, "Verified OK") {
+		// The fixture run used no GPU: the CPU tier is asked for by name.
+		if code, out, errOut := cli(t, "verify", ref, "--key", pub, "--policy", "builtin:cpu-tier"); code != 0 || !strings.Contains(out, "Verified OK") {
 			t.Fatalf("verify %s: exit %d\n%s%s", ref, code, out, errOut)
 		}
 		for _, pt := range []string{attest.ValidationPredicateType, attest.ProvenancePredicateType} {
@@ -167,11 +168,11 @@ func tamper(t *testing.T, d *registrytest.Docker, runDir, pub string) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if code, out, _ := cli(t, "verify", ref, "--key", pub); code != tt.want {
+		if code, out, _ := cli(t, "verify", ref, "--key", pub, "--policy", "builtin:cpu-tier"); code != tt.want {
 			t.Errorf("verify with a changed %s: exit %d, want %d\n%s", tt.what, code, tt.want, out)
 		}
 		parent := t.TempDir()
-		code, out, _ := cli(t, "pull", ref, "--key", pub, "--out", filepath.Join(parent, "out"), "--to", "oci-layout:"+filepath.Join(parent, "layout"))
+		code, out, _ := cli(t, "pull", ref, "--key", pub, "--policy", "builtin:cpu-tier", "--out", filepath.Join(parent, "out"), "--to", "oci-layout:"+filepath.Join(parent, "layout"))
 		if left, _ := os.ReadDir(parent); code != tt.want || len(left) != 0 || !strings.Contains(out, "Nothing was written") {
 			t.Errorf("pull with a changed %s: exit %d, want %d; left %v\n%s", tt.what, code, tt.want, left, out)
 		}

@@ -29,7 +29,21 @@ type verifyFlags struct {
 	san, sanRE, issuer, issuerRE                                string
 	maxPredicateSize                                            string
 	maxPolicyCost                                               uint64
-	requireArtifacts                                            bool
+	requireArtifacts, allowSimulated                            bool
+	// bundlePaths are verify's --bundle flags (it takes several; report
+	// takes one, bundlePath).
+	bundlePaths []string
+}
+
+// bundles returns the bundle files given.
+func (f *verifyFlags) bundles() []string {
+	if len(f.bundlePaths) > 0 {
+		return f.bundlePaths
+	}
+	if f.bundlePath != "" {
+		return []string{f.bundlePath}
+	}
+	return nil
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -41,9 +55,14 @@ func newVerifyCmd() *cobra.Command {
 or a Fulcio certificate with the given identity chaining to --trusted-root),
 transparency log and timestamps as the trusted material requires, that each
 ARTIFACT's sha256 is a subject of a bundle of the predicate type, and a policy
-(CEL rules over the predicate; default: every step passed, hardware not
-simulated). --bundle takes one bundle or a JSON Lines file of many. Nothing is
-fetched over the network. Without ARTIFACT no file is compared with the
+(CEL rules over the predicate). The default policy: every step passed, every
+gpu: true step ran with backend cuda on a real GPU, and every pinned target
+is covered by a passing GPU run of its compute capability across all the
+bundles given; --policy builtin:cpu-tier accepts runs on the CPU backend,
+--allow-simulated accepts simulated GPUs (for tests and demos). --bundle
+takes one bundle or a JSON Lines file of many, and may be given several
+times: a release validated on several machines verifies with all their
+bundles. Nothing is fetched over the network. Without ARTIFACT no file is compared with the
 subjects: verify says "0 artifacts checked", and fails with
 --require-artifacts.
 
@@ -64,10 +83,10 @@ mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	}
 	rf := addRegistryFlags(c)
 	f.output = outputFlag(c)
-	c.Flags().StringVar(&f.bundlePath, "bundle", "", "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl)")
+	c.Flags().StringArrayVar(&f.bundlePaths, "bundle", nil, "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl); repeat for several files")
 	f.addFlags(c, "")
 	c.RunE = func(c *cobra.Command, args []string) error {
-		if f.bundlePath == "" && len(args) > 0 {
+		if len(f.bundlePaths) == 0 && len(args) > 0 {
 			return runVerifyRef(c, &f, rf, args, pullDest{})
 		}
 		return runVerify(c, &f, args)
@@ -87,7 +106,8 @@ func (f *verifyFlags) addFlags(c *cobra.Command, prefix string) {
 	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", prefix+"keyless: expected OIDC issuer of the certificate")
 	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", prefix+"keyless: regexp the OIDC issuer must match")
 	fl.StringVar(&f.predicateType, "predicate-type", attest.ValidationPredicateType, prefix+"predicate type the bundles must have")
-	fl.StringVar(&f.policyPath, "policy", "", prefix+"policy file (YAML, kind Policy); default: all steps passed, not simulated")
+	fl.StringVar(&f.policyPath, "policy", "", prefix+"policy file (YAML, kind Policy) or builtin:cpu-tier; default: every step passed on real GPUs, every pinned target covered")
+	fl.BoolVar(&f.allowSimulated, "allow-simulated", false, prefix+"accept simulated GPUs (GPUATTEST_FAKE_GPU), for tests and demos: they pass the policy and count for coverage")
 	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", limits.Human(verify.DefaultMaxPredicateSize), prefix+"largest signed statement (predicate and subjects) to verify, such as 16MiB")
 	fl.Uint64Var(&f.maxPolicyCost, "max-policy-cost", policy.DefaultCostLimit, prefix+"most the policy may cost over all bundles, in CEL cost units")
 	fl.BoolVar(&f.requireArtifacts, "require-artifacts", false, prefix+"fail (exit 11) when no ARTIFACT is given; without it verify says \"0 artifacts checked\"")
@@ -103,7 +123,7 @@ func (f *verifyFlags) check() error {
 	if err := checkOutput(*f.output); err != nil {
 		return err
 	}
-	if f.bundlePath == "" {
+	if len(f.bundles()) == 0 {
 		return usageErr("--bundle FILE is required")
 	}
 	return f.checkMaterial()
@@ -143,6 +163,9 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 	if f.requireArtifacts {
 		opts = append(opts, verify.WithArtifactsRequired())
 	}
+	if f.allowSimulated {
+		opts = append(opts, verify.WithSimulatedAllowed())
+	}
 	if f.keyPath != "" {
 		pub, err := sign.LoadPublicKey(f.keyPath)
 		if err != nil {
@@ -164,7 +187,7 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 		opts = append(opts, verify.WithTrustedRoot(tr, f.trustedRoot))
 	}
 	if f.policyPath != "" {
-		p, err := policy.Load(f.policyPath)
+		p, err := policy.Open(f.policyPath, f.allowSimulated)
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +219,7 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	}
 	w := c.OutOrStdout()
 	if *f.output == "text" {
-		fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", len(entries), textsafe.Line(f.bundlePath))
+		fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", len(entries), textsafe.Line(strings.Join(f.bundles(), ", ")))
 		printVerifyCriteria(w, v.Criteria(arts))
 		fmt.Fprintln(w)
 	}
@@ -233,9 +256,13 @@ func (f *verifyFlags) inputs(ctx context.Context, args []string) (*verify.Verifi
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	entries, err := v.ReadBundles(ctx, f.bundlePath)
-	if err != nil {
-		return nil, nil, nil, err
+	var entries []verify.Entry
+	for _, b := range f.bundles() {
+		e, err := v.ReadBundles(ctx, b)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		entries = append(entries, e...)
 	}
 	var arts []verify.Artifact
 	for _, a := range args {
@@ -297,6 +324,9 @@ func printVerifyChecks(w io.Writer, rep *verify.Report, code int) {
 	}
 	if rep.Verified {
 		fmt.Fprintf(w, "Verified OK: %d bundle(s), %s, predicate %s, policy %s\n", len(rep.Bundles), arts, textsafe.Line(rep.PredicateType), textsafe.Line(verifyPolicyName(rep.Policy)))
+		if rep.SimulatedAccepted {
+			fmt.Fprintf(w, "WARNING: %s\n", verify.SimulatedAccepted)
+		}
 		return
 	}
 	what := map[verify.Failure]string{

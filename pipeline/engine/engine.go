@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/envlist"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"github.com/gpuattest/gpuattest/pipeline/image"
@@ -569,6 +570,9 @@ func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord)
 		return nil, logs, fmt.Errorf("work directory %s does not exist\nhint: a step's workdir is relative to the pipeline's workdir (the pipeline file's directory by default)", sc.WorkDir)
 	}
 	sc.Env = e.env(s, stepDir, r.Name() == "host")
+	if s.GPU {
+		sr.CUDAVisibleDevices, _ = envlist.Lookup(sc.Env, "CUDA_VISIBLE_DEVICES")
+	}
 	return sc, logs, nil
 }
 

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"fmt"
-	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/envlist"
 	"github.com/gpuattest/gpuattest/pipeline"
 )
 
@@ -42,7 +42,7 @@ func (e *run) exclusive(s *pipeline.Step) claim {
 	}
 	env := e.env(s, "", host)
 	idx, err := hw.Visible(func(k string) (string, bool) {
-		v, ok := lookupEnv(env, k)
+		v, ok := envlist.Lookup(env, k)
 		return v, ok
 	})
 	if err != nil || len(idx) == 0 {
@@ -58,17 +58,6 @@ func (e *run) exclusive(s *pipeline.Step) claim {
 		c.devices = append(c.devices, key)
 	}
 	return c
-}
-
-// lookupEnv finds k in env (KEY=VALUE entries; the last one wins).
-func lookupEnv(env []string, k string) (string, bool) {
-	v, ok := "", false
-	for _, kv := range env {
-		if key, val, found := strings.Cut(kv, "="); found && key == k {
-			v, ok = val, true
-		}
-	}
-	return v, ok
 }
 
 // locks are the claims of the running steps. Only the scheduler's

@@ -84,13 +84,16 @@ type StepRecord struct {
 	DurationMS int64        `json:"duration_ms,omitempty"`
 	ExitCode   *int         `json:"exit_code,omitempty"`
 	Runner     *runner.Info `json:"runner,omitempty"`
-	Cache      string       `json:"cache,omitempty"` // hit, miss or off
-	CacheKey   string       `json:"cache_key,omitempty"`
-	Inputs     []step.File  `json:"inputs,omitempty"`
-	Outputs    []step.File  `json:"outputs,omitempty"`
-	Artifacts  []step.File  `json:"artifacts,omitempty"`
-	Results    []step.File  `json:"results,omitempty"`
-	Notes      []string     `json:"notes,omitempty"`
+	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES in a gpu: true step's
+	// environment, when set: which of the hardware record's GPUs it saw.
+	CUDAVisibleDevices string      `json:"cuda_visible_devices,omitempty"`
+	Cache              string      `json:"cache,omitempty"` // hit, miss or off
+	CacheKey           string      `json:"cache_key,omitempty"`
+	Inputs             []step.File `json:"inputs,omitempty"`
+	Outputs            []step.File `json:"outputs,omitempty"`
+	Artifacts          []step.File `json:"artifacts,omitempty"`
+	Results            []step.File `json:"results,omitempty"`
+	Notes              []string    `json:"notes,omitempty"`
 	// Details are the facts the step's executor reported, in its kind's
 	// type (cuda.BuildDetails, suite.TestDetails, ...); pipeline/rundir
 	// decodes them by kind.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/envlist"
 	"github.com/gpuattest/gpuattest/pipeline/hardware"
 
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -79,7 +80,7 @@ func (m *Monitor) visible(env []string) ([]int, string) {
 	for _, g := range m.rec.GPUs {
 		all = append(all, g.Index)
 	}
-	pos, err := m.rec.Visible(func(k string) (string, bool) { return lookupEnv(env, k) })
+	pos, err := m.rec.Visible(envlist.Func(env))
 	if err != nil {
 		return all, "every GPU: " + err.Error()
 	}
@@ -88,17 +89,6 @@ func (m *Monitor) visible(env []string) ([]int, string) {
 		out = append(out, m.rec.GPUs[p].Index)
 	}
 	return out, ""
-}
-
-// lookupEnv finds k in env (KEY=VALUE entries; the last one wins).
-func lookupEnv(env []string, k string) (string, bool) {
-	v, ok := "", false
-	for _, kv := range env {
-		if key, val, found := strings.Cut(kv, "="); found && key == k {
-			v, ok = val, true
-		}
-	}
-	return v, ok
 }
 
 func embedsPTX(p *pipeline.Pipeline) bool {

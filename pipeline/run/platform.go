@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 
 	"github.com/gpuattest/gpuattest/attest/oci"
+	"github.com/gpuattest/gpuattest/internal/envlist"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
@@ -110,7 +110,7 @@ func imageOptions(ctx context.Context, p *pipeline.Pipeline, locked bool) ([]eng
 // hardwareOptions collects the hardware record (every run stores it) and
 // wires GPU preflight and telemetry around gpu: true steps.
 func hardwareOptions(ctx context.Context, src gpu.Source, base []string) ([]engine.Option, *hardware.Record, error) {
-	rec, err := gpu.Collect(ctx, gpu.WithSource(src), gpu.WithVisibleDevices(func(k string) (string, bool) { return lookupEnv(base, k) }))
+	rec, err := gpu.Collect(ctx, gpu.WithSource(src), gpu.WithVisibleDevices(envlist.Func(base)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("collecting the hardware record: %w", err)
 	}
@@ -144,15 +144,4 @@ func toolchainOption() engine.Option {
 		}
 		return tc
 	})
-}
-
-// lookupEnv finds k in env (KEY=VALUE entries; the last one wins).
-func lookupEnv(env []string, k string) (string, bool) {
-	v, ok := "", false
-	for _, kv := range env {
-		if key, val, found := strings.Cut(kv, "="); found && key == k {
-			v, ok = val, true
-		}
-	}
-	return v, ok
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/runfixture"
@@ -34,7 +35,12 @@ func signedRun(t *testing.T) (string, *verify.Verifier) {
 	if _, err := runfixture.Write(t.Context(), filepath.Join(t.TempDir(), "root"), dir, files, s); err != nil {
 		t.Fatal(err)
 	}
-	v, err := verify.New(verify.WithKey(priv.Public(), "test key"))
+	// The fixture run used no GPU: the CPU tier, by name.
+	cpuTier, err := policy.Builtin(policy.BuiltinCPUTier, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verify.New(verify.WithKey(priv.Public(), "test key"), verify.WithPolicy(cpuTier))
 	if err != nil {
 		t.Fatal(err)
 	}

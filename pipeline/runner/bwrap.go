@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuattest/gpuattest/internal/envlist"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 )
 
@@ -349,7 +350,7 @@ func bwrapArgs(im *bwrapImage, c *Command, gpu *gpuBinds) ([]string, error) {
 			args = append(args, "--ro-bind", gpu.libs[n], filepath.Join(DriverLibDir, n))
 		}
 		ld := DriverLibDir
-		if old := envValue(env, "LD_LIBRARY_PATH"); old != "" {
+		if old, _ := envlist.Lookup(env, "LD_LIBRARY_PATH"); old != "" {
 			ld += ":" + old
 		}
 		env = mergeEnv(env, []string{"LD_LIBRARY_PATH=" + ld})
@@ -389,15 +390,6 @@ func mergeEnv(base, over []string) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-func envValue(env []string, key string) string {
-	for _, kv := range env {
-		if k, v, _ := strings.Cut(kv, "="); k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // bwrapStatus is one JSON document bwrap writes to --json-status-fd.

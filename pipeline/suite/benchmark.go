@@ -51,6 +51,10 @@ type BenchmarkDetails struct {
 	// Backend and Device are what the results files report.
 	Backend string `json:"backend"`
 	Device  string `json:"device,omitempty"`
+	// DeviceUUID and CUDAVisibleDevices are the GPU the candidate's cases
+	// ran on and CUDA_VISIBLE_DEVICES as it saw it, when its results say.
+	DeviceUUID         string `json:"device_uuid,omitempty"`
+	CUDAVisibleDevices string `json:"cuda_visible_devices,omitempty"`
 	// Hardware is where the samples were taken (from the hardware record).
 	Hardware Hardware `json:"hardware"`
 	// Warmup, Repeats and Seeds are the knobs passed to the suite; Warmup
@@ -433,6 +437,7 @@ func (br *benchRun) judge() error {
 	}
 	if len(br.cand) > 0 {
 		br.out.DeviceUUID = br.cand[0].res.DeviceUUID
+		d.DeviceUUID, d.CUDAVisibleDevices = br.cand[0].res.DeviceUUID, br.cand[0].res.CUDAVisibleDevices
 	}
 	d.Hardware.Backend = d.Backend
 	if d.Hardware.GPUModel == "" && d.Device != "" {

@@ -92,6 +92,8 @@ type BurninDetails struct {
 	Backend    string `json:"backend,omitempty"`
 	Device     string `json:"device,omitempty"`
 	DeviceUUID string `json:"device_uuid,omitempty"`
+	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES as the suite saw it.
+	CUDAVisibleDevices string `json:"cuda_visible_devices,omitempty"`
 	// IterationSeconds is the wall time of each invocation, in order.
 	IterationSeconds []float64 `json:"iteration_s,omitempty"`
 	// Cases is the number of cases per iteration; OutputsChecked how many
@@ -341,6 +343,7 @@ func (br *burnRun) take(iter int, r *Results, exitCode int, maxRSS int64) bool {
 		d.Sustained = r.Sustained != nil
 		d.Backend, d.Device, d.DeviceUUID = r.Backend, r.Device, r.DeviceUUID
 		br.out.DeviceUUID = r.DeviceUUID
+		d.CUDAVisibleDevices = r.CUDAVisibleDevices
 	} else if (r.Sustained != nil) != d.Sustained {
 		br.fail(iter, "the results of iteration 1 and %d disagree on whether the suite ran sustained (a \"sustained\" block)", iter)
 		return false

@@ -28,6 +28,10 @@ type TestDetails struct {
 	Tool    string `json:"tool,omitempty"`
 	Backend string `json:"backend,omitempty"`
 	Device  string `json:"device,omitempty"`
+	// DeviceUUID and CUDAVisibleDevices are the GPU the cases ran on and
+	// CUDA_VISIBLE_DEVICES as the suite saw it, when its results say.
+	DeviceUUID         string `json:"device_uuid,omitempty"`
+	CUDAVisibleDevices string `json:"cuda_visible_devices,omitempty"`
 	// Counts tallies the cases.
 	Counts Counts `json:"counts"`
 	// Failures lists the cases that failed or errored, with their message.
@@ -81,7 +85,8 @@ func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 // exited with exitCode: passed only when every case that ran passed, at
 // least one case ran, and the command exited 0.
 func judgeTest(st *pipeline.Step, r *Results, exitCode int) (*TestDetails, step.Status, string, error) {
-	d := &TestDetails{Results: st.Results, Format: r.Format, Tool: r.Tool, Backend: r.Backend, Device: r.Device, Counts: r.Count()}
+	d := &TestDetails{Results: st.Results, Format: r.Format, Tool: r.Tool, Backend: r.Backend, Device: r.Device,
+		DeviceUUID: r.DeviceUUID, CUDAVisibleDevices: r.CUDAVisibleDevices, Counts: r.Count()}
 	if r.Format == FormatJUnit {
 		d.Tool = ""
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 )
 
-// Hardware returns a sealed hardware record of one H100, simulated or
-// claiming to be real.
+// Hardware returns a sealed hardware record of an H100 and an A100,
+// simulated or claiming to be real.
 func Hardware(simulated bool) *hardware.Record {
-	mem := uint64(85520809984)
+	mem, memA100 := uint64(85520809984), uint64(85899345920)
 	rec := &hardware.Record{
 		Simulated:         simulated,
 		Host:              hardware.Host{CPUModel: "Test CPU", CPUCores: 16, MemoryBytes: 137438953472, Kernel: "6.1.0", OS: "Debian GNU/Linux 12 (bookworm)"},
@@ -21,7 +21,9 @@ func Hardware(simulated bool) *hardware.Record {
 		CUDADriverVersion: "12.4",
 		NVMLVersion:       "12.550.54.15",
 		GPUs: []hardware.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-00000000-0000-0000-0000-000000000000",
-			ComputeCapability: "9.0", MemoryTotalBytes: &mem}},
+			ComputeCapability: "9.0", MemoryTotalBytes: &mem},
+			{Index: 1, Name: "NVIDIA A100-SXM4-80GB", UUID: "GPU-11111111-1111-1111-1111-111111111111",
+				ComputeCapability: "8.0", MemoryTotalBytes: &memA100}},
 	}
 	if err := rec.Seal(); err != nil {
 		panic(err)
@@ -32,11 +34,18 @@ func Hardware(simulated bool) *hardware.Record {
 // Hex returns a 64-digit hex string of c, a fake sha256.
 func Hex(c byte) string { return strings.Repeat(string(c), 64) }
 
-// Run returns a passing run. When simulated is false the hardware record
-// claims real hardware. Its one artifact is "build/kernels.fatbin" with
-// digest artifactSHA256.
+// Run returns a passing run: its test ran on the A100 and its benchmark
+// on the H100, both with backend cuda, covering its targets sm_80 and
+// sm_90. When simulated is false the hardware record claims real
+// hardware. Its one artifact is "build/kernels.fatbin" with digest
+// artifactSHA256.
 func Run(simulated bool, artifactSHA256 string) *attest.Run {
 	yes := true
+	hw := Hardware(simulated)
+	dev := func(i int) []attest.Device {
+		g := hw.GPUs[i]
+		return []attest.Device{{UUID: g.UUID, Name: g.Name, ComputeCapability: g.ComputeCapability, Simulated: simulated}}
+	}
 	return &attest.Run{
 		ID:             "run-1",
 		PipelinePath:   "pipelines/release.yaml",
@@ -44,10 +53,12 @@ func Run(simulated bool, artifactSHA256 string) *attest.Run {
 		LockDigest:     "sha256:" + Hex('b'),
 		Steps: []attest.StepVerdict{
 			{ID: "build", Kind: "cuda-build", Verdict: "passed", Runner: "docker"},
-			{ID: "test", Kind: "test", Verdict: "passed", Runner: "docker"},
-			{ID: "bench", Kind: "benchmark", Verdict: "passed", Runner: "docker"},
+			{ID: "test", Kind: "test", Verdict: "passed", Runner: "docker", GPU: true, Backend: "cuda", Devices: dev(1),
+				Cases: &attest.CaseCounts{Total: 4, Passed: 4}},
+			{ID: "bench", Kind: "benchmark", Verdict: "passed", Runner: "docker", GPU: true, Backend: "cuda", Devices: dev(0),
+				Cases: &attest.CaseCounts{Total: 1, Passed: 1}},
 		},
-		Hardware:  Hardware(simulated),
+		Hardware:  hw,
 		Artifacts: []attest.FileDigest{{Path: "build/kernels.fatbin", SHA256: artifactSHA256, Step: "build", Kind: "fatbin"}},
 		Results:   []attest.FileDigest{{Path: "steps/test/results.json", SHA256: Hex('d'), Step: "test", Kind: "results"}},
 		Build: &attest.BuildFacts{
