@@ -612,6 +612,14 @@ func (e *run) fromCache(s *pipeline.Step, sc *step.Context, w *workTree, sr *Ste
 	if !ok {
 		return key, false, nil
 	}
+	if e.o.checkCache != nil {
+		probe := *sr
+		probe.Artifacts, probe.Results, probe.Details = m.Artifacts, m.Results, m.Details
+		if err := e.o.checkCache(&probe); err != nil {
+			sr.Notes = append(sr.Notes, "cache entry unreadable (written by another gpuattest build?), running: "+err.Error())
+			return key, false, nil
+		}
+	}
 	files, err := e.cache.restore(m, w)
 	if err != nil {
 		sr.Notes = append(sr.Notes, "cache entry unusable, running: "+err.Error())

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -357,5 +360,58 @@ func TestOutputModesNeverWiden(t *testing.T) {
 		if m := perm(o); m&0o222 != 0 {
 			t.Errorf("cache object %s is writable: %v", o, m)
 		}
+	}
+}
+
+// TestCacheEntryFailingTheCheckIsAMiss: a cache entry whose record the
+// run cannot read (details of another gpuattest build sharing the cache)
+// is a miss with a note, never a failed step, and the step's fresh
+// entry replaces it.
+func TestCacheEntryFailingTheCheckIsAMiss(t *testing.T) {
+	p := load(t, `steps:
+  - id: gen
+    run: mkdir -p out && date +%s%N > out/stamp
+    outputs: [out/**]
+`)
+	cacheDir := t.TempDir()
+	strict := WithCacheCheck(func(sr *StepRecord) error {
+		if bytes.Contains(sr.Details, []byte(`"from_another_build"`)) {
+			return errors.New(`exec details: json: unknown field "from_another_build"`)
+		}
+		return nil
+	})
+	run := func() *StepRecord {
+		res, err := Run(t.Context(), p, WithOutDir(filepath.Join(t.TempDir(), "r")), WithCacheDir(cacheDir), strict)
+		if err != nil || !res.Passed() {
+			t.Fatalf("%v %+v", err, res)
+		}
+		return res.Record.Step("gen")
+	}
+	if first := run(); first.Cache != "miss" {
+		t.Fatalf("first run: cache %s", first.Cache)
+	}
+	manifests, err := filepath.Glob(filepath.Join(cacheDir, "*", "*.json"))
+	if err != nil || len(manifests) == 0 {
+		manifests, _ = filepath.Glob(filepath.Join(cacheDir, "*", "*", "*.json"))
+	}
+	if len(manifests) != 1 {
+		t.Fatalf("cache manifests: %v", manifests)
+	}
+	var m map[string]any
+	data, _ := os.ReadFile(manifests[0])
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["details"] = map[string]any{"from_another_build": true}
+	data, _ = json.Marshal(m)
+	if err := os.WriteFile(manifests[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := run()
+	if second.Cache != "miss" || !slices.ContainsFunc(second.Notes, func(n string) bool { return strings.Contains(n, "cache entry unreadable") }) {
+		t.Fatalf("entry of another build: cache %s, notes %q", second.Cache, second.Notes)
+	}
+	if third := run(); third.Cache != "hit" {
+		t.Fatalf("after the fresh entry: cache %s, notes %q", third.Cache, third.Notes)
 	}
 }

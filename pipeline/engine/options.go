@@ -36,6 +36,7 @@ type options struct {
 	lockDigest string
 	toolchain  func(ctx context.Context) any
 	baseEnv    []string
+	checkCache func(*StepRecord) error
 	now        func() time.Time
 }
 
@@ -152,6 +153,16 @@ func WithProgress(f func(Event)) Option {
 // WithVersion sets the gpuattest version recorded and keyed into the cache.
 func WithVersion(v string) Option {
 	return func(o *options) error { o.version = v; return nil }
+}
+
+// WithCacheCheck has every build-cache hit checked by f before it is used:
+// f gets the step's record as the entry would restore it (details,
+// results, artifacts) and returns an error when it cannot read it, e.g.
+// details written by another gpuattest build sharing the cache. Such an
+// entry is a miss, noted in the step record, and the step runs and stores
+// a fresh entry. pipeline/run passes rundir's strict decoder.
+func WithCacheCheck(f func(*StepRecord) error) Option {
+	return func(o *options) error { o.checkCache = f; return nil }
 }
 
 // WithExecutor runs steps of kind with e (exec is built in).

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/rundir"
 )
 
 // ErrInvalid is wrapped by errors about the input rather than the run: a
@@ -84,7 +85,8 @@ func Pipeline(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Resul
 
 // engineOptions turns o and what p needs into the engine's options.
 func (o *options) engineOptions(ctx context.Context, p *pipeline.Pipeline) ([]engine.Option, error) {
-	opts := append(executors(o.registry), engine.WithJobs(o.jobs), engine.WithLogger(o.logger))
+	opts := append(executors(o.registry), engine.WithJobs(o.jobs), engine.WithLogger(o.logger),
+		engine.WithCacheCheck(func(sr *engine.StepRecord) error { _, err := rundir.DecodeStep(sr); return err }))
 	if o.version != "" {
 		opts = append(opts, engine.WithVersion(o.version))
 	}
