@@ -30,6 +30,7 @@ type verifyFlags struct {
 	maxPredicateSize                                            string
 	maxPolicyCost                                               uint64
 	requireArtifacts                                            bool
+	signKey, vsaOut                                             string
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -66,8 +67,12 @@ mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	f.output = outputFlag(c)
 	c.Flags().StringVar(&f.bundlePath, "bundle", "", "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl)")
 	f.addFlags(c, "")
+	f.addVSAFlags(c, "with --sign-key: write a signed SLSA VSA (https://slsa.dev/verification_summary/v1) of a successful verification to this file")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if f.bundlePath == "" && len(args) > 0 {
+			if f.signKey != "" || f.vsaOut != "" {
+				return usageErr("--sign-key and --vsa-out work with --bundle FILE, not with a registry REF")
+			}
 			return runVerifyRef(c, &f, rf, args, pullDest{})
 		}
 		return runVerify(c, &f, args)
@@ -189,6 +194,10 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
+	signer, err := f.vsaSigner(c, true)
+	if err != nil {
+		return err
+	}
 	ctx := c.Context()
 	v, entries, arts, err := f.inputs(ctx, args)
 	if err != nil {
@@ -214,12 +223,22 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 		return interrupted()
 	}
 	code := verifyExit(rep.Failure)
+	out := verifyOutput{Report: rep, ExitCode: code}
+	if signer != nil && rep.Verified {
+		if err := f.signVerifyVSA(c, signer, rep, entries); err != nil {
+			return withCode(exitFailed, err)
+		}
+		out.VSA = f.vsaOut
+	}
 	if *f.output == "json" {
-		if err := writeJSON(w, verifyOutput{Report: rep, ExitCode: code}); err != nil {
+		if err := writeJSON(w, out); err != nil {
 			return err
 		}
 	} else {
 		printVerifyChecks(w, rep, code)
+		if out.VSA != "" {
+			fmt.Fprintf(w, "VSA (%s) signed: %s\n", attest.VSAPredicateType, textsafe.Line(out.VSA))
+		}
 	}
 	if code != exitOK {
 		return silentExit(code)
@@ -277,7 +296,23 @@ func printVerifyCriteria(w io.Writer, crit []verify.Criterion) {
 // verifyOutput is verify's JSON output: the report and the exit code.
 type verifyOutput struct {
 	*verify.Report
-	ExitCode int `json:"exit_code"`
+	// VSA is the VSA bundle written (--vsa-out), if any.
+	VSA      string `json:"vsa,omitempty"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// signVerifyVSA signs the VSA of a verification and writes it to
+// --vsa-out.
+func (f *verifyFlags) signVerifyVSA(c *cobra.Command, signer *sign.Signer, rep *verify.Report, entries []verify.Entry) error {
+	pol, err := f.vsaPolicy("https://gpuattest.dev/policy/" + verifyPolicyName(rep.Policy))
+	if err != nil {
+		return err
+	}
+	st, err := verify.VSA(rep, entries, pol, buildVersion().Version)
+	if err != nil {
+		return err
+	}
+	return writeVSA(c, signer, st, f.vsaOut)
 }
 
 func printVerifyChecks(w io.Writer, rep *verify.Report, code int) {

@@ -67,9 +67,12 @@ func Pipeline(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Resul
 			o.warn(w)
 		}
 	}
-	src, err := sourceOf(ctx, p, o.warn)
-	if err != nil {
-		return nil, err
+	src := o.source
+	if src == nil {
+		var err error
+		if src, err = sourceOf(ctx, p, o.warn); err != nil {
+			return nil, err
+		}
 	}
 	eopts, err := o.engineOptions(ctx, p)
 	if err != nil {
