@@ -20,9 +20,6 @@ import (
 
 func init() { verbs = append(verbs, newRebuildCmd) }
 
-// exitDiffer is rebuild's exit code when a rebuilt artifact differs.
-const exitDiffer = 13
-
 // rebuildFlags are rebuild's flags besides verify's.
 type rebuildFlags struct {
 	verifyFlags

@@ -1,0 +1,127 @@
+package rebuild
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline"
+)
+
+const commit = "0123456789abcdef0123456789abcdef01234567"
+
+// provenance is a provenance statement with the given external
+// parameters.
+func provenance(t *testing.T, ext attest.ExternalParameters) *attest.Statement {
+	t.Helper()
+	raw, err := json.Marshal(attest.Provenance{BuildDefinition: attest.BuildDefinition{BuildType: attest.BuildType, ExternalParameters: ext}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &attest.Statement{Type: attest.StatementType, PredicateType: attest.ProvenancePredicateType, Predicate: raw}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	t.Parallel()
+	build := []attest.BuildStep{{ID: "k", Kind: pipeline.KindCUDABuild}}
+	pipe := attest.PipelineParam{Path: "pipelines/p.yaml"}
+	tests := []struct {
+		name, want string
+		st         *attest.Statement
+	}{
+		{"not provenance", "predicate type", &attest.Statement{PredicateType: attest.ValidationPredicateType}},
+		{"no source", "externalParameters.source: no source commit", provenance(t, attest.ExternalParameters{Pipeline: pipe, BuildSteps: build})},
+		{"dirty", "source.dirty", provenance(t, attest.ExternalParameters{Source: &attest.Source{Commit: commit, Dirty: true}, Pipeline: pipe, BuildSteps: build})},
+		{"pipeline outside", "pipeline.path", provenance(t, attest.ExternalParameters{Source: &attest.Source{Commit: commit}, Pipeline: attest.PipelineParam{Path: "../p.yaml"}, BuildSteps: build})},
+		{"no build step", "no cuda-build step", provenance(t, attest.ExternalParameters{Source: &attest.Source{Commit: commit}, Pipeline: pipe, BuildSteps: []attest.BuildStep{{ID: "e", Kind: "exec"}}})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(tc.st)
+			if !errors.Is(err, ErrNotRebuildable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Decode: %v, want ErrNotRebuildable saying %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Decode(provenance(t, attest.ExternalParameters{Source: &attest.Source{Commit: commit}, Pipeline: pipe, BuildSteps: build})); err != nil {
+		t.Fatalf("Decode of a rebuildable provenance: %v", err)
+	}
+}
+
+func TestSelectSteps(t *testing.T) {
+	t.Parallel()
+	p := &pipeline.Pipeline{Steps: []pipeline.Step{
+		{ID: "gen"},
+		{ID: "unrelated"},
+		{ID: "k", Kind: pipeline.KindCUDABuild, Needs: []string{"gen"}, Reproducible: "check"},
+		{ID: "test", Kind: pipeline.KindTest, Needs: []string{"k"}},
+	}}
+	ids, err := selectSteps(p, []attest.BuildStep{{ID: "gen", Kind: "exec"}, {ID: "unrelated", Kind: "exec"}, {ID: "k", Kind: pipeline.KindCUDABuild}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(ids, ",") != "gen,k" || len(p.Steps) != 2 || p.Steps[1].Reproducible != "off" {
+		t.Fatalf("selected %v (steps %+v), want gen,k with the check off", ids, p.Steps)
+	}
+	p = &pipeline.Pipeline{Steps: []pipeline.Step{{ID: "t", Kind: pipeline.KindTest}, {ID: "k", Kind: pipeline.KindCUDABuild, Needs: []string{"t"}}}}
+	if _, err := selectSteps(p, []attest.BuildStep{{ID: "k", Kind: pipeline.KindCUDABuild}}); !errors.Is(err, ErrNotRebuildable) {
+		t.Fatalf("a build step needing a test: %v, want ErrNotRebuildable", err)
+	}
+}
+
+func TestCompareSteps(t *testing.T) {
+	t.Parallel()
+	rec := []attest.BuildStep{{ID: "k", Image: "oci://r/cuda@sha256:aa", Commands: [][]string{{"nvcc", "a.cu"}}}}
+	if n := compareSteps(rec, rec); len(n) != 0 {
+		t.Fatalf("same steps: notes %v", n)
+	}
+	got := compareSteps(rec, []attest.BuildStep{{ID: "k", Image: "oci://r/cuda@sha256:bb", Commands: [][]string{{"nvcc", "b.cu"}}}})
+	if len(got) != 2 || !strings.Contains(got[0], "sha256:bb") || !strings.Contains(got[1], "other nvcc commands") {
+		t.Fatalf("notes %q, want the image and the commands named", got)
+	}
+}
+
+// CheckSource refuses a tree at another commit and a dirty tree, and
+// accepts a clean checkout of the commit.
+func TestCheckSource(t *testing.T) {
+	t.Parallel()
+	testenv.RequireTool(t, "git")
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@e", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	if err := os.WriteFile(filepath.Join(dir, "k.cu"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "c")
+	head := git("rev-parse", "HEAD")
+	prov := func(c string) *attest.Provenance {
+		return &attest.Provenance{BuildDefinition: attest.BuildDefinition{ExternalParameters: attest.ExternalParameters{Source: &attest.Source{Commit: c}}}}
+	}
+	if _, err := CheckSource(t.Context(), prov(head), dir); err != nil {
+		t.Fatalf("clean checkout of the commit: %v", err)
+	}
+	if _, err := CheckSource(t.Context(), prov(commit), dir); !errors.Is(err, ErrSourceMismatch) || !strings.Contains(err.Error(), commit) {
+		t.Fatalf("other commit: %v, want ErrSourceMismatch naming %s", err, commit)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "k.cu"), []byte("y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CheckSource(t.Context(), prov(head), dir); !errors.Is(err, ErrSourceMismatch) || !strings.Contains(err.Error(), "k.cu") {
+		t.Fatalf("dirty tree: %v, want ErrSourceMismatch naming k.cu", err)
+	}
+}
