@@ -180,7 +180,14 @@ func (b *Build) fingerprint(ctx context.Context, s *step.Context, env []string) 
 	if tc, ok := b.toolchains[key]; ok {
 		return tc
 	}
-	tc, err := Fingerprint(ctx, s.Runner, WithEnv(env), WithImage(s.Image), WithTempDir(s.StepDir), WithNVCCFlags(s.Step.Flags))
+	var err error
+	if s.StepDir != "" {
+		err = os.MkdirAll(s.StepDir, 0o755)
+	}
+	var tc *Toolchain
+	if err == nil {
+		tc, err = Fingerprint(ctx, s.Runner, WithEnv(env), WithImage(s.Image), WithTempDir(s.StepDir), WithNVCCFlags(s.Step.Flags))
+	}
 	if err != nil {
 		s.Logger.Warn("could not fingerprint the toolchain", "step", s.Step.ID, "err", err)
 		return nil
