@@ -61,6 +61,8 @@ func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
 	}
 	if src := rec.Source; src != nil {
 		c.run.Source = &attest.Source{URI: src.URI, Commit: src.Commit, Dirty: src.Dirty}
+		// With a source, the pipeline is named from the work tree's top.
+		c.run.PipelinePath = path.Join(src.Root, c.run.PipelinePath)
 	}
 	c.addToolchain(rd.Toolchain, "")
 	for _, im := range rec.Images {

@@ -125,19 +125,24 @@ func TestRebuildQuickstart(t *testing.T) {
 
 // TestRebuildNotDeterministic: a build step whose output embeds the time,
 // signed with reproducible: off, rebuilds to other bytes: exit 13, the
-// artifact named, and the embedded times shown as the difference.
+// artifact named, and the embedded times shown as the difference. The
+// pipeline sits in a subdirectory of the repository, which the
+// provenance's pipeline path says.
 func TestRebuildNotDeterministic(t *testing.T) {
 	t.Parallel()
 	testenv.RequireTool(t, "git")
 	testenv.RequireTool(t, "nvcc")
 	src := t.TempDir()
 	files := map[string]string{
-		"stamp.cu":   "__device__ const char built_at[] = \"built at \" __DATE__ \" \" __TIME__;\n__global__ void stamp(char *out) { out[threadIdx.x] = built_at[threadIdx.x]; }\n",
-		"p.yaml":     "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: stamped\ntargets: [sm_80]\nsteps:\n  - id: kernels\n    kind: cuda-build\n    sources: [stamp.cu]\n    reproducible: off\n",
+		"k/stamp.cu": "__device__ const char built_at[] = \"built at \" __DATE__ \" \" __TIME__;\n__global__ void stamp(char *out) { out[threadIdx.x] = built_at[threadIdx.x]; }\n",
+		"k/p.yaml":   "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: stamped\ntargets: [sm_80]\nsteps:\n  - id: kernels\n    kind: cuda-build\n    sources: [stamp.cu]\n    reproducible: off\n",
 		".gitignore": "build/\n",
 	}
+	if err := os.Mkdir(filepath.Join(src, "k"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(src, filepath.FromSlash(name)), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,7 +156,7 @@ func TestRebuildNotDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	runDir := filepath.Join(t.TempDir(), "run")
-	if code, out, errOut := cli(t, "run", filepath.Join(src, "p.yaml"), "--out", runDir, "--key", keys.Private, "-q", "--no-cache"); code != 0 {
+	if code, out, errOut := cli(t, "run", filepath.Join(src, "k", "p.yaml"), "--out", runDir, "--key", keys.Private, "-q", "--no-cache"); code != 0 {
 		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut := cli(t, "rebuild", "--bundle", filepath.Join(runDir, "attestations.intoto.jsonl"), "--key", keys.Public, "--source", clone, "--out", filepath.Join(t.TempDir(), "rb"))
@@ -159,7 +164,7 @@ func TestRebuildNotDeterministic(t *testing.T) {
 		t.Fatalf("rebuild of a time-stamped build: exit %d, want %d\n%s%s", code, exitDiffer, out, errOut)
 	}
 	if !regexp.MustCompile(`(?m)^build/stamp\.fatbin +sha256:[0-9a-f]{12} +sha256:[0-9a-f]{12} +NO$`).MatchString(out) ||
-		!strings.Contains(out, "Rebuild DIFFERS") || !strings.Contains(out, `"built at `) {
+		!strings.Contains(out, "Rebuild DIFFERS") || !strings.Contains(out, `"built at `) || !strings.Contains(out, "rebuilt k/p.yaml at") {
 		t.Fatalf("rebuild output does not name the differing artifact and the embedded time:\n%s", out)
 	}
 }

@@ -245,7 +245,7 @@ func (r *Report) explain(first, second *built) error {
 
 // built is one rebuild: where it ran and what it produced.
 type built struct {
-	work    string            // the copied tree
+	work    string            // the pipeline's root in the copied tree
 	digests map[string]string // subject name -> hex sha256
 	steps   []string
 	notes   []string
@@ -265,7 +265,11 @@ func buildOnce(ctx context.Context, prov *attest.Provenance, info *source.Info, 
 	if ext.Pipeline.Digest != "" && p.Digest != ext.Pipeline.Digest {
 		return nil, fmt.Errorf("%w: %s has digest %s, the provenance records %s", ErrSourceMismatch, ext.Pipeline.Path, p.Digest, ext.Pipeline.Digest)
 	}
-	b := &built{work: work, digests: map[string]string{}}
+	root := p.Root
+	if root == "" {
+		root = p.Dir
+	}
+	b := &built{work: root, digests: map[string]string{}}
 	if b.steps, err = selectSteps(p, ext.BuildSteps); err != nil {
 		return nil, err
 	}

@@ -176,6 +176,9 @@ func sourceOf(ctx context.Context, p *pipeline.Pipeline, warn func(string)) (*so
 		warn(fmt.Sprintf("the source commit is not recorded: %v", err))
 		return nil, nil
 	}
+	if info.Root, err = info.RelativeRoot(dir); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, p.Path, err)
+	}
 	if p.Release {
 		if err := info.CheckClean(p.Path + ": release: true"); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -30,6 +30,10 @@ type Info struct {
 	// DirtyFiles are the first MaxDirtyFiles such files, slash paths
 	// relative to the work tree's top.
 	DirtyFiles []string `json:"dirty_files,omitempty"`
+	// Root is the directory a pipeline ran from (its root), as a slash
+	// path relative to the work tree's top; empty for the top itself.
+	// Callers set it (see RelativeRoot).
+	Root string `json:"root,omitempty"`
 	// Top is the work tree's top directory on this machine; it is never
 	// written into run records or attestations.
 	Top string `json:"-"`
@@ -170,6 +174,31 @@ func NormalizeURL(raw, dir string) string {
 		p = filepath.Join(dir, p)
 	}
 	return (&url.URL{Scheme: "git+file", Path: filepath.ToSlash(filepath.Clean(p))}).String()
+}
+
+// RelativeRoot returns dir (a directory inside info's work tree) as a
+// slash path relative to the work tree's top, "" for the top itself,
+// symbolic links resolved on both sides.
+func (info *Info) RelativeRoot(dir string) (string, error) {
+	top, err := filepath.EvalSymlinks(info.Top)
+	if err != nil {
+		return "", err
+	}
+	d, err := filepath.Abs(dir)
+	if err == nil {
+		d, err = filepath.EvalSymlinks(d)
+	}
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(top, d)
+	if err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return "", fmt.Errorf("%s is not inside the work tree %s", dir, info.Top)
+	}
+	if rel == "." {
+		return "", nil
+	}
+	return filepath.ToSlash(rel), nil
 }
 
 // CheckClean returns an error wrapping ErrDirty, naming the dirty files

@@ -156,3 +156,24 @@ func TestCopyTracked(t *testing.T) {
 		t.Fatal(".git was copied")
 	}
 }
+
+func TestRelativeRoot(t *testing.T) {
+	t.Parallel()
+	dir := repo(t, map[string]string{"k/a.cu": "a\n"})
+	info, err := source.Detect(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dir, want string }{{dir, ""}, {filepath.Join(dir, "k"), "k"}, {filepath.Join(link, "k"), "k"}} {
+		if got, err := info.RelativeRoot(tc.dir); err != nil || got != tc.want {
+			t.Errorf("RelativeRoot(%s) = %q, %v, want %q", tc.dir, got, err, tc.want)
+		}
+	}
+	if _, err := info.RelativeRoot(t.TempDir()); err == nil {
+		t.Error("RelativeRoot of a directory outside the tree: no error")
+	}
+}
