@@ -223,7 +223,7 @@ func git(ctx context.Context, dir string, extra []string, args ...string) ([]byt
 	full := append(append(base, extra...), args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_EXTERNAL_DIFF=", "GIT_PAGER=cat")
+	cmd.Env = append(gitFreeEnv(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_PAGER=cat")
 	var stdout, stderr limited
 	stdout.max, stderr.max = maxOutput, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -239,6 +239,20 @@ func git(ctx context.Context, dir string, extra []string, args ...string) ([]byt
 		return nil, fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// gitFreeEnv is this process's environment without any GIT_* variable:
+// GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE (set inside git hooks) or
+// GIT_CONFIG_PARAMETERS would make git describe another tree or run
+// configured commands.
+func gitFreeEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // limited is a buffer that keeps at most max bytes and notes more.

@@ -177,3 +177,23 @@ func TestRelativeRoot(t *testing.T) {
 		t.Error("RelativeRoot of a directory outside the tree: no error")
 	}
 }
+
+// GIT_DIR and GIT_WORK_TREE in the environment (as inside a git hook) do
+// not make Detect describe another repository.
+func TestDetectIgnoresGitEnvironment(t *testing.T) {
+	dir := repo(t, map[string]string{"a": "a\n"})
+	other := repo(t, map[string]string{"b": "b\n"})
+	t.Setenv("GIT_DIR", filepath.Join(other, ".git"))
+	t.Setenv("GIT_WORK_TREE", other)
+	info, err := source.Detect(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_DIR", "")
+	t.Setenv("GIT_WORK_TREE", "")
+	os.Unsetenv("GIT_DIR")
+	os.Unsetenv("GIT_WORK_TREE")
+	if want := gitIn(t, dir, "rev-parse", "HEAD"); info.Commit != want {
+		t.Fatalf("Detect with GIT_DIR set elsewhere: commit %s, want %s", info.Commit, want)
+	}
+}
