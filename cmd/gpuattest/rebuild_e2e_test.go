@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,5 +167,25 @@ func TestRebuildNotDeterministic(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^build/stamp\.fatbin +sha256:[0-9a-f]{12} +sha256:[0-9a-f]{12} +NO$`).MatchString(out) ||
 		!strings.Contains(out, "Rebuild DIFFERS") || !strings.Contains(out, `"built at `) || !strings.Contains(out, "rebuilt k/p.yaml at") {
 		t.Fatalf("rebuild output does not name the differing artifact and the embedded time:\n%s", out)
+	}
+	// -o json: the same verdict, every artifact and the diff.
+	code, out, errOut = cli(t, "rebuild", "--bundle", filepath.Join(runDir, "attestations.intoto.jsonl"), "--key", keys.Public, "--source", clone, "--out", filepath.Join(t.TempDir(), "rb2"), "-o", "json")
+	var got struct {
+		Rebuild struct {
+			Match     bool
+			Artifacts []struct {
+				Name, Expected, Rebuilt string
+				Match                   bool
+			}
+			Diff struct{ Differing []struct{ Path string } }
+		}
+		ExitCode int `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != exitDiffer || got.ExitCode != exitDiffer || got.Rebuild.Match {
+		t.Fatalf("rebuild -o json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if len(got.Rebuild.Artifacts) != 2 || got.Rebuild.Artifacts[0].Name != "build/stamp.fatbin" || got.Rebuild.Artifacts[0].Match ||
+		len(got.Rebuild.Diff.Differing) != 1 || got.Rebuild.Diff.Differing[0].Path != "build/stamp.fatbin" {
+		t.Errorf("rebuild -o json: %+v", got)
 	}
 }
