@@ -12,6 +12,8 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
 const commit = "0123456789abcdef0123456789abcdef01234567"
@@ -124,4 +126,50 @@ func TestCheckSource(t *testing.T) {
 	if _, err := CheckSource(t.Context(), prov(head), dir); !errors.Is(err, ErrSourceMismatch) || !strings.Contains(err.Error(), "k.cu") {
 		t.Fatalf("dirty tree: %v, want ErrSourceMismatch naming k.cu", err)
 	}
+}
+
+// A host build is rebuilt only with the recorded nvcc, cicc, ptxas and
+// fatbinary; a step in an image needs no host toolchain.
+func TestCheckHostToolchain(t *testing.T) {
+	t.Parallel()
+	testenv.RequireTool(t, "nvcc")
+	tc, err := cuda.Fingerprint(t.Context(), &runner.Host{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := []attest.ResourceDescriptor{{Name: "nvcc", Digest: map[string]string{"sha256": firstNonEmpty(tc.NVCCBinarySHA256, tc.NVCCSHA256)}}}
+	for _, tf := range tc.Tools {
+		deps = append(deps, attest.ResourceDescriptor{Name: tf.Name, Digest: map[string]string{"sha256": tf.SHA256}})
+	}
+	host := &pipeline.Pipeline{Steps: []pipeline.Step{{ID: "k", Kind: pipeline.KindCUDABuild}}}
+	if err := checkHostToolchain(t.Context(), host, deps); err != nil {
+		t.Fatalf("this host's own toolchain: %v", err)
+	}
+	bad := append([]attest.ResourceDescriptor(nil), deps...)
+	bad[2] = attest.ResourceDescriptor{Name: bad[2].Name, Digest: map[string]string{"sha256": strings.Repeat("0", 64)}}
+	if err := checkHostToolchain(t.Context(), host, bad); !errors.Is(err, ErrToolchainMismatch) || !strings.Contains(err.Error(), bad[2].Name+": sha256") {
+		t.Fatalf("another %s: %v, want ErrToolchainMismatch naming it", bad[2].Name, err)
+	}
+	if err := checkHostToolchain(t.Context(), host, nil); !errors.Is(err, ErrToolchainMismatch) {
+		t.Fatalf("no recorded toolchain: %v, want ErrToolchainMismatch", err)
+	}
+	// Digests recorded inside an image do not stand for the host's.
+	inImage := append([]attest.ResourceDescriptor(nil), bad...)
+	for i := range inImage {
+		inImage[i].Annotations = map[string]string{"image": "oci://r/cuda@sha256:" + strings.Repeat("1", 64)}
+	}
+	if err := checkHostToolchain(t.Context(), host, inImage); !errors.Is(err, ErrToolchainMismatch) {
+		t.Fatalf("only image toolchains recorded: %v, want ErrToolchainMismatch", err)
+	}
+	docker := &pipeline.Pipeline{Runner: "docker", Steps: []pipeline.Step{{ID: "k", Kind: pipeline.KindCUDABuild, Image: "cuda"}}}
+	if err := checkHostToolchain(t.Context(), docker, nil); err != nil {
+		t.Fatalf("a docker build: %v, want no host check", err)
+	}
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
