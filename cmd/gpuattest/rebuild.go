@@ -29,7 +29,7 @@ type rebuildFlags struct {
 func newRebuildCmd() *cobra.Command {
 	var f rebuildFlags
 	c := &cobra.Command{
-		Use:   "rebuild --bundle FILE (--key PUB | identity flags) --source DIR [--out DIR] [--sign-key KEY [--vsa-out FILE]]",
+		Use:   "rebuild --bundle FILE (--key PUB | identity flags) --source DIR [--out DIR] [--sign-key KEY [--vsa-out FILE]] [ARTIFACT...]",
 		Short: "Rebuild a signed build from its source and compare every artifact",
 		Long: `Verify the bundles (as verify does, for the SLSA provenance predicate), check
 that --source DIR is a clean git work tree at the commit the provenance
@@ -39,8 +39,10 @@ cuda-build steps (and the exec steps they need) there in the pipeline's
 pinned images, or on the host when this host's nvcc, cicc, ptxas and
 fatbinary have the recorded digests, and compare every subject's digest.
 
-When an artifact differs, the build is run a second time and the two
-compared by ELF section and embedded string, as reproducible: check does.
+When an artifact differs, it is explained by ELF section and embedded
+string, as reproducible: check does: against its original when one is
+given as ARTIFACT (each ARTIFACT must be a subject, as for verify), else
+against a second rebuild.
 
 With --sign-key, a SLSA Verification Summary Attestation
 (https://slsa.dev/verification_summary/v1) of the outcome is signed into a
@@ -50,7 +52,7 @@ directory).
 Exit codes: 0 every artifact rebuilt bit for bit, 1 error (the source or
 toolchain does not match, a build step failed), 2 usage, 10-12 as verify,
 13 an artifact differs, 130 interrupted.`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 	}
 	f.output = outputFlag(c)
 	c.Flags().StringVar(&f.bundlePath, "bundle", "", "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl), holding the SLSA provenance")
@@ -60,11 +62,11 @@ toolchain does not match, a build step failed), 2 usage, 10-12 as verify,
 	c.Flags().StringVar(&f.source, "source", "", "git work tree to rebuild from: a clean checkout of the recorded commit")
 	c.Flags().StringVar(&f.out, "out", "", "directory for the rebuild (a copy of the source and its run directory; default: a new temporary directory)")
 	f.addVSAFlags(c, "where --sign-key writes the VSA bundle (default: vsa.sigstore.json in the rebuild directory)")
-	c.RunE = func(c *cobra.Command, _ []string) error { return runRebuild(c, &f) }
+	c.RunE = func(c *cobra.Command, args []string) error { return runRebuild(c, &f, args) }
 	return c
 }
 
-func runRebuild(c *cobra.Command, f *rebuildFlags) error {
+func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -79,12 +81,12 @@ func runRebuild(c *cobra.Command, f *rebuildFlags) error {
 		return err
 	}
 	ctx := c.Context()
-	v, entries, _, err := f.inputs(ctx, nil)
+	v, entries, arts, err := f.inputs(ctx, args)
 	if err != nil {
 		return inputError(ctx, err)
 	}
 	w := c.OutOrStdout()
-	vr := v.Verify(ctx, entries, nil)
+	vr := v.Verify(ctx, entries, arts)
 	if !vr.Verified {
 		code := verifyExit(vr.Failure)
 		if *f.output == "json" {
@@ -95,7 +97,12 @@ func runRebuild(c *cobra.Command, f *rebuildFlags) error {
 	}
 	prov := provenanceOf(vr)
 	warn := func(s string) { fmt.Fprintln(c.ErrOrStderr(), "warning: "+textsafe.Line(s)) }
-	rep, err := rebuild.Run(ctx, prov, f.source, rebuild.WithOutDir(f.out), rebuild.WithRunOptions(run.WithWarnings(warn), run.WithVersion(buildVersion().Version)))
+	originals := map[string]string{}
+	for i, a := range arts {
+		originals[a.SHA256] = args[i]
+	}
+	rep, err := rebuild.Run(ctx, prov, f.source, rebuild.WithOutDir(f.out), rebuild.WithOriginals(originals),
+		rebuild.WithRunOptions(run.WithWarnings(warn), run.WithVersion(buildVersion().Version)))
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted()

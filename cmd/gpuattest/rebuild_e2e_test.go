@@ -169,8 +169,10 @@ func TestRebuildNotDeterministic(t *testing.T) {
 		!strings.Contains(out, "Rebuild DIFFERS") || !strings.Contains(out, `"built at `) || !strings.Contains(out, "rebuilt k/p.yaml at") {
 		t.Fatalf("rebuild output does not name the differing artifact and the embedded time:\n%s", out)
 	}
-	// -o json: the same verdict, every artifact and the diff.
-	code, out, errOut = cli(t, "rebuild", "--bundle", filepath.Join(runDir, "attestations.intoto.jsonl"), "--key", keys.Public, "--source", clone, "--out", filepath.Join(t.TempDir(), "rb2"), "-o", "json")
+	// -o json, with the original artifact: the same verdict, every
+	// artifact, and the original compared with the rebuilt file.
+	orig := filepath.Join(runDir, "steps", "kernels", "outputs", "build", "stamp.fatbin")
+	code, out, errOut = cli(t, "rebuild", "--bundle", filepath.Join(runDir, "attestations.intoto.jsonl"), "--key", keys.Public, "--source", clone, "--out", filepath.Join(t.TempDir(), "rb2"), "-o", "json", orig)
 	var got struct {
 		Rebuild struct {
 			Match     bool
@@ -178,7 +180,13 @@ func TestRebuildNotDeterministic(t *testing.T) {
 				Name, Expected, Rebuilt string
 				Match                   bool
 			}
-			Diff struct{ Differing []struct{ Path string } }
+			Diff struct {
+				Differing []struct {
+					Path        string
+					OnlyInFirst []string `json:"only_in_first"`
+				}
+			}
+			DiffNote string `json:"diff_note"`
 		}
 		ExitCode int `json:"exit_code"`
 	}
@@ -186,7 +194,8 @@ func TestRebuildNotDeterministic(t *testing.T) {
 		t.Fatalf("rebuild -o json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
 	if len(got.Rebuild.Artifacts) != 2 || got.Rebuild.Artifacts[0].Name != "build/stamp.fatbin" || got.Rebuild.Artifacts[0].Match ||
-		len(got.Rebuild.Diff.Differing) != 1 || got.Rebuild.Diff.Differing[0].Path != "build/stamp.fatbin" {
+		len(got.Rebuild.Diff.Differing) != 1 || got.Rebuild.Diff.Differing[0].Path != "build/stamp.fatbin" ||
+		!strings.Contains(got.Rebuild.DiffNote, "originals given") || !strings.Contains(strings.Join(got.Rebuild.Diff.Differing[0].OnlyInFirst, "\n"), "built at ") {
 		t.Errorf("rebuild -o json: %+v", got)
 	}
 }

@@ -78,8 +78,18 @@ type Report struct {
 type Option func(*options) error
 
 type options struct {
-	out     string
-	runOpts []run.Option
+	out       string
+	runOpts   []run.Option
+	originals map[string]string // sha256 hex -> file
+}
+
+// WithOriginals gives copies of the original artifacts (files whose
+// sha256 the caller checked against the subjects, by hex digest). A
+// differing artifact whose original is given is explained by comparing
+// the original with the rebuilt file; only when an original is missing
+// is the build run a second time to compare two rebuilds.
+func WithOriginals(files map[string]string) Option {
+	return func(o *options) error { o.originals = files; return nil }
 }
 
 // WithOutDir puts the rebuild into dir, which must not exist or be empty
@@ -132,6 +142,9 @@ func Run(ctx context.Context, prov *attest.Statement, sourceDir string, opts ...
 	rep.compare(prov.Subject, first)
 	if rep.Match {
 		return rep, nil
+	}
+	if done, err := rep.explainOriginals(first, o.originals); done || err != nil {
+		return rep, err
 	}
 	second, err := buildOnce(ctx, pred, info, filepath.Join(rep.Dir, "src2"), filepath.Join(rep.Dir, "run2"), o.runOpts)
 	if err != nil {
@@ -241,6 +254,31 @@ func (r *Report) explain(first, second *built) error {
 		r.DiffNote = "the two rebuilds differ from each other too: the build is not deterministic (see the differing sections and strings)"
 	}
 	return nil
+}
+
+// explainOriginals compares each differing artifact's original (by the
+// expected digest) with the rebuilt file; it reports false, doing
+// nothing, unless every differing rebuilt file has an original.
+func (r *Report) explainOriginals(b *built, originals map[string]string) (bool, error) {
+	diff := &cuda.ReproReport{FirstDir: "original", SecondDir: b.work, Identical: []string{}, Differing: []*cuda.FileDiff{}}
+	for _, a := range r.Artifacts {
+		if a.Match || a.Name == oci.ManifestSubjectName || a.Rebuilt == "" {
+			continue
+		}
+		orig, ok := originals[strings.TrimPrefix(a.Expected, "sha256:")]
+		if !ok {
+			return false, nil
+		}
+		d, err := cuda.CompareFiles(orig, filepath.Join(b.work, filepath.FromSlash(a.Name)))
+		if err != nil {
+			return false, err
+		}
+		d.Path = a.Name
+		diff.Differing = append(diff.Differing, d)
+	}
+	r.Diff = diff
+	r.DiffNote = "the originals given (first) compared with the rebuilt files (second)"
+	return true, nil
 }
 
 // built is one rebuild: where it ran and what it produced.
