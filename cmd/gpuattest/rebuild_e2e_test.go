@@ -161,13 +161,28 @@ func TestRebuildNotDeterministic(t *testing.T) {
 	if code, out, errOut := cli(t, "run", filepath.Join(src, "k", "p.yaml"), "--out", runDir, "--key", keys.Private, "-q", "--no-cache"); code != 0 {
 		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut := cli(t, "rebuild", "--bundle", filepath.Join(runDir, "attestations.intoto.jsonl"), "--key", keys.Public, "--source", clone, "--out", filepath.Join(t.TempDir(), "rb"))
+	vsa := filepath.Join(t.TempDir(), "vsa.json")
+	code, out, errOut := cli(t, "rebuild", "--bundle", filepath.Join(runDir, "attestations.intoto.jsonl"), "--key", keys.Public, "--source", clone, "--out", filepath.Join(t.TempDir(), "rb"),
+		"--sign-key", keys.Private, "--vsa-out", vsa)
 	if code != exitDiffer {
 		t.Fatalf("rebuild of a time-stamped build: exit %d, want %d\n%s%s", code, exitDiffer, out, errOut)
 	}
 	if !regexp.MustCompile(`(?m)^build/stamp\.fatbin +sha256:[0-9a-f]{12} +sha256:[0-9a-f]{12} +NO$`).MatchString(out) ||
 		!strings.Contains(out, "Rebuild DIFFERS") || !strings.Contains(out, `"built at `) || !strings.Contains(out, "rebuilt k/p.yaml at") {
 		t.Fatalf("rebuild output does not name the differing artifact and the embedded time:\n%s", out)
+	}
+	// The VSA of a differing rebuild says FAILED and claims no level.
+	vb, err := os.ReadFile(vsa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sign.UnverifiedStatement(vb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pred attest.VSA
+	if err := json.Unmarshal(st.Predicate, &pred); err != nil || st.PredicateType != attest.VSAPredicateType || pred.VerificationResult != attest.VSAFailed || len(pred.VerifiedLevels) != 0 {
+		t.Errorf("VSA of a differing rebuild: %v %s", err, st.Predicate)
 	}
 	// -o json, with the original artifact: the same verdict, every
 	// artifact, and the original compared with the rebuilt file.
