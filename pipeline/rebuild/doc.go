@@ -6,10 +6,11 @@
 // copies the tracked files into a fresh directory, runs the recorded
 // cuda-build steps (and the exec steps they need) there in the
 // pipeline's pinned images, without any cache, and compares every
-// subject's digest ([Report]). When a subject differs it rebuilds once
-// more and explains the difference as a reproducibility check does
-// (cuda.CompareBuilds: ELF sections and embedded strings).
+// subject's digest ([Report]). When a subject differs it explains the
+// difference as a reproducibility check does (ELF sections and embedded
+// strings): against the original file when the caller has one
+// ([WithOriginals]), else against a second rebuild.
 //
-// [VSA] turns a verification or a rebuild into a SLSA Verification
-// Summary Attestation statement for signing.
+// [VSA] turns a rebuild into a SLSA Verification Summary Attestation
+// statement for signing (verify.VSA does the same for a verification).
 package rebuild
