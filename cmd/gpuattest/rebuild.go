@@ -50,7 +50,8 @@ Sigstore bundle (--vsa-out, default DIR/vsa.sigstore.json in the rebuild
 directory).
 
 Exit codes: 0 every artifact rebuilt bit for bit, 1 error (the source or
-toolchain does not match, a build step failed), 2 usage, 10-12 as verify,
+toolchain does not match, a step ran in another image, a build step
+failed), 2 usage, 10-12 as verify,
 13 an artifact differs, 130 interrupted.`,
 		Args: cobra.ArbitraryArgs,
 	}

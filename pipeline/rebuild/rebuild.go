@@ -31,6 +31,9 @@ var (
 	// ErrToolchainMismatch: a build step ran on the host and this host's
 	// CUDA toolchain is not the one the provenance records.
 	ErrToolchainMismatch = errors.New("the host toolchain does not match the provenance")
+	// ErrImageMismatch: a build step ran in another image than the one
+	// the provenance records (its reference is not pinned by digest).
+	ErrImageMismatch = errors.New("the rebuild ran in another image than the provenance records")
 	// ErrNotRebuildable: the provenance lacks what a rebuild needs (a
 	// clean source commit, the pipeline, a build step).
 	ErrNotRebuildable = errors.New("the provenance cannot be rebuilt")
@@ -330,7 +333,9 @@ func buildOnce(ctx context.Context, prov *attest.Provenance, info *source.Info, 
 	if err != nil {
 		return nil, err
 	}
-	b.notes = compareSteps(ext.BuildSteps, ar.BuildSteps)
+	if b.notes, err = compareSteps(ext.BuildSteps, ar.BuildSteps); err != nil {
+		return nil, err
+	}
 	return b, b.hash(ctx, ar.Artifacts)
 }
 

@@ -80,12 +80,16 @@ func TestSelectSteps(t *testing.T) {
 func TestCompareSteps(t *testing.T) {
 	t.Parallel()
 	rec := []attest.BuildStep{{ID: "k", Image: "oci://r/cuda@sha256:aa", Commands: [][]string{{"nvcc", "a.cu"}}}}
-	if n := compareSteps(rec, rec); len(n) != 0 {
-		t.Fatalf("same steps: notes %v", n)
+	if n, err := compareSteps(rec, rec); len(n) != 0 || err != nil {
+		t.Fatalf("same steps: notes %v, %v", n, err)
 	}
-	got := compareSteps(rec, []attest.BuildStep{{ID: "k", Image: "oci://r/cuda@sha256:bb", Commands: [][]string{{"nvcc", "b.cu"}}}})
-	if len(got) != 2 || !strings.Contains(got[0], "sha256:bb") || !strings.Contains(got[1], "other nvcc commands") {
-		t.Fatalf("notes %q, want the image and the commands named", got)
+	got, err := compareSteps(rec, []attest.BuildStep{{ID: "k", Image: rec[0].Image, Commands: [][]string{{"nvcc", "b.cu"}}}})
+	if len(got) != 1 || !strings.Contains(got[0], "other nvcc commands") || err != nil {
+		t.Fatalf("other commands: notes %q, %v, want them named", got, err)
+	}
+	_, err = compareSteps(rec, []attest.BuildStep{{ID: "k", Image: "oci://r/cuda@sha256:bb", Commands: rec[0].Commands}})
+	if !errors.Is(err, ErrImageMismatch) || !strings.Contains(err.Error(), "sha256:bb") {
+		t.Fatalf("another image: %v, want ErrImageMismatch naming it", err)
 	}
 }
 

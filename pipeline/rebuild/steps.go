@@ -130,10 +130,11 @@ func orNone(s string) string {
 	return s
 }
 
-// compareSteps notes where a rebuilt step's image or nvcc commands differ
-// from the recorded ones.
-func compareSteps(recorded, rebuilt []attest.BuildStep) []string {
-	var notes []string
+// compareSteps notes where a rebuilt step's nvcc commands differ from the
+// recorded ones, and returns an error when a step ran in another image
+// than the recorded one (a tag that moved since).
+func compareSteps(recorded, rebuilt []attest.BuildStep) ([]string, error) {
+	var notes, wrong []string
 	for _, r := range rebuilt {
 		i := slices.IndexFunc(recorded, func(s attest.BuildStep) bool { return s.ID == r.ID })
 		if i < 0 {
@@ -141,11 +142,14 @@ func compareSteps(recorded, rebuilt []attest.BuildStep) []string {
 		}
 		o := recorded[i]
 		if o.Image != r.Image {
-			notes = append(notes, fmt.Sprintf("step %s ran in image %s, the provenance records %s", r.ID, orNone(r.Image), orNone(o.Image)))
+			wrong = append(wrong, fmt.Sprintf("step %s ran in image %s, the provenance records %s", r.ID, orNone(r.Image), orNone(o.Image)))
 		}
 		if !slices.EqualFunc(o.Commands, r.Commands, slices.Equal[[]string]) {
 			notes = append(notes, fmt.Sprintf("step %s ran other nvcc commands than the provenance records", r.ID))
 		}
 	}
-	return notes
+	if len(wrong) > 0 {
+		return notes, fmt.Errorf("%w:\n  %s\nhint: pin the image by digest in the pipeline or its gpuattest.lock, as release: true requires", ErrImageMismatch, strings.Join(wrong, "\n  "))
+	}
+	return notes, nil
 }
