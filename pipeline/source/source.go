@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -106,12 +107,17 @@ func Detect(ctx context.Context, dir string) (*Info, error) {
 	return info, nil
 }
 
-// dirtyFiles parses git status --porcelain=v1 -z.
+// dirtyFiles parses git status --porcelain=v1 -z. Untracked files under
+// a .gpuattest directory (gpuattest's own run directories and cache) do
+// not make the tree dirty.
 func dirtyFiles(status []byte) ([]string, bool) {
 	var files []string
 	dirty := false
 	for _, rec := range bytes.Split(status, []byte{0}) {
 		if len(rec) < 4 {
+			continue
+		}
+		if bytes.HasPrefix(rec, []byte("?? ")) && slices.Contains(strings.Split(string(rec[3:]), "/"), ".gpuattest") {
 			continue
 		}
 		dirty = true
@@ -211,7 +217,7 @@ func (info *Info) CheckClean(what string) error {
 	if len(info.DirtyFiles) == MaxDirtyFiles {
 		more = "\n  ... (more)"
 	}
-	return fmt.Errorf("%s: %w:\n  %s%s\nhint: commit or stash them (git status), so that the commit recorded is what was built", what, ErrDirty, strings.Join(info.DirtyFiles, "\n  "), more)
+	return fmt.Errorf("%s: %w:\n  %s%s\nhint: commit or stash them (git status), or list build outputs in .gitignore, so that the commit recorded is what was built", what, ErrDirty, strings.Join(info.DirtyFiles, "\n  "), more)
 }
 
 // git runs git with args in dir, bounded in time and output, with the

@@ -65,6 +65,13 @@ func TestDetectCleanAndDirty(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "new.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// gpuattest's own run directories do not count.
+	if err := os.MkdirAll(filepath.Join(dir, "kernels", ".gpuattest", "runs", "r1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernels", ".gpuattest", "runs", "r1", "run.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	info, err = source.Detect(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
