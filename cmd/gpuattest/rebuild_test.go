@@ -56,3 +56,21 @@ func TestRebuildRefusesBeforeBuilding(t *testing.T) {
 		t.Errorf("a refused rebuild made %s", out)
 	}
 }
+
+// verify --vsa-out writes no VSA for a failed verification, and says so.
+func TestVerifyVSAOnlyOnSuccess(t *testing.T) {
+	t.Parallel()
+	runDir, _ := fixtureRun(t, []runfixture.File{{Name: "build/a.fatbin", Size: 1000}})
+	other, err := sign.GenerateKeyPair(filepath.Join(t.TempDir(), "other"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vsa := filepath.Join(t.TempDir(), "vsa.json")
+	code, so, se := cli(t, "verify", "--bundle", filepath.Join(runDir, "attestations.intoto.jsonl"), "--key", other.Public, "--sign-key", other.Private, "--vsa-out", vsa)
+	if code != exitSig || !strings.Contains(so, "No VSA written") {
+		t.Errorf("verify under another key with --vsa-out: exit %d, want %d and no VSA\n%s%s", code, exitSig, so, se)
+	}
+	if _, err := os.Stat(vsa); err == nil {
+		t.Error("a VSA was written for a failed verification")
+	}
+}

@@ -236,8 +236,11 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 		}
 	} else {
 		printVerifyChecks(w, rep, code)
-		if out.VSA != "" {
+		switch {
+		case out.VSA != "":
 			fmt.Fprintf(w, "VSA (%s) signed: %s\n", attest.VSAPredicateType, textsafe.Line(out.VSA))
+		case signer != nil:
+			fmt.Fprintf(w, "No VSA written to %s: the verification failed\n", textsafe.Line(f.vsaOut))
 		}
 	}
 	if code != exitOK {
