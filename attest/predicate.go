@@ -56,6 +56,9 @@ type ValidationPredicate struct {
 	Telemetry *TelemetrySummary `json:"telemetry,omitempty"`
 	// Preflight lists the preflight checks and their outcomes.
 	Preflight []PreflightCheck `json:"preflight,omitempty"`
+	// Source is the git source the run was made from, when it ran in a
+	// git work tree.
+	Source *Source `json:"source,omitempty"`
 	// PipelineDigest is "sha256:<hex>" of the pipeline file.
 	PipelineDigest string `json:"pipeline_digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
 	// LockDigest is "sha256:<hex>" of the lock file, when there is one.
@@ -312,4 +315,17 @@ type PreflightCheck struct {
 	Required string `json:"required,omitempty"`
 	// Message explains the status.
 	Message string `json:"message,omitempty"`
+}
+
+// Source is the git source of a run: the repository, the commit checked
+// out and whether the work tree had uncommitted changes.
+type Source struct {
+	// URI is the repository's remote (git+https://host/org/repo.git), with
+	// no credentials; empty when the repository has no remote.
+	URI string `json:"uri,omitempty"`
+	// Commit is the hex id of the commit checked out.
+	Commit string `json:"commit" jsonschema:"pattern=^[0-9a-f]{40}([0-9a-f]{24})?$"`
+	// Dirty is true when the work tree had uncommitted changes: the
+	// commit alone does not say what was built.
+	Dirty bool `json:"dirty"`
 }

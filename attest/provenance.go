@@ -3,6 +3,7 @@ package attest
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -43,18 +44,66 @@ type BuildDefinition struct {
 
 // ExternalParameters are the build's external parameters.
 type ExternalParameters struct {
+	// Source is the git source the build ran in: repository URI, commit
+	// and whether the tree was dirty; absent outside a git work tree.
+	Source *Source `json:"source,omitempty"`
 	// Pipeline is the pipeline file.
 	Pipeline PipelineParam `json:"pipeline"`
 	// Steps are the selected step ids (empty: all steps).
 	Steps []string `json:"steps"`
+	// BuildSteps are the normalised build steps (cuda-build and exec), in
+	// pipeline order: what a rebuild runs.
+	BuildSteps []BuildStep `json:"buildSteps"`
 }
 
 // PipelineParam names the pipeline file.
 type PipelineParam struct {
-	// Path is the pipeline file's path.
+	// Path is the pipeline file's path, relative to the source root.
 	Path string `json:"path"`
+	// Digest is "sha256:<hex>" of the pipeline file.
+	Digest string `json:"digest,omitempty"`
 	// Ref is an optional source ref (git commit).
 	Ref string `json:"ref,omitempty"`
+}
+
+// GitCommitDigest is the digest algorithm name of a git commit in
+// resource descriptors (in-toto's gitCommit).
+const GitCommitDigest = "gitCommit"
+
+// sourceDescriptor is the resolved dependency of a git source: its URI
+// and the commit as a gitCommit digest.
+func sourceDescriptor(src *Source) (ResourceDescriptor, error) {
+	if !gitCommitRE.MatchString(src.Commit) {
+		return ResourceDescriptor{}, fmt.Errorf("commit %q: expected 40 or 64 lowercase hex digits", src.Commit)
+	}
+	rd := ResourceDescriptor{Name: "source", URI: src.URI, Digest: map[string]string{GitCommitDigest: src.Commit}}
+	if src.Dirty {
+		rd.Annotations = map[string]string{"dirty": "true"}
+	}
+	return rd, nil
+}
+
+var gitCommitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// toolDescriptor is the resolved dependency of a toolchain binary.
+func toolDescriptor(t Tool) (ResourceDescriptor, error) {
+	rd := ResourceDescriptor{Name: t.Name, Annotations: map[string]string{}}
+	for k, v := range map[string]string{"version": t.Version, "path": t.Path, "image": t.Image} {
+		if v != "" {
+			rd.Annotations[k] = v
+		}
+	}
+	if len(rd.Annotations) == 0 {
+		rd.Annotations = nil
+	}
+	if t.SHA256 != "" {
+		d, err := digestMap(t.SHA256)
+		if err != nil {
+			return ResourceDescriptor{}, err
+		}
+		rd.Digest = d
+	}
+	return rd, nil
 }
 
 // InternalParameters are the build's internal parameters.
@@ -147,48 +196,7 @@ func ProvenanceFor(run *Run) (*Provenance, error) {
 	if run == nil {
 		return nil, errors.New("nil run")
 	}
-	var errs []error
-	var deps []ResourceDescriptor
-	if d, err := digestMap(run.PipelineDigest); err != nil {
-		errs = append(errs, fmt.Errorf("pipeline_digest: %w", err))
-	} else {
-		deps = append(deps, ResourceDescriptor{Name: "pipeline", URI: run.PipelinePath, Digest: d})
-	}
-	if run.LockDigest != "" {
-		if d, err := digestMap(run.LockDigest); err != nil {
-			errs = append(errs, fmt.Errorf("lock_digest: %w", err))
-		} else {
-			deps = append(deps, ResourceDescriptor{Name: "lock", Digest: d})
-		}
-	}
-	for i, im := range run.Images {
-		rd, err := imageDescriptor(im)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("images[%d] (%s): %w", i, im.Name, err))
-			continue
-		}
-		deps = append(deps, rd)
-	}
-	for i, s := range run.Sources {
-		d, err := digestMap(s.SHA256)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sources[%d] (%s): %w", i, s.Path, err))
-			continue
-		}
-		deps = append(deps, ResourceDescriptor{Name: s.Path, Digest: d})
-	}
-	for _, t := range run.Toolchain {
-		rd := ResourceDescriptor{Name: t.Name, Annotations: map[string]string{"version": t.Version}}
-		if t.SHA256 != "" {
-			d, err := digestMap(t.SHA256)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("toolchain %s: %w", t.Name, err))
-				continue
-			}
-			rd.Digest = d
-		}
-		deps = append(deps, rd)
-	}
+	deps, errs := resolvedDependencies(run)
 	var byproducts []ResourceDescriptor
 	for i, b := range run.Byproducts {
 		d, err := digestMap(b.SHA256)
@@ -227,10 +235,15 @@ func ProvenanceFor(run *Run) (*Provenance, error) {
 	if steps == nil {
 		steps = []string{}
 	}
+	buildSteps := run.BuildSteps
+	if buildSteps == nil {
+		buildSteps = []BuildStep{}
+	}
 	return &Provenance{
 		BuildDefinition: BuildDefinition{
-			BuildType:            BuildType,
-			ExternalParameters:   ExternalParameters{Pipeline: PipelineParam{Path: run.PipelinePath, Ref: run.PipelineRef}, Steps: steps},
+			BuildType: BuildType,
+			ExternalParameters: ExternalParameters{Source: run.Source, Pipeline: PipelineParam{Path: run.PipelinePath, Digest: run.PipelineDigest, Ref: run.PipelineRef},
+				Steps: steps, BuildSteps: buildSteps},
 			InternalParameters:   InternalParameters{Runner: strings.Join(runners, ","), GpuattestVersion: run.Version},
 			ResolvedDependencies: deps,
 		},
@@ -250,4 +263,60 @@ func ProvenanceStatement(run *Run) (*Statement, error) {
 		return nil, fmt.Errorf("building provenance: %w", err)
 	}
 	return newStatement(run.Artifacts, ProvenancePredicateType, p)
+}
+
+// resolvedDependencies are run's source commit, pipeline, lock, images,
+// source files and toolchain binaries, with every problem found.
+func resolvedDependencies(run *Run) ([]ResourceDescriptor, []error) {
+	var errs []error
+	var deps []ResourceDescriptor
+	if run.Source != nil {
+		if rd, err := sourceDescriptor(run.Source); err != nil {
+			errs = append(errs, fmt.Errorf("source: %w", err))
+		} else {
+			deps = append(deps, rd)
+		}
+	}
+	for i, st := range run.BuildSteps {
+		if st.Image != "" && !strings.HasPrefix(st.Image, "oci://") && !strings.HasPrefix(st.Image, "pkg:oci/") {
+			errs = append(errs, fmt.Errorf("buildSteps[%d] (%s).image %q: expected oci://REPO@sha256:<hex> or pkg:oci/NAME@sha256%%3A<hex>, never a path", i, st.ID, st.Image))
+		}
+	}
+	if d, err := digestMap(run.PipelineDigest); err != nil {
+		errs = append(errs, fmt.Errorf("pipeline_digest: %w", err))
+	} else {
+		deps = append(deps, ResourceDescriptor{Name: "pipeline", URI: run.PipelinePath, Digest: d})
+	}
+	if run.LockDigest != "" {
+		if d, err := digestMap(run.LockDigest); err != nil {
+			errs = append(errs, fmt.Errorf("lock_digest: %w", err))
+		} else {
+			deps = append(deps, ResourceDescriptor{Name: "lock", Digest: d})
+		}
+	}
+	for i, im := range run.Images {
+		rd, err := imageDescriptor(im)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("images[%d] (%s): %w", i, im.Name, err))
+			continue
+		}
+		deps = append(deps, rd)
+	}
+	for i, s := range run.Sources {
+		d, err := digestMap(s.SHA256)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sources[%d] (%s): %w", i, s.Path, err))
+			continue
+		}
+		deps = append(deps, ResourceDescriptor{Name: s.Path, Digest: d})
+	}
+	for _, t := range run.Toolchain {
+		rd, err := toolDescriptor(t)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("toolchain %s: %w", t.Name, err))
+			continue
+		}
+		deps = append(deps, rd)
+	}
+	return deps, errs
 }

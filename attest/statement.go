@@ -94,7 +94,7 @@ type Image struct {
 	Platform string
 }
 
-// Tool is a toolchain component (nvcc, cuobjdump, gcc).
+// Tool is a toolchain component (nvcc, cicc, ptxas, fatbinary).
 type Tool struct {
 	// Name is the tool's name.
 	Name string
@@ -102,6 +102,50 @@ type Tool struct {
 	Version string
 	// SHA256 is the hex sha256 of its binary, when known.
 	SHA256 string
+	// Path is where the binary is, on the host or in Image.
+	Path string
+	// Image is the URI of the image the tool is in (Image.URI); empty for
+	// the host's toolchain.
+	Image string
+}
+
+// BuildStep is one build step (cuda-build or exec) as the provenance
+// records it: enough to run it again.
+type BuildStep struct {
+	// ID is the step's id.
+	ID string `json:"id"`
+	// Kind is cuda-build or exec.
+	Kind string `json:"kind"`
+	// Needs are the steps it runs after.
+	Needs []string `json:"needs,omitempty"`
+	// Workdir is the directory it runs in, relative to the pipeline's
+	// root ("." for the root).
+	Workdir string `json:"workdir"`
+	// Runner is host, docker or bwrap.
+	Runner string `json:"runner"`
+	// Image is the URI of the image it ran in, by digest
+	// (oci://REPO@sha256:... or pkg:oci/...), never a local path; empty
+	// on the host.
+	Image string `json:"image,omitempty"`
+	// Sources are a cuda-build step's .cu files, relative to Workdir.
+	Sources []string `json:"sources,omitempty"`
+	// Flags are a cuda-build step's extra nvcc flags.
+	Flags []string `json:"flags,omitempty"`
+	// Targets are the pinned targets a cuda-build step built.
+	Targets []string `json:"targets,omitempty"`
+	// Output is a cuda-build step's artifact type.
+	Output string `json:"output,omitempty"`
+	// Reproducible is a cuda-build step's reproducibility setting (check
+	// or off).
+	Reproducible string `json:"reproducible,omitempty"`
+	// Run is an exec step's argv.
+	Run []string `json:"run,omitempty"`
+	// Commands are the argv of every nvcc process a cuda-build step ran,
+	// in plan order, run in Workdir.
+	Commands [][]string `json:"commands,omitempty"`
+	// Outputs are the step's declared outputs (exec) or its artifacts
+	// (cuda-build), relative to Workdir.
+	Outputs []string `json:"outputs,omitempty"`
 }
 
 // Run is everything the statements say about one run, filled by the engine
@@ -115,6 +159,11 @@ type Run struct {
 	PipelineRef string
 	// PipelineDigest is "sha256:<hex>" of the pipeline file.
 	PipelineDigest string
+	// Source is the git source of the run, nil outside a git work tree.
+	Source *Source
+	// BuildSteps are the normalised build steps (cuda-build and exec) in
+	// pipeline order, for the provenance.
+	BuildSteps []BuildStep
 	// LockDigest is "sha256:<hex>" of the lock file, empty without one.
 	LockDigest string
 	// SelectedSteps are the step ids the run was limited to (empty: all).
@@ -225,6 +274,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		Burnin:           run.Burnin,
 		Telemetry:        run.Telemetry,
 		Preflight:        run.Preflight,
+		Source:           run.Source,
 		PipelineDigest:   run.PipelineDigest,
 		LockDigest:       run.LockDigest,
 		StartedAt:        run.StartedAt.UTC(),

@@ -104,13 +104,16 @@ func TestParseProblems(t *testing.T) {
 				"  - {id: b, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, key: k.pub, policy: p.yaml}}\n" +
 				"  - {id: c, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: 'oci-layout:', key: k.pub}}\n" +
 				"  - {id: d, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: not a ref, key: k.pub}}\n" +
-				"  - {id: e, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: ghcr.io/acme/kernels:v1, key: k.pub}}\n",
+				"  - {id: e, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: ghcr.io/acme/kernels:v1, key: k.pub}}\n" +
+				"  - {id: f, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: ghcr.io/acme/kernels:v1, key: k.pub, policy: 'builtin:gpu-only'}}\n" +
+				"  - {id: g, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: ghcr.io/acme/kernels:v1, key: k.pub, policy: 'builtin:cpu-tier'}}\n",
 			want: []where{
 				{5, 66, `step "a": reference.release needs key: n`},
 				{6, 92, `step "b": reference.key applies to a ref`},
 				{6, 104, `step "b": reference.policy applies to a `},
 				{7, 101, `release "oci-layout:" names no directory`},
 				{8, 101, `release "not a ref" is not a registry re`},
+				{10, 146, `step "f": reference.policy "builtin:gpu-`},
 			},
 		},
 		{

@@ -80,6 +80,9 @@ var stepPaths = []stepPath{
 		if s.Reference == nil {
 			return nil
 		}
+		if strings.HasPrefix(s.Reference.Policy, "builtin:") {
+			return nil // a built-in policy, not a file
+		}
 		return one(s.Reference.Policy)
 	}},
 }

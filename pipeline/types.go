@@ -102,7 +102,7 @@ type Reference struct {
 	Results string  `yaml:"results" json:"results" jsonschema:"description=results file the reference command writes, relative to the step's workdir"`
 	Release string  `yaml:"release,omitempty" json:"release,omitempty" jsonschema:"description=a published release (gpuattest push) to run the reference against: REGISTRY/REPOSITORY@sha256:<hex> or :TAG, or oci-layout:DIR[@sha256:<hex>] with DIR relative to the pipeline file and inside the pipeline's root; it is pulled and verified before the step runs, and its files are in $GPUATTEST_REFERENCE_DIR"`
 	Key     string  `yaml:"key,omitempty" json:"key,omitempty" jsonschema:"description=public key (PEM) the release's attestations must be signed with; relative to the pipeline file and inside the pipeline's root; required with release"`
-	Policy  string  `yaml:"policy,omitempty" json:"policy,omitempty" jsonschema:"description=verification policy file for the release, relative to the pipeline file and inside the pipeline's root (the default policy when omitted: every step passed, hardware not simulated)"`
+	Policy  string  `yaml:"policy,omitempty" json:"policy,omitempty" jsonschema:"description=verification policy for the release: builtin:default, builtin:cpu-tier, or a policy file relative to the pipeline file and inside the pipeline's root (builtin:default when omitted: every step passed on real GPUs, every pinned target covered)"`
 }
 
 // LayoutPrefix starts a reference to an OCI image layout directory

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -58,9 +59,12 @@ func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
 	if rec.State != engine.Passed {
 		c.run.RunError = fmt.Sprintf("run %s: %s", rec.State, rec.Reason)
 	}
-	if tc := rd.Toolchain; tc != nil {
-		c.run.Toolchain = append(c.run.Toolchain, attest.Tool{Name: "nvcc", Version: tc.Release, SHA256: firstNonEmpty(tc.NVCCBinarySHA256, tc.NVCCSHA256)})
+	if src := rec.Source; src != nil {
+		c.run.Source = &attest.Source{URI: src.URI, Commit: src.Commit, Dirty: src.Dirty}
+		// With a source, the pipeline is named from the work tree's top.
+		c.run.PipelinePath = path.Join(src.Root, c.run.PipelinePath)
 	}
+	c.addToolchain(rd.Toolchain, "")
 	for _, im := range rec.Images {
 		c.run.Images = append(c.run.Images, attest.Image{
 			Name: im.Name, URI: im.URI(), Digest: im.ManifestDigest(),
@@ -161,6 +165,7 @@ func (c *collector) step(s *pipeline.Step) error {
 	if sr.Telemetry != nil {
 		c.telemetry = append(c.telemetry, *sr.Telemetry)
 	}
+	c.buildStep(s, sr)
 	switch {
 	case sr.Build != nil:
 		c.build(s, sr.Build)
@@ -173,6 +178,7 @@ func (c *collector) step(s *pipeline.Step) error {
 }
 
 func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
+	c.addToolchain(d.Toolchain, c.imageURI(s))
 	if c.run.Build == nil {
 		c.run.Build = &attest.BuildFacts{Targets: append([]string(nil), c.p.Targets...)}
 	}
@@ -334,4 +340,74 @@ func firstNonEmpty(ss ...string) string {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// addToolchain adds tc's nvcc and the binaries nvcc drives to the run's
+// toolchain, once each (by name, image and digest); image is the URI of
+// the image tc was taken in, empty on the host.
+func (c *collector) addToolchain(tc *cuda.Toolchain, image string) {
+	if tc == nil {
+		return
+	}
+	tools := []attest.Tool{{Name: "nvcc", Version: tc.Release, SHA256: firstNonEmpty(tc.NVCCBinarySHA256, tc.NVCCSHA256),
+		Path: firstNonEmpty(tc.NVCCBinary, tc.NVCC), Image: image}}
+	for _, t := range tc.Tools {
+		tools = append(tools, attest.Tool{Name: t.Name, Version: tc.Release, SHA256: t.SHA256, Path: t.Path, Image: image})
+	}
+	for _, t := range tools {
+		if !slices.ContainsFunc(c.run.Toolchain, func(o attest.Tool) bool {
+			return o.Name == t.Name && o.Image == t.Image && o.SHA256 == t.SHA256
+		}) {
+			c.run.Toolchain = append(c.run.Toolchain, t)
+		}
+	}
+}
+
+// imageURI is the URI by digest of the image step s ran in, "" when it
+// ran in none.
+func (c *collector) imageURI(s *pipeline.Step) string {
+	if s.Image == "" {
+		return ""
+	}
+	for _, im := range c.rd.Record.Images {
+		if im.Name == s.Image {
+			return im.URI()
+		}
+	}
+	return ""
+}
+
+// buildStep records a cuda-build or exec step, normalised, for the
+// provenance.
+func (c *collector) buildStep(s *pipeline.Step, sr *rundir.Step) {
+	kind := s.Kind
+	if kind == "" {
+		kind = pipeline.KindExec
+	}
+	if kind != pipeline.KindCUDABuild && kind != pipeline.KindExec {
+		return
+	}
+	bs := attest.BuildStep{ID: s.ID, Kind: kind, Needs: s.Needs, Workdir: path.Clean(filepath.ToSlash(firstNonEmpty(s.Workdir, "."))),
+		Runner: firstNonEmpty(s.Runner, c.p.Runner, "host"), Image: c.imageURI(s)}
+	if sr.Runner != nil && sr.Runner.Name != "" {
+		bs.Runner = sr.Runner.Name
+	}
+	if kind == pipeline.KindExec {
+		bs.Run = s.Run.Args()
+		bs.Outputs = s.Outputs
+	} else {
+		bs.Sources, bs.Flags, bs.Reproducible = s.Sources, s.Flags, firstNonEmpty(s.Reproducible, "off")
+		bs.Targets = append([]string(nil), c.p.Targets...)
+		bs.Output = firstNonEmpty(s.Output, pipeline.OutputFatbin)
+		if d := sr.Build; d != nil {
+			bs.Targets = d.Targets
+			for _, cmd := range d.Commands {
+				bs.Commands = append(bs.Commands, cmd.Argv)
+			}
+			for _, a := range d.Artifacts {
+				bs.Outputs = append(bs.Outputs, a.Path)
+			}
+		}
+	}
+	c.run.BuildSteps = append(c.run.BuildSteps, bs)
 }

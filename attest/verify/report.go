@@ -244,3 +244,12 @@ func (r *Report) signaturesPassed() bool {
 	}
 	return n > 0
 }
+
+// Statement returns the bundle's signed statement when the bundle
+// verified, nil otherwise.
+func (b *BundleResult) Statement() *attest.Statement {
+	if !b.Verified {
+		return nil
+	}
+	return b.statement
+}

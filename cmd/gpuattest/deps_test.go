@@ -26,6 +26,7 @@ var cmdMayImport = []string{
 	"pipeline/gpu",      // device
 	"pipeline/hardware", // device
 	"pipeline/image",    // lock
+	"pipeline/rebuild",  // rebuild
 	"pipeline/report",   // report
 	"pipeline/run",      // run
 	"pipeline/suite",    // compare, baseline save

@@ -97,7 +97,7 @@ func benchAgainstRelease(t *testing.T, root, ref, pub string) {
 		"  - id: bench\n    kind: benchmark\n    workdir: kernels\n" +
 		"    run: build/gpuattest-harness --backend cpu --fatbin-dir build " + size + " --out build/cand.json\n    results: build/cand.json\n" +
 		"    repeats: 5\n    rounds: 8\n    gate: {threshold: 50%}\n" +
-		"    reference:\n      release: " + ref + "\n      key: ../keys/release.pub\n" +
+		"    reference:\n      release: " + ref + "\n      key: ../keys/release.pub\n      policy: builtin:cpu-tier\n" +
 		"      run: build/gpuattest-harness --backend cpu --fatbin-dir \"$GPUATTEST_REFERENCE_DIR/kernels/build\" " + size + " --out build/ref.json\n" +
 		"      results: build/ref.json\n"
 	p := filepath.Join(root, "pipelines", "bench-release.yaml")

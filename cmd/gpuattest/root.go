@@ -24,6 +24,7 @@ const (
 	exitSig     = 10 // verify: signature or identity
 	exitSubject = 11 // verify: subject mismatch
 	exitPolicy  = 12 // verify: policy failed
+	exitDiffer  = 13 // rebuild: a rebuilt artifact differs from its subject
 
 	exitInterrupted = 130 // verify: stopped by SIGINT or SIGTERM
 )

@@ -30,6 +30,7 @@ type verifyFlags struct {
 	maxPredicateSize                                            string
 	maxPolicyCost                                               uint64
 	requireArtifacts, allowSimulated                            bool
+	signKey, vsaOut                                             string
 	// bundlePaths are verify's --bundle flags (it takes several; report
 	// takes one, bundlePath).
 	bundlePaths []string
@@ -85,8 +86,12 @@ mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	f.output = outputFlag(c)
 	c.Flags().StringArrayVar(&f.bundlePaths, "bundle", nil, "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl); repeat for several files")
 	f.addFlags(c, "")
+	f.addVSAFlags(c, "with --sign-key: write a signed SLSA VSA (https://slsa.dev/verification_summary/v1) of a successful verification to this file")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if len(f.bundlePaths) == 0 && len(args) > 0 {
+			if f.signKey != "" || f.vsaOut != "" {
+				return usageErr("--sign-key and --vsa-out work with --bundle FILE, not with a registry REF")
+			}
 			return runVerifyRef(c, &f, rf, args, pullDest{})
 		}
 		return runVerify(c, &f, args)
@@ -212,6 +217,10 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
+	signer, err := f.vsaSigner(c, true)
+	if err != nil {
+		return err
+	}
 	ctx := c.Context()
 	v, entries, arts, err := f.inputs(ctx, args)
 	if err != nil {
@@ -237,12 +246,25 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 		return interrupted()
 	}
 	code := verifyExit(rep.Failure)
+	out := verifyOutput{Report: rep, ExitCode: code}
+	if signer != nil && rep.Verified {
+		if err := f.signVerifyVSA(c, signer, rep, entries); err != nil {
+			return withCode(exitFailed, err)
+		}
+		out.VSA = f.vsaOut
+	}
 	if *f.output == "json" {
-		if err := writeJSON(w, verifyOutput{Report: rep, ExitCode: code}); err != nil {
+		if err := writeJSON(w, out); err != nil {
 			return err
 		}
 	} else {
 		printVerifyChecks(w, rep, code)
+		switch {
+		case out.VSA != "":
+			fmt.Fprintf(w, "VSA (%s) signed: %s\n", attest.VSAPredicateType, textsafe.Line(out.VSA))
+		case signer != nil:
+			fmt.Fprintf(w, "No VSA written to %s: the verification failed\n", textsafe.Line(f.vsaOut))
+		}
 	}
 	if code != exitOK {
 		return silentExit(code)
@@ -304,7 +326,23 @@ func printVerifyCriteria(w io.Writer, crit []verify.Criterion) {
 // verifyOutput is verify's JSON output: the report and the exit code.
 type verifyOutput struct {
 	*verify.Report
-	ExitCode int `json:"exit_code"`
+	// VSA is the VSA bundle written (--vsa-out), if any.
+	VSA      string `json:"vsa,omitempty"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// signVerifyVSA signs the VSA of a verification and writes it to
+// --vsa-out.
+func (f *verifyFlags) signVerifyVSA(c *cobra.Command, signer *sign.Signer, rep *verify.Report, entries []verify.Entry) error {
+	pol, err := f.vsaPolicy("https://gpuattest.dev/policy/" + verifyPolicyName(rep.Policy))
+	if err != nil {
+		return err
+	}
+	st, err := verify.VSA(rep, entries, pol, buildVersion().Version)
+	if err != nil {
+		return err
+	}
+	return writeVSA(c, signer, st, f.vsaOut)
 }
 
 func printVerifyChecks(w io.Writer, rep *verify.Report, code int) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -15,6 +17,9 @@ import (
 type Build struct {
 	// Jobs caps how many nvcc processes run at once; zero means one per CPU.
 	Jobs int
+
+	mu         sync.Mutex
+	toolchains map[string]*Toolchain // by runner, image and flags
 }
 
 var _ step.Executor = (*Build)(nil)
@@ -42,6 +47,10 @@ type BuildDetails struct {
 	ArchProblems []string `json:"arch_problems,omitempty"`
 	// Reproducibility is the second build's comparison, when checked.
 	Reproducibility *ReproReport `json:"reproducibility,omitempty"`
+	// Toolchain is the fingerprint of the toolchain the step's runner
+	// ran (in the step's image, for container runners); nil when it could
+	// not be taken.
+	Toolchain *Toolchain `json:"toolchain,omitempty"`
 	// Timings are the wall times of the step's phases.
 	Timings Timings `json:"timings"`
 }
@@ -108,6 +117,7 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 	if out, err := b.build(ctx, s, idx, env, jobs, det); out != nil || err != nil {
 		return out, err
 	}
+	det.Toolchain = b.fingerprint(ctx, s, env)
 	out, err := b.inspectOutputs(ctx, s, env, jobs, targets, det)
 	if err != nil || out.Status == step.Failed || st.Reproducible != "check" {
 		return out, err
@@ -158,4 +168,33 @@ func StepIndex(p *pipeline.Pipeline, s *pipeline.Step) int {
 		}
 	}
 	return -1
+}
+
+// fingerprint is the fingerprint of the toolchain s's runner runs (in
+// s.Image), taken once per runner, image and flags; nil, with a warning
+// in the log, when it cannot be taken.
+func (b *Build) fingerprint(ctx context.Context, s *step.Context, env []string) *Toolchain {
+	key := fmt.Sprintf("%T\x00%s\x00%s", s.Runner, s.Image.ManifestDigest(), strings.Join(s.Step.Flags, "\x00"))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if tc, ok := b.toolchains[key]; ok {
+		return tc
+	}
+	var err error
+	if s.StepDir != "" {
+		err = os.MkdirAll(s.StepDir, 0o755)
+	}
+	var tc *Toolchain
+	if err == nil {
+		tc, err = Fingerprint(ctx, s.Runner, WithEnv(env), WithImage(s.Image), WithTempDir(s.StepDir), WithNVCCFlags(s.Step.Flags))
+	}
+	if err != nil {
+		s.Logger.Warn("could not fingerprint the toolchain", "step", s.Step.ID, "err", err)
+		return nil
+	}
+	if b.toolchains == nil {
+		b.toolchains = map[string]*Toolchain{}
+	}
+	b.toolchains[key] = tc
+	return tc
 }

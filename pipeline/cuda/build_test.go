@@ -262,6 +262,16 @@ func TestFingerprint(t *testing.T) {
 	if tc.HostCompiler == "" || tc.HostCompilerVersion == "" {
 		t.Errorf("host compiler not found: %+v", tc)
 	}
+	var names []string
+	for _, tf := range tc.Tools {
+		names = append(names, tf.Name)
+		if !filepath.IsAbs(tf.Path) || len(tf.SHA256) != 64 {
+			t.Errorf("tool %s: path %q sha256 %q, want an absolute path and a digest", tf.Name, tf.Path, tf.SHA256)
+		}
+	}
+	if strings.Join(names, ",") != strings.Join(DrivenTools, ",") {
+		t.Errorf("tools %v, want %v", names, DrivenTools)
+	}
 	t.Logf("%+v", tc)
 }
 

@@ -66,6 +66,17 @@ func TestBuildInImage(t *testing.T) {
 		if det.Reproducibility == nil || !det.Reproducibility.Reproducible {
 			t.Errorf("%s: reproducibility %+v", r.Name(), det.Reproducibility)
 		}
+		// The toolchain is fingerprinted where nvcc ran: in the image for
+		// container runners.
+		if tc := det.Toolchain; tc == nil || len(tc.NVCCSHA256) != 64 || len(tc.Tools) != len(cuda.DrivenTools) {
+			t.Errorf("%s: toolchain fingerprint %+v, want nvcc and %v with digests", r.Name(), tc, cuda.DrivenTools)
+		} else {
+			for _, tf := range tc.Tools {
+				if len(tf.SHA256) != 64 {
+					t.Errorf("%s: %s has no digest: %+v", r.Name(), tf.Name, tf)
+				}
+			}
+		}
 		return det
 	}
 	digests := func(d *cuda.BuildDetails) string {

@@ -31,7 +31,29 @@ type Toolchain struct {
 	HostCompiler string `json:"host_compiler,omitempty"`
 	// HostCompilerVersion is the first line of its --version output.
 	HostCompilerVersion string `json:"host_compiler_version,omitempty"`
+	// Tools are the binaries nvcc drives (cicc, ptxas, fatbinary) as
+	// nvcc finds them, with their digests.
+	Tools []ToolFile `json:"tools,omitempty"`
 }
+
+// ToolFile is one binary of the toolchain.
+type ToolFile struct {
+	// Name is the tool's name (cicc, ptxas, fatbinary).
+	Name string `json:"name"`
+	// Path is where nvcc finds it.
+	Path string `json:"path"`
+	// SHA256 is the hex sha256 of the file.
+	SHA256 string `json:"sha256"`
+}
+
+// DrivenTools are the binaries nvcc runs whose digests Fingerprint
+// records.
+var DrivenTools = []string{"cicc", "ptxas", "fatbinary"}
+
+// findTools is a shell script that prints "name path" for each tool in
+// DrivenTools that nvcc would run: cicc from $CICC_PATH when set, the
+// others (and cicc otherwise) from nvcc's PATH.
+const findTools = `for t in cicc ptxas fatbinary; do p=""; if [ "$t" = cicc ] && [ -n "$CICC_PATH" ] && [ -x "$CICC_PATH/cicc" ]; then p="$CICC_PATH/cicc"; else p=$(command -v "$t") || p=""; fi; if [ -n "$p" ]; then printf '%s %s\n' "$t" "$p"; fi; done`
 
 var (
 	releaseRE = regexp.MustCompile(`release ([0-9]+\.[0-9]+)`)
@@ -99,24 +121,8 @@ func Fingerprint(ctx context.Context, r runner.Runner, opts ...Option) (*Toolcha
 			break
 		}
 	}
-	files := []string{tc.NVCC}
-	if tc.NVCCBinary != "" && tc.NVCCBinary != tc.NVCC {
-		files = append(files, tc.NVCCBinary)
-	}
-	if out, _, err = run(o.env, append([]string{"sha256sum"}, files...)...); err != nil {
-		return nil, fmt.Errorf("digesting nvcc: %w", err)
-	}
-	sums := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if f := strings.Fields(line); len(f) == 2 {
-			sums[strings.TrimPrefix(f[1], "*")] = f[0]
-		}
-	}
-	tc.NVCCSHA256 = sums[tc.NVCC]
-	if tc.NVCCBinary == tc.NVCC {
-		tc.NVCCBinary = ""
-	} else {
-		tc.NVCCBinarySHA256 = sums[tc.NVCCBinary]
+	if err := tc.digest(run, o.env, vars); err != nil {
+		return nil, err
 	}
 	if tc.HostCompiler != "" {
 		env := o.env
@@ -142,4 +148,52 @@ func setEnv(env []string, key, val string) []string {
 		}
 	}
 	return append(out, key+"="+val)
+}
+
+// probe runs one command of Fingerprint: stdout, stderr and an error
+// for a failure or a non-zero exit.
+type probe func(env []string, args ...string) (string, string, error)
+
+// digest finds the tools nvcc drives (with nvcc's PATH and CICC_PATH from
+// its --dryrun variables vars) and records the sha256 of them and of nvcc.
+func (tc *Toolchain) digest(run probe, env []string, vars map[string]string) error {
+	files := []string{tc.NVCC}
+	if tc.NVCCBinary != "" && tc.NVCCBinary != tc.NVCC {
+		files = append(files, tc.NVCCBinary)
+	}
+	toolEnv := env
+	for _, k := range []string{"PATH", "CICC_PATH"} {
+		if v := vars[k]; v != "" {
+			toolEnv = setEnv(toolEnv, k, v)
+		}
+	}
+	out, _, err := run(toolEnv, "sh", "-c", findTools)
+	if err != nil {
+		return fmt.Errorf("finding the tools nvcc drives: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if name, p, ok := strings.Cut(line, " "); ok && p != "" {
+			tc.Tools = append(tc.Tools, ToolFile{Name: name, Path: p})
+			files = append(files, p)
+		}
+	}
+	if out, _, err = run(env, append([]string{"sha256sum"}, files...)...); err != nil {
+		return fmt.Errorf("digesting nvcc: %w", err)
+	}
+	sums := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			sums[strings.TrimPrefix(f[1], "*")] = f[0]
+		}
+	}
+	tc.NVCCSHA256 = sums[tc.NVCC]
+	for i := range tc.Tools {
+		tc.Tools[i].SHA256 = sums[tc.Tools[i].Path]
+	}
+	if tc.NVCCBinary == tc.NVCC {
+		tc.NVCCBinary = ""
+	} else {
+		tc.NVCCBinarySHA256 = sums[tc.NVCCBinary]
+	}
+	return nil
 }

@@ -121,6 +121,7 @@ func (e *run) prepare(ctx context.Context) error {
 	}
 	rec.Version = e.o.version
 	rec.LockDigest = e.o.lockDigest
+	rec.Source = e.o.source
 	e.attempt = len(rec.Attempts) - 1
 	abs, err := filepath.Abs(e.dir)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/source"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -35,6 +36,7 @@ type options struct {
 	monitor    GPUMonitor
 	lockDigest string
 	toolchain  func(ctx context.Context) any
+	source     *source.Info
 	baseEnv    []string
 	checkCache func(*StepRecord) error
 	now        func() time.Time
@@ -208,6 +210,13 @@ func WithLockDigest(d string) Option {
 // WithToolchain records a toolchain fingerprint (computed once per run).
 func WithToolchain(f func(ctx context.Context) any) Option {
 	return func(o *options) error { o.toolchain = f; return nil }
+}
+
+// WithSource records the git source the run was made from (its remote,
+// commit and whether the tree was dirty) in run.json; a resume records
+// the source of its own attempt.
+func WithSource(info *source.Info) Option {
+	return func(o *options) error { o.source = info; return nil }
 }
 
 // WithBaseEnv sets the host environment steps start from (default: this

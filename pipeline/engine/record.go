@@ -11,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/source"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -45,6 +46,7 @@ type Record struct {
 	FinishedAt *time.Time     `json:"finished_at,omitempty"`
 	Hardware   *HardwareRef   `json:"hardware,omitempty"`
 	Toolchain  any            `json:"toolchain,omitempty"`
+	Source     *source.Info   `json:"source,omitempty"`
 	Images     []image.Pinned `json:"images,omitempty"`
 	Steps      []*StepRecord  `json:"steps"`
 	Attempts   []Attempt      `json:"attempts"`

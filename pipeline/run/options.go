@@ -9,6 +9,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/source"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -34,6 +35,14 @@ type options struct {
 	baseEnv     []string
 	warn        func(string)
 	registry    []oci.Option
+	source      *source.Info
+}
+
+// WithSource records info as the run's source instead of describing the
+// git work tree the pipeline is in (a rebuild runs in a copy of a
+// verified tree, outside any repository).
+func WithSource(info *source.Info) Option {
+	return func(o *options) error { o.source = info; return nil }
 }
 
 // WithOutDir writes the run into dir (default .gpuattest/runs/<time>-<name>).

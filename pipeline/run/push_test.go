@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest/oci"
-	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/policy"
+	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/runfixture"

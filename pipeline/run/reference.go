@@ -55,7 +55,12 @@ func (f releaseFetcher) FetchRelease(ctx context.Context, s *step.Context, dir s
 	}
 	out.KeySHA256 = sha256Hex(keyData)
 	pol := policy.Default()
-	if r.Policy != "" {
+	if name, ok := strings.CutPrefix(r.Policy, policy.BuiltinPrefix); ok {
+		if pol, err = policy.Builtin(name, false); err != nil {
+			return nil, fmt.Errorf("reference.policy: %w", err)
+		}
+		out.Policy = r.Policy
+	} else if r.Policy != "" {
 		data, err := readStepFile(s, root, "reference.policy", r.Policy, policy.MaxSize, "policy")
 		if err != nil {
 			return nil, err

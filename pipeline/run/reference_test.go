@@ -18,6 +18,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/collect"
 	"github.com/gpuattest/gpuattest/attest/oci"
+	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
@@ -79,7 +80,11 @@ func publishFiles(ctx context.Context, t *testing.T, host string, files []runfix
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := verify.New(verify.WithKey(priv.Public(), "release key"))
+	cpuTier, err := policy.Builtin(policy.BuiltinCPUTier, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := verify.New(verify.WithKey(priv.Public(), "release key"), verify.WithPolicy(cpuTier))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +108,7 @@ func benchPipeline(t *testing.T, root, releaseRef string, pub []byte) string {
 	src := "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: t\nsteps:\n" +
 		"  - id: bench\n    kind: benchmark\n    run: sh harness.sh cand.json\n    results: cand.json\n" +
 		"    repeats: 15\n    seeds: [1, 2]\n    rounds: 8\n" +
-		"    reference:\n      release: '" + releaseRef + "'\n      key: keys/release.pub\n" +
+		"    reference:\n      release: '" + releaseRef + "'\n      key: keys/release.pub\n      policy: builtin:cpu-tier\n" +
 		"      run: sh \"$GPUATTEST_REFERENCE_DIR/build/harness.sh\" ref.json\n      results: ref.json\n"
 	p := filepath.Join(root, "p.yaml")
 	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
@@ -175,7 +180,7 @@ func TestBenchmarkReferenceRelease(t *testing.T) {
 			got := d.Reference.Release
 			sum := sha256.Sum256(rel.pub)
 			if got == nil || got.Digest != rel.digest || got.Source != tt.wantSource || got.KeySHA256 != hex.EncodeToString(sum[:]) ||
-				got.Key != "keys/release.pub" || got.Policy != "default" || got.Bundles != 2 || len(got.Files) != 2 {
+				got.Key != "keys/release.pub" || got.Policy != "builtin:cpu-tier" || got.Bundles != 2 || len(got.Files) != 2 {
 				t.Fatalf("recorded release %+v, want digest %s from %s", got, rel.digest, tt.wantSource)
 			}
 			// The reference ran the release's copy, the candidate the local one.
@@ -389,7 +394,7 @@ func TestBenchmarkReferenceReleaseBwrap(t *testing.T) {
 	}
 	src := "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: t\nrunner: bwrap\nimages:\n  tiny: docker-archive:../images/tiny.tar\nsteps:\n" +
 		"  - id: bench\n    kind: benchmark\n    image: tiny\n    run: '" + copyTo("local.json", "cand.json") + "'\n    results: cand.json\n    rounds: 8\n" +
-		"    reference:\n      release: '" + rel.ref + "'\n      key: keys/release.pub\n" +
+		"    reference:\n      release: '" + rel.ref + "'\n      key: keys/release.pub\n      policy: builtin:cpu-tier\n" +
 		"      run: 'if (echo x > \"$GPUATTEST_REFERENCE_DIR/pwned\") 2>/dev/null; then exit 3; fi; " + copyTo(`"$GPUATTEST_REFERENCE_DIR/build/results.json"`, "ref.json") + "'\n" +
 		"      results: ref.json\n"
 	path := filepath.Join(root, "p.yaml")

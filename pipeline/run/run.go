@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/source"
 )
 
 // ErrInvalid is wrapped by errors about the input rather than the run: a
@@ -66,10 +68,18 @@ func Pipeline(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Resul
 			o.warn(w)
 		}
 	}
+	src := o.source
+	if src == nil {
+		var err error
+		if src, err = sourceOf(ctx, p, o.warn); err != nil {
+			return nil, err
+		}
+	}
 	eopts, err := o.engineOptions(ctx, p)
 	if err != nil {
 		return nil, err
 	}
+	eopts = append(eopts, engine.WithSource(src))
 	res, err := engine.Run(ctx, p, eopts...)
 	if err != nil {
 		return nil, err
@@ -144,4 +154,40 @@ func (o *options) engineOptions(ctx context.Context, p *pipeline.Pipeline) ([]en
 		opts = append(opts, toolchainOption())
 	}
 	return opts, nil
+}
+
+// sourceOf describes the git work tree p runs in (nil outside one): its
+// remote, commit and whether it is dirty. A release (release: true)
+// refuses a dirty tree, naming the changed files, and a tree git cannot
+// describe; other runs only warn.
+func sourceOf(ctx context.Context, p *pipeline.Pipeline, warn func(string)) (*source.Info, error) {
+	dir := p.Root
+	if dir == "" {
+		dir = p.Dir
+	}
+	if dir == "" {
+		return nil, nil
+	}
+	info, err := source.Detect(ctx, dir)
+	switch {
+	case errors.Is(err, source.ErrNotRepository):
+		return nil, nil
+	case err != nil && p.Release:
+		return nil, fmt.Errorf("%w: %s: release: true: recording the source commit: %w", ErrInvalid, p.Path, err)
+	case err != nil:
+		warn(fmt.Sprintf("the source commit is not recorded: %v", err))
+		return nil, nil
+	}
+	if info.Root, err = info.RelativeRoot(dir); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, p.Path, err)
+	}
+	if p.Release {
+		if err := info.CheckClean(p.Path + ": release: true"); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	if info.Dirty {
+		warn(fmt.Sprintf("the source tree has uncommitted changes (%s); the attestations record it as dirty", strings.Join(info.DirtyFiles, ", ")))
+	}
+	return info, nil
 }

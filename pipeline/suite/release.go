@@ -135,6 +135,10 @@ func recheckRelease(s *step.Context, files []recordedFile) error {
 		if rel.Policy != "default" {
 			return fmt.Errorf("its release was verified with policy %s, but the step names none (the default)", rel.Policy)
 		}
+	} else if strings.HasPrefix(r.Policy, "builtin:") {
+		if rel.Policy != r.Policy {
+			return fmt.Errorf("its release was verified with policy %s, but the step names %s", rel.Policy, r.Policy)
+		}
 	} else if err := recheckFileDigest(s, "reference.policy", r.Policy, rel.Policy, rel.PolicySHA256); err != nil {
 		return err
 	}
