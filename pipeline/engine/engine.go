@@ -615,6 +615,7 @@ func (e *run) fromCache(s *pipeline.Step, sc *step.Context, w *workTree, sr *Ste
 	}
 	if e.o.checkCache != nil {
 		probe := *sr
+		probe.ID, probe.Kind = s.ID, s.Kind
 		probe.Artifacts, probe.Results, probe.Details = m.Artifacts, m.Results, m.Details
 		if err := e.o.checkCache(&probe); err != nil {
 			sr.Notes = append(sr.Notes, "cache entry unreadable (written by another gpuattest build?), running: "+err.Error())
