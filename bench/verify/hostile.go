@@ -12,10 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/rusage"
 )
 
 // Goals of issue 14 for inputs of at most 10 MB: verify answers within
@@ -31,35 +31,6 @@ type hostileCase struct {
 	InputMB  float64 // size of the hostile input
 	Args     []string
 	WantExit int
-}
-
-// usage is what one call cost.
-type usage struct {
-	exit      int
-	wall, cpu time.Duration
-	maxRSS    int64 // KiB
-}
-
-func measureCall(ctx context.Context, dir string, env []string, argv []string) (usage, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = dir, env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err := cmd.Run()
-	u := usage{wall: time.Since(start)}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return u, out.String(), err
-	}
-	u.exit = cmd.ProcessState.ExitCode()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		u.maxRSS = ru.Maxrss
-	}
-	return u, out.String(), nil
 }
 
 // hostileFixture writes the inputs of the hostile cases into dir.
@@ -239,19 +210,27 @@ func runHostile(ctx context.Context, bin, dir string, env []string) error {
 		}
 		verdict := "ok"
 		switch {
-		case u.exit != c.WantExit:
-			verdict = fmt.Sprintf("WRONG: exit %d, want %d", u.exit, c.WantExit)
-		case c.InputMB <= 10.5 && (u.maxRSS > goalRSS || u.cpu > goalCPU):
+		case u.Exit != c.WantExit:
+			verdict = fmt.Sprintf("WRONG: exit %d, want %d", u.Exit, c.WantExit)
+		case c.InputMB <= 10.5 && (u.MaxRSS > goalRSS || u.CPU > goalCPU):
 			verdict = "OVER THE GOAL"
 		}
 		if verdict != "ok" {
 			bad = append(bad, c.Name+": "+verdict+"\n"+out[max(0, len(out)-600):])
 		}
-		fmt.Printf("%-42s %6.1fMB %5d %9s %9s %6.1f MiB  %s\n", c.Name, c.InputMB, u.exit,
-			u.wall.Round(time.Millisecond), u.cpu.Round(time.Millisecond), float64(u.maxRSS)/1024, verdict)
+		fmt.Printf("%-42s %6.1fMB %5d %9s %9s %6.1f MiB  %s\n", c.Name, c.InputMB, u.Exit,
+			u.Wall.Round(time.Millisecond), u.CPU.Round(time.Millisecond), float64(u.MaxRSS)/1024, verdict)
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%d case(s) failed:\n%s", len(bad), strings.Join(bad, "\n"))
 	}
 	return nil
+}
+
+// measureCall runs argv in dir, for at most ten minutes.
+func measureCall(ctx context.Context, dir string, env []string, argv []string) (rusage.Usage, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	u, out, err := rusage.Run(ctx, dir, env, argv...)
+	return u, string(out), err
 }
