@@ -1,0 +1,9 @@
+package main
+
+import "context"
+
+func pipelineCases(ctx context.Context, l *lab) ([]result, error) { return nil, nil }
+func secretCases(ctx context.Context, l *lab) ([]result, error)   { return nil, nil }
+func crashCases(ctx context.Context, l *lab) ([]result, error)    { return nil, nil }
+func resumeCases(ctx context.Context, l *lab) ([]result, error)   { return nil, nil }
+func keyCases(ctx context.Context, l *lab) ([]result, error)      { return nil, nil }
