@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,5 +66,21 @@ func TestReadFile(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("reading a FIFO blocked")
+	}
+}
+
+func TestSetSoftMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	t.Setenv("GOMEMLIMIT", "")
+	SetSoftMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != SoftMemory {
+		t.Errorf("memory limit %d, want %d", got, SoftMemory)
+	}
+	debug.SetMemoryLimit(old)
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	SetSoftMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != old {
+		t.Errorf("with GOMEMLIMIT set: memory limit %d, want it left at %d", got, old)
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/gpuattest/gpuattest/internal/jsonpos"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/schema"
 
 	"github.com/invopop/jsonschema"
@@ -391,12 +393,18 @@ func leafMessage(e *sjs.ValidationError) string {
 // hide a "failed". The error has the key's line:col and JSON pointer. b
 // must be valid JSON (syntax errors are left to the parse).
 func checkDuplicateKeys(path string, b []byte) error {
+	// jsonstrict scans without allocating per value; only a document it
+	// refuses is walked again here for the JSON pointer of the repeat.
+	// encoding/json refuses nesting past 10,000 levels before this runs.
+	if jsonstrict.Check(b, 10_001) == nil {
+		return nil
+	}
 	type frame struct {
 		obj   bool
 		keys  map[string]bool
 		isKey bool   // the next token of an object is a key
 		ptr   string // JSON pointer of this container
-		value string // JSON pointer of the member being read
+		key   string // the key of the member being read
 		idx   int
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -419,36 +427,48 @@ func checkDuplicateKeys(path string, b []byte) error {
 		if top != nil && top.obj && top.isKey {
 			k, _ := tok.(string)
 			if top.keys[k] {
-				off := start
-				for off < int64(len(b)) && strings.IndexByte(" \t\r\n,", b[off]) >= 0 {
-					off++
-				}
-				line, col := jsonpos.LineCol(b, off)
-				where := top.ptr
-				if where == "" {
-					where = "/"
-				}
-				return fmt.Errorf("%s:%d:%d: duplicate key %q in %s\nhint: each key may appear once; a JSON reader keeps only the last value, so a repeated key can hide the first", path, line, col, k, where)
+				return duplicateKeyError(path, b, start, k, top.ptr)
 			}
 			top.keys[k] = true
-			top.isKey = false
-			top.value = top.ptr + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+			top.isKey, top.key = false, k
 			continue
 		}
+		d, container := tok.(json.Delim)
+		// A member's pointer is made only for containers: building one
+		// per scalar cost gigabytes on a 300,000-case file.
 		var ptr string
 		if top != nil {
 			if top.obj {
-				ptr, top.isKey = top.value, true
+				top.isKey = true
+				if container {
+					ptr = top.ptr + "/" + pointerEscaper.Replace(top.key)
+				}
 			} else {
-				ptr = fmt.Sprintf("%s/%d", top.ptr, top.idx)
+				if container {
+					ptr = top.ptr + "/" + strconv.Itoa(top.idx)
+				}
 				top.idx++
 			}
 		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{obj: true, keys: map[string]bool{}, isKey: true, ptr: ptr})
-		case json.Delim('['):
-			stack = append(stack, &frame{ptr: ptr})
+		if container {
+			stack = append(stack, &frame{obj: d == '{', keys: map[string]bool{}, isKey: d == '{', ptr: ptr})
 		}
 	}
+}
+
+// pointerEscaper escapes a key for a JSON pointer (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// duplicateKeyError says where key k repeats in the object at ptr; start
+// is the offset of the token before it.
+func duplicateKeyError(path string, b []byte, start int64, k, ptr string) error {
+	off := start
+	for off < int64(len(b)) && strings.IndexByte(" \t\r\n,", b[off]) >= 0 {
+		off++
+	}
+	line, col := jsonpos.LineCol(b, off)
+	if ptr == "" {
+		ptr = "/"
+	}
+	return fmt.Errorf("%s:%d:%d: duplicate key %q in %s\nhint: each key may appear once; a JSON reader keeps only the last value, so a repeated key can hide the first", path, line, col, k, ptr)
 }
