@@ -23,7 +23,7 @@ type pipeCase struct {
 	lintExit int
 	lintWant string // regexp the lint output must match
 	runExit  int
-	runWant  string // regexp the run output must match
+	runWant  string   // regexp the run output must match
 	gone     []string // paths under the run directory that must not exist
 }
 
