@@ -2,6 +2,5 @@ package main
 
 import "context"
 
-func crashCases(ctx context.Context, l *lab) ([]result, error)  { return nil, nil }
 func resumeCases(ctx context.Context, l *lab) ([]result, error) { return nil, nil }
 func keyCases(ctx context.Context, l *lab) ([]result, error)    { return nil, nil }
