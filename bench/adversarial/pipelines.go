@@ -25,6 +25,9 @@ type pipeCase struct {
 	runExit  int
 	runWant  string   // regexp the run output must match
 	gone     []string // paths under the run directory that must not exist
+	// lintOnly cases run lint alone, which may answer ok (0) or list
+	// positioned problems (1).
+	lintOnly bool
 }
 
 const pipeHead = "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: hostile\nsteps:\n"
@@ -161,9 +164,74 @@ func runCases() []pipeCase {
 	return cs
 }
 
+// mutatedSeed is a valid pipeline the mutated cases start from.
+const mutatedSeed = `apiVersion: gpuattest.dev/v1
+kind: Pipeline
+name: mutated
+targets: [sm_80, sm_90]
+env: {A: "1"}
+steps:
+  - id: kernels
+    kind: cuda-build
+    sources: [k.cu]
+    flags: [-O3]
+  - id: harness
+    run: [sh, -c, "echo hi > h.txt"]
+    inputs: ["*.cu"]
+    outputs: [h.txt]
+  - id: validate
+    kind: test
+    needs: [kernels, harness]
+    run: ./h --out r.json
+    results: r.json
+    timeout: 10m
+  - id: bench
+    kind: benchmark
+    needs: [validate]
+    run: ./h --bench
+    results: b.json
+    repeats: auto
+    gate: {threshold: 5%, alpha: 0.01}
+`
+
+// mutatedCases are seeded random byte edits of a valid pipeline (flips,
+// control and non-ASCII bytes, deletions, duplicated spans): lint answers
+// each with ok or problems, every problem positioned, never a crash.
+func mutatedCases(l *lab) []pipeCase {
+	rng := l.rng("pipelines")
+	junk := []string{"\x00", "\x1b[2K", "\xff", "\u202e", ":", "[", "{", "&a", "*a", "!!str ", "\t", "\n", "'", "\"", "../", "-"}
+	var cs []pipeCase
+	for k := range l.n(25, 300) {
+		b := []byte(mutatedSeed)
+		var what []string
+		for range 1 + rng.IntN(3) {
+			i := rng.IntN(len(b))
+			switch rng.IntN(4) {
+			case 0:
+				b[i] ^= 1 << rng.IntN(8)
+				what = append(what, fmt.Sprintf("flip@%d", i))
+			case 1:
+				j := junk[rng.IntN(len(junk))]
+				b = append(b[:i], append([]byte(j), b[i:]...)...)
+				what = append(what, fmt.Sprintf("insert %q@%d", j, i))
+			case 2:
+				n := min(1+rng.IntN(20), len(b)-i)
+				b = append(b[:i], b[i+n:]...)
+				what = append(what, fmt.Sprintf("delete %d@%d", n, i))
+			default:
+				n := min(1+rng.IntN(40), len(b)-i)
+				b = append(b[:i], append(append([]byte(nil), b[i:i+n]...), b[i:]...)...)
+				what = append(what, fmt.Sprintf("repeat %d@%d", n, i))
+			}
+		}
+		cs = append(cs, pipeCase{name: fmt.Sprintf("mutated pipeline #%d (%s)", k, strings.Join(what, ", ")), yaml: string(b), lintOnly: true})
+	}
+	return cs
+}
+
 // pipelineCases runs the hostile pipelines.
 func pipelineCases(ctx context.Context, l *lab) ([]result, error) {
-	cs := append(lintCases(), runCases()...)
+	cs := append(append(lintCases(), runCases()...), mutatedCases(l)...)
 	var out []result
 	for i, c := range cs {
 		r, err := l.pipeline(ctx, i, c)
@@ -224,7 +292,14 @@ func (l *lab) pipeline(ctx context.Context, i int, c pipeCase) (result, error) {
 		if !res.right {
 			return nil
 		}
-		if ok, why := exitIn(u, out, exit); !ok {
+		codes := []int{exit}
+		if exit < 0 {
+			codes = []int{0, 1}
+			if u.Exit == 1 {
+				want = refusedAt
+			}
+		}
+		if ok, why := exitIn(u, out, codes...); !ok {
 			res.right, res.why = false, what+": "+why
 		} else if want != "" && !regexp.MustCompile(want).MatchString(out) {
 			res.right, res.why = false, fmt.Sprintf("%s: output does not match %q%s", what, want, tail(out))
@@ -232,6 +307,9 @@ func (l *lab) pipeline(ctx context.Context, i int, c pipeCase) (result, error) {
 			res.right, res.why = false, what+": "+bad+tail(out)
 		}
 		return nil
+	}
+	if c.lintOnly {
+		return res, check("lint", -1, "", "lint", "p.yaml")
 	}
 	if err := check("lint", c.lintExit, c.lintWant, "lint", "p.yaml"); err != nil {
 		return result{}, err
