@@ -117,7 +117,7 @@ func (b *bundleLab) verify(ctx context.Context, i int, c bundleCase) (result, er
 		return result{}, err
 	}
 	right, why := exitIn(u, out, c.want...)
-	return result{name: c.name, right: right, why: why, usage: u}, nil
+	return result{name: c.name, right: right, why: why, usage: u, large: len(data) > 10_500_000}, nil
 }
 
 // bundleCases generates the bundle and statement cases and runs them.
