@@ -78,6 +78,7 @@ bench: build
 	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN)
 	$(GO) run ./bench/report
 	$(GO) run ./bench/publish -gpuattest $(CURDIR)/$(BIN)
+	$(GO) run ./bench/adversarial -long -gpuattest $(CURDIR)/$(BIN)
 
 clean:
 	rm -rf bin .gpuattest
