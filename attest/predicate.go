@@ -164,6 +164,10 @@ type BenchmarkComparison struct {
 	CIHigh float64 `json:"ci_high"`
 	// Enforced is true when a SLOWER or MISSING verdict fails the step.
 	Enforced bool `json:"enforced"`
+	// Release is the manifest digest (sha256:<hex>) of the published
+	// release the reference ran against, verified before it ran; empty
+	// for a reference that names no release, and for a baseline.
+	Release string `json:"release,omitempty" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
 }
 
 // Throughput is a throughput value with its unit.

@@ -98,6 +98,29 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "benchmark reference release rules",
+			src: header + "steps:\n" +
+				"  - {id: a, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: ghcr.io/acme/kernels:v1}}\n" +
+				"  - {id: b, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, key: k.pub, policy: p.yaml}}\n" +
+				"  - {id: c, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: 'oci-layout:', key: k.pub}}\n" +
+				"  - {id: d, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: not a ref, key: k.pub}}\n" +
+				"  - {id: e, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: ghcr.io/acme/kernels:v1, key: k.pub}}\n",
+			want: []where{
+				{5, 66, `step "a": reference.release needs key: n`},
+				{6, 92, `step "b": reference.key applies to a ref`},
+				{6, 104, `step "b": reference.policy applies to a `},
+				{7, 101, `release "oci-layout:" names no directory`},
+				{8, 101, `release "not a ref" is not a registry re`},
+			},
+		},
+		{
+			name: "a release pipeline pins its reference release",
+			src: header + "release: true\nsteps:\n" +
+				"  - {id: a, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: ghcr.io/acme/kernels:v1, key: k.pub}}\n" +
+				"  - {id: b, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: 'ghcr.io/acme/kernels@sha256:" + strings.Repeat("0", 64) + "', key: k.pub}}\n",
+			want: []where{{6, 101, `release "ghcr.io/acme/kernels:v1" floats`}},
+		},
+		{
 			name: "burn-in duty cycle",
 			src: header + "steps:\n" +
 				"  - {id: a, kind: burnin, run: x, results: r.json, duration: 1m, minDutyCycle: 150%}\n" +

@@ -63,6 +63,25 @@ var stepPaths = []stepPath{
 		return one(s.Reference.Results)
 	}},
 	{field: "baseline", base: fromFile, values: func(s *Step) []string { return one(s.Baseline) }},
+	{field: "reference.release", base: fromFile, values: func(s *Step) []string {
+		if s.Reference == nil {
+			return nil
+		}
+		dir, _ := LayoutDir(s.Reference.Release)
+		return one(dir)
+	}},
+	{field: "reference.key", base: fromFile, values: func(s *Step) []string {
+		if s.Reference == nil {
+			return nil
+		}
+		return one(s.Reference.Key)
+	}},
+	{field: "reference.policy", base: fromFile, values: func(s *Step) []string {
+		if s.Reference == nil {
+			return nil
+		}
+		return one(s.Reference.Policy)
+	}},
 }
 
 // within reports whether path p is dir or below it, by their names

@@ -53,6 +53,10 @@ func TestStepPathsStayInsideRoot(t *testing.T) {
 		{"baseline climbs out", bench + "    baseline: ../../victim.json\n", 9, 15, `baseline "../../victim.json" leaves the pipeline's root`},
 		{"reference results climb out", bench + "    reference:\n      run: y\n      results: ../ref.json\n", 11, 16, `reference.results "../ref.json" leaves the step's workdir`},
 		{"reference results absolute", bench + "    reference: {run: y, results: /tmp/victim.json}\n", 9, 34, `reference.results "/tmp/victim.json" must be relative`},
+		{"reference release layout climbs out", bench + "    reference: {run: y, results: q.json, release: oci-layout:../rel, key: k.pub}\n", 9, 51, `reference.release "../rel" leaves the pipeline's root`},
+		{"reference release layout absolute", bench + "    reference: {run: y, results: q.json, release: 'oci-layout:/srv/rel@sha256:" + strings.Repeat("a", 64) + "', key: k.pub}\n", 9, 51, `reference.release "/srv/rel" must be relative`},
+		{"reference key climbs out", bench + "    reference: {run: y, results: q.json, release: oci-layout:rel, key: ../../k.pub}\n", 9, 72, `reference.key "../../k.pub" leaves the pipeline's root`},
+		{"reference policy absolute", bench + "    reference: {run: y, results: q.json, release: oci-layout:rel, key: k.pub, policy: /etc/p.yaml}\n", 9, 87, `reference.policy "/etc/p.yaml" must be relative`},
 		{"sources climb out", build + "    sources: [k.cu, ../x.cu]\n", 8, 21, `sources[1] "../x.cu" leaves the step's workdir`},
 		{"sources absolute", build + "    sources: [/etc/shadow]\n", 8, 15, `sources[0] "/etc/shadow" must be relative`},
 		{"outDir climbs out", build + "    sources: [k.cu]\n    outDir: ../out\n", 9, 13, `outDir "../out" leaves the step's workdir`},
@@ -78,7 +82,8 @@ func TestStepPathsStayInsideRoot(t *testing.T) {
 	t.Run("paths inside are fine", func(t *testing.T) {
 		t.Parallel()
 		src := header + "targets: [sm_80]\nsteps:\n  - id: k\n    kind: cuda-build\n    workdir: a/../kernels\n    sources: [k.cu, sub/../j.cu]\n    outDir: out/../build\n" +
-			"  - id: b\n    kind: benchmark\n    run: x\n    workdir: kernels\n    results: build/../r.json\n    baseline: baselines/cpu.json\n    inputs: ['**/*.h']\n    outputs: [build/**]\n"
+			"  - id: b\n    kind: benchmark\n    run: x\n    workdir: kernels\n    results: build/../r.json\n    baseline: baselines/cpu.json\n    inputs: ['**/*.h']\n    outputs: [build/**]\n" +
+			"    reference: {run: y, results: q.json, release: 'oci-layout:releases/v1@sha256:" + strings.Repeat("0", 64) + "', key: keys/release.pub, policy: policies/cpu.yaml}\n"
 		if probs := lintIn(t, t.TempDir(), src); len(probs) > 0 {
 			t.Errorf("unexpected problems:\n%v", probs)
 		}

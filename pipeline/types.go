@@ -1,5 +1,7 @@
 package pipeline
 
+import "strings"
+
 // APIVersion is the only apiVersion this release of gpuattest reads.
 const APIVersion = "gpuattest.dev/v1"
 
@@ -91,10 +93,33 @@ type Step struct {
 
 // Reference is a benchmark's same-run reference: a second command (the
 // previous release's harness and fatbins, the same kernels built from an
-// older commit, ...) that writes results with the same case names.
+// older commit, ...) that writes results with the same case names. With
+// Release, the reference runs against a published release: it is pulled
+// and verified with Key (and Policy) before the step runs anything, and
+// its files are in the directory GPUATTEST_REFERENCE_DIR names.
 type Reference struct {
 	Run     Command `yaml:"run" json:"run"`
 	Results string  `yaml:"results" json:"results" jsonschema:"description=results file the reference command writes, relative to the step's workdir"`
+	Release string  `yaml:"release,omitempty" json:"release,omitempty" jsonschema:"description=a published release (gpuattest push) to run the reference against: REGISTRY/REPOSITORY@sha256:<hex> or :TAG, or oci-layout:DIR[@sha256:<hex>] with DIR relative to the pipeline file and inside the pipeline's root; it is pulled and verified before the step runs, and its files are in $GPUATTEST_REFERENCE_DIR"`
+	Key     string  `yaml:"key,omitempty" json:"key,omitempty" jsonschema:"description=public key (PEM) the release's attestations must be signed with; relative to the pipeline file and inside the pipeline's root; required with release"`
+	Policy  string  `yaml:"policy,omitempty" json:"policy,omitempty" jsonschema:"description=verification policy file for the release, relative to the pipeline file and inside the pipeline's root (the default policy when omitted: every step passed, hardware not simulated)"`
+}
+
+// LayoutPrefix starts a reference to an OCI image layout directory
+// (oci-layout:DIR[@sha256:<hex>]), as reference.release takes it.
+const LayoutPrefix = "oci-layout:"
+
+// LayoutDir returns the directory of an oci-layout:DIR[@sha256:<hex>]
+// reference, and false for any other (a registry reference).
+func LayoutDir(ref string) (string, bool) {
+	spec, ok := strings.CutPrefix(ref, LayoutPrefix)
+	if !ok {
+		return "", false
+	}
+	if i := strings.LastIndex(spec, "@"); i >= 0 && strings.HasPrefix(spec[i+1:], "sha256:") {
+		spec = spec[:i]
+	}
+	return spec, true
 }
 
 // Gate configures the regression gate of a benchmark step, against its

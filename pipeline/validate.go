@@ -353,6 +353,7 @@ func validateBenchmark(v *validator, i int, s *Step) {
 	} else if s.Reference.Results == s.Results {
 		v.add(rp+".results", false, "let the two commands write different files, e.g. build/ref.json and build/cand.json", "step %q: reference and candidate write the same results file %q", s.ID, s.Results)
 	}
+	v.referenceRelease(rp, s)
 	if v.src.has(path + ".rounds") {
 		switch {
 		case s.Rounds < 2 || s.Rounds > stats.MaxPairs:
@@ -367,6 +368,36 @@ func validateBenchmark(v *validator, i int, s *Step) {
 					"rounds %d cannot reach significance at alpha %g: the paired signed-rank test's smallest p-value with %d pairs is %.2g", s.Rounds, alpha, s.Rounds, math.Ldexp(1, 1-s.Rounds))
 			}
 		}
+	}
+}
+
+// sha256Ref is a reference pinned by digest.
+var sha256Ref = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
+
+// referenceRelease checks a benchmark reference's release, key and
+// policy; rp is the reference's field path.
+func (v *validator) referenceRelease(rp string, s *Step) {
+	r := s.Reference
+	if r.Release == "" {
+		for _, f := range []string{"key", "policy"} {
+			if v.src.has(rp + "." + f) {
+				v.add(rp+"."+f, true, "add release: REGISTRY/REPOSITORY@sha256:... (or oci-layout:DIR) to run the reference against a published release, or remove it", "step %q: reference.%s applies to a reference with a release", s.ID, f)
+			}
+		}
+		return
+	}
+	if strings.TrimSpace(r.Key) == "" {
+		v.add(rp, false, "add key: path/to/release.pub (the public key the release's attestations were signed with, relative to the pipeline file)",
+			"step %q: reference.release needs key: nothing from a release runs unverified", s.ID)
+	}
+	dir, layout := LayoutDir(r.Release)
+	switch {
+	case layout && strings.TrimSpace(dir) == "":
+		v.add(rp+".release", false, "e.g. oci-layout:releases/v1 (a directory written by gpuattest pull --to)", "release %q names no directory", r.Release)
+	case !layout && (strings.ContainsAny(r.Release, " \t\n") || !strings.Contains(r.Release, "/")):
+		v.add(rp+".release", false, "expected REGISTRY/REPOSITORY@sha256:<hex>, REGISTRY/REPOSITORY:TAG or oci-layout:DIR", "release %q is not a registry reference or an OCI layout", r.Release)
+	case v.p.Release && !sha256Ref.MatchString(r.Release):
+		v.add(rp+".release", false, "pin it: append @sha256:<digest> (gpuattest push prints it)", "release %q floats: a release: true pipeline compares against a release pinned by digest", r.Release)
 	}
 }
 

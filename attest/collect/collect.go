@@ -216,7 +216,13 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 		bs := attest.BenchmarkSummary{Step: s.ID, Case: bc.Name, MedianNS: bc.Stats.Median,
 			CILowNS: bc.Stats.MedianCI.Lo, CIHighNS: bc.Stats.MedianCI.Hi, Samples: bc.Stats.N, Gate: gate}
 		if d.Reference != nil {
+			n := len(bs.Comparisons)
 			bs.Comparisons = appendComparison(bs.Comparisons, "reference", d.Reference.Report, true, bc.Name)
+			if d.Reference.Release != nil {
+				for i := n; i < len(bs.Comparisons); i++ {
+					bs.Comparisons[i].Release = d.Reference.Release.Digest
+				}
+			}
 		}
 		if d.Gate != nil {
 			bs.Comparisons = appendComparison(bs.Comparisons, "baseline", d.Gate.Report, d.Gate.Enforced, bc.Name)

@@ -202,9 +202,18 @@ func LoadPublicKey(path string) (crypto.PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading public key: %w", err)
 	}
+	return ParsePublicKey(path, b)
+}
+
+// MaxPublicKeySize is the largest public key file LoadPublicKey reads.
+const MaxPublicKeySize = maxPublicKey
+
+// ParsePublicKey parses the PEM public key b, read from name (for
+// messages).
+func ParsePublicKey(name string, b []byte) (crypto.PublicKey, error) {
 	pub, err := cryptoutils.UnmarshalPEMToPublicKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: parsing public key: %w\nhint: expected a PEM \"PUBLIC KEY\" such as NAME.pub from 'gpuattest key generate'", path, err)
+		return nil, fmt.Errorf("%s: parsing public key: %w\nhint: expected a PEM \"PUBLIC KEY\" such as NAME.pub from 'gpuattest key generate'", name, err)
 	}
 	return pub, nil
 }

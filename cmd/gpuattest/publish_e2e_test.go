@@ -18,7 +18,9 @@ import (
 // is no GPU) is pushed to docker-registry (tag schema) and to the
 // in-process registry (referrers API), verified from both, copied with
 // pull --to oci-layout:DIR and verified from the copy with no registry
-// running, and pulled from the copy into files identical to the run's.
+// running, and pulled from the copy into files identical to the run's;
+// then a benchmark runs the harness against the release's kernels
+// (reference.release).
 func TestPublishQuickstart(t *testing.T) {
 	t.Parallel()
 	testenv.RequireTool(t, "nvcc")
@@ -34,9 +36,11 @@ func TestPublishQuickstart(t *testing.T) {
 	}
 	docker := registrytest.StartDocker(t)
 	layout := filepath.Join(t.TempDir(), "copy")
+	var published string // the release in the in-process registry, by digest
 	for i, host := range []string{docker.Host, registrytest.StartInProcess(t, nil)} {
 		ref := host + "/quickstart:v1"
 		byDigest := push(t, runDir, ref)
+		published = byDigest
 		for _, r := range []string{ref, byDigest} {
 			if code, out, errOut := cli(t, "verify", r, "--key", keys.Public); code != 0 || !strings.Contains(out, "Verified OK") {
 				t.Fatalf("verify %s: exit %d\n%s%s", r, code, out, errOut)
@@ -70,6 +74,51 @@ func TestPublishQuickstart(t *testing.T) {
 		}
 		if got, err := os.ReadFile(filepath.Join(files, filepath.FromSlash(name))); err != nil || string(got) != string(want) {
 			t.Errorf("pulled %s differs from the run's (%v)", name, err)
+		}
+	}
+	benchAgainstRelease(t, root, published, keys.Public)
+}
+
+// benchAgainstRelease runs a benchmark of the quickstart's harness (built
+// in root by the quickstart run) on the CPU backend against the kernels of
+// the published release ref, verified with the public key pub.
+func benchAgainstRelease(t *testing.T, root, ref, pub string) {
+	t.Helper()
+	data, err := os.ReadFile(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(root, "keys"), 0o755)
+	if err := os.WriteFile(filepath.Join(root, "keys", "release.pub"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	size := `--n 4096 --gemm 32 --rows 16 --cols 64`
+	src := "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: bench-release\nrunner: host\nworkdir: ..\nsteps:\n" +
+		"  - id: bench\n    kind: benchmark\n    workdir: kernels\n" +
+		"    run: build/gpuattest-harness --backend cpu --fatbin-dir build " + size + " --out build/cand.json\n    results: build/cand.json\n" +
+		"    repeats: 5\n    rounds: 8\n    gate: {threshold: 50%}\n" +
+		"    reference:\n      release: " + ref + "\n      key: ../keys/release.pub\n" +
+		"      run: build/gpuattest-harness --backend cpu --fatbin-dir \"$GPUATTEST_REFERENCE_DIR/kernels/build\" " + size + " --out build/ref.json\n" +
+		"      results: build/ref.json\n"
+	p := filepath.Join(root, "pipelines", "bench-release.yaml")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(t.TempDir(), "bench")
+	if code, out, errOut := cli(t, "run", p, "--out", runDir, "--root", root, "-q"); code != 0 {
+		t.Fatalf("run bench-release: exit %d\n%s%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(runDir, "steps", "bench", "benchmark.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, digest, _ := strings.Cut(ref, "@")
+	if !strings.Contains(string(b), `"digest": "`+digest+`"`) && !strings.Contains(string(b), `"digest":"`+digest+`"`) {
+		t.Errorf("benchmark.json does not record the release %s", digest)
+	}
+	for _, k := range []string{"vector_add", "sgemm"} {
+		if _, err := os.Stat(filepath.Join(runDir, "steps", "bench", "reference-release", "kernels", "build", k+".fatbin")); err != nil {
+			t.Errorf("the verified release's %s.fatbin: %v", k, err)
 		}
 	}
 }

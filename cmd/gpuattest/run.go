@@ -29,6 +29,7 @@ type runFlags struct {
 	cacheDir string
 	root     *string
 	sign     *signFlags
+	registry *registryFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -55,6 +56,7 @@ func newRunCmd() *cobra.Command {
 	f.output = outputFlag(c)
 	f.root = rootFlag(c)
 	f.sign = addSignFlags(c)
+	f.registry = addRegistryFlags(c) // for benchmark references that name a published release
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*f.output); err != nil {
 			return err
@@ -142,6 +144,11 @@ func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags, prog *progr
 		run.WithWarnings(func(w string) { fmt.Fprintln(logw, "warning: "+w) }),
 		run.WithGPUSource(src),
 	}
+	ropts, err := f.registry.options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, run.WithReferenceRegistry(ropts...))
 	if f.out != "" {
 		opts = append(opts, run.WithOutDir(f.out))
 	}

@@ -1,8 +1,9 @@
 // Package run runs a pipeline end to end, the way gpuattest run does, in
 // one call: Pipeline wires the step executors, the container runners,
 // image pinning through gpuattest.lock, the hardware record with GPU
-// preflight and telemetry, and the host toolchain fingerprint into the
-// engine, runs the DAG into a run directory and, with a signer, re-checks
+// preflight and telemetry, the host toolchain fingerprint, and the
+// verification of the published releases benchmark references name
+// (reference.release, with attest/oci) into the engine, runs the DAG into a run directory and, with a signer, re-checks
 // every verdict and signs the run's attestations into
 // attestations.intoto.jsonl.
 //

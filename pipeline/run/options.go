@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
@@ -32,6 +33,7 @@ type options struct {
 	keyFile     string
 	baseEnv     []string
 	warn        func(string)
+	registry    []oci.Option
 }
 
 // WithOutDir writes the run into dir (default .gpuattest/runs/<time>-<name>).
@@ -130,6 +132,13 @@ func WithSigner(s *sign.Signer, keyFile string) Option {
 // process's; sandboxed steps get only what passEnv names).
 func WithBaseEnv(env []string) Option {
 	return func(o *options) error { o.baseEnv = env; return nil }
+}
+
+// WithReferenceRegistry passes options to attest/oci (credentials, plain
+// HTTP hosts, concurrency, retries) for reading the published releases
+// benchmark references name (reference.release).
+func WithReferenceRegistry(opts ...oci.Option) Option {
+	return func(o *options) error { o.registry = append(o.registry, opts...); return nil }
 }
 
 // Progress is what a running step reports of itself (burn-in iterations,

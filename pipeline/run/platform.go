@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
@@ -19,12 +20,13 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
-// executors are the step kinds this package runs, besides exec.
-func executors() []engine.Option {
+// executors are the step kinds this package runs, besides exec;
+// registry configures reading a benchmark reference's published release.
+func executors(registry []oci.Option) []engine.Option {
 	return []engine.Option{
 		engine.WithExecutor(pipeline.KindCUDABuild, &cuda.Build{}),
 		engine.WithExecutor(pipeline.KindTest, suite.Test{}),
-		engine.WithExecutor(pipeline.KindBenchmark, suite.Benchmark{}),
+		engine.WithExecutor(pipeline.KindBenchmark, suite.Benchmark{Releases: releaseFetcher{registry: registry}}),
 		engine.WithExecutor(pipeline.KindBurnin, suite.Burnin{}),
 		engine.WithExecutor(pipeline.KindProfile, suite.Profile{}),
 	}

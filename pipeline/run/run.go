@@ -84,7 +84,7 @@ func Pipeline(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Resul
 
 // engineOptions turns o and what p needs into the engine's options.
 func (o *options) engineOptions(ctx context.Context, p *pipeline.Pipeline) ([]engine.Option, error) {
-	opts := append(executors(), engine.WithJobs(o.jobs), engine.WithLogger(o.logger))
+	opts := append(executors(o.registry), engine.WithJobs(o.jobs), engine.WithLogger(o.logger))
 	if o.version != "" {
 		opts = append(opts, engine.WithVersion(o.version))
 	}

@@ -35,6 +35,10 @@ type Benchmark struct {
 	// Rand orders the ABBA blocks; nil draws a seed from crypto/rand (the
 	// seed is recorded in the details either way).
 	Rand *rand.Rand
+	// Releases verifies and writes a reference's published release
+	// (reference.release) before the step runs anything; without it such
+	// a step is an error.
+	Releases ReleaseFetcher
 }
 
 var _ step.Executor = Benchmark{}
@@ -128,6 +132,9 @@ type ReferenceResult struct {
 	Cases []BenchmarkCase `json:"cases"`
 	// Report is the paired comparison; SLOWER and MISSING fail the step.
 	Report *Report `json:"report"`
+	// Release is the published release the reference ran against
+	// (reference.release), as verified before the step ran.
+	Release *ReferenceRelease `json:"release,omitempty"`
 }
 
 // GateResult is a benchmark's comparison against its baseline.
@@ -166,6 +173,10 @@ type benchRun struct {
 	cand     []invocation
 	ref      []invocation
 	failures []string
+	// release is the reference's verified release and refDir the
+	// absolute directory of its files; nil and empty without one.
+	release *ReferenceRelease
+	refDir  string
 }
 
 // Execute runs the benchmark step s.Step.
@@ -184,6 +195,12 @@ func (b Benchmark) Execute(ctx context.Context, s *step.Context) (*step.Outcome,
 		d.MaxTime = st.MaxTime.Value().String()
 	}
 	br := &benchRun{s: s, d: d, out: &step.Outcome{Status: step.Passed}}
+	if st.Reference != nil && st.Reference.Release != "" {
+		// Nothing runs before the release verified.
+		if br.release, br.refDir, err = b.fetchRelease(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	if st.Reference != nil {
 		err = br.runInterleaved(ctx, b.Rand)
 	} else {
@@ -232,7 +249,7 @@ func (br *benchRun) runInterleaved(ctx context.Context, r *rand.Rand) error {
 	}
 	order := abbaOrder(rounds, r)
 	br.d.Reference = &ReferenceResult{Run: st.Reference.Run.String(), Results: st.Reference.Results, Rounds: rounds,
-		Order: orderString(order), OrderSeed: seed}
+		Order: orderString(order), OrderSeed: seed, Release: br.release}
 	var n [2]int
 	for i, cand := range order {
 		seedv := -1
@@ -328,7 +345,11 @@ func (br *benchRun) invoke(ctx context.Context, side string, index, seed int) (*
 	if err := resFile.remove(); err != nil {
 		return nil, err
 	}
-	res, err := runCommand(ctx, s, cmd, br.knobs(seed)...)
+	env, ro := br.knobs(seed), []string(nil)
+	if side == sideReference && br.refDir != "" {
+		env, ro = append(env, ReferenceDirEnv+"="+br.refDir), []string{br.refDir}
+	}
+	res, err := runCommandWith(ctx, s, cmd, ro, env...)
 	if err != nil {
 		return nil, err
 	}

@@ -32,18 +32,25 @@ func runStep(ctx context.Context, s *step.Context, extra ...string) (*runner.Res
 // runCommand runs cmd once as the step would run its own: same runner,
 // work dir, image, GPU access and environment, plus extra.
 func runCommand(ctx context.Context, s *step.Context, cmd pipeline.Command, extra ...string) (*runner.Result, error) {
+	return runCommandWith(ctx, s, cmd, nil, extra...)
+}
+
+// runCommandWith is runCommand with readOnly, absolute host paths that
+// container runners bind read-only at the same path.
+func runCommandWith(ctx context.Context, s *step.Context, cmd pipeline.Command, readOnly []string, extra ...string) (*runner.Result, error) {
 	args := cmd.Args()
 	if len(args) == 0 {
 		return nil, fmt.Errorf("step %s: run is empty", s.Step.ID)
 	}
 	return s.Runner.Run(ctx, &runner.Command{
-		Args:   args,
-		Dir:    s.WorkDir,
-		Env:    setEnv(s.Env, extra...),
-		Stdout: s.Stdout,
-		Stderr: s.Stderr,
-		Image:  s.Image,
-		GPU:    s.Step.GPU,
+		Args:     args,
+		Dir:      s.WorkDir,
+		Env:      setEnv(s.Env, extra...),
+		Stdout:   s.Stdout,
+		Stderr:   s.Stderr,
+		Image:    s.Image,
+		GPU:      s.Step.GPU,
+		ReadOnly: readOnly,
 	})
 }
 

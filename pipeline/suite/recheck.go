@@ -33,6 +33,9 @@ func Recheck(s *step.Context, recorded []step.File, exitCode *int) error {
 	case pipeline.KindTest:
 		return recheckTest(s, files, exitCode)
 	case pipeline.KindBenchmark:
+		if err := recheckRelease(s, files); err != nil {
+			return err
+		}
 		return recheckBenchmark(s, files)
 	}
 	return nil

@@ -378,3 +378,22 @@ func TestRecheckBenchmark(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchmarkReleaseNeedsFetcher: a reference naming a published release
+// is never run unverified: without a release fetcher the step is an error
+// before either side runs.
+func TestBenchmarkReleaseNeedsFetcher(t *testing.T) {
+	t.Parallel()
+	s := newContext(t, refStep("1", func(st *pipeline.Step) {
+		st.Reference.Release, st.Reference.Key = "oci-layout:releases/v1", "release.pub"
+	}))
+	_, err := Benchmark{}.Execute(t.Context(), s)
+	if err == nil || !strings.Contains(err.Error(), "no release fetcher") {
+		t.Fatalf("err = %v, want no release fetcher", err)
+	}
+	for _, f := range []string{"cand.json", "ref.json"} {
+		if _, err := os.Stat(filepath.Join(s.WorkDir, f)); err == nil {
+			t.Errorf("%s was written: a side ran", f)
+		}
+	}
+}
