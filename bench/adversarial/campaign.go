@@ -67,6 +67,7 @@ func categories() []category {
 	return []category{
 		{"bundles", true, bundleCases},
 		{"pipelines", true, pipelineCases},
+		{"compare", true, compareCases},
 		{"secrets", false, secretCases},
 		{"crash", false, crashCases},
 		{"resume", false, resumeCases},

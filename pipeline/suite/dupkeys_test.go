@@ -46,3 +46,24 @@ func TestDuplicateKeysCostPerKey(t *testing.T) {
 		t.Errorf("duplicate in a nested object: err = %v", err)
 	}
 }
+
+// TestSamplesSchemaStillChecked: the schema no longer walks numeric
+// samples (skipNumericSamples), so a non-number sample must still be
+// refused with its pointer, and a non-positive one by the duration check.
+func TestSamplesSchemaStillChecked(t *testing.T) {
+	head := `{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"cpu","cases":[{"name":"a","status":"passed","samples_ns":`
+	for _, tt := range []struct{ samples, want string }{
+		{`[1, "2", 3]`, `/cases/0/samples_ns/1`},
+		{`[1, 2, -3]`, `/cases/0/samples_ns/2: -3 is not a positive duration`},
+		{`"fast"`, `/cases/0/samples_ns`},
+	} {
+		_, err := parseResultsJSON("r.json", []byte(head+tt.samples+`}]}`))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("samples %s: err = %v, want %q", tt.samples, err, tt.want)
+		}
+	}
+	r, err := parseResultsJSON("r.json", []byte(head+`[1.5, 2, 3e2]}]}`))
+	if err != nil || len(r.Cases[0].SamplesNS) != 3 || r.Cases[0].SamplesNS[2] != 300 {
+		t.Errorf("numeric samples: %+v, %v", r, err)
+	}
+}
