@@ -25,6 +25,7 @@ type pipeCase struct {
 	runExit  int
 	runWant  string   // regexp the run output must match
 	gone     []string // paths under the run directory that must not exist
+	private  []string // paths under the run directory that must be 0400
 	// lintOnly cases run lint alone, which may answer ok (0) or list
 	// positioned problems (1).
 	lintOnly bool
@@ -155,6 +156,8 @@ func runCases() []pipeCase {
 			runExit: 1, runWant: `\bd\b`, gone: []string{"steps/a/outputs/d"}},
 		pipeCase{name: "results symlink to a passing file outside the root", yaml: pipeHead + "  - id: t\n    kind: test\n    run: ln -sf ../outside/passed.json r.json\n    results: r.json\n",
 			runExit: 1, runWant: `r\.json`},
+		pipeCase{name: "a 0600 output stays private (0400), never 0444", yaml: pipeHead + "  - id: a\n    run: echo k > secret.key; chmod 600 secret.key\n    outputs: [secret.key]\n",
+			runExit: 0, private: []string{"steps/a/outputs/secret.key"}},
 		pipeCase{name: "input symlink outside the root", yaml: pipeHead + "  - id: a\n    run: echo\n    inputs: [in.txt]\n", files: map[string]string{"in.txt@": "../outside/victim.json"},
 			runExit: 1, runWant: `in\.txt`},
 	)
@@ -321,6 +324,16 @@ func (l *lab) pipeline(ctx context.Context, i int, c pipeCase) (result, error) {
 	for _, g := range c.gone {
 		if _, err := os.Lstat(filepath.Join(runDir, g)); err == nil && res.right {
 			res.right, res.why = false, "the run directory holds "+g
+		}
+	}
+	for _, p := range c.private {
+		st, err := os.Stat(filepath.Join(runDir, p))
+		switch {
+		case !res.right:
+		case err != nil:
+			res.right, res.why = false, err.Error()
+		case st.Mode().Perm() != 0o400:
+			res.right, res.why = false, fmt.Sprintf("%s: mode %v, want 0400", p, st.Mode().Perm())
 		}
 	}
 	if _, err := os.Stat(runDir); err == nil && c.runExit == 2 && res.right {
