@@ -117,6 +117,9 @@ func (b *bundleLab) verify(ctx context.Context, i int, c bundleCase) (result, er
 		return result{}, err
 	}
 	right, why := exitIn(u, out, c.want...)
+	if bad := unsafeText(out); right && bad != "" {
+		right, why = false, bad+tail(out) // issue 15 item 4: a bundle must not draw on the terminal
+	}
 	return result{name: c.name, right: right, why: why, usage: u, large: len(data) > 10_500_000}, nil
 }
 
@@ -248,7 +251,15 @@ func (b *bundleLab) material(rng *rand.Rand) ([]bundleCase, error) {
 		{"media type of bundle v0.1 (not signed; a v0.1 bundle of the same content verifies)", []int{0}, func(m bundleJSON) {
 			m["mediaType"] = "application/vnd.dev.sigstore.bundle+json;version=0.1"
 		}},
-		{"junk media type", rejected, func(m bundleJSON) { m["mediaType"] = "application/x-evil\x1b[2K" }},
+		{"junk media type with terminal escapes", rejected, func(m bundleJSON) {
+			m["mediaType"] = "application/x-evil\x1b[2K\x1b[1A\rPASS \u202e"
+		}},
+		{"subject name with terminal escapes (re-encoded)", rejected, func(m bundleJSON) {
+			st, _ := statementOf(m.marshal())
+			st["subject"].([]any)[0].(map[string]any)["name"] = "k\x1b[2K\x1b[1A\rVerified OK"
+			raw, _ := json.Marshal(st)
+			m.envelope()["payload"] = base64.StdEncoding.EncodeToString(raw)
+		}},
 		{"payload type changed", rejected, func(m bundleJSON) { m.envelope()["payloadType"] = "application/json" }},
 		{"second signature, junk", rejected, func(m bundleJSON) {
 			e := m.envelope()
@@ -524,6 +535,9 @@ func (b *bundleLab) resigned(ctx context.Context) ([]bundleCase, error) {
 			st["subject"].([]any)[0].(map[string]any)["digest"] = map[string]any{"sha256": strings.Repeat("ab", 32)}
 		}, 11},
 		{"predicate type of another kind", func(st map[string]any) { st["predicateType"] = "https://example.com/other/v1" }, 12},
+		{"subject name with terminal escapes (verifies, printed escaped)", func(st map[string]any) {
+			st["subject"].([]any)[0].(map[string]any)["name"] = "k\x1b[2K\x1b[1A\rFAKE \u202e"
+		}, 0},
 		{"result failed", func(st map[string]any) { setPredicate(st, "result", "failed") }, 12},
 		{"simulated hardware", func(st map[string]any) { setPredicate(st, "simulated", true) }, 12},
 		{"a step failed", func(st map[string]any) {
