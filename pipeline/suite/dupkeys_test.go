@@ -67,3 +67,20 @@ func TestSamplesSchemaStillChecked(t *testing.T) {
 		t.Errorf("numeric samples: %+v, %v", r, err)
 	}
 }
+
+func TestBlankSamples(t *testing.T) {
+	in := `{"cases":[{"name":"a","samples_ns":[1, 2.5e3,-4]},{"samples_ns":[NaN]},{"samples_ns":[1,"x"]},{"samples_ns" : [7]}]}`
+	want := `{"cases":[{"name":"a","samples_ns":[           ]},{"samples_ns":[NaN]},{"samples_ns":[1,"x"]},{"samples_ns" : [7]}]}`
+	if got := string(blankSamples([]byte(in))); got != want {
+		t.Errorf("blankSamples:\n got %s\nwant %s", got, want)
+	}
+	if b := []byte(`{"cases":[]}`); &blankSamples(b)[0] != &b[0] {
+		t.Error("a file without samples was copied")
+	}
+	// A syntax error inside blanked samples is found by the typed decode,
+	// at its place in the file.
+	head := `{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"cpu","cases":[{"name":"a","status":"passed","samples_ns":`
+	if _, err := parseResultsJSON("r.json", []byte(head+"[1,,2]}]}")); err == nil || !strings.Contains(err.Error(), "r.json:1:") {
+		t.Errorf("syntax error in samples: err = %v", err)
+	}
+}

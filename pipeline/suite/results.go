@@ -317,7 +317,7 @@ func parseResultsJSON(path string, b []byte) (*Results, error) {
 		return nil, fmt.Errorf("%s: empty results file\nhint: expected a gpuattest results JSON object (schemas/results.schema.json)", path)
 	}
 	var generic any
-	if err := json.Unmarshal(b, &generic); err != nil {
+	if err := json.Unmarshal(blankSamples(b), &generic); err != nil {
 		return nil, jsonSyntaxError(path, b, err)
 	}
 	if err := checkDuplicateKeys(path, b); err != nil {
@@ -351,6 +351,38 @@ func parseResultsJSON(path string, b []byte) (*Results, error) {
 		}
 	}
 	return &r, nil
+}
+
+// blankSamples returns b, or a copy of it in which the contents of every
+// `"samples_ns":[...]` array made only of number characters are spaces:
+// the generic decode that feeds the schema then skips them (the schema
+// asks only that they be numbers, which the typed decode of b checks, and
+// the duration check after it). Offsets are kept, so a syntax error is
+// reported where it is in b. A million samples a side cost compare 0.6 s
+// of CPU to decode twice.
+func blankSamples(b []byte) []byte {
+	key := []byte(`"samples_ns":[`)
+	if !bytes.Contains(b, key) {
+		return b
+	}
+	out := bytes.Clone(b)
+	for i := 0; ; {
+		j := bytes.Index(out[i:], key)
+		if j < 0 {
+			return out
+		}
+		start := i + j + len(key)
+		end := start
+		for end < len(out) && strings.IndexByte("0123456789.eE+-, \t\r\n", out[end]) >= 0 {
+			end++
+		}
+		if end < len(out) && out[end] == ']' {
+			for k := start; k < end; k++ {
+				out[k] = ' '
+			}
+		}
+		i = end
+	}
 }
 
 // skipNumericSamples empties every cases[].samples_ns array of a decoded
