@@ -100,6 +100,7 @@ bench: build
 	$(GO) run ./bench/report
 	$(GO) run ./bench/publish -gpuattest $(CURDIR)/$(BIN)
 	$(GO) run ./bench/unpack -runs 3
+	$(GO) run ./bench/adversarial -long -gpuattest $(CURDIR)/$(BIN)
 
 clean:
 	rm -rf bin .gpuattest

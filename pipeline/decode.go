@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -172,6 +173,9 @@ func (s *source) decode() (*Pipeline, Problems) {
 		return nil, Problems{{File: s.path, Line: pos.Line, Col: pos.Column, Message: "more than one YAML document: expected exactly one pipeline",
 			Snippet: snippet(s.lines, pos.Line, pos.Column), Hint: "put each pipeline in its own file"}}
 	}
+	if probs := s.tags(docs[0]); len(probs) > 0 {
+		return nil, probs
+	}
 	var probs Problems
 	s.pos[""] = nodePos(docs[0])
 	if !s.check(docs[0], reflect.TypeOf(Pipeline{}), "", &probs) {
@@ -192,11 +196,58 @@ func (s *source) bounded() error {
 	if len(s.data) > limits.PipelineBytes {
 		return Problems{{File: s.path, Line: 1, Col: 1, Message: (&limits.TooLargeError{Name: s.path, What: "pipeline", Limit: limits.PipelineBytes}).Error()}}
 	}
+	if !utf8.Valid(s.data) {
+		line, col := invalidUTF8(s.data)
+		return Problems{s.at(&token.Position{Line: line, Column: col}, "", "save the file as UTF-8; YAML is Unicode text",
+			"invalid UTF-8: a pipeline file must be UTF-8 text")}
+	}
 	if line, col := limits.CheckYAMLNesting(s.data, limits.YAMLNesting); line > 0 {
 		return Problems{s.at(&token.Position{Line: line, Column: col}, "", "a pipeline needs a few levels; this looks generated or hostile",
 			"flow collections ([...] and {...}) nested deeper than %d", limits.YAMLNesting)}
 	}
 	return nil
+}
+
+// invalidUTF8 is the 1-based line and column (in characters) of the
+// first byte of data that is not UTF-8.
+func invalidUTF8(data []byte) (line, col int) {
+	line, col = 1, 1
+	for len(data) > 0 {
+		r, n := utf8.DecodeRune(data)
+		if r == utf8.RuneError && n <= 1 {
+			return line, col
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		data = data[n:]
+	}
+	return line, col
+}
+
+// tags reports every YAML tag (!!binary, !!str, a local !tag) in node: a
+// tag changes what a value decodes to behind the text a reviewer reads
+// (`run: !!binary ZWNobyBoaQ==` runs "echo hi").
+func (s *source) tags(node ast.Node) Problems {
+	var probs Problems
+	ast.Walk(tagVisitor(func(n *ast.TagNode) {
+		pos := n.GetToken().Position
+		probs = append(probs, s.at(pos, "", "write the value itself; a pipeline uses no YAML tags", "YAML tag %s: tags are not allowed in a pipeline", n.Start.Value))
+	}), node)
+	return probs
+}
+
+// tagVisitor calls itself on every tag node.
+type tagVisitor func(*ast.TagNode)
+
+// Visit implements ast.Visitor.
+func (f tagVisitor) Visit(n ast.Node) ast.Visitor {
+	if t, ok := n.(*ast.TagNode); ok {
+		f(t)
+	}
+	return f
 }
 
 // yamlError turns a goccy error into a positioned problem.

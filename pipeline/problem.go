@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"sort"
 	"strings"
 )
@@ -98,7 +99,10 @@ func (ps Problems) sorted() Problems {
 	return ps
 }
 
-// snippet renders line n of src with a caret under column col.
+// snippet renders line n of src with a caret under column col. The line
+// is shown with textsafe.Lines (a raw escape, bidi override or invalid
+// byte of a hostile file would act on the terminal), and the caret is
+// placed under the escaped text.
 func snippet(lines []string, n, col int) string {
 	if n < 1 || n > len(lines) {
 		return ""
@@ -108,11 +112,17 @@ func snippet(lines []string, n, col int) string {
 	pad := strings.Repeat(" ", len(gutter)-2) + "| "
 	caret := ""
 	if col >= 1 {
-		// Keep tabs so the caret lines up under them.
-		for i, r := range text {
-			if i >= col-1 {
+		prefix := text
+		k := 0
+		for i := range text {
+			if k == col-1 {
+				prefix = text[:i]
 				break
 			}
+			k++
+		}
+		// Keep tabs so the caret lines up under them.
+		for _, r := range textsafe.Lines(prefix) {
 			if r == '\t' {
 				caret += "\t"
 			} else {
@@ -121,5 +131,5 @@ func snippet(lines []string, n, col int) string {
 		}
 		caret += "^"
 	}
-	return gutter + text + "\n" + pad + caret
+	return gutter + textsafe.Lines(text) + "\n" + pad + caret
 }

@@ -11,6 +11,10 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
+// MaxStepID is the longest step id: an id names the step's directory
+// (steps/<id>) and is exported to the step as GPUATTEST_STEP_ID.
+const MaxStepID = 64
+
 var (
 	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	stepIDRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
@@ -154,6 +158,8 @@ func (v *validator) steps() {
 			v.add(path, false, "add id: build (a short name other steps use in needs)", "step %d: missing required field id", i+1)
 		case !stepIDRE.MatchString(s.ID):
 			v.add(path+".id", false, "use letters, digits, '_' and '-'", "invalid step id %q", s.ID)
+		case len(s.ID) > MaxStepID:
+			v.add(path+".id", false, "a step id names a directory and an environment value: keep it short", "step id of %d characters: at most %d", len(s.ID), MaxStepID)
 		default:
 			if first, dup := ids[s.ID]; dup {
 				v.add(path+".id", false, fmt.Sprintf("rename one of them; the first is steps[%d]", first), "duplicate step id %q", s.ID)

@@ -71,16 +71,37 @@ func (v *Verifier) verifyBundle(r *Report, e Entry) BundleResult {
 		r.fail(FailurePolicy)
 		return br
 	}
-	if !v.checkSignature(r, e, &b, &br) {
+	keyids := dropKeyIDs(&b)
+	if !v.checkSignature(r, e, &b, &br, keyids) {
 		return br
 	}
 	v.readStatement(r, e, &b, &br)
 	return br
 }
 
+// dropKeyIDs clears the keyid of every DSSE signature of b and returns
+// those that were set. A DSSE keyid is an unauthenticated hint (the DSSE
+// spec; it is not signed): like the key hint it never selects or rules
+// out the key, which sigstore-go would otherwise do, failing a valid
+// signature whose keyid names another key while an empty one verifies.
+func dropKeyIDs(b *bundle.Bundle) []string {
+	env := b.GetDsseEnvelope()
+	if env == nil {
+		return nil
+	}
+	var ids []string
+	for _, sig := range env.GetSignatures() {
+		if sig.GetKeyid() != "" {
+			ids = append(ids, sig.GetKeyid())
+			sig.Keyid = ""
+		}
+	}
+	return ids
+}
+
 // checkSignature verifies b's signature, identity and timestamps and
 // records the checks; it reports whether they held.
-func (v *Verifier) checkSignature(r *Report, e Entry, b *bundle.Bundle, br *BundleResult) bool {
+func (v *Verifier) checkSignature(r *Report, e Entry, b *bundle.Bundle, br *BundleResult, keyids []string) bool {
 	var pol sgverify.PolicyBuilder
 	if v.identity != nil {
 		pol = sgverify.NewPolicy(sgverify.WithoutArtifactUnsafe(), sgverify.WithCertificateIdentity(*v.identity))
@@ -117,6 +138,9 @@ func (v *Verifier) checkSignature(r *Report, e Entry, b *bundle.Bundle, br *Bund
 	detail := "signed by " + br.Signer
 	if res.Signature != nil && res.Signature.PublicKeyID != nil {
 		detail += v.hintNote(string(*res.Signature.PublicKeyID))
+	}
+	if len(keyids) > 0 {
+		detail += fmt.Sprintf(" (DSSE keyid %q: advisory, not used)", strings.Join(keyids, ","))
 	}
 	r.add(Check{Check: CheckSignature, Target: e.Source, Passed: true, Detail: detail})
 	if v.identity != nil {

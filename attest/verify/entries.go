@@ -65,7 +65,12 @@ func (v *Verifier) ReadBundles(ctx context.Context, path string) ([]Entry, error
 }
 
 // ParseBundles splits a file's content into bundles: one JSON document
-// (a single bundle, possibly indented) or JSON Lines (one per line).
+// (a single bundle, possibly indented) or JSON Lines (one per line). A
+// line that is not JSON (a truncated or damaged bundle) is not a Sigstore
+// bundle: its entry carries the Problem and fails the signature check, so
+// that a damaged bundle file is refused as every other changed bundle is
+// (exit 10), not as an unreadable input. A file of more than MaxBundles
+// lines is refused.
 func ParseBundles(name string, data []byte) ([]Entry, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
@@ -80,10 +85,14 @@ func ParseBundles(name string, data []byte) ([]Entry, error) {
 		if len(line) == 0 {
 			continue
 		}
-		if !json.Valid(line) {
-			return nil, fmt.Errorf("%s:%d: not a JSON document\nhint: expected a Sigstore bundle or JSON Lines of bundles", name, i+1)
+		if len(out) == MaxBundles {
+			return nil, fmt.Errorf("%s:%d: more than %d bundles in one file, the most verify reads\nhint: split the file; a run writes a few bundles", name, i+1, MaxBundles)
 		}
-		out = append(out, Entry{Source: fmt.Sprintf("%s:%d", name, i+1), Data: line})
+		e := Entry{Source: fmt.Sprintf("%s:%d", name, i+1), Data: line}
+		if !json.Valid(line) {
+			e.Data, e.Problem = nil, "not a JSON document: not a Sigstore bundle (truncated or damaged?)"
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }

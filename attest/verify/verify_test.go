@@ -437,8 +437,15 @@ func TestNewRequiresMaterial(t *testing.T) {
 
 func TestParseBundles(t *testing.T) {
 	t.Parallel()
-	if _, err := verify.ParseBundles("x.jsonl", []byte("{}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "x.jsonl:2") {
-		t.Errorf("err = %v, want x.jsonl:2", err)
+	if es, err := verify.ParseBundles("x.jsonl", []byte("{}\nnot json\n")); err != nil || len(es) != 2 || es[1].Source != "x.jsonl:2" || !strings.Contains(es[1].Problem, "not a JSON document") {
+		t.Errorf("got %+v, %v: want line 2 refused as not a bundle", es, err)
+	}
+	many := bytes.Repeat([]byte("{}\n"), verify.MaxBundles)
+	if es, err := verify.ParseBundles("x.jsonl", many); err != nil || len(es) != verify.MaxBundles {
+		t.Errorf("%d bundles: %d entries, %v", verify.MaxBundles, len(es), err)
+	}
+	if _, err := verify.ParseBundles("x.jsonl", append(many, "{}\n"...)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("x.jsonl:%d: more than %d bundles", verify.MaxBundles+1, verify.MaxBundles)) {
+		t.Errorf("%d bundles: err = %v", verify.MaxBundles+1, err)
 	}
 	es, err := verify.ParseBundles("x.json", []byte("{\n  \"a\": 1\n}\n"))
 	if err != nil || len(es) != 1 {
@@ -577,7 +584,8 @@ func TestLimits(t *testing.T) {
 // TestKeyHint: a bundle's key hint is advisory. An empty hint and a hint
 // naming another key verify alike against the key given (the second with
 // a note); the signature decides, as a bundle re-signed with another key
-// and carrying the right hint shows.
+// and carrying the right hint shows. The DSSE signature's keyid is
+// advisory too: one naming another key verified before only when empty.
 func TestKeyHint(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -610,6 +618,8 @@ func TestKeyHint(t *testing.T) {
 		{"empty hint", setHint(f.bundle, ""), verify.FailureNone, false},
 		{"hint of another key", setHint(f.bundle, "c29tZSBvdGhlciBrZXk="), verify.FailureNone, true},
 		{"another key with the right hint", forged, verify.FailureSignature, false},
+		{"DSSE keyid of another key", setKeyID(t, f.bundle, "another-key"), verify.FailureNone, false},
+		{"another key with a DSSE keyid", setKeyID(t, forged, "another-key"), verify.FailureSignature, false},
 	}
 	for _, tt := range tests {
 		r := f.verify(t, tt.bundle, []verify.Artifact{f.artifact})
@@ -622,6 +632,22 @@ func TestKeyHint(t *testing.T) {
 			t.Errorf("%s: signature detail %q: advisory note %v, want %v", tt.name, r.Checks[0].Detail, note, tt.wantNote)
 		}
 	}
+}
+
+// setKeyID sets the keyid of b's DSSE signature.
+func setKeyID(t *testing.T, b []byte, keyid string) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	sig := m["dsseEnvelope"].(map[string]any)["signatures"].([]any)[0].(map[string]any)
+	sig["keyid"] = keyid
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestNoArtifacts: without artifacts the criteria and the report say that

@@ -4,8 +4,11 @@ package main
 
 import (
 	"os"
+
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 func main() {
+	limits.SetSoftMemoryLimit()
 	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

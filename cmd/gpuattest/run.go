@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -178,7 +179,9 @@ func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags, prog *progr
 		if err != nil {
 			return nil, err
 		}
-		run.DropSigningSecrets()
+		if err := run.DropSigningSecrets(); err != nil {
+			fmt.Fprintf(c.ErrOrStderr(), "warning: the signing secrets are unset, but their values stay readable in /proc/%d/environ: %v\n", os.Getpid(), err)
+		}
 		opts = append(opts, run.WithSigner(signer, f.sign.key))
 	}
 	return opts, nil

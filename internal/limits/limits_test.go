@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,5 +67,47 @@ func TestReadFile(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("reading a FIFO blocked")
+	}
+}
+
+func TestSetSoftMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	t.Setenv("GOMEMLIMIT", "")
+	SetSoftMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != SoftMemory {
+		t.Errorf("memory limit %d, want %d", got, SoftMemory)
+	}
+	debug.SetMemoryLimit(old)
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	SetSoftMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != old {
+		t.Errorf("with GOMEMLIMIT set: memory limit %d, want it left at %d", got, old)
+	}
+}
+
+// TestReadFileRefusesLargeFileUnread: found by bench/adversarial. A file
+// over the limit was read up to the limit before it was refused (424 MB
+// of RSS for a 200 MB bundle file); its size decides first.
+func TestReadFileRefusesLargeFileUnread(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sparse")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = ReadFile(p, 64<<20, "bundle file")
+	runtime.ReadMemStats(&after)
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.Limit != 64<<20 {
+		t.Fatalf("err = %v, want a TooLargeError at 64 MiB", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("refusing allocated %d bytes, want under 1 MiB: the file was read", n)
 	}
 }

@@ -252,6 +252,9 @@ func signedSubjects(name string, raw []byte) ([]Subject, error) {
 	}
 	var out []Subject
 	for _, e := range entries {
+		if e.Problem != "" {
+			return nil, fmt.Errorf("%s: %s", e.Source, e.Problem)
+		}
 		st, err := sign.UnverifiedStatement(e.Data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", e.Source, err)

@@ -100,6 +100,9 @@ func signedRelease(rd *rundir.Run) ([]oci.Bundle, []attest.Subject, error) {
 	var bundles []oci.Bundle
 	var subjects []attest.Subject
 	for _, e := range entries {
+		if e.Problem != "" {
+			return nil, nil, fmt.Errorf("%s: %s", e.Source, e.Problem)
+		}
 		st, err := sign.UnverifiedStatement(e.Data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", e.Source, err)

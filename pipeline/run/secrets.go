@@ -45,14 +45,19 @@ func inside(dir, file string) bool {
 
 // DropSigningSecrets removes the signing secrets (key passwords, OIDC
 // tokens; pipeline.SigningSecret) from this process's environment, so that
-// nothing started later inherits them. Call it once the signer holds what
-// it needs; the engine also keeps them out of every step's environment.
-func DropSigningSecrets() {
+// nothing started later inherits them, and overwrites their values in the
+// process's initial environment block, which a step could otherwise read
+// from /proc/$PPID/environ (found by bench/adversarial). Call it once the
+// signer holds what it needs; the engine also keeps them out of every
+// step's environment. The error says the block could not be scrubbed;
+// the variables are unset all the same.
+func DropSigningSecrets() error {
 	for _, kv := range os.Environ() {
 		if k, _, ok := strings.Cut(kv, "="); ok && pipeline.SigningSecret(k) {
 			os.Unsetenv(k)
 		}
 	}
+	return scrubEnviron()
 }
 
 // withoutPath returns env without the variables whose value names file

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/gpuattest/gpuattest/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(spawnerEnv) == "1" {
+		if err := serveSpawner(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "spawner: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestCampaign runs the short campaign (the CI mode) with the fixed seed
+// against gpuattest built from this tree: every category must answer
+// every case right, within the goals where they apply.
+func TestCampaign(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gpuattest a few hundred times")
+	}
+	cfg := config{seed: 14}
+	if _, err := exec.LookPath("nvcc"); err != nil {
+		// The signed runs build a kernel: CI fails here, elsewhere only
+		// the categories without nvcc run.
+		const why = "nvcc not installed: the secrets, crash, resume and key categories sign runs of a CUDA build"
+		if testenv.InCI() {
+			t.Fatalf("CI=true but %s (hint: .ci/install installs it)", why)
+		}
+		t.Logf("running bundles and pipelines only: %s", why)
+		cfg.only = []string{"bundles", "pipelines"}
+	}
+	var err error
+	if cfg.bin, err = buildGpuattest(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	tables, err := campaign(t.Context(), cfg, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(categories())
+	if cfg.only != nil {
+		want = len(cfg.only)
+	}
+	if len(tables) != want {
+		t.Fatalf("%d categories ran, want %d", len(tables), want)
+	}
+	for _, r := range tables {
+		if r.wrong > 0 {
+			t.Errorf("%s: %d of %d cases wrong", r.category, r.wrong, r.cases)
+		}
+	}
+}
