@@ -59,8 +59,10 @@ generate:
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 60m ./...
-	@# The same-run benchmark gate's timing acceptance, alone so that no
-	@# other package's tests load the machine beside it.
+	@# The adversarial campaign (its goals are CPU seconds and peak RSS per
+	@# call) and the same-run benchmark gate's timing acceptance, each alone
+	@# so that no other package's tests load the machine beside it.
+	GPUATTEST_CAMPAIGN=1 $(GO) test -count=1 -timeout 10m -run '^TestCampaign$$' -v ./bench/adversarial/
 	GPUATTEST_REALWORK=1 $(GO) test -count=1 -timeout 10m -run '^TestReferenceGateOnRealWork$$' -v ./pipeline/suite/
 
 demo: deps build
