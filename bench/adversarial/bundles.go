@@ -90,6 +90,9 @@ type bundleCase struct {
 	key   string   // public key file name in the lab (default a.pub)
 	arts  []string // artifacts (default run 0's)
 	want  []int
+	// policy is verify's --policy (default builtin:cpu-tier: the signed
+	// runs ran on the CPU backend).
+	policy string
 }
 
 // verify writes c's bundle file and runs gpuattest verify on it.
@@ -111,7 +114,11 @@ func (b *bundleLab) verify(ctx context.Context, i int, c bundleCase) (result, er
 	if arts == nil {
 		arts = b.arts[0]
 	}
-	args := append([]string{"verify", "--bundle", file, "--key", filepath.Join(b.dir, key)}, arts...)
+	policy := c.policy
+	if policy == "" {
+		policy = "builtin:cpu-tier"
+	}
+	args := append([]string{"verify", "--bundle", file, "--key", filepath.Join(b.dir, key), "--policy", policy}, arts...)
 	u, out, err := b.call(ctx, b.dir, nil, args...)
 	if err != nil {
 		return result{}, err
@@ -130,7 +137,10 @@ func bundleCases(ctx context.Context, l *lab) ([]result, error) {
 		return nil, err
 	}
 	rng := l.rng("bundles")
-	cs := []bundleCase{{name: "the untouched run verifies", jsonl: b.lines[0], want: []int{0}}}
+	cs := []bundleCase{
+		{name: "the untouched run verifies", jsonl: b.lines[0], want: []int{0}},
+		{name: "the untouched CPU run fails the default policy (no GPU coverage)", jsonl: b.lines[0], want: []int{12}, policy: "builtin:default"},
+	}
 	gens := []func(*rand.Rand) ([]bundleCase, error){b.flips, b.material, b.reencoded, b.lineCases, b.artifactCases}
 	for _, g := range gens {
 		more, err := g(rng)

@@ -30,6 +30,11 @@ type config struct {
 	bin     string
 	only    []string
 	verbose bool
+	// noCPUGoal reports the CPU seconds of each call without holding
+	// them to goalCPU (the test: a time goal belongs to the benchmark that
+	// prints it, since a slower host than this one is not a defect); the
+	// peak RSS goal still holds.
+	noCPUGoal bool
 }
 
 // lab is the campaign's workspace: a temporary directory with its own
@@ -134,7 +139,7 @@ func campaign(ctx context.Context, cfg config, w io.Writer) (tables, error) {
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", c.name, err)
 		}
-		r := summarize(c, rs)
+		r := summarize(c, rs, !cfg.noCPUGoal)
 		out = append(out, r)
 		l.printCategory(c, rs, r, time.Since(start))
 	}
@@ -143,11 +148,12 @@ func campaign(ctx context.Context, cfg config, w io.Writer) (tables, error) {
 }
 
 // summarize counts a category's results; a bounded category's call over
-// the goals is wrong.
-func summarize(c category, rs []result) row {
+// the goals (the CPU goal only with cpuGoal) is wrong.
+func summarize(c category, rs []result, cpuGoal bool) row {
 	r := row{category: c.name, cases: len(rs)}
 	for i := range rs {
-		if c.bounded && !rs[i].large && (rs[i].usage.MaxRSS > goalRSS || rs[i].usage.CPU > goalCPU) && rs[i].right {
+		over := rs[i].usage.MaxRSS > goalRSS || (cpuGoal && rs[i].usage.CPU > goalCPU)
+		if c.bounded && !rs[i].large && over && rs[i].right {
 			rs[i].right = false
 			rs[i].why = fmt.Sprintf("over the goal: peak RSS %.1f MiB, CPU %s", mib(rs[i].usage.MaxRSS), rs[i].usage.CPU)
 		}
