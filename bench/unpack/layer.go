@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/gpuattest/gpuattest/internal/cudaimage"
 )
 
 // errFull stops the walk once the layer is big enough.
@@ -55,7 +57,7 @@ func generatedImage(work string, srcs []string, size int64) (v1.Image, string, e
 	lp := filepath.Join(work, "gen-"+key+"-layout")
 	what := fmt.Sprintf("a generated layer of %.0f MB of files from %s", float64(size)/1e6, strings.Join(srcs, ", "))
 	if _, err := os.Stat(filepath.Join(lp, "index.json")); err == nil {
-		img, err := imageFromLayout(lp)
+		img, err := cudaimage.LoadLayout(lp)
 		return img, what, err
 	}
 	blob := filepath.Join(work, "gen-"+key+".tar.gz")
@@ -79,7 +81,7 @@ func generatedImage(work string, srcs []string, size int64) (v1.Image, string, e
 		return nil, "", err
 	}
 	_ = os.Remove(blob)
-	img, err = imageFromLayout(lp)
+	img, err = cudaimage.LoadLayout(lp)
 	return img, what, err
 }
 

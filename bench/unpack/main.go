@@ -34,8 +34,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/gpuattest/gpuattest/internal/cudaimage"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 )
 
@@ -76,7 +76,7 @@ func run(ctx context.Context, runs int, layoutDir, size, src, work string) error
 	var what string
 	var err error
 	if layoutDir != "" {
-		img, err = imageFromLayout(layoutDir)
+		img, err = cudaimage.LoadLayout(layoutDir)
 		what = "image layout " + layoutDir
 	} else {
 		var n int64
@@ -132,21 +132,6 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func imageFromLayout(dir string) (v1.Image, error) {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, err
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Manifests) != 1 {
-		return nil, fmt.Errorf("layout %s holds %d manifests, want 1", dir, len(m.Manifests))
-	}
-	return idx.Image(m.Manifests[0].Digest)
 }
 
 // layerBlobs writes each layer's compressed blob into work (tar reads

@@ -124,7 +124,7 @@ func Build(ctx context.Context, cacheDir string, r Recipe, logger *slog.Logger) 
 
 	final := filepath.Join(cacheDir, key)
 	if _, err := os.Stat(filepath.Join(final, "index.json")); err == nil {
-		img, err := loadLayout(final)
+		img, err := LoadLayout(final)
 		if err != nil {
 			return nil, fmt.Errorf("loading cached image %s: %w\nhint: remove %s to rebuild it", final, err, final)
 		}
@@ -189,14 +189,16 @@ func Build(ctx context.Context, cacheDir string, r Recipe, logger *slog.Logger) 
 		return nil, fmt.Errorf("moving image layout into the cache: %w", err)
 	}
 	phase("layout", start)
-	img, err = loadLayout(final)
+	img, err = LoadLayout(final)
 	if err != nil {
 		return nil, err
 	}
 	return &Layout{Path: final, Image: img, Built: true, Timings: timings}, nil
 }
 
-func loadLayout(dir string) (v1.Image, error) {
+// LoadLayout returns the one image of the OCI layout at dir, as this
+// package writes it (an index holding a single manifest).
+func LoadLayout(dir string) (v1.Image, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		return nil, err
