@@ -24,27 +24,39 @@ import (
 // verifier of its key.
 func signedRun(t *testing.T) (string, *verify.Verifier) {
 	t.Helper()
+	files := []runfixture.File{{Name: "build/a.fatbin", Size: 5000}, {Name: "build/b.fatbin", Data: []byte("b")}}
+	dir, _, v := signFixture(t, files, "test key")
+	return dir, v
+}
+
+// signFixture writes a fixture run releasing files, signed with a fresh
+// key, and returns its directory, the public key (PEM) and a verifier of
+// that key. The fixture run used no GPU, so the verifier applies the CPU
+// tier, by name.
+func signFixture(t *testing.T, files []runfixture.File, keyName string) (dir string, pubPEM []byte, v *verify.Verifier) {
+	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kp, _ := sign.NewKeypair(priv)
 	s, _ := sign.NewKeySigner(kp)
-	dir := filepath.Join(t.TempDir(), "run")
-	files := []runfixture.File{{Name: "build/a.fatbin", Size: 5000}, {Name: "build/b.fatbin", Data: []byte("b")}}
+	pem, err := kp.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(t.TempDir(), "run")
 	if _, err := runfixture.Write(t.Context(), filepath.Join(t.TempDir(), "root"), dir, files, s); err != nil {
 		t.Fatal(err)
 	}
-	// The fixture run used no GPU: the CPU tier, by name.
 	cpuTier, err := policy.Builtin(policy.BuiltinCPUTier, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := verify.New(verify.WithKey(priv.Public(), "test key"), verify.WithPolicy(cpuTier))
-	if err != nil {
+	if v, err = verify.New(verify.WithKey(priv.Public(), keyName), verify.WithPolicy(cpuTier)); err != nil {
 		t.Fatal(err)
 	}
-	return dir, v
+	return dir, []byte(pem), v
 }
 
 func TestPushSignedRun(t *testing.T) {

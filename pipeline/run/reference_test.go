@@ -18,7 +18,6 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/collect"
 	"github.com/gpuattest/gpuattest/attest/oci"
-	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
@@ -62,33 +61,12 @@ func publish(ctx context.Context, t *testing.T, host string) *release {
 // in-process registry at host.
 func publishFiles(ctx context.Context, t *testing.T, host string, files []runfixture.File) *release {
 	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, _ := sign.NewKeypair(priv)
-	s, _ := sign.NewKeySigner(kp)
-	pem, err := kp.GetPublicKeyPem()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "run")
-	if _, err := runfixture.Write(ctx, filepath.Join(t.TempDir(), "root"), dir, files, s); err != nil {
-		t.Fatal(err)
-	}
+	dir, pub, v := signFixture(t, files, "release key")
 	res, err := run.Push(ctx, dir, host+"/kernels:v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpuTier, err := policy.Builtin(policy.BuiltinCPUTier, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := verify.New(verify.WithKey(priv.Public(), "release key"), verify.WithPolicy(cpuTier))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &release{ref: host + "/kernels@" + res.Digest, digest: res.Digest, pub: []byte(pem), v: v}
+	return &release{ref: host + "/kernels@" + res.Digest, digest: res.Digest, pub: pub, v: v}
 }
 
 // benchPipeline writes a pipeline into root whose benchmark compares the
