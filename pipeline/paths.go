@@ -80,7 +80,7 @@ var stepPaths = []stepPath{
 		if s.Reference == nil {
 			return nil
 		}
-		if strings.HasPrefix(s.Reference.Policy, "builtin:") {
+		if _, ok := s.Reference.BuiltinPolicy(); ok {
 			return nil // a built-in policy, not a file
 		}
 		return one(s.Reference.Policy)

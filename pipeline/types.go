@@ -122,6 +122,17 @@ func LayoutDir(ref string) (string, bool) {
 	return spec, true
 }
 
+// BuiltinPolicies are the names a benchmark's reference.policy may give
+// as builtin:NAME; attest/policy defines them (its tests check the two
+// lists agree; the spec does not link the policy engine).
+var BuiltinPolicies = []string{"default", "cpu-tier"}
+
+// BuiltinPolicy returns the NAME of a reference.policy written
+// builtin:NAME, and whether it is written so (else it is a file).
+func (r *Reference) BuiltinPolicy() (string, bool) {
+	return strings.CutPrefix(r.Policy, "builtin:")
+}
+
 // Gate configures the regression gate of a benchmark step, against its
 // reference or its baseline.
 type Gate struct {

@@ -390,8 +390,8 @@ func (v *validator) referenceRelease(rp string, s *Step) {
 		v.add(rp, false, "add key: path/to/release.pub (the public key the release's attestations were signed with, relative to the pipeline file)",
 			"step %q: reference.release needs key: nothing from a release runs unverified", s.ID)
 	}
-	if name, ok := strings.CutPrefix(r.Policy, "builtin:"); ok && name != "default" && name != "cpu-tier" {
-		v.add(rp+".policy", false, "use builtin:default, builtin:cpu-tier or a policy file", "step %q: reference.policy %q: no such built-in policy", s.ID, r.Policy)
+	if name, ok := r.BuiltinPolicy(); ok && !slices.Contains(BuiltinPolicies, name) {
+		v.add(rp+".policy", false, "use builtin:"+strings.Join(BuiltinPolicies, ", builtin:")+" or a policy file", "step %q: reference.policy %q: no such built-in policy", s.ID, r.Policy)
 	}
 	dir, layout := LayoutDir(r.Release)
 	switch {

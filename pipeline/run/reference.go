@@ -55,7 +55,7 @@ func (f releaseFetcher) FetchRelease(ctx context.Context, s *step.Context, dir s
 	}
 	out.KeySHA256 = sha256Hex(keyData)
 	pol := policy.Default()
-	if name, ok := strings.CutPrefix(r.Policy, policy.BuiltinPrefix); ok {
+	if name, ok := r.BuiltinPolicy(); ok {
 		if pol, err = policy.Builtin(name, false); err != nil {
 			return nil, fmt.Errorf("reference.policy: %w", err)
 		}

@@ -135,7 +135,7 @@ func recheckRelease(s *step.Context, files []recordedFile) error {
 		if rel.Policy != "default" {
 			return fmt.Errorf("its release was verified with policy %s, but the step names none (the default)", rel.Policy)
 		}
-	} else if strings.HasPrefix(r.Policy, "builtin:") {
+	} else if _, ok := r.BuiltinPolicy(); ok {
 		if rel.Policy != r.Policy {
 			return fmt.Errorf("its release was verified with policy %s, but the step names %s", rel.Policy, r.Policy)
 		}
