@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -40,6 +41,11 @@ type Policy struct {
 	source string
 	// positions maps "rules[i].expr" etc. to "line:col".
 	positions map[string]string
+	// compiled is the program Parse compiled to check the rules, kept
+	// with the rules it was compiled from, so that Compile does not
+	// compile them a second time (the bulk of a large policy's cost).
+	compiled      *Program
+	compiledRules []Rule
 }
 
 // Rule is one named CEL expression over the statement.
@@ -233,7 +239,13 @@ func newEnv() (*cel.Env, error) {
 }
 
 // Compile type-checks every rule; errors name the rule and its position.
+// A policy compiles once: later calls (verify's, after the one Parse makes
+// to check the rules) return the same program while its rules are
+// unchanged. Compile is not safe for concurrent use on one Policy.
 func (p *Policy) Compile() (*Program, error) {
+	if p.compiled != nil && slices.Equal(p.Rules, p.compiledRules) {
+		return p.compiled, nil
+	}
 	env, err := newEnv()
 	if err != nil {
 		return nil, fmt.Errorf("creating CEL environment: %w", err)
@@ -265,6 +277,7 @@ func (p *Policy) Compile() (*Program, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	p.compiled, p.compiledRules = prog, slices.Clone(p.Rules)
 	return prog, nil
 }
 

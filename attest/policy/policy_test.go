@@ -223,3 +223,25 @@ func TestExamplePolicyMatchesSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileOnce: Parse compiles the rules to check them, and Compile
+// hands back that program instead of compiling them again; a policy
+// whose rules changed compiles anew.
+func TestCompileOnce(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Parse("p.yaml", []byte("apiVersion: gpuattest.dev/v1\nkind: Policy\nrules:\n  - name: passed\n    expr: predicate.result == \"passed\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := p.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.Compile(); err != nil || again != first {
+		t.Fatalf("second Compile: %p, %v; want the first program %p", again, err, first)
+	}
+	p.Rules = append(p.Rules, policy.Rule{Name: "bad", Expr: "predicate.result +"})
+	if _, err := p.Compile(); err == nil || !strings.Contains(err.Error(), `rule "bad"`) {
+		t.Fatalf("changed rules: %v; want the new rule compiled (and refused)", err)
+	}
+}
