@@ -59,9 +59,13 @@ func ParseStatement(b []byte) (*Statement, error) {
 	if errs := checkStatementFields(top); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid in-toto statement: %w", errors.Join(errs...))
 	}
-	var s Statement
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("invalid in-toto statement: %w", err)
+	// The fields are checked: fill the statement from them, so that the
+	// predicate (almost all of a large statement) is not decoded again.
+	s := Statement{Predicate: top["predicate"]}
+	for f, dst := range map[string]any{"_type": &s.Type, "subject": &s.Subject, "predicateType": &s.PredicateType} {
+		if err := json.Unmarshal(top[f], dst); err != nil {
+			return nil, fmt.Errorf("invalid in-toto statement: %s: %w", f, err)
+		}
 	}
 	if err := validateInToto(&s); err != nil {
 		return nil, fmt.Errorf("invalid in-toto statement: %w", err)
