@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -42,6 +41,9 @@ type CoverageInput struct {
 	Source string
 	// Predicate is the gpu-validation predicate.
 	Predicate json.RawMessage
+	// Decoded, when set, is Predicate already decoded; it is read
+	// instead of Predicate.
+	Decoded *Predicate
 }
 
 // TargetCoverage is whether one target is covered.
@@ -60,24 +62,23 @@ type TargetCoverage struct {
 
 // covPredicate is the part of a gpu-validation predicate coverage reads.
 type covPredicate struct {
-	Result string `json:"result"`
-	Build  *struct {
-		Targets []string `json:"targets"`
-	} `json:"build"`
-	Steps []struct {
-		ID      string      `json:"id"`
-		Kind    string      `json:"kind"`
-		Verdict string      `json:"verdict"`
-		Backend string      `json:"backend"`
-		Devices []covDevice `json:"devices"`
-	} `json:"steps"`
+	Result string
+	Build  *covBuild
+	Steps  []covStep
+}
+
+type covBuild struct {
+	Targets []string
+}
+
+type covStep struct {
+	ID, Kind, Verdict, Backend string
+	Devices                    []covDevice
 }
 
 type covDevice struct {
-	UUID              string `json:"uuid"`
-	Name              string `json:"name"`
-	ComputeCapability string `json:"compute_capability"`
-	Simulated         bool   `json:"simulated"`
+	UUID, Name, ComputeCapability string
+	Simulated                     bool
 }
 
 // Bounds of what coverage keeps of one predicate, so that a large or
@@ -122,8 +123,15 @@ var coverageTarget = regexp.MustCompile(`^sm_([0-9]{2,3})([af]?)$`)
 // allowSimulated a simulated GPU counts, whatever backend ran. A
 // predicate that cannot be read is an error naming in.Source.
 func ReadCoverageFacts(in CoverageInput, allowSimulated bool) (*CoverageFacts, error) {
-	var p covPredicate
-	if err := json.NewDecoder(bytes.NewReader(in.Predicate)).Decode(&p); err != nil {
+	pred := in.Decoded
+	if pred == nil {
+		var err error
+		if pred, err = DecodePredicate(in.Predicate); err != nil {
+			return nil, fmt.Errorf("%s: reading the predicate for coverage: %w", in.Source, err)
+		}
+	}
+	p, err := coverageOf(pred.tree)
+	if err != nil {
 		return nil, fmt.Errorf("%s: reading the predicate for coverage: %w", in.Source, err)
 	}
 	f := &CoverageFacts{source: in.Source, runs: map[string]*named{}}

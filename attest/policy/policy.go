@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -189,6 +188,9 @@ type Input struct {
 	PredicateType string
 	// Predicate is the predicate as JSON.
 	Predicate json.RawMessage
+	// Decoded, when set, is Predicate already decoded; it is read
+	// instead of Predicate.
+	Decoded *Predicate
 	// Subjects are the statement's subjects as JSON objects
 	// ({"name": ..., "digest": {"sha256": ...}}).
 	Subjects json.RawMessage
@@ -366,13 +368,12 @@ func boolResult(val ref.Val) (bool, string) {
 
 // activation decodes in into the rules' variables.
 func (in Input) activation() (interpreter.Activation, error) {
-	var pred any
-	dec := json.NewDecoder(bytes.NewReader(in.Predicate))
-	if err := dec.Decode(&pred); err != nil {
-		return nil, fmt.Errorf("decoding predicate: %w", err)
-	}
-	if _, ok := pred.(map[string]any); !ok {
-		return nil, errors.New("predicate: expected a JSON object")
+	pred := in.Decoded
+	if pred == nil {
+		var err error
+		if pred, err = DecodePredicate(in.Predicate); err != nil {
+			return nil, err
+		}
 	}
 	var subj []any
 	if len(in.Subjects) > 0 {
@@ -383,5 +384,5 @@ func (in Input) activation() (interpreter.Activation, error) {
 	if subj == nil {
 		subj = []any{}
 	}
-	return interpreter.NewActivation(map[string]any{"predicate": pred, "subjects": subj, "predicateType": in.PredicateType})
+	return interpreter.NewActivation(map[string]any{"predicate": pred.tree, "subjects": subj, "predicateType": in.PredicateType})
 }

@@ -32,8 +32,9 @@ func (v *Verifier) checkCoverage(r *Report, typed []*BundleResult, artifacts []A
 	if cov == nil || !cov.Targets {
 		return
 	}
-	// Each bundle's predicate is read once, whatever groups it is in.
-	facts := map[*BundleResult]*policy.CoverageFacts{}
+	// Each bundle's predicate was read once (readPredicates), whatever
+	// groups it is in; an unreadable one is reported once.
+	reported := map[*BundleResult]bool{}
 	for _, g := range coverageGroups(typed, artifacts) {
 		res := CoverageResult{Artifacts: g.artifacts}
 		label := ""
@@ -43,16 +44,12 @@ func (v *Verifier) checkCoverage(r *Report, typed []*BundleResult, artifacts []A
 		var fs []*policy.CoverageFacts
 		for _, b := range g.bundles {
 			res.Bundles = append(res.Bundles, b.Source)
-			f, ok := facts[b]
-			if !ok {
-				var err error
-				f, err = policy.ReadCoverageFacts(policy.CoverageInput{Source: b.Source, Predicate: b.statement.Predicate}, v.opts.allowSimulated)
-				if err != nil {
-					r.add(Check{Check: CheckCoverage, Target: b.Source, Detail: err.Error()})
-					r.fail(FailurePolicy)
-				}
-				facts[b] = f
+			if !reported[b] && b.coverageErr != nil {
+				r.add(Check{Check: CheckCoverage, Target: b.Source, Detail: b.coverageErr.Error()})
+				r.fail(FailurePolicy)
 			}
+			reported[b] = true
+			f := b.coverage
 			if f != nil {
 				fs = append(fs, f)
 			}

@@ -2,8 +2,12 @@ package verify_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+
+	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/internal/attesttest"
@@ -99,5 +103,73 @@ func TestSimulatedAccepted(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("criteria do not say simulated hardware is accepted: %+v", r.Criteria)
+	}
+}
+
+// TestCaseVariantKeys: a predicate read by the rules, coverage and the
+// report is read by exact key everywhere. A "Result" or "Steps" key next
+// to "result" and "steps" (JSON allows both) neither shows a result the
+// rules did not judge nor covers a target with runs the rules never saw.
+func TestCaseVariantKeys(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	st, err := attest.ValidationStatement(attesttest.Run(false, f.artifact.SHA256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pred map[string]json.RawMessage
+	if err := json.Unmarshal(st.Predicate, &pred); err != nil {
+		t.Fatal(err)
+	}
+	// The rules see a failed run whose suites ran on no GPU; the
+	// case-variant keys, last in the object, say otherwise.
+	var steps []map[string]any
+	if err := json.Unmarshal(pred["steps"], &steps); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		delete(s, "devices")
+	}
+	cpuSteps, err := json.Marshal(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuSteps := pred["steps"]
+	pred["result"], pred["steps"] = json.RawMessage(`"failed"`), cpuSteps
+	b, err := json.Marshal(pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Predicate = append(append(b[:len(b)-1:len(b)-1], `,"Result":"passed","Steps":`...), append(gpuSteps, '}')...)
+	// gpuattest sign refuses such a predicate (the schema has no
+	// "Result"), so another tool signs it with the release key.
+	payload, err := st.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := sgsign.Bundle(&sgsign.DSSEData{Data: payload, PayloadType: attest.PayloadType}, f.kp, sgsign.BundleOptions{Context: t.Context()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := protojson.Marshal(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.verify(t, bundle, []verify.Artifact{f.artifact})
+	if r.Verified || len(r.Bundles) != 1 || !r.Bundles[0].Verified {
+		t.Fatalf("verified %v, %d bundles: want a policy failure", r.Verified, len(r.Bundles))
+	}
+	if got := r.Bundles[0].Result; got != "failed" {
+		t.Errorf("report's result %q, want the rules' %q", got, "failed")
+	}
+	for _, res := range r.Coverage {
+		for _, tc := range res.Targets {
+			if tc.Covered {
+				t.Errorf("target %s covered by runs the rules never saw: %s", tc.Target, tc.Detail)
+			}
+		}
+	}
+	if len(r.Coverage) == 0 {
+		t.Errorf("no coverage in the report")
 	}
 }

@@ -6,17 +6,17 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/gpuattest/gpuattest/attest"
-	"github.com/gpuattest/gpuattest/internal/jsonstrict"
-	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 func keyVerifier(pub crypto.PublicKey) (signature.Verifier, error) {
@@ -208,12 +208,4 @@ func (v *Verifier) readStatement(r *Report, e Entry, b *bundle.Bundle, br *Bundl
 	br.Verified = true
 	br.PredicateType = br.statement.PredicateType
 	br.Subjects = br.statement.Subject
-	if br.PredicateType == attest.ValidationPredicateType {
-		var p struct {
-			Result string `json:"result"`
-		}
-		if json.Unmarshal(br.statement.Predicate, &p) == nil {
-			br.Result = p.Result
-		}
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/policy"
 )
 
 // Check names, as they appear in reports.
@@ -133,6 +134,10 @@ type BundleResult struct {
 	Result string `json:"result,omitempty"`
 
 	statement *attest.Statement
+	// Read from the predicate by readPredicates.
+	simulated   bool
+	coverage    *policy.CoverageFacts
+	coverageErr error
 }
 
 // Report is the outcome of Verify, VSA-like.

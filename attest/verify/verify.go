@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/policy"
 )
 
@@ -33,14 +34,8 @@ func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Arti
 	v.verifyEntries(ctx, r, entries)
 	typed := v.checkPredicateType(r, len(entries) > 0)
 	covering := v.checkSubjects(r, typed, artifacts)
+	v.readPredicates(ctx, r, covering, artifacts)
 	if v.program != nil {
-		budget := v.opts.policyCost
-		for _, b := range typed {
-			if len(artifacts) > 0 && !covering[b] {
-				continue
-			}
-			budget -= min(budget, v.checkPolicy(ctx, r, b, max(budget, 1)))
-		}
 		v.checkCoverage(r, typed, artifacts)
 	}
 	if v.opts.allowSimulated {
@@ -54,19 +49,47 @@ func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Arti
 func simulatedCount(typed []*BundleResult) string {
 	n := 0
 	for _, b := range typed {
-		if b.statement != nil && simulatedPredicate(b.statement.Predicate) {
+		if b.simulated {
 			n++
 		}
 	}
 	return fmt.Sprintf("accepted: %d of %d bundle(s) ran on simulated hardware", n, len(typed))
 }
 
-// simulatedPredicate reports whether a predicate says "simulated": true.
-func simulatedPredicate(p json.RawMessage) bool {
-	var v struct {
-		Simulated bool `json:"simulated"`
+// readPredicates decodes each verified bundle's predicate once, where
+// something reads it, drops the tree after: the validation result, and
+// for the bundles of the predicate type the simulated flag, the policy's
+// rules (in order, within the policy's cost budget, on the bundles that
+// cover an artifact when artifacts are given) and the coverage facts.
+func (v *Verifier) readPredicates(ctx context.Context, r *Report, covering map[*BundleResult]bool, artifacts []Artifact) {
+	budget := v.opts.policyCost
+	cov := v.program != nil && v.program.Policy().Coverage != nil && v.program.Policy().Coverage.Targets
+	for i := range r.Bundles {
+		b := &r.Bundles[i]
+		if !b.Verified || b.statement == nil {
+			continue
+		}
+		typed := b.PredicateType == v.opts.predicateType
+		rules := v.program != nil && typed && (len(artifacts) == 0 || covering[b])
+		if b.PredicateType != attest.ValidationPredicateType && !(typed && (rules || cov || v.opts.allowSimulated)) {
+			continue
+		}
+		// A predicate that does not decode is reported by the readers
+		// that need it, each of which then decodes it again and fails.
+		pred, err := policy.DecodePredicate(b.statement.Predicate)
+		if err == nil {
+			b.simulated = pred.Bool("simulated")
+			if b.PredicateType == attest.ValidationPredicateType {
+				b.Result = pred.String("result")
+			}
+		}
+		if rules {
+			budget -= min(budget, v.checkPolicy(ctx, r, b, pred, max(budget, 1)))
+		}
+		if cov && typed {
+			b.coverage, b.coverageErr = policy.ReadCoverageFacts(policy.CoverageInput{Source: b.Source, Predicate: b.statement.Predicate, Decoded: pred}, v.opts.allowSimulated)
+		}
 	}
-	return json.Unmarshal(p, &v) == nil && v.Simulated
 }
 
 // verifyEntries verifies every bundle, in order, until ctx is done.
@@ -146,9 +169,10 @@ func (v *Verifier) checkSubjects(r *Report, typed []*BundleResult, artifacts []A
 	return covering
 }
 
-// checkPolicy evaluates the policy over b's statement within budget cost
-// units and returns what it cost.
-func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult, budget uint64) uint64 {
+// checkPolicy evaluates the policy over b's statement, its predicate
+// decoded as pred (nil: not decodable), within budget cost units and
+// returns what it cost.
+func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult, pred *policy.Predicate, budget uint64) uint64 {
 	subj, err := json.Marshal(b.statement.Subject)
 	if err != nil {
 		r.add(Check{Check: CheckPolicy, Target: b.Source, Detail: err.Error()})
@@ -158,6 +182,7 @@ func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult, 
 	results, err := v.program.Evaluate(ctx, policy.Input{
 		PredicateType: b.statement.PredicateType,
 		Predicate:     b.statement.Predicate,
+		Decoded:       pred,
 		Subjects:      subj,
 	}, policy.WithCostLimit(budget))
 	switch {
