@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -28,6 +30,49 @@ func DigestFile(ctx context.Context, path string) (Artifact, error) {
 		return Artifact{}, fmt.Errorf("reading artifact: %w", err)
 	}
 	return Artifact{Name: path, SHA256: sum}, nil
+}
+
+// DigestFiles hashes the files at paths as DigestFile does, several at
+// once (at most GOMAXPROCS), and returns them in the order given. The
+// error is that of the first path, in that order, that failed for a
+// cause of its own; the rest stop when one fails.
+func DigestFiles(ctx context.Context, paths []string) ([]Artifact, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	arts := make([]Artifact, len(paths))
+	errs := make([]error, len(paths))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(paths), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range next {
+				if arts[i], errs[i] = DigestFile(ctx, paths[i]); errs[i] != nil {
+					cancel()
+				}
+			}
+		})
+	}
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	// A path stopped by another's failure fails as cancelled: the cause
+	// comes first.
+	var cancelled error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case !errors.Is(err, context.Canceled):
+			return nil, err
+		case cancelled == nil:
+			cancelled = err
+		}
+	}
+	if cancelled != nil {
+		return nil, cancelled
+	}
+	return arts, nil
 }
 
 // Entry is one bundle to verify, with where it came from.

@@ -274,27 +274,42 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 
 // inputs builds the verifier and reads the bundles and artifacts.
 func (f *verifyFlags) inputs(ctx context.Context, args []string) (*verify.Verifier, []verify.Entry, []verify.Artifact, error) {
+	// The artifacts are hashed while the verifier is set up and the
+	// bundles read (hashing is most of a verify's work); the errors still
+	// come in that order.
+	hashCtx, cancel := context.WithCancel(ctx)
+	type digested struct {
+		arts []verify.Artifact
+		err  error
+	}
+	hashed := make(chan digested, 1)
+	go func() {
+		arts, err := verify.DigestFiles(hashCtx, args)
+		hashed <- digested{arts, err}
+	}()
+	fail := func(err error) (*verify.Verifier, []verify.Entry, []verify.Artifact, error) {
+		cancel()
+		<-hashed
+		return nil, nil, nil, err
+	}
 	v, err := f.verifier()
 	if err != nil {
-		return nil, nil, nil, err
+		return fail(err)
 	}
 	var entries []verify.Entry
 	for _, b := range f.bundles() {
 		e, err := v.ReadBundles(ctx, b)
 		if err != nil {
-			return nil, nil, nil, err
+			return fail(err)
 		}
 		entries = append(entries, e...)
 	}
-	var arts []verify.Artifact
-	for _, a := range args {
-		art, err := verify.DigestFile(ctx, a)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		arts = append(arts, art)
+	d := <-hashed
+	cancel()
+	if d.err != nil {
+		return nil, nil, nil, d.err
 	}
-	return v, entries, arts, nil
+	return v, entries, d.arts, nil
 }
 
 // inputError is the exit error for a failure to read verify's inputs:

@@ -84,6 +84,19 @@ func TestSetSoftMemoryLimit(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != old {
 		t.Errorf("with GOMEMLIMIT set: memory limit %d, want it left at %d", got, old)
 	}
+	debug.SetMemoryLimit(old)
+	oldGC := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(oldGC)
+	t.Setenv("GOGC", "")
+	SetSoftMemoryLimit()
+	if got := debug.SetGCPercent(100); got != GCPercent {
+		t.Errorf("GC percent %d, want %d", got, GCPercent)
+	}
+	t.Setenv("GOGC", "50")
+	SetSoftMemoryLimit()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set: GC percent %d, want it left at 100", got)
+	}
 }
 
 // TestReadFileRefusesLargeFileUnread: found by bench/adversarial. A file
