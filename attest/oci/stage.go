@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/sys/unix"
 )
 
 // stage holds what Verify writes until it is verified: a directory of
@@ -96,7 +97,7 @@ func (s *stage) layer(ctx context.Context, name string, r io.Reader) (string, in
 		if err != nil {
 			return "", 0, err
 		}
-		outs, ws = append(outs, f), append(ws, f)
+		outs, ws = append(outs, f), append(ws, &flushingWriter{f: f})
 	}
 	var blob *os.File
 	if s.layoutTmp != "" {
@@ -104,7 +105,7 @@ func (s *stage) layer(ctx context.Context, name string, r io.Reader) (string, in
 		if err != nil {
 			return "", 0, err
 		}
-		blob, outs, ws = f, append(outs, f), append(ws, f)
+		blob, outs, ws = f, append(outs, f), append(ws, &flushingWriter{f: f})
 	}
 	n, err := io.CopyBuffer(io.MultiWriter(ws...), ctxReader{ctx, r}, make([]byte, 1<<20))
 	if err != nil {
@@ -224,4 +225,28 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// flushChunk is how much of a staged file is written before the kernel
+// is asked to start writing it to disk.
+const flushChunk = 8 << 20
+
+// flushingWriter writes to f and starts the disk writes of every
+// flushChunk written (sync_file_range, SYNC_FILE_RANGE_WRITE: it does not
+// wait), so that the disk works while the rest downloads and the fsync at
+// the end waits only for the tail.
+type flushingWriter struct {
+	f                *os.File
+	written, flushed int64
+}
+
+func (w *flushingWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.written += int64(n)
+	if w.written-w.flushed >= flushChunk {
+		// Best effort: where it is not supported, the fsync does it all.
+		_ = unix.SyncFileRange(int(w.f.Fd()), w.flushed, w.written-w.flushed, unix.SYNC_FILE_RANGE_WRITE)
+		w.flushed = w.written
+	}
+	return n, err
 }

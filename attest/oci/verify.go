@@ -138,12 +138,30 @@ func fetch(ctx context.Context, src source, v *verify.Verifier, st *stage, o *op
 		return nil, fmt.Errorf("listing the referrers of %s@%s: %w", src.name(), id, err)
 	}
 	f.how = how
-	if err := f.fetchBundles(ctx, src, descs, v, st, max(o.jobs, 8)); err != nil {
-		return nil, err
+	// The bundles and the layers download at once (nothing is verified
+	// before both are in: the layers are staged). A bundle's error comes
+	// first, unless it is the cancellation a layer's error caused.
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bundlesDone := make(chan error, 1)
+	go func() {
+		err := f.fetchBundles(bctx, src, descs, v, st, max(o.jobs, 8))
+		if err != nil {
+			cancel()
+		}
+		bundlesDone <- err
+	}()
+	files, lerr := fetchLayers(bctx, src, f.manifest.Layers, st, o.jobs)
+	if lerr != nil {
+		cancel()
 	}
-	if f.files, err = fetchLayers(ctx, src, f.manifest.Layers, st, o.jobs); err != nil {
-		return nil, err
+	if berr := <-bundlesDone; berr != nil && (lerr == nil || ctx.Err() != nil || !errors.Is(berr, context.Canceled)) {
+		return nil, berr
 	}
+	if lerr != nil {
+		return nil, lerr
+	}
+	f.files = files
 	for _, fl := range f.files {
 		f.artifacts = append(f.artifacts, verify.Artifact{Name: fl.Name, SHA256: fl.SHA256})
 	}

@@ -3,7 +3,10 @@
 //
 //  1. push and pull of a release of -files files (-size in all, 1 GiB by
 //     default): gpuattest push RUNDIR REF vs oras push, gpuattest pull
-//     REF --out DIR (which verifies first) vs oras pull, wall time;
+//     REF --out DIR (which verifies first, and fsyncs what it writes) vs
+//     oras pull, median wall time of -transfer-runs rounds, each tool
+//     first in every other round, the page cache written back (sync)
+//     before each command;
 //  2. gpuattest verify REF vs cosign verify-attestation
 //     --new-bundle-format REF@DIGEST on a small release with -referrers
 //     bundle referrers (median of -runs runs).
@@ -12,7 +15,7 @@
 // prints a table with the ratios and the goals (gpuattest at most 1.0x
 // oras, verify at most 0.5x cosign). Run from the module root:
 //
-//	go run ./bench/publish [-gpuattest BIN] [-size 1GiB] [-files 8] [-referrers 20] [-runs 5]
+//	go run ./bench/publish [-gpuattest BIN] [-size 1GiB] [-files 8] [-referrers 20] [-runs 5] [-transfer-runs 3]
 //
 // Without -gpuattest it builds ./cmd/gpuattest; cosign and oras come from
 // PATH or $GOPATH/bin (.ci/cosign and .ci/oras install them there).
@@ -45,6 +48,7 @@ type config struct {
 	gpuattest, cosign, oras string
 	size                    int64
 	files, referrers, runs  int
+	transferRuns            int
 	dir                     string
 }
 
@@ -55,6 +59,7 @@ func main() {
 	flag.IntVar(&c.files, "files", 8, "files in the release")
 	flag.IntVar(&c.referrers, "referrers", 20, "bundle referrers in the verify case")
 	flag.IntVar(&c.runs, "runs", 5, "runs of each verify (median)")
+	flag.IntVar(&c.transferRuns, "transfer-runs", 3, "rounds of push and pull (median)")
 	flag.Parse()
 	n, err := pipeline.ParseSize(*size)
 	if err == nil {
@@ -194,36 +199,59 @@ func timed(dir string, name string, args ...string) (time.Duration, string, erro
 	return d, string(out), nil
 }
 
-// transfer times push and pull of the large release.
+// transfer times push and pull of the large release, -transfer-runs
+// rounds, each tool first in every other round. Before each timed command
+// the page cache is written back (sync), so that one tool's downloads,
+// still being written to disk, do not slow the next tool's run. Each
+// round pushes into repositories of its own (a registry skips blobs a
+// repository already has) and pulls into new directories.
 func (c *config) transfer(host string) ([]row, error) {
 	runDir, pub, names, _, err := c.signedRun("big", c.files, c.size/int64(c.files))
 	if err != nil {
 		return nil, err
 	}
-	ours := host + "/bench/gpuattest:v1"
-	theirs := host + "/bench/oras:v1"
 	outputs := filepath.Join(runDir, "steps", "kernels", "outputs")
-	orasPush, _, err := timed(outputs, c.oras, append([]string{"push", "--plain-http", "--disable-path-validation", theirs}, names...)...)
-	if err != nil {
-		return nil, err
-	}
-	push, _, err := timed(c.dir, c.gpuattest, "push", runDir, ours)
-	if err != nil {
-		return nil, err
-	}
-	orasPull, _, err := timed(c.dir, c.oras, "pull", "--plain-http", "-o", filepath.Join(c.dir, "oras-out"), theirs)
-	if err != nil {
-		return nil, err
-	}
-	// The fixture run used no GPU: verified with the CPU tier, by name.
-	pull, _, err := timed(c.dir, c.gpuattest, "pull", ours, "--key", pub, "--policy", "builtin:cpu-tier", "--out", filepath.Join(c.dir, "gpuattest-out"))
-	if err != nil {
-		return nil, err
+	var push, orasPush, pull, orasPull []time.Duration
+	for i := range c.transferRuns {
+		ours := fmt.Sprintf("%s/bench/gpuattest-%d:v1", host, i)
+		theirs := fmt.Sprintf("%s/bench/oras-%d:v1", host, i)
+		gOut, oOut := filepath.Join(c.dir, fmt.Sprintf("gpuattest-out-%d", i)), filepath.Join(c.dir, fmt.Sprintf("oras-out-%d", i))
+		steps := []struct {
+			into *[]time.Duration
+			dir  string
+			argv []string
+		}{
+			{&orasPush, outputs, append([]string{c.oras, "push", "--plain-http", "--disable-path-validation", theirs}, names...)},
+			{&push, c.dir, []string{c.gpuattest, "push", runDir, ours}},
+			{&orasPull, c.dir, []string{c.oras, "pull", "--plain-http", "-o", oOut, theirs}},
+			// The fixture run used no GPU: verified with the CPU tier, by name.
+			{&pull, c.dir, []string{c.gpuattest, "pull", ours, "--key", pub, "--policy", "builtin:cpu-tier", "--out", gOut}},
+		}
+		if i%2 == 1 {
+			steps[0], steps[1], steps[2], steps[3] = steps[1], steps[0], steps[3], steps[2]
+		}
+		for _, st := range steps {
+			if err := exec.Command("sync").Run(); err != nil {
+				return nil, fmt.Errorf("sync: %w", err)
+			}
+			d, _, err := timed(st.dir, st.argv[0], st.argv[1:]...)
+			if err != nil {
+				return nil, err
+			}
+			*st.into = append(*st.into, d)
+		}
+		for _, d := range []string{gOut, oOut} {
+			if err := os.RemoveAll(d); err != nil {
+				return nil, err
+			}
+		}
+		fmt.Printf("round %d: push %s (oras %s), pull %s (oras %s)\n", i+1, push[i].Round(time.Millisecond), orasPush[i].Round(time.Millisecond),
+			pull[i].Round(time.Millisecond), orasPull[i].Round(time.Millisecond))
 	}
 	label := fmt.Sprintf("%d files, %s", c.files, human(c.size))
 	return []row{
-		{name: "push " + label + " vs oras push", ours: push, theirs: orasPush, goal: 1.0},
-		{name: "pull " + label + " vs oras pull", ours: pull, theirs: orasPull, goal: 1.0},
+		{name: "push " + label + " vs oras push", ours: median(push), theirs: median(orasPush), goal: 1.0},
+		{name: "pull " + label + " vs oras pull", ours: median(pull), theirs: median(orasPull), goal: 1.0},
 	}, nil
 }
 
