@@ -1,7 +1,6 @@
 package collect
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest"
@@ -76,7 +75,7 @@ func burninCounts(d *suite.BurninDetails) *suite.Counts {
 
 // devices returns the GPUs of rec a step ran on: the one its results name
 // by UUID; else, for a gpu: true step, those visible (CUDA_VISIBLE_DEVICES,
-// all when unset). A step that is not gpu: true and whose results name no
+// all when unset, none when it names no GPU of the record). A step that is not gpu: true and whose results name no
 // GPU used none.
 func devices(rec *hardware.Record, gpuStep bool, uuid, visible string) []attest.Device {
 	out := []attest.Device{}
@@ -96,63 +95,28 @@ func devices(rec *hardware.Record, gpuStep bool, uuid, visible string) []attest.
 	if !gpuStep {
 		return out
 	}
-	for _, g := range Visible(rec.GPUs, visible) {
-		out = append(out, device(rec, g))
+	// The same rule as preflight, telemetry and the device lock
+	// (hardware.Record.Visible). The details record CUDA_VISIBLE_DEVICES's
+	// value ("" when unset) but not CUDA_DEVICE_ORDER: an index on a
+	// machine of mixed models names no GPU for certain, and a list whose
+	// first entry names none leaves no device to name.
+	pos, err := rec.Visible(func(k string) (string, bool) {
+		if k == hardware.CUDAVisibleDevices {
+			return visible, visible != ""
+		}
+		return "", false
+	})
+	if err != nil {
+		return out
+	}
+	for _, i := range pos {
+		out = append(out, device(rec, rec.GPUs[i]))
 	}
 	return out
 }
 
 func device(rec *hardware.Record, g hardware.GPU) attest.Device {
 	return attest.Device{UUID: g.UUID, Name: g.Name, ComputeCapability: g.ComputeCapability, Simulated: rec.Simulated}
-}
-
-// Visible returns the GPUs that CUDA_VISIBLE_DEVICES (value v) leaves
-// visible, in its order: every GPU when v is empty. Entries are device
-// indices or UUIDs ("GPU-..." or an unambiguous prefix of one); as in
-// CUDA, the first entry that names no GPU (or one named before) ends the
-// list. Indices are NVML's, which
-// CUDA's enumeration matches with CUDA_DEVICE_ORDER=PCI_BUS_ID. MIG
-// instances (MIG-...) name no GPU of the record.
-func Visible(gpus []hardware.GPU, v string) []hardware.GPU {
-	if strings.TrimSpace(v) == "" {
-		return gpus
-	}
-	var out []hardware.GPU
-	seen := map[int]bool{}
-	for _, e := range strings.Split(v, ",") {
-		i, ok := lookupGPU(gpus, strings.TrimSpace(e))
-		if !ok || seen[i] {
-			break
-		}
-		seen[i] = true
-		out = append(out, gpus[i])
-	}
-	return out
-}
-
-// lookupGPU finds the GPU an entry of CUDA_VISIBLE_DEVICES names.
-func lookupGPU(gpus []hardware.GPU, e string) (int, bool) {
-	if n, err := strconv.Atoi(e); err == nil {
-		for i, g := range gpus {
-			if g.Index == n {
-				return i, true
-			}
-		}
-		return 0, false
-	}
-	if !strings.HasPrefix(e, "GPU-") || len(e) <= len("GPU-") {
-		return 0, false
-	}
-	found := -1
-	for i, g := range gpus {
-		if strings.HasPrefix(strings.ToLower(g.UUID), strings.ToLower(e)) {
-			if found >= 0 {
-				return 0, false
-			}
-			found = i
-		}
-	}
-	return found, found >= 0
 }
 
 // stepTelemetry is telemetry's verdict on one step, with the throttled

@@ -108,36 +108,6 @@ func TestStepsSayWhereTheyRan(t *testing.T) {
 	}
 }
 
-func TestVisible(t *testing.T) {
-	gpus := []hardware.GPU{{Index: 0, UUID: "GPU-aaaa-1"}, {Index: 1, UUID: "GPU-bbbb-2"}, {Index: 2, UUID: "GPU-aaab-3"}}
-	ids := func(gs []hardware.GPU) []int {
-		out := []int{}
-		for _, g := range gs {
-			out = append(out, g.Index)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		v    string
-		want []int
-	}{
-		{"", []int{0, 1, 2}},
-		{"2,0", []int{2, 0}},
-		{"1, 5, 0", []int{1}},
-		{"GPU-bbbb", []int{1}},
-		{"GPU-aaa", []int{}}, // ambiguous prefix
-		{"GPU-aaab,1", []int{2, 1}},
-		{"0,0,1", []int{0}},
-		{"-1", []int{}},
-		{"MIG-GPU-aaaa-1/0/0", []int{}},
-		{"GPU-", []int{}},
-	} {
-		if got := ids(collect.Visible(gpus, tc.v)); !cmp.Equal(got, tc.want) {
-			t.Errorf("Visible(%q) = %v, want %v", tc.v, got, tc.want)
-		}
-	}
-}
-
 func write(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
