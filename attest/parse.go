@@ -49,12 +49,10 @@ var subjectFields = map[string]func(json.RawMessage) error{
 // a digest each; a predicate that is a JSON object. Every problem is
 // reported with its field path.
 func ParseStatement(b []byte) (*Statement, error) {
-	if err := jsonstrict.Check(b, MaxStatementDepth); err != nil {
+	// One scan checks the statement and splits it into its fields.
+	top, err := jsonstrict.CheckObject(b, MaxStatementDepth)
+	if err != nil {
 		return nil, fmt.Errorf("invalid in-toto statement: %w", err)
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil {
-		return nil, fmt.Errorf("invalid in-toto statement: expected a JSON object: %w", err)
 	}
 	if errs := checkStatementFields(top); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid in-toto statement: %w", errors.Join(errs...))

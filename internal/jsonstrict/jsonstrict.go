@@ -51,6 +51,28 @@ func Check(data []byte, maxDepth int) error {
 	return nil
 }
 
+// CheckObject is Check for data that must hold one JSON object; it also
+// returns the object's members, each value a slice of data, so that a
+// caller need not scan data again to split it.
+func CheckObject(data []byte, maxDepth int) (map[string]json.RawMessage, error) {
+	s := &scanner{data: data, maxDepth: maxDepth, top: map[string]json.RawMessage{}}
+	s.skipSpace()
+	if s.pos >= len(s.data) || s.data[s.pos] != '{' {
+		if err := Check(data, maxDepth); err != nil {
+			return nil, err
+		}
+		return nil, s.errorf("unexpected %s: expected a JSON object", s.describe())
+	}
+	if err := s.value(); err != nil {
+		return nil, err
+	}
+	s.skipSpace()
+	if s.pos < len(s.data) {
+		return nil, s.errorf("unexpected %s after the top-level value", s.describe())
+	}
+	return s.top, nil
+}
+
 // frame is one open object or array.
 type frame struct {
 	object bool
@@ -98,6 +120,8 @@ type scanner struct {
 	pos      int
 	maxDepth int
 	stack    []frame
+	// top, when set, gets the members of the top-level object.
+	top map[string]json.RawMessage
 }
 
 func (s *scanner) value() error {
@@ -197,7 +221,19 @@ func (s *scanner) member(depth int) error {
 		return s.errorf("unexpected %s: expected ':' after the object key", s.describe())
 	}
 	s.pos++
-	return s.element()
+	if s.top == nil || depth != 0 {
+		return s.element()
+	}
+	// f may move while the value is read (nested containers grow the
+	// stack): the key is taken first.
+	key := f.key
+	s.skipSpace()
+	start = s.pos
+	if err := s.element(); err != nil {
+		return err
+	}
+	s.top[key] = s.data[start:s.pos:s.pos]
+	return nil
 }
 
 func (s *scanner) element() error {

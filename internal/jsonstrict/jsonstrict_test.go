@@ -1,6 +1,7 @@
 package jsonstrict_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -73,6 +74,67 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("accepted invalid JSON %q", data)
 		}
 	})
+}
+
+// FuzzCheckObject: CheckObject accepts what Check accepts when it is an
+// object, and its members are what encoding/json splits it into.
+func FuzzCheckObject(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2,{"b":null}]}`, ` { "_type" : "x" , "p" : {"q": [[[{"r":1}]]]} } `, `{"\u005ftype":1}`, `[1]`, `{"a":1,"a":2}`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		top, err := jsonstrict.CheckObject(data, 64)
+		checked := jsonstrict.Check(data, 64)
+		if err != nil {
+			if checked == nil && bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{")) {
+				t.Fatalf("Check accepts the object %q, CheckObject: %v", data, err)
+			}
+			return
+		}
+		if checked != nil {
+			t.Fatalf("CheckObject accepts %q, Check: %v", data, checked)
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("CheckObject accepts %q, encoding/json: %v", data, err)
+		}
+		if len(top) != len(want) {
+			t.Fatalf("%q: %d members, encoding/json %d", data, len(top), len(want))
+		}
+		for k, v := range want {
+			if !bytes.Equal(top[k], v) {
+				t.Fatalf("%q: member %q is %q, encoding/json %q", data, k, top[k], v)
+			}
+		}
+	})
+}
+
+// TestCheckObject: the members of a statement-like object, keys decoded,
+// values as written; a top-level value that is no object is refused with
+// its position.
+func TestCheckObject(t *testing.T) {
+	deep := strings.Repeat(`{"n":`, 40) + "1" + strings.Repeat("}", 40)
+	top, err := jsonstrict.CheckObject([]byte(` {"\u005ftype": "x", "deep": `+deep+`, "after": [1, 2] } `), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"_type": `"x"`, "deep": deep, "after": `[1, 2]`}
+	if len(top) != len(want) {
+		t.Errorf("members %q, want %q", top, want)
+	}
+	for k, v := range want {
+		if string(top[k]) != v {
+			t.Errorf("member %q = %q, want %q", k, top[k], v)
+		}
+	}
+	for _, bad := range []string{`[1]`, ` "x"`, ``, `{"a":1} x`, `{"a":1,"a":2}`} {
+		if _, err := jsonstrict.CheckObject([]byte(bad), 64); err == nil {
+			t.Errorf("CheckObject(%q) accepted", bad)
+		}
+	}
+	if _, err := jsonstrict.CheckObject([]byte(`  [1]`), 64); err == nil || !strings.Contains(err.Error(), "1:3: ") || !strings.Contains(err.Error(), "expected a JSON object") {
+		t.Errorf("an array: %v, want it refused at 1:3", err)
+	}
 }
 
 // BenchmarkCheck: a 10 MB predicate of small objects.
