@@ -75,8 +75,8 @@ func burninCounts(d *suite.BurninDetails) *suite.Counts {
 
 // devices returns the GPUs of rec a step ran on: the one its results name
 // by UUID; else, for a gpu: true step, those visible (CUDA_VISIBLE_DEVICES,
-// all when unset, none when it names no GPU of the record). A step that is not gpu: true and whose results name no
-// GPU used none.
+// all when unset, none when it names no GPU of the record). A step that is
+// not gpu: true and whose results name no GPU used none.
 func devices(rec *hardware.Record, gpuStep bool, uuid, visible string) []attest.Device {
 	out := []attest.Device{}
 	if rec == nil {

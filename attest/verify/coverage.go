@@ -49,9 +49,8 @@ func (v *Verifier) checkCoverage(r *Report, typed []*BundleResult, artifacts []A
 				r.fail(FailurePolicy)
 			}
 			reported[b] = true
-			f := b.coverage
-			if f != nil {
-				fs = append(fs, f)
+			if b.coverage != nil {
+				fs = append(fs, b.coverage)
 			}
 		}
 		res.Targets = cov.Judge(fs)

@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigstore/sigstore-go/pkg/bundle"
-	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
-	"github.com/sigstore/sigstore/pkg/signature"
-
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/sigstore/sigstore-go/pkg/bundle"
+	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 func keyVerifier(pub crypto.PublicKey) (signature.Verifier, error) {

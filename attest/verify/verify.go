@@ -71,7 +71,8 @@ func (v *Verifier) readPredicates(ctx context.Context, r *Report, covering map[*
 		}
 		typed := b.PredicateType == v.opts.predicateType
 		rules := v.program != nil && typed && (len(artifacts) == 0 || covering[b])
-		if b.PredicateType != attest.ValidationPredicateType && !(typed && (rules || cov || v.opts.allowSimulated)) {
+		validation := b.PredicateType == attest.ValidationPredicateType
+		if !validation && !(typed && (rules || cov || v.opts.allowSimulated)) {
 			continue
 		}
 		// A predicate that does not decode is reported by the readers
@@ -79,7 +80,7 @@ func (v *Verifier) readPredicates(ctx context.Context, r *Report, covering map[*
 		pred, err := policy.DecodePredicate(b.statement.Predicate)
 		if err == nil {
 			b.simulated = pred.Bool("simulated")
-			if b.PredicateType == attest.ValidationPredicateType {
+			if validation {
 				b.Result = pred.String("result")
 			}
 		}

@@ -37,18 +37,7 @@ func (e *Error) Error() string {
 // must hold exactly one JSON value.
 func Check(data []byte, maxDepth int) error {
 	s := &scanner{data: data, maxDepth: maxDepth}
-	s.skipSpace()
-	if s.pos >= len(s.data) {
-		return s.errorf("unexpected end of input: expected a JSON value")
-	}
-	if err := s.value(); err != nil {
-		return err
-	}
-	s.skipSpace()
-	if s.pos < len(s.data) {
-		return s.errorf("unexpected %s after the top-level value", s.describe())
-	}
-	return nil
+	return s.document(false)
 }
 
 // CheckObject is Check for data that must hold one JSON object; it also
@@ -56,21 +45,32 @@ func Check(data []byte, maxDepth int) error {
 // caller need not scan data again to split it.
 func CheckObject(data []byte, maxDepth int) (map[string]json.RawMessage, error) {
 	s := &scanner{data: data, maxDepth: maxDepth, top: map[string]json.RawMessage{}}
-	s.skipSpace()
-	if s.pos >= len(s.data) || s.data[s.pos] != '{' {
-		if err := Check(data, maxDepth); err != nil {
-			return nil, err
-		}
-		return nil, s.errorf("unexpected %s: expected a JSON object", s.describe())
-	}
-	if err := s.value(); err != nil {
+	if err := s.document(true); err != nil {
 		return nil, err
+	}
+	return s.top, nil
+}
+
+// document reads data as exactly one JSON value; with object set, a
+// valid value that is not an object is an error at its start.
+func (s *scanner) document(object bool) error {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return s.errorf("unexpected end of input: expected a JSON value")
+	}
+	start := s.pos
+	if err := s.value(); err != nil {
+		return err
 	}
 	s.skipSpace()
 	if s.pos < len(s.data) {
-		return nil, s.errorf("unexpected %s after the top-level value", s.describe())
+		return s.errorf("unexpected %s after the top-level value", s.describe())
 	}
-	return s.top, nil
+	if object && s.data[start] != '{' {
+		s.pos = start
+		return s.errorf("unexpected %s: expected a JSON object", s.describe())
+	}
+	return nil
 }
 
 // frame is one open object or array.
