@@ -17,8 +17,8 @@
 #
 #   make demo-publish   after make demo: push the demo run to a docker-registry
 #               it starts on 127.0.0.1, verify it from there (gpuattest and
-#               cosign), copy it to an OCI layout, verify that offline, stop
-#               the registry
+#               cosign; oras discover lists the bundles), copy it to an OCI
+#               layout, verify that offline, stop the registry
 
 GO       ?= go
 BIN      := bin/gpuattest
