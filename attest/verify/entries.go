@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpuattest/gpuattest/internal/digest"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -33,29 +34,28 @@ func DigestFile(ctx context.Context, path string) (Artifact, error) {
 }
 
 // DigestFiles hashes the files at paths as DigestFile does, several at
-// once (at most GOMAXPROCS), and returns them in the order given. The
-// error is that of the first path, in that order, that failed for a
-// cause of its own; the rest stop when one fails.
+// once (at most GOMAXPROCS, the calling goroutine one of them, so that a
+// single file is hashed without a hand-off), and returns them in the
+// order given. The error is that of the first path, in that order, that
+// failed for a cause of its own; the rest stop when one fails.
 func DigestFiles(ctx context.Context, paths []string) ([]Artifact, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	arts := make([]Artifact, len(paths))
 	errs := make([]error, len(paths))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(len(paths), runtime.GOMAXPROCS(0)) {
-		wg.Go(func() {
-			for i := range next {
-				if arts[i], errs[i] = DigestFile(ctx, paths[i]); errs[i] != nil {
-					cancel()
-				}
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
+			if arts[i], errs[i] = DigestFile(ctx, paths[i]); errs[i] != nil {
+				cancel()
 			}
-		})
+		}
 	}
-	for i := range paths {
-		next <- i
+	var wg sync.WaitGroup
+	for range min(len(paths), runtime.GOMAXPROCS(0)) - 1 {
+		wg.Go(work)
 	}
-	close(next)
+	work()
 	wg.Wait()
 	// A path stopped by another's failure fails as cancelled: the cause
 	// comes first.

@@ -14,25 +14,52 @@ import (
 // Every bundle must verify; every artifact must be a subject of a verified
 // bundle of the predicate type; the policy is evaluated over each such
 // bundle that covers a given artifact (or every such bundle when no
-// artifact is given).
+// artifact is given). It is CheckBundles followed by Complete.
 func (v *Verifier) Verify(ctx context.Context, entries []Entry, artifacts []Artifact) *Report {
+	return v.Complete(ctx, v.CheckBundles(ctx, entries), artifacts)
+}
+
+// Checked is the part of a verification that needs no artifact: each
+// bundle's signature checked and its statement read. Complete finishes
+// it, once.
+type Checked struct {
+	r          *Report
+	hadEntries bool
+}
+
+// CheckBundles checks the signature of every entry, in order, until ctx
+// is done: what Verify does before it looks at an artifact, so that a
+// caller can do it while the artifacts are hashed.
+func (v *Verifier) CheckBundles(ctx context.Context, entries []Entry) *Checked {
 	r := &Report{
-		PredicateType: v.opts.predicateType,
-		Criteria:      v.Criteria(artifacts),
-		Artifacts:     artifacts,
-		Checks:        []Check{},
-		Bundles:       []BundleResult{},
-		VerifiedAt:    v.opts.now().UTC(),
+		PredicateType:     v.opts.predicateType,
+		Checks:            []Check{},
+		Bundles:           []BundleResult{},
+		VerifiedAt:        v.opts.now().UTC(),
+		SimulatedAccepted: v.opts.allowSimulated,
 	}
 	if v.program != nil {
 		r.Policy = v.program.Policy().Source()
 	}
-	r.SimulatedAccepted = v.opts.allowSimulated
+	v.verifyEntries(ctx, r, entries)
+	return &Checked{r: r, hadEntries: len(entries) > 0}
+}
+
+// Complete checks the artifacts against the bundles c checked, evaluates
+// the policy and returns the report. c must come from CheckBundles on v
+// and is spent.
+func (v *Verifier) Complete(ctx context.Context, c *Checked, artifacts []Artifact) *Report {
+	r := c.r
+	if r == nil {
+		panic("verify: Complete called twice with the same Checked")
+	}
+	c.r = nil
+	r.Criteria = v.Criteria(artifacts)
+	r.Artifacts = artifacts
 	if artifacts == nil {
 		r.Artifacts = []Artifact{}
 	}
-	v.verifyEntries(ctx, r, entries)
-	typed := v.checkPredicateType(r, len(entries) > 0)
+	typed := v.checkPredicateType(r, c.hadEntries)
 	covering := v.checkSubjects(r, typed, artifacts)
 	v.readPredicates(ctx, r, covering, artifacts)
 	if v.program != nil {

@@ -82,12 +82,12 @@ func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 		return err
 	}
 	ctx := c.Context()
-	v, entries, arts, err := f.inputs(ctx, args)
+	in, err := f.inputs(ctx, args)
 	if err != nil {
 		return inputError(ctx, err)
 	}
 	w := c.OutOrStdout()
-	vr := v.Verify(ctx, entries, arts)
+	vr := in.v.Complete(ctx, in.checked, in.arts)
 	if !vr.Verified {
 		code := verifyExit(vr.Failure)
 		if *f.output == "json" {
@@ -99,7 +99,7 @@ func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 	prov := provenanceOf(vr)
 	warn := func(s string) { fmt.Fprintln(c.ErrOrStderr(), "warning: "+textsafe.Line(s)) }
 	originals := map[string]string{}
-	for i, a := range arts {
+	for i, a := range in.arts {
 		originals[a.SHA256] = args[i]
 	}
 	rep, err := rebuild.Run(ctx, prov, f.source, rebuild.WithOutDir(f.out), rebuild.WithOriginals(originals),
@@ -115,7 +115,7 @@ func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 		out.ExitCode = exitDiffer
 	}
 	if signer != nil {
-		if out.VSA, err = f.signVSA(c, signer, rep, vr, entries); err != nil {
+		if out.VSA, err = f.signVSA(c, signer, rep, vr, in.entries); err != nil {
 			return withCode(exitFailed, err)
 		}
 	}

@@ -137,15 +137,15 @@ func (f *reportFlags) verified(c *cobra.Command, args []string) (*report.Report,
 	}
 	// The rest is verify's own reading of its inputs.
 	ctx := c.Context()
-	v, entries, arts, err := vf.inputs(ctx, args)
+	in, err := vf.inputs(ctx, args)
 	if err != nil {
 		return nil, inputError(ctx, err)
 	}
-	vr := v.Verify(ctx, entries, arts)
+	vr := in.v.Complete(ctx, in.checked, in.arts)
 	if ctx.Err() != nil {
 		return nil, interrupted()
 	}
-	rep, err := report.FromVerification(f.verify.bundlePath, vr, entries)
+	rep, err := report.FromVerification(f.verify.bundlePath, vr, in.entries)
 	if errors.Is(err, report.ErrNotVerified) {
 		code := verifyExit(vr.Failure)
 		if code == exitOK {

@@ -222,20 +222,21 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 		return err
 	}
 	ctx := c.Context()
-	v, entries, arts, err := f.inputs(ctx, args)
+	in, err := f.inputs(ctx, args)
 	if err != nil {
 		return inputError(ctx, err)
 	}
 	w := c.OutOrStdout()
 	if *f.output == "text" {
-		fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", len(entries), textsafe.Line(strings.Join(f.bundles(), ", ")))
-		printVerifyCriteria(w, v.Criteria(arts))
+		fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", len(in.entries), textsafe.Line(strings.Join(f.bundles(), ", ")))
+		printVerifyCriteria(w, in.v.Criteria(in.arts))
 		fmt.Fprintln(w)
 	}
-	// Verify checks ctx between steps; a step that is not interruptible
-	// (one bundle's signature) does not hold the exit back.
+	// Complete checks ctx between steps; a step that is not
+	// interruptible (decoding a large predicate) does not hold the exit
+	// back.
 	done := make(chan *verify.Report, 1)
-	go func() { done <- v.Verify(ctx, entries, arts) }()
+	go func() { done <- in.v.Complete(ctx, in.checked, in.arts) }()
 	var rep *verify.Report
 	select {
 	case rep = <-done:
@@ -248,7 +249,7 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	code := verifyExit(rep.Failure)
 	out := verifyOutput{Report: rep, ExitCode: code}
 	if signer != nil && rep.Verified {
-		if err := f.signVerifyVSA(c, signer, rep, entries); err != nil {
+		if err := f.signVerifyVSA(c, signer, rep, in.entries); err != nil {
 			return withCode(exitFailed, err)
 		}
 		out.VSA = f.vsaOut
@@ -272,44 +273,71 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	return nil
 }
 
-// inputs builds the verifier and reads the bundles and artifacts.
-func (f *verifyFlags) inputs(ctx context.Context, args []string) (*verify.Verifier, []verify.Entry, []verify.Artifact, error) {
-	// The artifacts are hashed while the verifier is set up and the
-	// bundles read (hashing is most of a verify's work); the errors still
-	// come in that order.
-	hashCtx, cancel := context.WithCancel(ctx)
-	type digested struct {
-		arts []verify.Artifact
-		err  error
+// verifyInputs are verify's inputs read, and its bundles checked.
+type verifyInputs struct {
+	v       *verify.Verifier
+	entries []verify.Entry
+	checked *verify.Checked
+	arts    []verify.Artifact
+}
+
+// inputs builds the verifier, reads and checks the bundles and hashes
+// the artifacts.
+func (f *verifyFlags) inputs(ctx context.Context, args []string) (verifyInputs, error) {
+	// The artifacts are hashed (most of a verify's work) on this
+	// goroutine, which is running now, while another sets up the verifier,
+	// reads the bundles and checks their signatures: a goroutine started
+	// for the hashing could wait milliseconds for a thread. The setup's
+	// errors still come first, and stop the hashing; a hashing error
+	// stops the checks.
+	hashCtx, stopHashing := context.WithCancel(ctx)
+	defer stopHashing()
+	checkCtx, stopChecks := context.WithCancel(ctx)
+	defer stopChecks()
+	type setUp struct {
+		in  verifyInputs
+		err error
 	}
-	hashed := make(chan digested, 1)
+	ready := make(chan setUp, 1)
 	go func() {
-		arts, err := verify.DigestFiles(hashCtx, args)
-		hashed <- digested{arts, err}
-	}()
-	fail := func(err error) (*verify.Verifier, []verify.Entry, []verify.Artifact, error) {
-		cancel()
-		<-hashed
-		return nil, nil, nil, err
-	}
-	v, err := f.verifier()
-	if err != nil {
-		return fail(err)
-	}
-	var entries []verify.Entry
-	for _, b := range f.bundles() {
-		e, err := v.ReadBundles(ctx, b)
-		if err != nil {
-			return fail(err)
+		var in verifyInputs
+		v, err := f.verifier()
+		for _, b := range f.bundles() {
+			if err != nil {
+				break
+			}
+			var e []verify.Entry
+			e, err = v.ReadBundles(ctx, b)
+			in.entries = append(in.entries, e...)
 		}
-		entries = append(entries, e...)
+		if err != nil {
+			stopHashing()
+			ready <- setUp{err: err}
+			return
+		}
+		in.v, in.checked = v, v.CheckBundles(checkCtx, in.entries)
+		ready <- setUp{in: in}
+	}()
+	arts, hashErr := verify.DigestFiles(hashCtx, args)
+	if hashErr != nil {
+		stopChecks()
 	}
-	d := <-hashed
-	cancel()
-	if d.err != nil {
-		return nil, nil, nil, d.err
+	var s setUp
+	select {
+	case s = <-ready:
+	case <-ctx.Done():
+		// A bundle's signature check is not interruptible; it does not
+		// hold the exit back.
+		return verifyInputs{}, ctx.Err()
 	}
-	return v, entries, d.arts, nil
+	switch {
+	case s.err != nil:
+		return verifyInputs{}, s.err
+	case hashErr != nil:
+		return verifyInputs{}, hashErr
+	}
+	s.in.arts = arts
+	return s.in, nil
 }
 
 // inputError is the exit error for a failure to read verify's inputs:
