@@ -259,7 +259,13 @@ func (p *Policy) Compile() (*Program, error) {
 		if pos, ok := p.positions[fmt.Sprintf("rules[%d].expr", i)]; ok {
 			where += ":" + pos
 		}
-		ast, iss := env.Compile(r.Expr)
+		var ast *cel.Ast
+		var iss *cel.Issues
+		if parsed, ok := parsedBuiltin(r.Expr); ok {
+			ast, iss = env.Check(parsed)
+		} else {
+			ast, iss = env.Compile(r.Expr)
+		}
 		if iss.Err() != nil {
 			errs = append(errs, fmt.Errorf("%s: rule %q: compiling expr: %s", where, r.Name, strings.TrimSpace(iss.Err().Error())))
 			continue
