@@ -98,7 +98,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./pipeline/engine/
 	$(GO) run ./bench/build
 	$(GO) run ./bench/stats
-	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN)
+	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN) -runs 21
 	$(GO) run ./bench/report
 	$(GO) run ./bench/publish -gpuattest $(CURDIR)/$(BIN)
 	$(GO) run ./bench/unpack -runs 3
