@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,6 +188,37 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if r.Bundles[0].Result != "passed" {
 		t.Errorf("bundle result = %q", r.Bundles[0].Result)
+	}
+}
+
+// TestCheckBundlesThenComplete: the two halves of Verify, the second
+// given the artifacts later, verify as Verify does; a Checked is spent
+// by Complete.
+func TestCheckBundlesThenComplete(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	v, err := verify.New(verify.WithKey(mustPub(t, f.pubPath), f.pubPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := verify.ParseBundles("bundle.json", f.bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arts := range [][]verify.Artifact{{f.artifact}, {{Name: "other", SHA256: strings.Repeat("0", 64)}}} {
+		c := v.CheckBundles(t.Context(), entries)
+		got, want := v.Complete(t.Context(), c, arts), v.Verify(t.Context(), entries, arts)
+		if got.Verified != want.Verified || got.Failure != want.Failure || !slices.Equal(failedChecks(got), failedChecks(want)) || len(got.Checks) != len(want.Checks) {
+			t.Errorf("artifacts %v: CheckBundles+Complete = %v %v, Verify = %v %v", arts, got.Failure, failedChecks(got), want.Failure, failedChecks(want))
+		}
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Complete called twice") {
+					t.Errorf("a second Complete: recovered %v", r)
+				}
+			}()
+			v.Complete(t.Context(), c, arts)
+		}()
 	}
 }
 
