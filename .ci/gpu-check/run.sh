@@ -59,8 +59,10 @@ verify() {
 	local rc=0
 	./gpuattest verify --bundle "$out/attestations.intoto.jsonl" --key "$tmp/key.pub" "$@" work/build/*.fatbin >"$tmp/verify.out" 2>&1 || rc=$?
 	cat "$tmp/verify.out" >&2
-	# The last line says the outcome; FAIL lines say which check failed.
-	echo "exit $rc: $(tail -n1 "$tmp/verify.out")$(grep '^FAIL' "$tmp/verify.out" | sed 's/  */ /g; s/^/ | /' | tr -d '\n')"
+	# The last line says the outcome; FAIL lines, one per line after it,
+	# say which check failed.
+	echo "exit $rc: $(tail -n1 "$tmp/verify.out")"
+	grep '^FAIL' "$tmp/verify.out" | sed 's/  */ /g; s/^/  /' || true
 }
 verdicts=
 if [ -f "$out/attestations.intoto.jsonl" ]; then
@@ -76,7 +78,8 @@ rules:
     message: every step of the run must have passed
 POLICY
 		echo "=== gpuattest verify (the default policy without its 'hardware not simulated' rule)"
-		verdicts="$verdicts; without the not-simulated rule: $(verify --policy "$tmp/policy.yaml")"
+		verdicts="$verdicts
+without the not-simulated rule: $(verify --policy "$tmp/policy.yaml")"
 	fi
 else
 	verdicts="no attestation: gpuattest run exited $run_rc"

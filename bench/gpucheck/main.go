@@ -32,7 +32,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gpucheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	verify := fs.String("verify", "", "the attestation verification's outcome, one line per entry separated by ';'")
+	verify := fs.String("verify", "", "the attestation verification's outcome, one entry per line")
 	passed := fs.String("require-passed", "", "only check that these steps (comma-separated) passed, print nothing")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: gpucheck [-verify TEXT] [-require-passed IDS] RUNDIR")
@@ -63,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	t.benchmark(r)
 	t.burnin(r)
 	t.health(r)
-	for _, v := range strings.Split(*verify, ";") {
+	for _, v := range strings.Split(*verify, "\n") {
 		if v = strings.TrimSpace(v); v != "" {
 			t.row("attestation", "verify", v, "")
 		}
@@ -92,8 +92,36 @@ type table struct {
 	sim string
 }
 
+// maxValue is the widest VALUE a row prints: a longer one goes on as
+// many rows as it needs, broken between words, so that one long verdict
+// does not widen the whole table.
+const maxValue = 100
+
 func (t *table) row(section, item, value, verdict string) {
-	fmt.Fprintf(t.w, "%s%s\t%s\t%s\t%s\n", section, t.sim, item, value, verdict)
+	for i, v := range wrap(value, maxValue) {
+		if i > 0 {
+			verdict = ""
+		}
+		fmt.Fprintf(t.w, "%s%s\t%s\t%s\t%s\n", section, t.sim, item, v, verdict)
+	}
+}
+
+// wrap breaks s between words into lines of at most width bytes; a word
+// longer than width is a line of its own.
+func wrap(s string, width int) []string {
+	var lines []string
+	var line strings.Builder
+	for _, w := range strings.Fields(s) {
+		if line.Len() > 0 && line.Len()+1+len(w) > width {
+			lines = append(lines, line.String())
+			line.Reset()
+		}
+		if line.Len() > 0 {
+			line.WriteByte(' ')
+		}
+		line.WriteString(w)
+	}
+	return append(lines, line.String())
 }
 
 func (t *table) device(r *rundir.Run) {
