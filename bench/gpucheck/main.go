@@ -271,7 +271,11 @@ func (t *table) telemetry(id string, s *gpu.Summary) {
 		t.row("health", fmt.Sprintf("%s gpu %d ECC/remap", id, h.Index), fmt.Sprintf("double-bit %s -> %s, uncorrectable remapped rows %s -> %s, remap pending %s, failed %s",
 			u64(h.DoubleBitBefore), u64(h.DoubleBitAfter), intp(h.RemappedRowsBefore), intp(h.RemappedRowsAfter), boolp(h.RemapPendingAfter), boolp(h.RemapFailedAfter)), "")
 	}
-	t.row("health", id+" telemetry", fmt.Sprintf("%d samples of GPUs %v; %s", s.Samples, s.JudgedGPUs, strings.Join(s.Verdict.Reasons, "; ")), string(s.Verdict.Status))
+	tel := fmt.Sprintf("%d samples of GPUs %v", s.Samples, s.JudgedGPUs)
+	if len(s.Verdict.Reasons) > 0 {
+		tel += "; " + strings.Join(s.Verdict.Reasons, "; ")
+	}
+	t.row("health", id+" telemetry", tel, string(s.Verdict.Status))
 }
 
 func dash(s string) string {
