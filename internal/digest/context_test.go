@@ -2,6 +2,9 @@ package digest
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -26,6 +29,23 @@ func TestFileContext(t *testing.T) {
 	}
 	if _, _, err := FileContext(t.Context(), dir); !errors.Is(err, limits.ErrNotRegular) || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("directory: err = %v", err)
+	}
+}
+
+// TestFileContextLarge: a file of several chunks and a bit hashes as its
+// bytes do.
+func TestFileContextLarge(t *testing.T) {
+	t.Parallel()
+	b := make([]byte, 5*chunk+5)
+	rand.Read(b)
+	p := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(b)
+	sum, n, err := FileContext(t.Context(), p)
+	if err != nil || n != int64(len(b)) || sum != hex.EncodeToString(want[:]) {
+		t.Fatalf("FileContext = %s %d %v, want %x %d", sum, n, err, want, len(b))
 	}
 }
 
