@@ -3,10 +3,11 @@ package attest
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 )
 
 // ProvenancePredicateType is the SLSA Provenance v1 predicate type.
@@ -83,7 +84,7 @@ func sourceDescriptor(src *Source) (ResourceDescriptor, error) {
 	return rd, nil
 }
 
-var gitCommitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+var gitCommitRE = lazyregexp.New(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // toolDescriptor is the resolved dependency of a toolchain binary.
 func toolDescriptor(t Tool) (ResourceDescriptor, error) {

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
-	"regexp"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 
 	intoto "github.com/in-toto/attestation/go/v1"
 )
@@ -206,8 +207,8 @@ type Run struct {
 }
 
 var (
-	hexSHA256    = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	prefixSHA256 = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	hexSHA256    = lazyregexp.New(`^[0-9a-f]{64}$`)
+	prefixSHA256 = lazyregexp.New(`^sha256:[0-9a-f]{64}$`)
 )
 
 // passingVerdicts are the step verdicts that count as passed.

@@ -3,9 +3,10 @@ package pipeline
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 )
 
 // Output types of a cuda-build step.
@@ -57,7 +58,7 @@ var flagsTakingValue = map[string]bool{
 	"-t": true, "--threads": true,
 }
 
-var archNameRE = regexp.MustCompile(`\b(?:sm|compute|lto)_([0-9]{2,3}[a-z]?)\b`)
+var archNameRE = lazyregexp.New(`\b(?:sm|compute|lto)_([0-9]{2,3}[a-z]?)\b`)
 
 // CheckCUDABuild returns every problem of the cuda-build step p.Steps[i]:
 // pinned targets that are missing or do not parse, no sources, sources

@@ -3,9 +3,10 @@ package pipeline
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
+
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 )
 
 // Architectures lists the real CUDA SASS targets a pipeline may pin.
@@ -29,8 +30,8 @@ type Target struct {
 }
 
 var (
-	targetRE = regexp.MustCompile(`^sm_([0-9]{2,3})([af]?)$`)
-	codeRE   = regexp.MustCompile(`^(sm|compute)_([0-9]{2,3})([af]?)$`)
+	targetRE = lazyregexp.New(`^sm_([0-9]{2,3})([af]?)$`)
+	codeRE   = lazyregexp.New(`^(sm|compute)_([0-9]{2,3})([af]?)$`)
 )
 
 // ParseTarget parses a pinned target written as sm_XY (or sm_XYa, sm_XYf).

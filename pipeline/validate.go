@@ -3,11 +3,11 @@ package pipeline
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
@@ -16,10 +16,10 @@ import (
 const MaxStepID = 64
 
 var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
-	stepIDRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
-	driverRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+){0,2}$`)
-	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nameRE   = lazyregexp.New(`^[a-z0-9][a-z0-9._-]*$`)
+	stepIDRE = lazyregexp.New(`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
+	driverRE = lazyregexp.New(`^[0-9]+(\.[0-9]+){0,2}$`)
+	envKeyRE = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 var runners = []string{"host", "docker", "bwrap"}
@@ -372,7 +372,7 @@ func validateBenchmark(v *validator, i int, s *Step) {
 }
 
 // sha256Ref is a reference pinned by digest.
-var sha256Ref = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
+var sha256Ref = lazyregexp.New(`@sha256:[0-9a-f]{64}$`)
 
 // referenceRelease checks a benchmark reference's release, key and
 // policy; rp is the reference's field path.

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 	"unicode"
@@ -20,6 +19,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 )
 
 // File is one released file.
@@ -43,7 +43,7 @@ type Release struct {
 	digest v1.Hash
 }
 
-var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var hexSHA256 = lazyregexp.New(`^[0-9a-f]{64}$`)
 
 // NewRelease builds the release of files: one layer per file, ordered by
 // name, each with its title; the empty config; no annotation that

@@ -3,11 +3,12 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 )
 
 // Coverage is what a policy asks of all the bundles verified together,
@@ -117,7 +118,7 @@ func (n *named) add(s string) {
 	}
 }
 
-var coverageTarget = regexp.MustCompile(`^sm_([0-9]{2,3})([af]?)$`)
+var coverageTarget = lazyregexp.New(`^sm_([0-9]{2,3})([af]?)$`)
 
 // ReadCoverageFacts reads in's predicate for coverage. With
 // allowSimulated a simulated GPU counts, whatever backend ran. A

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"regexp"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -56,9 +56,9 @@ var DrivenTools = []string{"cicc", "ptxas", "fatbinary"}
 const findTools = `for t in cicc ptxas fatbinary; do p=""; if [ "$t" = cicc ] && [ -n "$CICC_PATH" ] && [ -x "$CICC_PATH/cicc" ]; then p="$CICC_PATH/cicc"; else p=$(command -v "$t") || p=""; fi; if [ -n "$p" ]; then printf '%s %s\n' "$t" "$p"; fi; done`
 
 var (
-	releaseRE = regexp.MustCompile(`release ([0-9]+\.[0-9]+)`)
-	dryVarRE  = regexp.MustCompile(`(?m)^#\$ ([A-Za-z_]+)=(.*)$`)
-	dryCmdRE  = regexp.MustCompile(`(?m)^#\$ "?([^" =]+)"? `)
+	releaseRE = lazyregexp.New(`release ([0-9]+\.[0-9]+)`)
+	dryVarRE  = lazyregexp.New(`(?m)^#\$ ([A-Za-z_]+)=(.*)$`)
+	dryCmdRE  = lazyregexp.New(`(?m)^#\$ "?([^" =]+)"? `)
 )
 
 var hostCompilers = map[string]bool{"gcc": true, "g++": true, "cc": true, "c++": true, "clang": true, "clang++": true, "icpx": true, "nvc++": true}

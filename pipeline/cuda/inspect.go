@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
@@ -64,12 +64,12 @@ func (in *Inspection) CubinDigests() map[string]string {
 }
 
 var (
-	listELFRE = regexp.MustCompile(`(?m)^ELF file\s+[0-9]+:\s+(\S+)\s*$`)
-	listPTXRE = regexp.MustCompile(`(?m)^PTX file\s+[0-9]+:\s+(\S+)\s*$`)
-	nameArch  = regexp.MustCompile(`\.(sm|compute)_([0-9]{2,3}[a-z]?)\.(?:cubin|ptx)$`)
-	ptxTarget = regexp.MustCompile(`(?m)^\s*\.target\s+sm_([0-9]{2,3}[a-z]?)`)
+	listELFRE = lazyregexp.New(`(?m)^ELF file\s+[0-9]+:\s+(\S+)\s*$`)
+	listPTXRE = lazyregexp.New(`(?m)^PTX file\s+[0-9]+:\s+(\S+)\s*$`)
+	nameArch  = lazyregexp.New(`\.(sm|compute)_([0-9]{2,3}[a-z]?)\.(?:cubin|ptx)$`)
+	ptxTarget = lazyregexp.New(`(?m)^\s*\.target\s+sm_([0-9]{2,3}[a-z]?)`)
 	// extractedRE is a cubin cuobjdump --extract-elf wrote.
-	extractedRE = regexp.MustCompile(`(?m)^Extracting ELF file\s+[0-9]+:\s+(\S+)\s*$`)
+	extractedRE = lazyregexp.New(`(?m)^Extracting ELF file\s+[0-9]+:\s+(\S+)\s*$`)
 )
 
 // Inspect lists the SASS and PTX architectures embedded in path (a fatbin,

@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/internal/limits"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
+	"github.com/gpuattest/gpuattest/internal/limits"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/jsonpos"
@@ -126,7 +127,7 @@ func ReadLock(path string) (*Lock, error) {
 	return ParseLock(b, path)
 }
 
-var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+var digestRE = lazyregexp.New(`^sha256:[a-f0-9]{64}$`)
 
 // ParseLock decodes and validates a lock document; filename names it in
 // errors. Every problem is reported at once, with its line:col (syntax) or

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
@@ -139,7 +139,7 @@ func (precTicks) Ticks(lo, hi float64) []plot.Tick {
 }
 
 // svgHeader is what vgsvg writes before the root element's attributes.
-var svgHeader = regexp.MustCompile(`(?s)^.*?<svg width="[^"]*" height="[^"]*"`)
+var svgHeader = lazyregexp.New(`(?s)^.*?<svg width="[^"]*" height="[^"]*"`)
 
 // svg renders c as an SVG element to inline in HTML: no XML prologue, its
 // size in CSS pixels, the font with fallbacks. Text in it is escaped by

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/internal/envlist"
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 )
 
@@ -213,7 +213,7 @@ type gpuBinds struct {
 	sys bool
 }
 
-var driverLib = regexp.MustCompile(`^(libcuda\.so|libnvidia-[A-Za-z0-9_.-]+\.so|libnvcuvid\.so|libdxcore\.so)`)
+var driverLib = lazyregexp.New(`^(libcuda\.so|libnvidia-[A-Za-z0-9_.-]+\.so|libnvcuvid\.so|libdxcore\.so)`)
 
 // gpuDeviceNodes lists the GPU device nodes under dev, sorted: every
 // nvidia* node (nvidia0..N, nvidiactl, nvidia-modeset, the unified

@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 )
 
 // Info is what a run records about its source tree.
@@ -56,7 +57,7 @@ const Timeout = 30 * time.Second
 // maxOutput bounds what Detect reads from one git command.
 const maxOutput = 4 << 20
 
-var commitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+var commitRE = lazyregexp.New(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // Detect describes the git work tree that holds dir, with the git
 // command line tool: HEAD's commit, the remote's URL and whether the tree
@@ -152,7 +153,7 @@ func remoteURI(ctx context.Context, top string) (string, error) {
 	return NormalizeURL(strings.TrimSpace(string(u)), top), nil
 }
 
-var scpLike = regexp.MustCompile(`^(?:[^@/]+@)?([^:/]+):(.+)$`)
+var scpLike = lazyregexp.New(`^(?:[^@/]+@)?([^:/]+):(.+)$`)
 
 // NormalizeURL turns a git remote URL into a URI for attestations:
 // https://u:p@host/r.git becomes git+https://host/r.git (no credentials),

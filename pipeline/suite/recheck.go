@@ -5,12 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/internal/limits"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
+	"github.com/gpuattest/gpuattest/internal/limits"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -114,7 +115,7 @@ func recheckTest(s *step.Context, files []recordedFile, exitCode *int) error {
 
 // invocationName is the name of an invocation's results copy in a
 // benchmark's step directory (see copyName).
-var invocationName = regexp.MustCompile(`^(?:(candidate|reference)-(\d+)|results(?:-seed(\d+))?)\.[A-Za-z0-9]+$`)
+var invocationName = lazyregexp.New(`^(?:(candidate|reference)-(\d+)|results(?:-seed(\d+))?)\.[A-Za-z0-9]+$`)
 
 func recheckBenchmark(s *step.Context, files []recordedFile) error {
 	st := s.Step
