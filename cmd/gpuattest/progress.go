@@ -184,7 +184,11 @@ func (pr *progress) status(l *live) string {
 		if d > 0 {
 			fmt.Fprintf(&b, "/%s", shortDuration(d))
 		}
-		fmt.Fprintf(&b, ", %d iterations, %d errors", last.Iterations, last.Errors)
+		// Counts come as invocations finish: a sustained burn-in is one
+		// invocation, so "0 iterations" would misreport its rounds.
+		if last.Iterations > 0 || last.Errors > 0 {
+			fmt.Fprintf(&b, ", %d iterations, %d errors", last.Iterations, last.Errors)
+		}
 		if rem := d - el; d > 0 && rem > 0 {
 			fmt.Fprintf(&b, ", %s left", shortDuration(rem))
 		}

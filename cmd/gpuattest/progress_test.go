@@ -153,6 +153,25 @@ func TestHeartbeatOffTerminal(t *testing.T) {
 	}
 }
 
+// TestBurninStatusBeforeCounts: before its first invocation reports (a
+// sustained burn-in's one invocation runs the whole duration) a burn-in's
+// line claims no count; after, it has them.
+func TestBurninStatusBeforeCounts(t *testing.T) {
+	p := &pipeline.Pipeline{Steps: []pipeline.Step{{ID: "burnin", Kind: pipeline.KindBurnin, Duration: pipeline.MustDuration("30s")}}}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	off := false
+	pr := newProgress(io.Discard, p, progressOptions{tty: &off, now: func() time.Time { return start.Add(8 * time.Second) }})
+	defer pr.Close()
+	l := &live{id: "burnin", kind: pipeline.KindBurnin, start: start}
+	if got := pr.status(l); got != "8s/30s, 22s left" {
+		t.Errorf("before any count: %q", got)
+	}
+	l.last.Iterations = 3
+	if got := pr.status(l); got != "8s/30s, 3 iterations, 0 errors, 22s left" {
+		t.Errorf("after 3 iterations: %q", got)
+	}
+}
+
 func TestShortDuration(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		45 * time.Second:                "45s",
