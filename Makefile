@@ -25,8 +25,9 @@ BIN      := bin/gpuattest
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-# go-nvml's header marks many calls deprecated; keep cgo quiet.
-export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+# go-nvml's header marks many calls deprecated; keep cgo quiet, also when
+# the environment sets its own CGO_CFLAGS (they are kept, the flag added).
+export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g) -Wno-deprecated-declarations
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
 .PHONY: all deps test-deps build test demo demo-publish gpu-check gpu-check-bundle generate bench clean
