@@ -46,61 +46,67 @@ func (p *Predicate) Bool(key string) bool {
 
 // treeReader reads typed fields out of a decoded tree by exact key and
 // keeps the first type error, named by its field path. A missing field or
-// JSON null reads as the zero value.
+// JSON null reads as the zero value. A path is a format (pathf) and the
+// indexes it takes, formatted only for an error: a large predicate's
+// fields are read without building a string for each.
 type treeReader struct {
 	err error
 }
 
-func (r *treeReader) fail(path, want string) {
+func (r *treeReader) fail(want, pathf string, idx []int) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%s: expected %s", path, want)
+		args := make([]any, len(idx))
+		for i, n := range idx {
+			args[i] = n
+		}
+		r.err = fmt.Errorf("%s: expected %s", fmt.Sprintf(pathf, args...), want)
 	}
 }
 
-func (r *treeReader) str(m map[string]any, key, path string) string {
-	switch v := m[key].(type) {
+func (r *treeReader) str(v any, pathf string, idx ...int) string {
+	switch v := v.(type) {
 	case nil:
 		return ""
 	case string:
 		return v
 	default:
-		r.fail(path, "a string")
+		r.fail("a string", pathf, idx)
 		return ""
 	}
 }
 
-func (r *treeReader) bool(m map[string]any, key, path string) bool {
-	switch v := m[key].(type) {
+func (r *treeReader) bool(v any, pathf string, idx ...int) bool {
+	switch v := v.(type) {
 	case nil:
 		return false
 	case bool:
 		return v
 	default:
-		r.fail(path, "true or false")
+		r.fail("true or false", pathf, idx)
 		return false
 	}
 }
 
-func (r *treeReader) obj(v any, path string) (map[string]any, bool) {
+func (r *treeReader) obj(v any, pathf string, idx ...int) (map[string]any, bool) {
 	switch v := v.(type) {
 	case nil:
 		return nil, false
 	case map[string]any:
 		return v, true
 	default:
-		r.fail(path, "an object")
+		r.fail("an object", pathf, idx)
 		return nil, false
 	}
 }
 
-func (r *treeReader) arr(m map[string]any, key, path string) []any {
-	switch v := m[key].(type) {
+func (r *treeReader) arr(v any, pathf string, idx ...int) []any {
+	switch v := v.(type) {
 	case nil:
 		return nil
 	case []any:
 		return v
 	default:
-		r.fail(path, "an array")
+		r.fail("an array", pathf, idx)
 		return nil
 	}
 }
@@ -108,34 +114,33 @@ func (r *treeReader) arr(m map[string]any, key, path string) []any {
 // coverageOf reads the part of a gpu-validation predicate coverage needs.
 func coverageOf(t map[string]any) (covPredicate, error) {
 	var r treeReader
-	p := covPredicate{Result: r.str(t, "result", "result")}
+	p := covPredicate{Result: r.str(t["result"], "result")}
 	if b, ok := r.obj(t["build"], "build"); ok {
 		p.Build = &covBuild{}
-		for i, x := range r.arr(b, "targets", "build.targets") {
-			path := fmt.Sprintf("build.targets[%d]", i)
+		for i, x := range r.arr(b["targets"], "build.targets") {
 			if s, ok := x.(string); ok {
 				p.Build.Targets = append(p.Build.Targets, s)
 			} else if x != nil {
-				r.fail(path, "a string")
+				r.fail("a string", "build.targets[%d]", []int{i})
 			}
 		}
 	}
-	for i, x := range r.arr(t, "steps", "steps") {
-		path := fmt.Sprintf("steps[%d]", i)
-		s, ok := r.obj(x, path)
+	for i, x := range r.arr(t["steps"], "steps") {
+		s, ok := r.obj(x, "steps[%d]", i)
 		if !ok {
 			continue
 		}
-		st := covStep{ID: r.str(s, "id", path+".id"), Kind: r.str(s, "kind", path+".kind"),
-			Verdict: r.str(s, "verdict", path+".verdict"), Backend: r.str(s, "backend", path+".backend")}
-		for j, y := range r.arr(s, "devices", path+".devices") {
-			dpath := fmt.Sprintf("%s.devices[%d]", path, j)
-			d, ok := r.obj(y, dpath)
+		st := covStep{ID: r.str(s["id"], "steps[%d].id", i), Kind: r.str(s["kind"], "steps[%d].kind", i),
+			Verdict: r.str(s["verdict"], "steps[%d].verdict", i), Backend: r.str(s["backend"], "steps[%d].backend", i)}
+		for j, y := range r.arr(s["devices"], "steps[%d].devices", i) {
+			d, ok := r.obj(y, "steps[%d].devices[%d]", i, j)
 			if !ok {
 				continue
 			}
-			st.Devices = append(st.Devices, covDevice{UUID: r.str(d, "uuid", dpath+".uuid"), Name: r.str(d, "name", dpath+".name"),
-				ComputeCapability: r.str(d, "compute_capability", dpath+".compute_capability"), Simulated: r.bool(d, "simulated", dpath+".simulated")})
+			st.Devices = append(st.Devices, covDevice{UUID: r.str(d["uuid"], "steps[%d].devices[%d].uuid", i, j),
+				Name:              r.str(d["name"], "steps[%d].devices[%d].name", i, j),
+				ComputeCapability: r.str(d["compute_capability"], "steps[%d].devices[%d].compute_capability", i, j),
+				Simulated:         r.bool(d["simulated"], "steps[%d].devices[%d].simulated", i, j)})
 		}
 		p.Steps = append(p.Steps, st)
 		if r.err != nil {
