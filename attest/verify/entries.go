@@ -45,7 +45,11 @@ func DigestFiles(ctx context.Context, paths []string) ([]Artifact, error) {
 	errs := make([]error, len(paths))
 	var next atomic.Int64
 	work := func() {
-		for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(paths) {
+				return
+			}
 			if arts[i], errs[i] = DigestFile(ctx, paths[i]); errs[i] != nil {
 				cancel()
 			}

@@ -218,12 +218,12 @@ func opensScalar(prev byte) bool {
 // legitimate input still completes, with more garbage collection.
 const SoftMemory = 192 << 20
 
-// GCPercent is the collector's pacing (GOGC) of a gpuattest process. A
-// command is short-lived and its heap small, so collecting at every
-// doubling of a heap of a few MB (GOGC=100 starts at a 4 MB goal) is
-// waste: one collection in package init and policy compilation cost
-// about 2 ms of a 17 ms verify. Large heaps are still bounded by
-// SoftMemory.
+// GCPercent is the collector's pacing (GOGC) of a gpuattest process, set
+// once main runs. A command is short-lived and its heap small, so
+// collecting at every doubling of a heap of a few MB (GOGC=100 starts at
+// a 4 MB goal) is waste: with GOGC=100 a single verify collects once
+// (GODEBUG=gctrace=1), with GCPercent not at all. Large heaps are still
+// bounded by SoftMemory.
 const GCPercent = 200
 
 // SetSoftMemoryLimit sets SoftMemory as the process's memory limit unless
