@@ -132,6 +132,12 @@ type BundleResult struct {
 	Subjects []attest.Subject `json:"subjects,omitempty"`
 	// Result is the validation predicate's top-level result, if any.
 	Result string `json:"result,omitempty"`
+	// Judged is true when the verification's criteria were applied to
+	// this bundle: it is a verified bundle of the predicate type and, when
+	// artifacts were given, it names one of them as a subject (the policy,
+	// when there is one, was evaluated over it). Only judged bundles'
+	// subjects enter a VSA.
+	Judged bool `json:"judged,omitempty"`
 
 	statement *attest.Statement
 	// Read from the predicate by readPredicates.

@@ -97,7 +97,8 @@ func (v *Verifier) readPredicates(ctx context.Context, r *Report, covering map[*
 			continue
 		}
 		typed := b.PredicateType == v.opts.predicateType
-		rules := v.program != nil && typed && (len(artifacts) == 0 || covering[b])
+		b.Judged = typed && (len(artifacts) == 0 || covering[b])
+		rules := v.program != nil && b.Judged
 		validation := b.PredicateType == attest.ValidationPredicateType
 		if !validation && !(typed && (rules || cov || v.opts.allowSimulated)) {
 			continue

@@ -11,9 +11,13 @@ import (
 )
 
 // VSA is the SLSA Verification Summary Attestation statement of a
-// verification: the subjects of the verified bundles of the report's
-// predicate type, the policy as given, every bundle read as an input
-// attestation (by the sha256 of its JSON), and PASSED or FAILED. The
+// verification: the subjects of the bundles the criteria were applied to
+// (BundleResult.Judged: verified, of the report's predicate type and,
+// when artifacts were given, naming one of them), the policy as given,
+// those bundles as input attestations (by the sha256 of their JSON), and
+// PASSED or FAILED. A bundle that was read but not judged (another
+// predicate type, or covering none of the given artifacts) adds nothing:
+// the VSA vouches only for what the policy saw. The
 // resource is the source the predicates record (git+URI@commit), else
 // the release manifest, else the first subject. entries are the ones the
 // report was made from, in order.
@@ -34,19 +38,19 @@ func VSA(r *Report, entries []Entry, policy attest.VSAPolicy, version string) (*
 	var subjects []attest.Subject
 	for i := range r.Bundles {
 		b := &r.Bundles[i]
-		sum := sha256.Sum256(entries[i].Data)
-		v.InputAttestations = append(v.InputAttestations, attest.ResourceDescriptor{URI: entries[i].Source, Digest: map[string]string{"sha256": hex.EncodeToString(sum[:])}})
 		st := b.Statement()
-		if st == nil || st.PredicateType != r.PredicateType {
+		if !b.Judged || st == nil || st.PredicateType != r.PredicateType {
 			continue
 		}
+		sum := sha256.Sum256(entries[i].Data)
+		v.InputAttestations = append(v.InputAttestations, attest.ResourceDescriptor{URI: entries[i].Source, Digest: map[string]string{"sha256": hex.EncodeToString(sum[:])}})
 		subjects = append(subjects, st.Subject...)
 		if v.ResourceURI == "" {
 			v.ResourceURI = sourceURI(st)
 		}
 	}
 	if v.ResourceURI == "" {
-		v.ResourceURI = subjectURI(subjects)
+		v.ResourceURI = SubjectURI(subjects)
 	}
 	return attest.VSAStatement(subjects, v)
 }
@@ -81,8 +85,10 @@ func SourceURI(src *attest.Source) string {
 	return src.URI + "@" + src.Commit
 }
 
-// subjectURI names the release manifest subject, else the first subject.
-func subjectURI(subjects []attest.Subject) string {
+// SubjectURI names the release manifest subject
+// (oci:release-manifest@sha256:HEX), else the first subject
+// (NAME@sha256:HEX), or "" when there is none.
+func SubjectURI(subjects []attest.Subject) string {
 	for _, s := range subjects {
 		if s.Name == "oci:release-manifest" {
 			return "oci:release-manifest@sha256:" + s.Digest["sha256"]

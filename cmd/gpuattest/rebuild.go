@@ -96,7 +96,11 @@ func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 		printVerifyChecks(w, vr, code)
 		return silentExit(code)
 	}
-	prov := provenanceOf(vr)
+	pi, err := provenanceOf(vr)
+	if err != nil {
+		return withCode(exitFailed, err)
+	}
+	prov := vr.Bundles[pi].Statement()
 	warn := func(s string) { fmt.Fprintln(c.ErrOrStderr(), "warning: "+textsafe.Line(s)) }
 	originals := map[string]string{}
 	for i, a := range in.arts {
@@ -115,7 +119,7 @@ func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 		out.ExitCode = exitDiffer
 	}
 	if signer != nil {
-		if out.VSA, err = f.signVSA(c, signer, rep, vr, in.entries); err != nil {
+		if out.VSA, err = f.signVSA(c, signer, rep, vr, in.entries[pi]); err != nil {
 			return withCode(exitFailed, err)
 		}
 	}
@@ -132,24 +136,41 @@ func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 	return nil
 }
 
-// provenanceOf is the first verified SLSA provenance statement.
-func provenanceOf(vr *verify.Report) *attest.Statement {
+// provenanceOf is the index in vr.Bundles of the one SLSA provenance
+// the verification judged (verified and, when artifacts were given,
+// naming one of them). Several are refused: rebuild rebuilds one
+// provenance, and a VSA must never name the subjects of another that
+// was not rebuilt.
+func provenanceOf(vr *verify.Report) (int, error) {
+	var found []int
 	for i := range vr.Bundles {
-		if st := vr.Bundles[i].Statement(); st != nil && st.PredicateType == attest.ProvenancePredicateType {
-			return st
+		b := &vr.Bundles[i]
+		if st := b.Statement(); b.Judged && st != nil && st.PredicateType == attest.ProvenancePredicateType {
+			found = append(found, i)
 		}
 	}
-	return nil
+	switch len(found) {
+	case 0:
+		return 0, errors.New("no verified SLSA provenance to rebuild")
+	case 1:
+		return found[0], nil
+	}
+	var srcs []string
+	for _, i := range found {
+		srcs = append(srcs, vr.Bundles[i].Source)
+	}
+	return 0, fmt.Errorf("the bundles hold %d verified SLSA provenance statements (%s): rebuild rebuilds exactly one, so that its outcome and VSA name only what was rebuilt\nhint: give ARTIFACT arguments that only one provenance names, or a bundle file holding one provenance", len(found), strings.Join(srcs, ", "))
 }
 
-// signVSA signs the rebuild's VSA and writes its bundle; it returns the
-// file written.
-func (f *rebuildFlags) signVSA(c *cobra.Command, signer *sign.Signer, rep *rebuild.Report, vr *verify.Report, entries []verify.Entry) (string, error) {
+// signVSA signs the rebuild's VSA (about the artifacts of the provenance
+// prov, which it rebuilt) and writes its bundle; it returns the file
+// written.
+func (f *rebuildFlags) signVSA(c *cobra.Command, signer *sign.Signer, rep *rebuild.Report, vr *verify.Report, prov verify.Entry) (string, error) {
 	pol, err := f.vsaPolicy("https://gpuattest.dev/policy/rebuild/v1")
 	if err != nil {
 		return "", err
 	}
-	st, err := rebuild.VSA(rep, vr, entries, pol, buildVersion().Version)
+	st, err := rebuild.VSA(rep, prov, vr.VerifiedAt, pol, buildVersion().Version)
 	if err != nil {
 		return "", err
 	}

@@ -305,3 +305,99 @@ func provenanceIn(t *testing.T, file string) *attest.Provenance {
 	t.Fatalf("%s holds no provenance", file)
 	return nil
 }
+
+// TestRebuildTwoProvenances: a bundle file holding two provenances signed
+// by the same key is refused, naming both, before anything is built; with
+// an ARTIFACT that only one of them names, that one is rebuilt and its
+// VSA names its subjects alone, never the other provenance's (issue 21,
+// item 1). The VSA names the source as the checkout's remote, not as the
+// provenance claims it (item 6).
+func TestRebuildTwoProvenances(t *testing.T) {
+	t.Parallel()
+	testenv.RequireTool(t, "git")
+	testenv.RequireTool(t, "nvcc")
+	src := t.TempDir()
+	pipe := func(name, cu string) string {
+		return "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: " + name + "\ntargets: [sm_80]\nsteps:\n  - id: kernels\n    kind: cuda-build\n    sources: [" + cu + "]\n    reproducible: off\n"
+	}
+	files := map[string]string{
+		"a.cu":       "__global__ void a(float *x) { x[threadIdx.x] += 1.0f; }\n",
+		"b.cu":       "__global__ void b(float *x) { x[threadIdx.x] *= 2.0f; }\n",
+		"a.yaml":     pipe("a", "a.cu"),
+		"b.yaml":     pipe("b", "b.cu"),
+		".gitignore": "build/\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitCmd(t, src, "init", "-q")
+	gitCmd(t, src, "add", "-A")
+	gitCmd(t, src, "commit", "-q", "-m", "two kernels")
+	gitCmd(t, src, "remote", "add", "origin", "https://example.com/claimed/upstream.git")
+	clone := filepath.Join(t.TempDir(), "clone")
+	gitCmd(t, filepath.Dir(clone), "clone", "-q", src, clone)
+	keys, err := sign.GenerateKeyPair(filepath.Join(t.TempDir(), "release"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	var fatbins []string
+	for _, name := range []string{"a", "b"} {
+		runDir := filepath.Join(t.TempDir(), "run-"+name)
+		if code, out, errOut := cli(t, "run", filepath.Join(src, name+".yaml"), "--out", runDir, "--key", keys.Private, "-q", "--no-cache"); code != 0 {
+			t.Fatalf("run %s: exit %d\n%s%s", name, code, out, errOut)
+		}
+		b, err := os.ReadFile(filepath.Join(runDir, "attestations.intoto.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+		fatbins = append(fatbins, filepath.Join(runDir, "steps", "kernels", "outputs", "build", name+".fatbin"))
+	}
+	bundles := filepath.Join(t.TempDir(), "both.jsonl")
+	if err := os.WriteFile(bundles, all, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rb := filepath.Join(t.TempDir(), "refused")
+	code, out, errOut := cli(t, "rebuild", "--bundle", bundles, "--key", keys.Public, "--source", clone, "--out", rb, "--sign-key", keys.Private)
+	if code != exitFailed || !strings.Contains(errOut, "2 verified SLSA provenance statements") {
+		t.Fatalf("rebuild of two provenances: exit %d, want %d and both named\n%s%s", code, exitFailed, out, errOut)
+	}
+	if _, err := os.Stat(rb); err == nil {
+		t.Errorf("the refused rebuild made %s", rb)
+	}
+
+	vsa := filepath.Join(t.TempDir(), "vsa.json")
+	code, out, errOut = cli(t, "rebuild", "--bundle", bundles, "--key", keys.Public, "--source", clone, "--out", filepath.Join(t.TempDir(), "rb"),
+		"--sign-key", keys.Private, "--vsa-out", vsa, fatbins[0])
+	if code != 0 || !strings.Contains(out, "Rebuilt OK") {
+		t.Fatalf("rebuild of the provenance naming a.fatbin: exit %d\n%s%s", code, out, errOut)
+	}
+	vb, err := os.ReadFile(vsa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sign.UnverifiedStatement(vb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range st.Subject {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, ","); got != "build/a.fatbin,oci:release-manifest" {
+		t.Errorf("VSA subjects = %s, want a's artifacts only", got)
+	}
+	var pred attest.VSA
+	if err := json.Unmarshal(st.Predicate, &pred); err != nil || pred.VerificationResult != attest.VSAPassed || len(pred.InputAttestations) != 1 {
+		t.Fatalf("VSA: %v %s", err, st.Predicate)
+	}
+	// The clone's origin is the local source directory, not the URL the
+	// provenance recorded.
+	if strings.Contains(pred.ResourceURI, "example.com") || !strings.HasPrefix(pred.ResourceURI, "git+file://") {
+		t.Errorf("VSA resourceUri = %s, want the checkout's own remote", pred.ResourceURI)
+	}
+	cosignVSA(t, keys.Public, vsa, fatbins[0])
+}

@@ -1,6 +1,7 @@
 package rebuild
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,7 +57,9 @@ type Artifact struct {
 type Report struct {
 	// Match is true when every subject was rebuilt bit for bit.
 	Match bool `json:"match"`
-	// Source is the verified source the rebuild ran from.
+	// Source is the source the rebuild ran from, as checked: the
+	// checkout's remote URI and the commit it is at (equal to the
+	// provenance's).
 	Source attest.Source `json:"source"`
 	// Pipeline is the pipeline the build steps came from.
 	Pipeline attest.PipelineParam `json:"pipeline"`
@@ -133,7 +136,14 @@ func Run(ctx context.Context, prov *attest.Statement, sourceDir string, opts ...
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Source: *ext.Source, Pipeline: ext.Pipeline}
+	// The report (and a VSA made from it) names the source as this
+	// rebuild checked it out: the checkout's own remote and commit. The
+	// provenance's URI was never checked (only its commit is), so it is
+	// named in a note when it differs, never vouched for.
+	rep := &Report{Source: attest.Source{URI: info.URI, Commit: info.Commit, Dirty: info.Dirty}, Pipeline: ext.Pipeline}
+	if ext.Source.URI != "" && ext.Source.URI != info.URI {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the provenance names the source %s; this checkout's remote is %s: the rebuild checked the commit, not where it came from, and reports the checkout's", ext.Source.URI, cmp.Or(info.URI, "none")))
+	}
 	if rep.Dir, err = outDir(o.out); err != nil {
 		return nil, err
 	}
@@ -141,7 +151,7 @@ func Run(ctx context.Context, prov *attest.Statement, sourceDir string, opts ...
 	if err != nil {
 		return rep, err
 	}
-	rep.Steps, rep.Notes = first.steps, first.notes
+	rep.Steps, rep.Notes = first.steps, append(rep.Notes, first.notes...)
 	rep.compare(prov.Subject, first)
 	if rep.Match {
 		return rep, nil
