@@ -110,8 +110,10 @@ type CubinDigest struct {
 // artifact (a statement subject), a result file, a byproduct or a source.
 type FileDigest struct {
 	// Path is the file's path, slash-separated and relative to the run's
-	// work dir (artifacts, sources) or run directory (results, logs); an
-	// artifact's path becomes its subject name.
+	// work dir (artifacts, sources, headers read) or run directory
+	// (results, logs); absolute for a file of the build machine that a
+	// host build read (kind "host-read"). An artifact's path becomes its
+	// subject name.
 	Path string `json:"path"`
 	// SHA256 is the hex sha256 of the file.
 	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`

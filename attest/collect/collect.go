@@ -149,8 +149,24 @@ func (c *collector) step(s *pipeline.Step) error {
 		c.run.Results = append(c.run.Results, attest.FileDigest{Path: c.file(s, f), SHA256: f.SHA256, Step: s.ID, Kind: f.Kind})
 	}
 	if s.Kind == pipeline.KindCUDABuild {
+		seen := map[string]bool{}
 		for _, f := range sr.Inputs {
+			seen[f.Path] = true
 			c.run.Sources = append(c.run.Sources, attest.FileDigest{Path: c.rel(s, f.Path), SHA256: f.SHA256, Step: s.ID, Kind: "source"})
+		}
+		// Every other file the compiler read, as nvcc listed it: headers
+		// in the tree by their path in it, files of this machine by
+		// absolute path. Files in the step's image are pinned by the
+		// image's digest, listed already.
+		for _, r := range sr.Reads {
+			if r.SHA256 == "" || seen[r.Path] {
+				continue
+			}
+			p, kind := c.rel(s, r.Path), "read"
+			if path.IsAbs(r.Path) {
+				p, kind = r.Path, "host-read"
+			}
+			c.run.Sources = append(c.run.Sources, attest.FileDigest{Path: p, SHA256: r.SHA256, Step: s.ID, Kind: kind})
 		}
 	}
 	for _, log := range []string{"stdout.log", "stderr.log"} {

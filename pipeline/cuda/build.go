@@ -118,7 +118,19 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		return out, err
 	}
 	det.Toolchain = b.fingerprint(ctx, s, env)
+	reads, err := b.reads(ctx, s, env, jobs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Without the list of files the build read, nothing can say
+		// what its artifacts were built from.
+		return &step.Outcome{Status: step.Failed, Reason: err.Error(), Details: det}, nil
+	}
 	out, err := b.inspectOutputs(ctx, s, env, jobs, targets, det)
+	if out != nil {
+		out.Reads = reads
+	}
 	if err != nil || out.Status == step.Failed || st.Reproducible != "check" {
 		return out, err
 	}

@@ -31,6 +31,12 @@ type Toolchain struct {
 	HostCompiler string `json:"host_compiler,omitempty"`
 	// HostCompilerVersion is the first line of its --version output.
 	HostCompilerVersion string `json:"host_compiler_version,omitempty"`
+	// HostCompilerPath is the file HostCompiler resolves to (symbolic
+	// links followed), where the runner runs it; empty for a -ccbin in
+	// the work dir, which the build's reads cover.
+	HostCompilerPath string `json:"host_compiler_path,omitempty"`
+	// HostCompilerSHA256 is the hex sha256 of HostCompilerPath.
+	HostCompilerSHA256 string `json:"host_compiler_sha256,omitempty"`
 	// Tools are the binaries nvcc drives (cicc, ptxas, fatbinary) as
 	// nvcc finds them, with their digests.
 	Tools []ToolFile `json:"tools,omitempty"`
@@ -101,7 +107,17 @@ func Fingerprint(ctx context.Context, r runner.Runner, opts ...Option) (*Toolcha
 	if m := releaseRE.FindStringSubmatch(out); m != nil {
 		tc.Release = m[1]
 	}
-	dry := append([]string{"nvcc", "--dryrun", "-fatbin", "-gencode", "arch=compute_80,code=sm_80"}, o.nvccFlags...)
+	// A -ccbin in the work dir is relative to the build's directory, not
+	// this one, and nvcc runs it even for --dryrun: it is left out here
+	// (the build's reads hash it), so the source's code never runs in a
+	// probe.
+	cc := ccbin(o.nvccFlags)
+	inTree := cc != "" && !path.IsAbs(cc) && strings.Contains(cc, "/")
+	flags := o.nvccFlags
+	if inTree {
+		flags = withoutCCBin(flags)
+	}
+	dry := append([]string{"nvcc", "--dryrun", "-fatbin", "-gencode", "arch=compute_80,code=sm_80"}, flags...)
 	dry = append(dry, "-o", "gpuattest-fingerprint.fatbin", "gpuattest-fingerprint.cu")
 	dout, derr, err := run(o.env, dry...)
 	if err != nil {
@@ -121,8 +137,31 @@ func Fingerprint(ctx context.Context, r runner.Runner, opts ...Option) (*Toolcha
 			break
 		}
 	}
+	// -ccbin naming a file, whatever its name, is the host compiler.
+	if cc != "" && !strings.HasSuffix(cc, "/") && (tc.HostCompiler == "" || !strings.HasPrefix(tc.HostCompiler, strings.TrimSuffix(cc, "/")+"/")) {
+		tc.HostCompiler = cc
+	}
 	if err := tc.digest(run, o.env, vars); err != nil {
 		return nil, err
+	}
+	if inTree {
+		// A compiler in the work dir: the source's own code, which is
+		// neither run here nor digested here (the build's reads hash
+		// it, from the work dir it is relative to).
+		return tc, nil
+	}
+	if tc.HostCompiler != "" {
+		env := o.env
+		if p := vars["PATH"]; p != "" {
+			env = setEnv(env, "PATH", p)
+		}
+		out, _, err := run(env, "sh", "-c", `p=$(command -v "$0") || exit 3; p=$(readlink -f "$p") || exit 3; sha256sum "$p"`, tc.HostCompiler)
+		if err != nil {
+			return nil, fmt.Errorf("digesting the host compiler %s: %w", tc.HostCompiler, err)
+		}
+		if f := strings.Fields(out); len(f) == 2 {
+			tc.HostCompilerSHA256, tc.HostCompilerPath = f[0], strings.TrimPrefix(f[1], "*")
+		}
 	}
 	if tc.HostCompiler != "" {
 		env := o.env
@@ -137,6 +176,24 @@ func Fingerprint(ctx context.Context, r runner.Runner, opts ...Option) (*Toolcha
 		tc.HostCompilerVersion, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
 	}
 	return tc, nil
+}
+
+// withoutCCBin returns flags less -ccbin / --compiler-bindir and their
+// values.
+func withoutCCBin(flags []string) []string {
+	var out []string
+	for i := 0; i < len(flags); i++ {
+		f := flags[i]
+		if f == "-ccbin" || f == "--compiler-bindir" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(f, "-ccbin=") || strings.HasPrefix(f, "--compiler-bindir=") {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // setEnv returns env with key set to val (replacing any earlier value).

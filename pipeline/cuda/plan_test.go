@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,5 +23,29 @@ func TestPlanPTXIsPortable(t *testing.T) {
 		"-gencode", "arch=compute_100,code=compute_100", "-o", "build/k.fatbin", "k.cu"}
 	if diff := cmp.Diff(want, jobs[0].Args); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
+
+func TestDepArgsAndParseDeps(t *testing.T) {
+	t.Parallel()
+	j := Job{Source: "k.cu", Args: []string{"nvcc", "-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-O3", "-o", "build/k.fatbin", "k.cu"}}
+	if got := strings.Join(DepArgs(j), " "); got != "nvcc -M -gencode arch=compute_80,code=sm_80 -O3 k.cu" {
+		t.Errorf("DepArgs = %s", got)
+	}
+	deps, err := ParseDeps([]byte("k.o : k.cu \\\n    /usr/include/a.h \\\n    inc/my\\ file.h dir/$$x.h k.cu\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(deps, "|"); got != "k.cu|/usr/include/a.h|inc/my file.h|dir/$x.h" {
+		t.Errorf("ParseDeps = %s", got)
+	}
+	if _, err := ParseDeps([]byte("no rule here\n")); err == nil {
+		t.Error("ParseDeps accepted a line with no rule")
+	}
+	if got := ccbin([]string{"-O3", "-ccbin", "./cc.sh"}); got != "./cc.sh" {
+		t.Errorf("ccbin = %q", got)
+	}
+	if got := strings.Join(withoutCCBin([]string{"-O3", "-ccbin", "./cc.sh", "--compiler-bindir=/x", "-g"}), " "); got != "-O3 -g" {
+		t.Errorf("withoutCCBin = %q", got)
 	}
 }

@@ -28,6 +28,9 @@ type manifest struct {
 	Results   []step.File     `json:"results,omitempty"`
 	ExitCode  *int            `json:"exit_code,omitempty"`
 	Details   json.RawMessage `json:"details,omitempty"`
+	// Reads are the files the cached run's tools read, with their
+	// digests: the entry restores only while each is unchanged.
+	Reads []step.Read `json:"reads,omitempty"`
 }
 
 // keyInput is everything that determines a build step's outputs.
@@ -41,17 +44,70 @@ type keyInput struct {
 	Runner  string            `json:"runner"`
 	Image   string            `json:"image"`
 	Inputs  []step.File       `json:"inputs"`
+	// Facts are what the executor adds to the key (step.KeyFacter): for
+	// cuda-build, the toolchain's and the host compiler's digests.
+	Facts json.RawMessage `json:"facts,omitempty"`
+}
+
+// maxReads caps the files a cache entry's reads may list, and so the
+// files a lookup hashes.
+const maxReads = 20000
+
+// checkReads reports the first of m's reads whose file is not as the
+// cached run read it (gone, or another digest), as a note; "" when all
+// are. Relative paths are read through the work tree (never outside
+// it); absolute ones on this machine, unless they lie in the step's
+// image, which the key's image digest pins.
+func checkReads(m *manifest, w *workTree) string {
+	if len(m.Reads) > maxReads {
+		return fmt.Sprintf("the entry lists %d files read, over %d", len(m.Reads), maxReads)
+	}
+	for _, r := range m.Reads {
+		if r.InImage {
+			continue
+		}
+		var sum string
+		var err error
+		if filepath.IsAbs(filepath.FromSlash(r.Path)) {
+			sum, _, err = digest.File(filepath.FromSlash(r.Path))
+		} else {
+			var e entry
+			if e, _, err = w.inspect(r.Path); err == nil {
+				var f step.File
+				if f, err = w.file(e); err == nil {
+					sum = f.SHA256
+				}
+			}
+		}
+		switch {
+		case err != nil:
+			return fmt.Sprintf("%s, read by the cached build, is gone: %v", r.Path, err)
+		case sum != r.SHA256:
+			return fmt.Sprintf("%s, read by the cached build, changed since", r.Path)
+		}
+	}
+	return ""
 }
 
 // cacheKey is sha256 of the normalized step spec, the digests of its
-// inputs (declared inputs, and sources for cuda-build), its image digest
-// and the gpuattest version.
-func (e *run) cacheKey(s *pipeline.Step, sc *step.Context, inputs []step.File) (string, []string, error) {
+// inputs (declared inputs, and sources for cuda-build), its image digest,
+// the executor's facts (the toolchain, for cuda-build) and the gpuattest
+// version. The files a build read beyond its declared inputs (headers)
+// are not in the key: the entry lists them (manifest.Reads) and a lookup
+// checks each.
+func (e *run) cacheKey(s *pipeline.Step, sc *step.Context, inputs []step.File, facts any) (string, []string, error) {
 	norm := *s
 	norm.ID, norm.Description, norm.Needs = "", "", nil
 	in := keyInput{
 		Version: e.o.version, Step: norm, Targets: e.p.Targets, Release: e.p.Release,
 		Env: e.p.Env, Workdir: s.Workdir, Runner: s.Runner, Image: sc.Image.String(), Inputs: inputs,
+	}
+	if facts != nil {
+		b, err := json.Marshal(facts)
+		if err != nil {
+			return "", nil, fmt.Errorf("encoding the cache key's facts: %w", err)
+		}
+		in.Facts = b
 	}
 	var notes []string
 	if len(s.Inputs)+len(s.Sources) == 0 {
@@ -241,7 +297,7 @@ func (c *cache) store(key string, w *workTree, files []step.File, sr *StepRecord
 		// with the output's own permission bits otherwise.
 		_ = os.Chmod(obj, f.ReadOnly())
 	}
-	m := manifest{Key: key, Outputs: files, Artifacts: sr.Artifacts, Results: sr.Results, ExitCode: sr.ExitCode, Details: sr.Details}
+	m := manifest{Key: key, Outputs: files, Artifacts: sr.Artifacts, Results: sr.Results, ExitCode: sr.ExitCode, Details: sr.Details, Reads: sr.Reads}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err

@@ -497,7 +497,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 	}
 	sr.Inputs = inputs
 
-	key, hit, err := e.fromCache(s, sc, w, sr)
+	key, hit, err := e.fromCache(ctx, exec, s, sc, w, sr)
 	if err != nil || hit {
 		return sr, err
 	}
@@ -599,11 +599,22 @@ func (e *run) pinImage(ctx context.Context, s *pipeline.Step, sc *step.Context, 
 // fromCache restores a cacheable step from the build cache. It returns
 // the cache key (empty when the step is not cached) and whether the step
 // was restored, in which case sr is final.
-func (e *run) fromCache(s *pipeline.Step, sc *step.Context, w *workTree, sr *StepRecord) (string, bool, error) {
+func (e *run) fromCache(ctx context.Context, exec step.Executor, s *pipeline.Step, sc *step.Context, w *workTree, sr *StepRecord) (string, bool, error) {
 	if e.cache == nil || !s.Cacheable() || (len(s.Outputs) == 0 && s.Kind != pipeline.KindCUDABuild) {
 		return "", false, nil
 	}
-	key, notes, err := e.cacheKey(s, sc, sr.Inputs)
+	var facts any
+	if kf, ok := exec.(step.KeyFacter); ok {
+		var err error
+		if facts, err = kf.CacheKeyFacts(ctx, sc); err != nil {
+			if ctx.Err() != nil {
+				return "", false, context.Cause(ctx)
+			}
+			sr.Notes = append(sr.Notes, "not cached: "+err.Error())
+			return "", false, nil
+		}
+	}
+	key, notes, err := e.cacheKey(s, sc, sr.Inputs, facts)
 	if err != nil {
 		return "", false, err
 	}
@@ -611,6 +622,16 @@ func (e *run) fromCache(s *pipeline.Step, sc *step.Context, w *workTree, sr *Ste
 	sr.Cache = "miss"
 	m, ok := e.cache.lookup(key)
 	if !ok {
+		return key, false, nil
+	}
+	// A build's entry must list what its compiler read: one without
+	// (written before reads were tracked) could hide a changed header.
+	if s.Kind == pipeline.KindCUDABuild && len(m.Reads) == 0 {
+		sr.Notes = append(sr.Notes, "cache entry lists no files the build read, running")
+		return key, false, nil
+	}
+	if why := checkReads(m, w); why != "" {
+		sr.Notes = append(sr.Notes, "cache entry stale, running: "+why)
 		return key, false, nil
 	}
 	if e.o.checkCache != nil {
@@ -628,7 +649,7 @@ func (e *run) fromCache(s *pipeline.Step, sc *step.Context, w *workTree, sr *Ste
 		return key, false, nil
 	}
 	sr.Cache, sr.State, sr.ExitCode = "hit", Passed, m.ExitCode
-	sr.Outputs, sr.Artifacts, sr.Results, sr.Details = files, m.Artifacts, m.Results, m.Details
+	sr.Outputs, sr.Artifacts, sr.Results, sr.Details, sr.Reads = files, m.Artifacts, m.Results, m.Details, m.Reads
 	sr.Notes = append(sr.Notes, "restored from the build cache")
 	return key, true, e.cache.linkOutputs(sc.StepDir, files)
 }
@@ -686,7 +707,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 	if out == nil {
 		return nil, fmt.Errorf("executor for %s returned no outcome", s.Kind)
 	}
-	sr.ExitCode, sr.Artifacts, sr.Results = out.ExitCode, out.Artifacts, out.Results
+	sr.ExitCode, sr.Artifacts, sr.Results, sr.Reads = out.ExitCode, out.Artifacts, out.Results, out.Reads
 	if out.Details != nil {
 		sr.Details = mustJSON(out.Details)
 	}

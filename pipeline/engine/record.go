@@ -95,7 +95,12 @@ type StepRecord struct {
 	Outputs            []step.File `json:"outputs,omitempty"`
 	Artifacts          []step.File `json:"artifacts,omitempty"`
 	Results            []step.File `json:"results,omitempty"`
-	Notes              []string    `json:"notes,omitempty"`
+	// Reads are the files the step's tools reported reading (nvcc's
+	// dependency output), with their digests: what its cache entry is
+	// checked against, and what the provenance lists as resolved
+	// dependencies.
+	Reads []step.Read `json:"reads,omitempty"`
+	Notes []string    `json:"notes,omitempty"`
 	// Details are the facts the step's executor reported, in its kind's
 	// type (cuda.BuildDetails, suite.TestDetails, ...); pipeline/rundir
 	// decodes them by kind.

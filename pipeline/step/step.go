@@ -111,6 +111,32 @@ type Outcome struct {
 	// DeviceUUID is the GPU the step's results say it ran on ("GPU-..."),
 	// when they name one: telemetry judges that GPU only.
 	DeviceUUID string
+	// Reads are the files the step's tools reported reading (nvcc's
+	// dependency output for a cuda-build step), hashed when the step
+	// ended. The build cache restores the step only while every one of
+	// them still has its digest.
+	Reads []Read
+}
+
+// Read is a file a step's tool read.
+type Read struct {
+	// Path is slash-separated and relative to Context.WorkDir for a file
+	// inside it; absolute for any other file.
+	Path string `json:"path"`
+	// SHA256 is the hex sha256 of the file's bytes as the step ended;
+	// empty for a file inside the step's container image, which the
+	// image's digest already pins.
+	SHA256 string `json:"sha256,omitempty"`
+	// InImage is true for an absolute path read inside the step's image.
+	InImage bool `json:"in_image,omitempty"`
+}
+
+// KeyFacter is implemented by executors whose outputs depend on facts
+// beyond the step's spec and declared inputs, such as the toolchain its
+// runner finds: the build cache key covers what CacheKeyFacts returns
+// (encoded as JSON). An error leaves the step uncached.
+type KeyFacter interface {
+	CacheKeyFacts(ctx context.Context, sc *Context) (any, error)
 }
 
 // File is a file the step produced, by path relative to the step's work
