@@ -3,7 +3,7 @@ package attest_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"strings"
 	"time"
 

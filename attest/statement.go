@@ -9,8 +9,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 
 	intoto "github.com/in-toto/attestation/go/v1"
 )

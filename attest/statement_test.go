@@ -3,7 +3,7 @@ package attest_test
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"strings"
 	"testing"
 

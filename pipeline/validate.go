@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 // MaxStepID is the longest step id: an id names the step's directory

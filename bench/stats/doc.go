@@ -3,7 +3,7 @@
 // and rare throttle outliers (a sample 1.2-2x slower). For each noise level
 // and sample size it prints the false-positive rate (SLOWER reported with
 // no true change) and the power (SLOWER reported for a true 5 % slowdown)
-// of the gate in pipeline/suite/stats and of a naive "mean slower by more
+// of the gate in pipeline/stats and of a naive "mean slower by more
 // than 3 %" gate.
 //
 //	go run ./bench/stats [-trials 2000] [-seed 1]

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 // largeCell is the cost of one comparison of n samples a side.

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 func main() {

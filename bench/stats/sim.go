@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 // noise describes one simulated timing distribution.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 // TestGoal checks the statistics benchmark's goal on fewer trials than

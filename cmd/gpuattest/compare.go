@@ -8,8 +8,8 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 	"github.com/spf13/cobra"
 )
 

@@ -22,15 +22,15 @@ var cmdMayImport = []string{
 	"attest/oci",
 	"attest/verify",
 	"pipeline",
-	"pipeline/cuda",     // inspect
-	"pipeline/gpu",      // device
-	"pipeline/hardware", // device
-	"pipeline/image",    // lock
-	"pipeline/rebuild",  // rebuild
-	"pipeline/report",   // report
-	"pipeline/run",      // run
-	"pipeline/suite",    // compare, baseline save
-	"pipeline/suite/stats",
+	"pipeline/cuda",    // inspect
+	"pipeline/gpu",     // device
+	"attest/hardware",  // device
+	"pipeline/image",   // lock
+	"pipeline/rebuild", // rebuild
+	"pipeline/report",  // report
+	"pipeline/run",     // run
+	"pipeline/suite",   // compare, baseline save
+	"pipeline/stats",
 }
 
 func TestCmdImports(t *testing.T) {

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"io"
 	"os"
 	"strconv"

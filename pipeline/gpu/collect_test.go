@@ -3,7 +3,7 @@ package gpu
 import (
 	"encoding/json"
 	"errors"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"os"
 	"path/filepath"
 	"strings"

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/envlist"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 )

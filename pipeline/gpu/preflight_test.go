@@ -1,7 +1,7 @@
 package gpu
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"strconv"
 	"strings"
 	"testing"

@@ -21,8 +21,8 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // Chart sizes, in points (the SVG's user units).

@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 // ErrNotVerified is returned by FromVerification when the verification

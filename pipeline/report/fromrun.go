@@ -14,8 +14,8 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // SimulatedWarning is the banner of a report whose hardware record is

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 //go:embed report.html.tmpl

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 // MarkdownOption configures WriteMarkdown.

@@ -4,12 +4,12 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // Report is what a report shows, gathered from a run directory (FromRun)

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
-	"github.com/gpuattest/gpuattest/attest/collect"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
@@ -24,6 +23,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/runfixture"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/internal/tinyimage"
+	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/suite"

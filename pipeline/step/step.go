@@ -6,7 +6,7 @@ package step
 import (
 	"context"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"io"
 	"log/slog"
 	"os"

@@ -16,8 +16,8 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/step"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // Benchmark executes benchmark steps. Without a reference it runs the

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 // Schemas of the JSON files this package writes besides results.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"io"
 	"log/slog"
 	"os"
@@ -15,8 +15,8 @@ import (
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/step"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // newContext builds a step context that runs st on the host runner in a

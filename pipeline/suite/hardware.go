@@ -2,7 +2,7 @@ package suite
 
 import (
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 )
 
 // Hardware identifies the machine a set of samples was taken on.

@@ -1,8 +1,8 @@
 package suite
 
 import (
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/step"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // progress reports a benchmark's samples so far, with inv (just read)

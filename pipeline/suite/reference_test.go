@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/step"
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
 )
 
 // refStep is a benchmark of the stand-in harness against itself: the

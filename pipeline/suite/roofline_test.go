@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 func TestLookupPeak(t *testing.T) {

@@ -3,7 +3,7 @@
 package attesttest
 
 import (
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"strings"
 	"time"
 

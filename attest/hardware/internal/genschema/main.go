@@ -3,8 +3,8 @@
 package main
 
 import (
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/schema"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 )
 
 func main() { schema.GenerateMain(hardware.RecordSchemaJSON) }

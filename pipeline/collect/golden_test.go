@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpuattest/gpuattest/attest"
-	"github.com/gpuattest/gpuattest/attest/collect"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
@@ -163,10 +163,10 @@ func checkGolden(t *testing.T, path string, got json.RawMessage) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v\nhint: go test ./attest/collect -run TestGoldenStatements -update", err)
+		t.Fatalf("%v\nhint: go test ./pipeline/collect -run TestGoldenStatements -update", err)
 	}
 	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
-		t.Errorf("%s (-want +got):\n%s\nhint: if the change is intended, go test ./attest/collect -run TestGoldenStatements -update", path, diff)
+		t.Errorf("%s (-want +got):\n%s\nhint: if the change is intended, go test ./pipeline/collect -run TestGoldenStatements -update", path, diff)
 	}
 }
 

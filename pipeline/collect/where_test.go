@@ -9,9 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpuattest/gpuattest/attest"
-	"github.com/gpuattest/gpuattest/attest/collect"
+	"github.com/gpuattest/gpuattest/attest/hardware"
+	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
-	"github.com/gpuattest/gpuattest/pipeline/hardware"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
 

@@ -10,7 +10,7 @@ import (
 
 func TestSchemaUpToDate(t *testing.T) {
 	t.Parallel()
-	schematest.CheckGenerated(t, "../../schemas/hardware.schema.json", RecordSchemaJSON, "./pipeline/hardware")
+	schematest.CheckGenerated(t, "../../schemas/hardware.schema.json", RecordSchemaJSON, "./attest/hardware")
 }
 
 func TestDecodeChecksDigest(t *testing.T) {

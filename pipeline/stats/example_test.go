@@ -3,7 +3,7 @@ package stats_test
 import (
 	"fmt"
 
-	"github.com/gpuattest/gpuattest/pipeline/suite/stats"
+	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 // A candidate 10 % slower than its baseline, 12 samples a side.

@@ -1,0 +1,130 @@
+package codecheck_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gpuattest/gpuattest"
+
+// topOrder is the one direction imports between top-level folders go:
+// a folder may import only the folders after it.
+var topOrder = []string{"cmd", "bench", "pipeline", "attest", "internal"}
+
+// pipelineFloors puts every package under pipeline/ on a floor: a
+// package imports only packages of lower floors. Leaves (statistics, the
+// git source, images) at 0; the spec and runners; the step contract and
+// GPU platform; the step kinds and the engine; the run directory; the
+// statements and reports made from it; the facade run; rebuild on top.
+var pipelineFloors = map[string]int{
+	"pipeline/stats":   0,
+	"pipeline/source":  0,
+	"pipeline/image":   0,
+	"pipeline":         1,
+	"pipeline/runner":  1,
+	"pipeline/step":    2,
+	"pipeline/gpu":     2,
+	"pipeline/cuda":    3,
+	"pipeline/suite":   3,
+	"pipeline/engine":  3,
+	"pipeline/rundir":  4,
+	"pipeline/collect": 5,
+	"pipeline/report":  5,
+	"pipeline/run":     6,
+	"pipeline/rebuild": 7,
+}
+
+// testHelpers are internal packages that only tests import; they may
+// build fixtures from the library.
+var testHelpers = []string{"internal/reportfixture", "internal/runfixture"}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []listed {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", "-deps=false", "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []listed
+	for {
+		var p listed
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		p.ImportPath = strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func top(rel string) string {
+	first, _, _ := strings.Cut(rel, "/")
+	return first
+}
+
+// TestLayers holds the folders to the design's layers: imports between
+// top-level folders go one way (cmd -> pipeline -> attest -> internal),
+// so a verifier linking attest/ links nothing of pipeline/, and inside
+// pipeline/ each package imports only packages of lower floors.
+func TestLayers(t *testing.T) {
+	t.Parallel()
+	for _, p := range listPackages(t) {
+		from := p.ImportPath
+		for _, im := range p.Imports {
+			rel, ours := strings.CutPrefix(im, module+"/")
+			if !ours {
+				continue
+			}
+			if !slices.Contains(testHelpers, from) && !strings.Contains(from, "/internal/") && top(rel) != top(from) {
+				fi, ti := slices.Index(topOrder, top(from)), slices.Index(topOrder, top(rel))
+				if fi < 0 || ti < 0 || ti < fi {
+					t.Errorf("%s imports %s: imports between top-level folders go %s", from, rel, strings.Join(topOrder, " -> "))
+				}
+			}
+			if top(from) == "pipeline" && top(rel) == "pipeline" && !strings.Contains(from, "/internal/") {
+				ff, okf := pipelineFloors[from]
+				tf, okt := pipelineFloors[rel]
+				switch {
+				case !okf:
+					t.Errorf("%s has no floor: add it to pipelineFloors (internal/codecheck/layers_test.go)", from)
+				case !okt:
+					t.Errorf("%s imports %s, which has no floor", from, rel)
+				case tf >= ff:
+					t.Errorf("%s (floor %d) imports %s (floor %d): a package imports only lower floors", from, ff, rel, tf)
+				}
+			}
+		}
+	}
+}
+
+// TestVerifierLinksNoPipeline: go list -deps of attest/... names no
+// pipeline package, so a third party's verifier links no NVML, cgo,
+// runners or charts.
+func TestVerifierLinksNoPipeline(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "list", "-deps", "./attest/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, line := range strings.Fields(string(out)) {
+		if strings.HasPrefix(line, module+"/pipeline") || strings.HasPrefix(line, module+"/cmd") || strings.Contains(line, "go-nvml") {
+			t.Errorf("attest/... depends on %s", line)
+		}
+	}
+}
