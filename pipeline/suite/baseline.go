@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/digest"
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 // Baseline is a baseline file: the samples of a benchmark step with the
@@ -84,7 +85,11 @@ func SaveBaseline(runDir, stepID string) (*Baseline, error) {
 		return nil, err
 	}
 	hw := set.Hardware
-	if raw, err := os.ReadFile(filepath.Join(runDir, "hardware.json")); err == nil {
+	raw, err := limits.ReadFile(filepath.Join(runDir, "hardware.json"), limits.RecordBytes, "hardware record")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err == nil {
 		full, err := hardware.Decode(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(runDir, "hardware.json"), err)
