@@ -83,6 +83,7 @@ Exit codes: 0 verified, 1 error, 10 signature or identity, 11 subject
 mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	}
 	rf := addRegistryFlags(c)
+	rf.addReadFlags(c)
 	f.output = outputFlag(c)
 	c.Flags().StringArrayVar(&f.bundlePaths, "bundle", nil, "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl); repeat for several files")
 	f.addFlags(c, "")
