@@ -1,15 +1,8 @@
 package oci_test
 
 import (
-	"bufio"
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 )
@@ -31,22 +22,6 @@ func (f *fixture) sibling(t *testing.T) *fixture {
 	g.keys = f.keys
 	g.bundles = g.sign(t, g.subjects())
 	return g
-}
-
-// lyingHeader sets the Docker-Content-Digest of manifest responses.
-type lyingHeader struct {
-	http.ResponseWriter
-	digest string
-}
-
-func (w lyingHeader) WriteHeader(code int) {
-	w.Header().Set("Docker-Content-Digest", w.digest)
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w lyingHeader) Write(b []byte) (int, error) {
-	w.Header().Set("Docker-Content-Digest", w.digest)
-	return w.ResponseWriter.Write(b)
 }
 
 // TestLyingRegistry: a registry that serves another signed release's
@@ -67,11 +42,11 @@ func TestLyingRegistry(t *testing.T) {
 				// B's bytes under A's digest, with A's digest in the
 				// header.
 				r.URL.Path = strings.Replace(r.URL.Path, da, db, 1)
-				h.ServeHTTP(lyingHeader{w, da}, r)
+				h.ServeHTTP(registrytest.LyingHeader{ResponseWriter: w, Digest: da}, r)
 			case m == "header" && strings.Contains(r.URL.Path, "/manifests/"):
-				h.ServeHTTP(lyingHeader{w, db}, r)
+				h.ServeHTTP(registrytest.LyingHeader{ResponseWriter: w, Digest: db}, r)
 			case m == "header-algorithm" && strings.Contains(r.URL.Path, "/manifests/"):
-				h.ServeHTTP(lyingHeader{w, "md5:0123"}, r)
+				h.ServeHTTP(registrytest.LyingHeader{ResponseWriter: w, Digest: "md5:0123"}, r)
 			default:
 				h.ServeHTTP(w, r)
 			}
@@ -178,41 +153,10 @@ func TestLyingLayout(t *testing.T) {
 	}
 }
 
-// stubRegistry serves one release manifest (tag v1) with no referrers,
-// and an endless stream for every blob, counting the bytes it served.
-type stubRegistry struct {
-	host     string
-	manifest []byte
-	served   atomic.Int64 // blob bytes written
-}
-
-func startStub(t *testing.T, manifest []byte) *stubRegistry {
-	s := &stubRegistry{manifest: manifest}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		switch {
-		case p == "/v2/":
-		case strings.Contains(p, "/manifests/"):
-			w.Header().Set("Content-Type", string(types.OCIManifestSchema1))
-			w.Write(s.manifest)
-		case strings.Contains(p, "/referrers/"):
-			w.Header().Set("Content-Type", string(types.OCIImageIndex))
-			w.Write([]byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`))
-		case strings.Contains(p, "/blobs/"):
-			chunk := bytes.Repeat([]byte{'x'}, 64<<10)
-			for r.Context().Err() == nil {
-				n, err := w.Write(chunk)
-				s.served.Add(int64(n))
-				if err != nil {
-					return
-				}
-			}
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	s.host = strings.TrimPrefix(srv.URL, "http://")
+// startStub serves manifest with no referrers and endless blobs.
+func startStub(t *testing.T, manifest []byte) *registrytest.Stub {
+	s, stop := registrytest.ServeStub(manifest)
+	t.Cleanup(stop)
 	return s
 }
 
@@ -234,7 +178,7 @@ func TestNoBundlesFetchesNoLayer(t *testing.T) {
 	s := startStub(t, hugeRelease(t, 1<<30))
 	parent := t.TempDir()
 	start := time.Now()
-	res, err := oci.Verify(ctx(t), f.verifier(t), s.host+"/r:v1", oci.WithFilesTo(filepath.Join(parent, "out")))
+	res, err := oci.Verify(ctx(t), f.verifier(t), s.Host+"/r:v1", oci.WithFilesTo(filepath.Join(parent, "out")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +188,7 @@ func TestNoBundlesFetchesNoLayer(t *testing.T) {
 	if !strings.Contains(res.NotFetched, "1 file(s), 1073741824 bytes") {
 		t.Errorf("not fetched: %q", res.NotFetched)
 	}
-	if n := s.served.Load(); n != 0 {
+	if n := s.Served.Load(); n != 0 {
 		t.Errorf("the registry served %d bytes of the layer, want none", n)
 	}
 	if left, _ := os.ReadDir(parent); len(left) != 0 {
@@ -271,11 +215,11 @@ func TestLayerSizeLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		s := startStub(t, tt.manifest)
-		_, err := oci.Verify(ctx(t), f.verifier(t), s.host+"/r:v1", tt.opts...)
+		_, err := oci.Verify(ctx(t), f.verifier(t), s.Host+"/r:v1", tt.opts...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "nothing was fetched") {
 			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
 		}
-		if n := s.served.Load(); n != 0 {
+		if n := s.Served.Load(); n != 0 {
 			t.Errorf("%s: %d bytes of layers served", tt.name, n)
 		}
 	}
@@ -287,101 +231,6 @@ func TestLayerSizeLimits(t *testing.T) {
 	if err != nil || !res.Report.Verified {
 		t.Errorf("a release at the limits: %v %+v", err, res)
 	}
-}
-
-// junk adds n junk referrers of the release with digest subject to a
-// registry's referrers list: a third listed as SBOMs, a third listed as
-// 4 MiB manifests (both must be dropped unread), a third listed with the
-// empty config's artifactType (read, then dropped): half of those are
-// small artifacts of another kind, half 60 KB that do not match their
-// digest.
-type junk struct {
-	n       int
-	subject string
-	byHex   map[string]int
-	fetched atomic.Int64 // junk manifests served
-	unfit   atomic.Int64 // junk served that should have been dropped unread
-	flight  atomic.Int64
-	maxIn   atomic.Int64
-	digests []v1.Descriptor
-}
-
-func newJunk(n int, subject string) *junk {
-	j := &junk{n: n, subject: subject, byHex: map[string]int{}}
-	for i := range n {
-		d := v1.Descriptor{MediaType: types.OCIManifestSchema1}
-		switch i % 3 {
-		case 0:
-			d.ArtifactType, d.Size = "application/spdx+json", 900
-		case 1:
-			d.ArtifactType, d.Size = "", 4<<20
-		case 2:
-			d.ArtifactType = oci.EmptyConfigMediaType
-		}
-		body := j.body(i)
-		d.Size = max(d.Size, int64(len(body)))
-		sum := sha256.Sum256(body)
-		if i%6 == 5 {
-			sum = sha256.Sum256([]byte("not the body " + strconv.Itoa(i)))
-		}
-		d.Digest = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
-		j.byHex[d.Digest.Hex] = i
-		j.digests = append(j.digests, d)
-	}
-	return j
-}
-
-// body is junk referrer i's manifest.
-func (j *junk) body(i int) []byte {
-	pad := ""
-	if i%6 == 5 {
-		pad = strings.Repeat("x", 60_000)
-	}
-	return []byte(fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.example.junk","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},"layers":[],"subject":{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":%q,"size":1},"annotations":{"n":"%d","pad":%q}}`, j.subject, i, pad))
-}
-
-// wrap serves the junk around a registry.
-func (j *junk) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, id, _ := strings.Cut(r.URL.Path, "/manifests/sha256:")
-		if i, ok := j.byHex[id]; ok && r.Method == http.MethodGet {
-			n := j.flight.Add(1)
-			defer j.flight.Add(-1)
-			for m := j.maxIn.Load(); n > m && !j.maxIn.CompareAndSwap(m, n); m = j.maxIn.Load() {
-			}
-			j.fetched.Add(1)
-			if i%3 != 2 {
-				j.unfit.Add(1)
-			}
-			time.Sleep(time.Millisecond) // some in flight at once
-			w.Header().Set("Content-Type", string(types.OCIManifestSchema1))
-			w.Write(j.body(i))
-			return
-		}
-		if !strings.HasSuffix(r.URL.Path, "/referrers/"+j.subject) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		var idx v1.IndexManifest
-		if err := json.Unmarshal(rec.Body.Bytes(), &idx); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", string(types.OCIImageIndex))
-		bw := bufio.NewWriter(w)
-		bw.WriteString(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[`)
-		enc := json.NewEncoder(bw)
-		for k, d := range append(idx.Manifests, j.digests...) {
-			if k > 0 {
-				bw.WriteByte(',')
-			}
-			enc.Encode(d)
-		}
-		bw.WriteString("]}")
-		bw.Flush()
-	})
 }
 
 // TestJunkReferrers: a release with thousands of junk referrers beside
@@ -403,8 +252,8 @@ func TestJunkReferrers(t *testing.T) {
 		}
 	}
 	f := newFixture(t, 2, 1000)
-	j := newJunk(n, f.rel.Digest())
-	host := registrytest.StartInProcess(t, j.wrap)
+	j := registrytest.NewJunk(n, f.rel.Digest())
+	host := registrytest.StartInProcess(t, j.Wrap)
 	if _, err := oci.Push(ctx(t), host+"/r:v1", f.rel, f.bundles); err != nil {
 		t.Fatal(err)
 	}
@@ -419,17 +268,17 @@ func TestJunkReferrers(t *testing.T) {
 	if res.SkippedCount != n || len(res.Skipped) != 100 {
 		t.Errorf("skipped %d (listed %d), want %d (listed 100)", res.SkippedCount, len(res.Skipped), n)
 	}
-	if u := j.unfit.Load(); u != 0 {
+	if u := j.Unfit.Load(); u != 0 {
 		t.Errorf("%d referrers fetched whose listing shows they are not bundles", u)
 	}
-	if got, want := j.fetched.Load(), int64(n/3); got < want-1 || got > want+1 {
+	if got, want := j.Fetched.Load(), int64(j.Fetchable()); got != want {
 		t.Errorf("%d junk manifests fetched, want the %d listed with the empty config's artifactType", got, want)
 	}
-	if m := j.maxIn.Load(); m > 8 {
+	if m := j.MaxInFlight.Load(); m > 8 {
 		t.Errorf("%d referrer manifests in flight at once, want 8 at most", m)
 	}
 	t.Logf("%d junk referrers: verified in %s, %d fetched, at most %d in flight, peak RSS of this process %s",
-		n, time.Since(start).Round(time.Millisecond), j.fetched.Load(), j.maxIn.Load(), peakRSS())
+		n, time.Since(start).Round(time.Millisecond), j.Fetched.Load(), j.MaxInFlight.Load(), peakRSS())
 }
 
 // peakRSS is this process's VmHWM.
@@ -446,33 +295,11 @@ func peakRSS() string {
 	return "unknown"
 }
 
-// trickle is a registry on 127.0.0.1 that answers /v2/ and then sends
-// manifests one byte every gap (or, with gap 0, never answers).
+// trickle serves a registry that sends a byte every gap (0: nothing).
 func trickle(t *testing.T, gap time.Duration) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v2/" {
-			return
-		}
-		if gap == 0 {
-			<-r.Context().Done()
-			return
-		}
-		w.Header().Set("Content-Type", string(types.OCIManifestSchema1))
-		w.WriteHeader(http.StatusOK)
-		for {
-			if _, err := w.Write([]byte(" ")); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(gap):
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
+	host, stop := registrytest.ServeTrickle(gap)
+	t.Cleanup(stop)
+	return host
 }
 
 // TestTricklingRegistry: a registry that sends a byte every few seconds,
