@@ -250,8 +250,9 @@ type Criteria struct {
 	Criteria []verify.Criterion
 }
 
-// WithCriteria calls f with the criteria once everything is fetched and
-// before anything is verified (a front end prints them first).
+// WithCriteria calls f with the criteria once the bundles are fetched
+// and before any is verified or any file fetched (a front end prints
+// them first); the files are those the manifest names.
 func WithCriteria(f func(Criteria)) Option {
 	return func(o *options) error { o.criteria = f; return nil }
 }

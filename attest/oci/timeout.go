@@ -33,6 +33,7 @@ type StalledError struct {
 	Idle time.Duration
 }
 
+// Error implements error.
 func (e *StalledError) Error() string {
 	return fmt.Sprintf("registry %s sent nothing for %s (the idle timeout)\nhint: the registry or the network is stalled; raise the limit with --registry-idle-timeout", e.Host, e.Idle)
 }
@@ -46,6 +47,7 @@ type TimeoutError struct {
 	Timeout time.Duration
 }
 
+// Error implements error.
 func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("%s: not done within the overall timeout of %s\nhint: the registry may be trickling its answer; raise the limit with --registry-timeout", e.Source, e.Timeout)
 }
