@@ -17,20 +17,27 @@
 // written again, so a second push, or one after a killed push, completes
 // what is missing and changes nothing else.
 //
-// Verify resolves a reference (a registry, or oci-layout:DIR offline),
-// fetches the manifest, its bundle referrers and every layer, hashing
-// what was served, and verifies the bundles with an attest/verify
-// Verifier, with every layer and the manifest as artifacts that must be
-// subjects. With WithFilesTo or WithLayoutTo it then writes the files or
-// an OCI layout copy, only when everything verified, all at once.
+// Verify resolves a reference (a registry, or oci-layout:DIR offline)
+// and reads what it names in an order that bounds what a hostile
+// registry can make it read: the manifest, whose sha256 must be the
+// digest asked for and the registry's Docker-Content-Digest, and whose
+// files must be within the size limits; the referrers, checked as they
+// stream in, a few at a time, those that cannot be bundles dropped
+// unread; the bundles' signatures, of which one must name the manifest
+// before any layer is fetched; then every layer, hashed as served. It
+// verifies the bundles with an attest/verify Verifier, with every layer
+// and the manifest as artifacts that must be subjects. With WithFilesTo
+// or WithLayoutTo it then writes the files or an OCI layout copy, only
+// when everything verified, all at once.
 //
 // Credentials come from authn.DefaultKeychain; plain HTTP is used only
 // for loopback registries and those named with WithInsecureRegistry;
-// requests are retried with backoff on 408, 429 and 5xx. The package never
-// prints.
+// requests are retried with backoff on 408, 429 and 5xx, and bounded by
+// a connect, an idle and an overall timeout whose errors name the host
+// (StalledError, TimeoutError). The package never prints.
 //
 // The files hold one job each: mediatypes.go (the names), release.go
 // (Release), options.go (Option), source.go (registry and layout
 // reading), push.go (Push), verify.go (Verify), stage.go (writing files
-// and layouts).
+// and layouts), timeout.go (the transport's timeouts).
 package oci

@@ -30,11 +30,32 @@ type options struct {
 	layoutTo  string
 	criteria  func(Criteria)
 	userAgent string
+
+	maxLayer, maxTotal      int64
+	connect, idle, deadline time.Duration
 }
 
 // DefaultJobs is how many blobs Push uploads and Verify fetches at once
 // by default.
 const DefaultJobs = 3
+
+// Default bounds of what Verify downloads and of how long the registry
+// client waits.
+const (
+	// DefaultMaxLayerSize is the largest file (layer) Verify fetches.
+	DefaultMaxLayerSize = 1 << 30
+	// DefaultMaxTotalSize is the most all the files of a release may
+	// add up to.
+	DefaultMaxTotalSize = 4 << 30
+	// DefaultConnectTimeout bounds a connection's dial and TLS
+	// handshake.
+	DefaultConnectTimeout = 30 * time.Second
+	// DefaultIdleTimeout is how long a request may wait with no byte
+	// received (or sent).
+	DefaultIdleTimeout = 30 * time.Second
+	// DefaultTimeout bounds a whole Push or Verify.
+	DefaultTimeout = 30 * time.Minute
+)
 
 // retryStatus are the responses retried with backoff.
 var retryStatus = []int{
@@ -48,10 +69,14 @@ func defaultOptions() options {
 		insecure: map[string]bool{},
 		jobs:     DefaultJobs,
 		logger:   slog.New(slog.DiscardHandler),
-		base:     remote.DefaultTransport,
 		// Three tries: 1 s after the first failure, 3 s after the second.
 		backoff:   remote.Backoff{Duration: time.Second, Factor: 3, Jitter: 0.1, Steps: 3},
 		userAgent: "gpuattest",
+		maxLayer:  DefaultMaxLayerSize,
+		maxTotal:  DefaultMaxTotalSize,
+		connect:   DefaultConnectTimeout,
+		idle:      DefaultIdleTimeout,
+		deadline:  DefaultTimeout,
 	}
 }
 
@@ -62,6 +87,7 @@ func applyOptions(opts []Option) (*options, error) {
 			return nil, err
 		}
 	}
+	o.base = newTransport(o.connect, o.idle)
 	return &o, nil
 }
 
@@ -125,6 +151,67 @@ func WithRetryBackoff(b remote.Backoff) Option {
 	}
 }
 
+// WithMaxLayerSize refuses, before fetching anything, a release with a
+// file (layer) of more than n bytes (default DefaultMaxLayerSize).
+func WithMaxLayerSize(n int64) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("max layer size %d: expected 1 or more bytes", n)
+		}
+		o.maxLayer = n
+		return nil
+	}
+}
+
+// WithMaxTotalSize refuses, before fetching anything, a release whose
+// files add up to more than n bytes (default DefaultMaxTotalSize).
+func WithMaxTotalSize(n int64) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("max total size %d: expected 1 or more bytes", n)
+		}
+		o.maxTotal = n
+		return nil
+	}
+}
+
+// WithConnectTimeout bounds each connection's dial and TLS handshake
+// (default DefaultConnectTimeout).
+func WithConnectTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("connect timeout %s: expected more than 0", d)
+		}
+		o.connect = d
+		return nil
+	}
+}
+
+// WithIdleTimeout fails a request that waits d with no byte received or
+// sent: for the response's header, or inside the body (default
+// DefaultIdleTimeout). The error names the registry's host.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("idle timeout %s: expected more than 0", d)
+		}
+		o.idle = d
+		return nil
+	}
+}
+
+// WithTimeout bounds a whole Push or Verify, however the registry
+// trickles (default DefaultTimeout).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("timeout %s: expected more than 0", d)
+		}
+		o.deadline = d
+		return nil
+	}
+}
+
 // WithFilesTo makes Verify write the release's files under dir once
 // everything verified. dir must not exist or be empty; it appears whole
 // or not at all.
@@ -163,8 +250,9 @@ type Criteria struct {
 	Criteria []verify.Criterion
 }
 
-// WithCriteria calls f with the criteria once everything is fetched and
-// before anything is verified (a front end prints them first).
+// WithCriteria calls f with the criteria once the bundles are fetched
+// and before any is verified or any file fetched (a front end prints
+// them first); the files are those the manifest names.
 func WithCriteria(f func(Criteria)) Option {
 	return func(o *options) error { o.criteria = f; return nil }
 }

@@ -59,6 +59,13 @@ func Push(ctx context.Context, ref string, rel *Release, bundles []Bundle, opts 
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := o.withDeadline(ctx, "registry "+r.Context().RegistryStr())
+	defer cancel()
+	res, err := push(ctx, r, ref, rel, bundles, o)
+	return res, timedOut(ctx, err)
+}
+
+func push(ctx context.Context, r name.Reference, ref string, rel *Release, bundles []Bundle, o *options) (*PushResult, error) {
 	if d, ok := r.(name.Digest); ok && d.DigestStr() != rel.Digest() {
 		return nil, fmt.Errorf("reference %s names digest %s, but the release is %s", ref, d.DigestStr(), rel.Digest())
 	}
@@ -92,13 +99,16 @@ func pushBundles(ctx context.Context, p *remote.Pusher, repo name.Repository, re
 	if err != nil {
 		return 0, "", err
 	}
-	have, how, err := src.referrers(ctx, rel.digest)
+	listed := map[v1.Hash]bool{}
+	how, err := src.referrers(ctx, rel.digest, func(d v1.Descriptor) error {
+		if len(listed) == maxReferrers {
+			return fmt.Errorf("more than %d referrers", maxReferrers)
+		}
+		listed[d.Digest] = true
+		return nil
+	})
 	if err != nil {
 		return 0, "", fmt.Errorf("listing the referrers of %s: %w", rel.Digest(), err)
-	}
-	listed := map[v1.Hash]bool{}
-	for _, d := range have {
-		listed[d.Digest] = true
 	}
 	subject := v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: rel.digest, Size: int64(len(rel.raw))}
 	written := 0

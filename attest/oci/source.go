@@ -3,6 +3,9 @@ package oci
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,30 +20,41 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 )
 
 // LayoutPrefix starts a reference to an OCI image layout directory:
 // oci-layout:DIR or oci-layout:DIR@sha256:<hex>.
 const LayoutPrefix = "oci-layout:"
 
-// maxManifest is the largest manifest or index read (the distribution
-// spec's recommended limit).
-const maxManifest = 4 << 20
+// Bounds of what is read before anything is verified.
+const (
+	// maxManifest is the largest manifest or index read (the
+	// distribution spec's recommended limit).
+	maxManifest = 4 << 20
+	// maxReferrersPage is the largest page of the referrers API read;
+	// it is decoded as it arrives, not held.
+	maxReferrersPage = 64 << 20
+	// maxReferrersPages is the most pages of the referrers API followed.
+	maxReferrersPages = 1000
+)
 
 // source is where a release is read from: a registry repository or an
 // OCI image layout.
 type source interface {
 	// name is the source as shown: REPOSITORY or oci-layout:DIR.
 	name() string
-	// resolve returns the release manifest's bytes as served and the
-	// digest the source knows it by (the one asked for, or the
-	// registry's or index's).
+	// resolve returns the release manifest's bytes as served and their
+	// sha256, which it checked against the digest asked for and the one
+	// the registry or index.json gives.
 	resolve(ctx context.Context) ([]byte, v1.Hash, error)
-	// manifest reads the manifest with digest h.
-	manifest(ctx context.Context, h v1.Hash) ([]byte, error)
-	// referrers lists the manifests that name h as their subject, and
-	// says how they were found.
-	referrers(ctx context.Context, h v1.Hash) ([]v1.Descriptor, string, error)
+	// manifest reads the manifest with digest h, unverified: at most
+	// limit bytes, and one more when there are more.
+	manifest(ctx context.Context, h v1.Hash, limit int64) ([]byte, error)
+	// referrers calls fn with each manifest that names h as its subject,
+	// in turn, as it reads the list, and says how they were found. An
+	// error from fn stops it.
+	referrers(ctx context.Context, h v1.Hash, fn func(v1.Descriptor) error) (string, error)
 	// blob opens blob h, unverified.
 	blob(ctx context.Context, h v1.Hash) (io.ReadCloser, error)
 	// close releases what the source holds open.
@@ -65,7 +79,7 @@ func openSource(ctx context.Context, ref string, o *options) (source, error) {
 
 // readLimited reads r whole, refusing more than limit bytes.
 func readLimited(r io.Reader, limit int64, what string) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	b, err := readUpTo(r, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +89,11 @@ func readLimited(r io.Reader, limit int64, what string) ([]byte, error) {
 	return b, nil
 }
 
+// readUpTo reads r whole, or its first limit+1 bytes when it holds more.
+func readUpTo(r io.Reader, limit int64) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, limit+1))
+}
+
 // parseIndex decodes an image index.
 func parseIndex(b []byte) ([]v1.Descriptor, error) {
 	var idx v1.IndexManifest
@@ -82,6 +101,105 @@ func parseIndex(b []byte) ([]v1.Descriptor, error) {
 		return nil, fmt.Errorf("decoding image index: %w", err)
 	}
 	return idx.Manifests, nil
+}
+
+// eachDescriptor decodes an image index from r as it is read, calling fn
+// with each entry of its manifests list in turn: a list of any length
+// is never held whole.
+func eachDescriptor(r io.Reader, fn func(v1.Descriptor) error) error {
+	dec := json.NewDecoder(r)
+	if err := wantDelim(dec, '{'); err != nil {
+		return err
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("decoding image index: %w", err)
+		}
+		if key != "manifests" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return fmt.Errorf("decoding image index: %w", err)
+			}
+			continue
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("decoding image index: %w", err)
+		}
+		if t == nil {
+			continue
+		}
+		if t != json.Delim('[') {
+			return fmt.Errorf("decoding image index: manifests is %v, expected a list", t)
+		}
+		for dec.More() {
+			var d v1.Descriptor
+			if err := dec.Decode(&d); err != nil {
+				return fmt.Errorf("decoding image index: %w", err)
+			}
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if err := wantDelim(dec, ']'); err != nil {
+			return err
+		}
+	}
+	return wantDelim(dec, '}')
+}
+
+func wantDelim(dec *json.Decoder, d json.Delim) error {
+	t, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("decoding image index: %w", err)
+	}
+	if t != d {
+		return fmt.Errorf("decoding image index: %v, expected %v", t, d)
+	}
+	return nil
+}
+
+// capReader fails a read past its limit, naming what it reads.
+type capReader struct {
+	r     io.Reader
+	left  int64
+	limit int64
+	what  string
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		var one [1]byte
+		if n, _ := c.r.Read(one[:]); n > 0 {
+			return 0, fmt.Errorf("%s larger than %d bytes", c.what, c.limit)
+		}
+		return c.r.Read(p)
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+// digestAs hashes raw with the algorithm of digest (sha256 or sha512)
+// and returns ALGORITHM:<hex>.
+func digestAs(raw []byte, digest string) (string, error) {
+	var sum []byte
+	switch alg, _, _ := strings.Cut(digest, ":"); alg {
+	case "sha256":
+		s := sha256.Sum256(raw)
+		sum = s[:]
+	case "sha512":
+		s := sha512.Sum512(raw)
+		sum = s[:]
+	default:
+		return "", fmt.Errorf("digest %q: expected sha256:<hex> or sha512:<hex>", textsafe.Line(digest))
+	}
+	alg, _, _ := strings.Cut(digest, ":")
+	return alg + ":" + hex.EncodeToString(sum), nil
 }
 
 // registrySource reads a repository over the distribution API.
@@ -113,7 +231,16 @@ func (s *registrySource) close() {}
 
 // get GETs /v2/<repo>/<kind>/<id>.
 func (s *registrySource) get(ctx context.Context, kind, id string, accept ...string) (*http.Response, error) {
-	u := url.URL{Scheme: s.repo.Scheme(), Host: s.repo.RegistryStr(), Path: fmt.Sprintf("/v2/%s/%s/%s", s.repo.RepositoryStr(), kind, id)}
+	return s.getPath(ctx, fmt.Sprintf("/v2/%s/%s/%s", s.repo.RepositoryStr(), kind, id), accept...)
+}
+
+// getPath GETs a path (with its query) of the registry.
+func (s *registrySource) getPath(ctx context.Context, pathQuery string, accept ...string) (*http.Response, error) {
+	u, err := url.Parse(pathQuery)
+	if err != nil {
+		return nil, err
+	}
+	u.Scheme, u.Host = s.repo.Scheme(), s.repo.RegistryStr()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -140,25 +267,49 @@ func (s *registrySource) getManifest(ctx context.Context, id string) ([]byte, ht
 	return b, resp.Header, err
 }
 
+// getManifestUpTo reads the manifest id names, at most limit bytes and
+// one more when there are more.
+func (s *registrySource) getManifestUpTo(ctx context.Context, id string, limit int64) ([]byte, error) {
+	resp, err := s.get(ctx, "manifests", id, manifestTypes...)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return readUpTo(resp.Body, limit)
+}
+
+// resolve fetches the manifest the reference names and hashes it: the
+// hash must be the digest the reference pins, and the registry's
+// Docker-Content-Digest where it sends one.
 func (s *registrySource) resolve(ctx context.Context) ([]byte, v1.Hash, error) {
 	raw, hdr, err := s.getManifest(ctx, s.ref.Identifier())
 	if err != nil {
 		return nil, v1.Hash{}, fmt.Errorf("fetching %s: %w", s.ref, err)
 	}
-	if d, ok := s.ref.(name.Digest); ok {
-		h, err := v1.NewHash(d.DigestStr())
-		return raw, h, err
+	got, _, err := v1.SHA256(bytes.NewReader(raw))
+	if err != nil {
+		return nil, v1.Hash{}, err
 	}
-	if h, err := v1.NewHash(hdr.Get("Docker-Content-Digest")); err == nil {
-		return raw, h, nil
+	if d, ok := s.ref.(name.Digest); ok && d.DigestStr() != got.String() {
+		return nil, v1.Hash{}, fmt.Errorf("fetching %s: the registry served a manifest whose digest is %s, not %s, the digest asked for\nhint: the registry (or something on the way) serves other bytes under that digest; nothing it served was used", s.ref, got, d.DigestStr())
 	}
-	h, _, err := v1.SHA256(bytes.NewReader(raw))
-	return raw, h, err
+	if hd := hdr.Get("Docker-Content-Digest"); hd != "" {
+		served, err := digestAs(raw, hd)
+		if err != nil {
+			return nil, v1.Hash{}, fmt.Errorf("fetching %s: Docker-Content-Digest: %w", s.ref, err)
+		}
+		if served != hd {
+			return nil, v1.Hash{}, fmt.Errorf("fetching %s: the registry's Docker-Content-Digest is %s, but the manifest it served has digest %s\nhint: the registry (or something on the way) serves other bytes than it says; nothing it served was used", s.ref, textsafe.Line(hd), served)
+		}
+	}
+	return raw, got, nil
 }
 
-func (s *registrySource) manifest(ctx context.Context, h v1.Hash) ([]byte, error) {
-	b, _, err := s.getManifest(ctx, h.String())
-	return b, err
+func (s *registrySource) manifest(ctx context.Context, h v1.Hash, limit int64) ([]byte, error) {
+	return s.getManifestUpTo(ctx, h.String(), limit)
 }
 
 func (s *registrySource) blob(ctx context.Context, h v1.Hash) (io.ReadCloser, error) {
@@ -173,33 +324,75 @@ func (s *registrySource) blob(ctx context.Context, h v1.Hash) (io.ReadCloser, er
 	return resp.Body, nil
 }
 
-// referrers asks the referrers API and, where the registry has none,
-// reads the sha256-<hex> tag's index (the OCI tag schema).
-func (s *registrySource) referrers(ctx context.Context, h v1.Hash) ([]v1.Descriptor, string, error) {
-	resp, err := s.get(ctx, "referrers", h.String(), string(types.OCIImageIndex))
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), string(types.OCIImageIndex)) {
-		b, err := readLimited(resp.Body, maxManifest, "referrers index")
-		if err != nil {
-			return nil, "", err
+// referrers asks the referrers API, following its pages, and, where the
+// registry has none, reads the sha256-<hex> tag's index (the OCI tag
+// schema). The API's lists are decoded as they arrive.
+func (s *registrySource) referrers(ctx context.Context, h v1.Hash, fn func(v1.Descriptor) error) (string, error) {
+	next := fmt.Sprintf("/v2/%s/referrers/%s", s.repo.RepositoryStr(), h)
+	for page := 0; next != ""; page++ {
+		if page == maxReferrersPages {
+			return ReferrersAPI, fmt.Errorf("the referrers of %s run to more than %d pages", h, maxReferrersPages)
 		}
-		ds, err := parseIndex(b)
-		return ds, ReferrersAPI, err
+		resp, err := s.getPath(ctx, next, string(types.OCIImageIndex))
+		if err != nil {
+			return "", err
+		}
+		if page == 0 && (resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), string(types.OCIImageIndex))) {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxManifest))
+			resp.Body.Close()
+			return ReferrersFallback, s.fallbackReferrers(ctx, h, fn)
+		}
+		if err := transport.CheckError(resp, http.StatusOK); err != nil {
+			resp.Body.Close()
+			return ReferrersAPI, err
+		}
+		err = eachDescriptor(&capReader{r: resp.Body, left: maxReferrersPage, limit: maxReferrersPage, what: "referrers list"}, fn)
+		resp.Body.Close()
+		if err != nil {
+			return ReferrersAPI, err
+		}
+		next = nextPage(resp.Header.Get("Link"))
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxManifest))
+	return ReferrersAPI, nil
+}
+
+// fallbackReferrers reads the OCI tag schema's index of h's referrers.
+func (s *registrySource) fallbackReferrers(ctx context.Context, h v1.Hash, fn func(v1.Descriptor) error) error {
 	b, _, err := s.getManifest(ctx, fallbackTag(h))
 	var terr *transport.Error
 	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
-		return nil, ReferrersFallback, nil
+		return nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("reading the referrers tag %s: %w", fallbackTag(h), err)
+		return fmt.Errorf("reading the referrers tag %s: %w", fallbackTag(h), err)
 	}
 	ds, err := parseIndex(b)
-	return ds, ReferrersFallback, err
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nextPage returns the path and query of a Link header's rel="next"
+// target on the same registry, or "".
+func nextPage(link string) string {
+	for _, l := range strings.Split(link, ",") {
+		target, params, ok := strings.Cut(strings.TrimSpace(l), ";")
+		if !ok || !strings.Contains(strings.ReplaceAll(params, " ", ""), `rel="next"`) {
+			continue
+		}
+		u, err := url.Parse(strings.Trim(strings.TrimSpace(target), "<>"))
+		if err != nil || u.Host != "" || !strings.HasPrefix(u.Path, "/v2/") {
+			return ""
+		}
+		return u.RequestURI()
+	}
+	return ""
 }
 
 // fallbackTag is the OCI tag schema's tag for the referrers of h.
@@ -273,57 +466,85 @@ func (s *layoutSource) blob(_ context.Context, h v1.Hash) (io.ReadCloser, error)
 	return s.root.Open(p)
 }
 
-func (s *layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
+func (s *layoutSource) manifest(_ context.Context, h v1.Hash, limit int64) ([]byte, error) {
 	p, err := s.blobPath(h)
 	if err != nil {
 		return nil, err
 	}
-	return s.read(p, maxManifest)
+	f, err := s.root.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readUpTo(f, limit)
 }
 
 // resolve finds the release: the digest asked for, else the one entry
-// of index.json whose artifactType is ReleaseArtifactType.
+// of index.json whose artifactType is ReleaseArtifactType. The manifest
+// read must hash to that digest (and have the entry's size).
 func (s *layoutSource) resolve(ctx context.Context) ([]byte, v1.Hash, error) {
+	want := v1.Descriptor{Size: -1}
 	if s.want != nil {
-		b, err := s.manifest(ctx, *s.want)
-		return b, *s.want, err
-	}
-	var found []v1.Descriptor
-	for _, d := range s.index {
-		if d.ArtifactType == ReleaseArtifactType {
-			found = append(found, d)
+		want.Digest = *s.want
+	} else {
+		var found []v1.Descriptor
+		for _, d := range s.index {
+			if d.ArtifactType == ReleaseArtifactType {
+				found = append(found, d)
+			}
+		}
+		switch len(found) {
+		case 0:
+			return nil, v1.Hash{}, fmt.Errorf("%s: index.json lists no gpuattest release (artifactType %s)", s.name(), ReleaseArtifactType)
+		case 1:
+			want = found[0]
+		default:
+			return nil, v1.Hash{}, fmt.Errorf("%s: index.json lists %d releases\nhint: name one: %s@%s", s.name(), len(found), s.name(), found[0].Digest)
 		}
 	}
-	switch len(found) {
-	case 0:
-		return nil, v1.Hash{}, fmt.Errorf("%s: index.json lists no gpuattest release (artifactType %s)", s.name(), ReleaseArtifactType)
-	case 1:
-		b, err := s.manifest(ctx, found[0].Digest)
-		return b, found[0].Digest, err
+	src := s.name() + "@" + want.Digest.String()
+	b, err := s.manifest(ctx, want.Digest, maxManifest)
+	if err != nil {
+		return nil, v1.Hash{}, fmt.Errorf("%s: %w", src, err)
 	}
-	return nil, v1.Hash{}, fmt.Errorf("%s: index.json lists %d releases\nhint: name one: %s@%s", s.name(), len(found), s.name(), found[0].Digest)
+	if len(b) > maxManifest {
+		return nil, v1.Hash{}, fmt.Errorf("%s: the manifest is larger than %d bytes", src, maxManifest)
+	}
+	got, _, err := v1.SHA256(bytes.NewReader(b))
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	p, _ := s.blobPath(want.Digest)
+	if got != want.Digest {
+		return nil, v1.Hash{}, fmt.Errorf("%s: %s holds a manifest whose digest is %s, not %s\nhint: the layout was changed after it was written; nothing from it was used", src, p, got, want.Digest)
+	}
+	if want.Size >= 0 && want.Size != int64(len(b)) {
+		return nil, v1.Hash{}, fmt.Errorf("%s: index.json gives the manifest's size as %d bytes, but %s holds %d", src, want.Size, p, len(b))
+	}
+	return b, got, nil
 }
 
-// referrers reads every other manifest index.json lists and keeps those
-// whose subject is h.
-func (s *layoutSource) referrers(ctx context.Context, h v1.Hash) ([]v1.Descriptor, string, error) {
-	var out []v1.Descriptor
+// referrers reads every other manifest index.json lists and passes on
+// those whose subject is h.
+func (s *layoutSource) referrers(ctx context.Context, h v1.Hash, fn func(v1.Descriptor) error) (string, error) {
 	for _, d := range s.index {
 		if d.Digest == h || (d.MediaType != types.OCIManifestSchema1 && d.MediaType != "") {
 			continue
 		}
-		b, err := s.manifest(ctx, d.Digest)
+		b, err := s.manifest(ctx, d.Digest, maxReferrerManifest)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", s.name(), err)
+			return "", fmt.Errorf("%s: %w", s.name(), err)
 		}
 		var m v1.Manifest
-		if json.Unmarshal(b, &m) != nil || m.Subject == nil || m.Subject.Digest != h {
+		if len(b) > maxReferrerManifest || json.Unmarshal(b, &m) != nil || m.Subject == nil || m.Subject.Digest != h {
 			continue
 		}
 		if d.ArtifactType == "" {
 			d.ArtifactType = m.ArtifactType
 		}
-		out = append(out, d)
+		if err := fn(d); err != nil {
+			return "", err
+		}
 	}
-	return out, ReferrersLayout, nil
+	return ReferrersLayout, nil
 }

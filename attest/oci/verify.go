@@ -3,20 +3,34 @@ package oci
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"golang.org/x/sync/errgroup"
+)
+
+// Bounds of the referrers read.
+const (
+	// maxReferrers is the most referrers of a release listed (each one
+	// listed is counted, fetched or not).
+	maxReferrers = 100_000
+	// maxReferrerManifest is the largest referrer manifest fetched: a
+	// bundle referrer's is under 2 KiB; a referrer listed as larger is
+	// not a bundle and is dropped unread.
+	maxReferrerManifest = 64 << 10
+	// maxSkippedListed is how many skipped referrers Result.Skipped
+	// lists; SkippedCount counts them all.
+	maxSkippedListed = 100
 )
 
 // Result is what Verify fetched, verified and wrote.
@@ -26,17 +40,24 @@ type Result struct {
 	// Source is the release fetched: REPOSITORY@sha256:<hex> or
 	// oci-layout:DIR@sha256:<hex>.
 	Source string `json:"source"`
-	// Digest is the digest the source knows the release manifest by.
+	// Digest is the sha256 of the release manifest's bytes as served,
+	// which are also the digest asked for and the one the registry
+	// gave.
 	Digest string `json:"digest"`
 	// Referrers says how the referrers were found (ReferrersAPI,
 	// ReferrersFallback or ReferrersLayout).
 	Referrers string `json:"referrers"`
 	// Files are the release's files as served: name, the sha256 of the
-	// bytes received, and their size.
+	// bytes received, and their size. Empty when NotFetched says why.
 	Files []File `json:"files"`
-	// Skipped are the referrers that are not Sigstore bundles (an SBOM,
-	// a signature), by digest and artifactType; they are not checked.
-	Skipped []string `json:"skipped_referrers,omitempty"`
+	// NotFetched says why the files were not fetched: no verified bundle
+	// names the release manifest. Empty when they were.
+	NotFetched string `json:"not_fetched,omitempty"`
+	// Skipped are (the first 100 of) the referrers that are not Sigstore
+	// bundles (an SBOM, a signature), by digest and artifactType; they
+	// are not checked. SkippedCount counts them all.
+	Skipped      []string `json:"skipped_referrers,omitempty"`
+	SkippedCount int      `json:"skipped_referrers_count,omitempty"`
 	// Report is the verification's report.
 	Report *verify.Report `json:"report"`
 	// FilesDir is where the files were written (WithFilesTo), empty when
@@ -48,19 +69,35 @@ type Result struct {
 }
 
 // Verify fetches the release ref names (a registry reference, or
-// oci-layout:DIR[@sha256:<hex>], which reads nothing but DIR), its
-// Sigstore bundle referrers and every layer, and verifies the bundles
-// with v, with every file and the manifest, hashed as served, as the
-// artifacts that must be subjects. A layer or manifest changed in the
-// registry is therefore a subject mismatch, a changed bundle a signature
-// failure. With WithFilesTo or WithLayoutTo the files or an OCI layout
-// copy are written only when the report says verified, each directory
-// whole; otherwise nothing is left behind.
+// oci-layout:DIR[@sha256:<hex>], which reads nothing but DIR), and
+// verifies it with v, in an order that bounds what a hostile registry
+// can make it read:
 //
-// An error means nothing could be verified (ref not found, not a
-// gpuattest release, a network failure, a bundle over v's limits) or the
-// verified files could not be written; a failed verification is a Result
-// whose Report says why.
+//   - the manifest, whose sha256 must be the digest the reference pins
+//     and the registry's Docker-Content-Digest (a layout's index.json
+//     entry), and whose files must be within WithMaxLayerSize and
+//     WithMaxTotalSize;
+//   - the referrers, listed and checked as they stream in, a few at a
+//     time: those whose listed artifactType or size cannot be a
+//     Sigstore bundle's are dropped unread, and only the bundles are
+//     kept (within v's limits);
+//   - the bundles' signatures: unless one verified bundle of v's
+//     predicate type names the manifest, no file is fetched, and the
+//     Result's report fails and NotFetched says why;
+//   - every file (layer), hashed as served (at most its size and one
+//     byte more).
+//
+// Every file and the manifest are then the artifacts that must be
+// subjects: a layer changed in the registry is a subject mismatch, a
+// changed bundle a signature failure. With WithFilesTo or WithLayoutTo
+// the files or an OCI layout copy are written only when the report says
+// verified, each directory whole; otherwise nothing is left behind.
+//
+// An error means nothing could be verified (ref not found, a manifest
+// that is not the digest asked for, not a gpuattest release, a file
+// over the limits, a network failure or timeout, a bundle over v's
+// limits) or the verified files could not be written; a failed
+// verification is a Result whose Report says why.
 func Verify(ctx context.Context, v *verify.Verifier, ref string, opts ...Option) (*Result, error) {
 	o, err := applyOptions(opts)
 	if err != nil {
@@ -69,6 +106,24 @@ func Verify(ctx context.Context, v *verify.Verifier, ref string, opts ...Option)
 	if v == nil {
 		return nil, errors.New("verify: nil verifier")
 	}
+	ctx, cancel := o.withDeadline(ctx, timeoutSource(ref, o))
+	defer cancel()
+	res, err := verifyRef(ctx, v, ref, o)
+	return res, timedOut(ctx, err)
+}
+
+// timeoutSource names what ref reads, for the overall timeout's error.
+func timeoutSource(ref string, o *options) string {
+	if strings.HasPrefix(ref, LayoutPrefix) {
+		return ref
+	}
+	if r, err := o.parseRef(ref); err == nil {
+		return "registry " + r.Context().RegistryStr()
+	}
+	return ref
+}
+
+func verifyRef(ctx context.Context, v *verify.Verifier, ref string, o *options) (*Result, error) {
 	st, err := newStage(o.filesTo, o.layoutTo)
 	if err != nil {
 		return nil, err
@@ -83,11 +138,18 @@ func Verify(ctx context.Context, v *verify.Verifier, ref string, opts ...Option)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Ref: ref, Source: src.name() + "@" + f.id.String(), Digest: f.id.String(), Referrers: f.how, Files: f.files, Skipped: f.skipped}
-	if o.criteria != nil {
-		o.criteria(Criteria{Source: res.Source, Bundles: len(f.entries), Criteria: v.Criteria(f.artifacts)})
+	res := &Result{Ref: ref, Source: src.name() + "@" + f.id.String(), Digest: f.id.String(), Referrers: f.how,
+		Files: f.files, NotFetched: f.notFetched, Skipped: f.skipped, SkippedCount: f.skippedCount}
+	if res.Files == nil {
+		res.Files = []File{}
 	}
-	res.Report = v.Verify(ctx, f.entries, f.artifacts)
+	res.Report = v.Complete(ctx, f.checked, f.artifacts)
+	if err := context.Cause(ctx); err != nil {
+		var te *TimeoutError
+		if errors.As(err, &te) {
+			return nil, te
+		}
+	}
 	if !res.Report.Verified || ctx.Err() != nil {
 		return res, nil
 	}
@@ -100,20 +162,24 @@ func Verify(ctx context.Context, v *verify.Verifier, ref string, opts ...Option)
 
 // fetched is a release as read from a source.
 type fetched struct {
-	raw       []byte
-	id        v1.Hash
-	manifest  v1.Manifest
-	how       string
-	files     []File
-	entries   []verify.Entry
-	artifacts []verify.Artifact
-	referrers []v1.Descriptor
-	skipped   []string
-	tag       string
+	raw          []byte
+	id           v1.Hash
+	manifest     v1.Manifest
+	how          string
+	files        []File
+	notFetched   string
+	entries      []verify.Entry
+	checked      *verify.Checked
+	artifacts    []verify.Artifact
+	referrers    []v1.Descriptor
+	skipped      []string
+	skippedCount int
+	tag          string
 }
 
-// fetch reads the release, its bundles and its layers (into st when it
-// stages anything).
+// fetch reads the release: its manifest, its bundles and, once a
+// verified bundle names the manifest, its layers (into st when it stages
+// anything).
 func fetch(ctx context.Context, src source, v *verify.Verifier, st *stage, o *options) (*fetched, error) {
 	raw, id, err := src.resolve(ctx)
 	if err != nil {
@@ -125,7 +191,12 @@ func fetch(ctx context.Context, src source, v *verify.Verifier, st *stage, o *op
 			f.tag = t.TagStr()
 		}
 	}
-	if f.manifest, err = parseRelease(raw, src.name()+"@"+id.String()); err != nil {
+	release := src.name() + "@" + id.String()
+	if f.manifest, err = parseRelease(raw, release); err != nil {
+		return nil, err
+	}
+	total, err := checkSizes(f.manifest.Layers, release, o)
+	if err != nil {
 		return nil, err
 	}
 	for _, b := range [][]byte{raw, emptyJSON} {
@@ -133,41 +204,46 @@ func fetch(ctx context.Context, src source, v *verify.Verifier, st *stage, o *op
 			return nil, err
 		}
 	}
-	descs, how, err := src.referrers(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("listing the referrers of %s@%s: %w", src.name(), id, err)
+	if err := f.fetchBundles(ctx, src, v, st, max(o.jobs, 8)); err != nil {
+		return nil, err
 	}
-	f.how = how
-	// The bundles and the layers download at once (nothing is verified
-	// before both are in: the layers are staged). A bundle's error comes
-	// first, unless it is the cancellation a layer's error caused.
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	bundlesDone := make(chan error, 1)
-	go func() {
-		err := f.fetchBundles(bctx, src, descs, v, st, max(o.jobs, 8))
-		if err != nil {
-			cancel()
+	manifest := verify.Artifact{Name: release, SHA256: id.Hex}
+	if o.criteria != nil {
+		claimed := []verify.Artifact{}
+		for _, l := range f.manifest.Layers {
+			claimed = append(claimed, verify.Artifact{Name: l.Annotations[AnnotationTitle], SHA256: l.Digest.Hex})
 		}
-		bundlesDone <- err
-	}()
-	files, lerr := fetchLayers(bctx, src, f.manifest.Layers, st, o.jobs)
-	if lerr != nil {
-		cancel()
+		o.criteria(Criteria{Source: release, Bundles: len(f.entries), Criteria: v.Criteria(append(claimed, manifest))})
 	}
-	if berr := <-bundlesDone; berr != nil && (lerr == nil || ctx.Err() != nil || !errors.Is(berr, context.Canceled)) {
-		return nil, berr
+	f.checked = v.CheckBundles(ctx, f.entries)
+	if !f.checked.Covers(manifest) {
+		f.notFetched = fmt.Sprintf("no verified bundle of the predicate type names the release manifest %s, so its %d file(s), %d bytes, were not fetched", id, len(f.manifest.Layers), total)
+		f.artifacts = []verify.Artifact{manifest}
+		return f, nil
 	}
-	if lerr != nil {
-		return nil, lerr
+	if f.files, err = fetchLayers(ctx, src, f.manifest.Layers, st, o.jobs); err != nil {
+		return nil, err
 	}
-	f.files = files
 	for _, fl := range f.files {
 		f.artifacts = append(f.artifacts, verify.Artifact{Name: fl.Name, SHA256: fl.SHA256})
 	}
-	sum := sha256.Sum256(raw)
-	f.artifacts = append(f.artifacts, verify.Artifact{Name: src.name() + "@" + id.String(), SHA256: hex.EncodeToString(sum[:])})
+	f.artifacts = append(f.artifacts, manifest)
 	return f, nil
+}
+
+// checkSizes holds the files the manifest names to the limits, before
+// any is fetched, and returns their total size.
+func checkSizes(layers []v1.Descriptor, release string, o *options) (int64, error) {
+	var total int64
+	for _, l := range layers {
+		if l.Size > o.maxLayer {
+			return 0, fmt.Errorf("%s: file %s is %d bytes, more than the %d a file may be\nhint: nothing was fetched; raise the limit with --max-layer-size", release, textsafe.Line(l.Annotations[AnnotationTitle]), l.Size, o.maxLayer)
+		}
+		if total += l.Size; total > o.maxTotal {
+			return 0, fmt.Errorf("%s: the release's files add up to more than %d bytes\nhint: nothing was fetched; raise the limit with --max-total-size", release, o.maxTotal)
+		}
+	}
+	return total, nil
 }
 
 // parseRelease decodes a release manifest and checks its layers' titles.
@@ -177,7 +253,7 @@ func parseRelease(raw []byte, source string) (v1.Manifest, error) {
 		return m, fmt.Errorf("%s: not an image manifest: %w", source, err)
 	}
 	if m.ArtifactType != ReleaseArtifactType {
-		return m, fmt.Errorf("%s is not a gpuattest release: artifactType %q, expected %s\nhint: gpuattest push publishes releases", source, m.ArtifactType, ReleaseArtifactType)
+		return m, fmt.Errorf("%s is not a gpuattest release: artifactType %q, expected %s\nhint: gpuattest push publishes releases", source, textsafe.Line(m.ArtifactType), ReleaseArtifactType)
 	}
 	if len(m.Layers) == 0 {
 		return m, fmt.Errorf("%s: the release has no files", source)
@@ -214,51 +290,53 @@ type bundleRef struct {
 	data    []byte
 }
 
-// fetchBundles reads the bundle referrers, jobs at once, and lists them
-// in digest order. A referrer whose manifest or bundle does not match its
-// digest, or that is not one Sigstore bundle about this release, becomes
-// an entry that fails the signature check; other referrers are skipped.
-// Sizes are checked against v's limits before any bundle is read.
-func (f *fetched) fetchBundles(ctx context.Context, src source, descs []v1.Descriptor, v *verify.Verifier, st *stage, jobs int) error {
-	sort.Slice(descs, func(i, j int) bool { return descs[i].Digest.String() < descs[j].Digest.String() })
-	raws := make([][]byte, len(descs))
-	if err := forEach(ctx, jobs, len(descs), func(ctx context.Context, i int) (err error) {
-		if raws[i], err = src.manifest(ctx, descs[i].Digest); err != nil {
-			return fmt.Errorf("reading referrer %s@%s: %w", src.name(), descs[i].Digest, err)
+// bundleReader reads a release's referrers as they are listed: each is
+// dropped unread when its listing shows it cannot be a bundle, else
+// fetched (jobs at once), checked, and either dropped or kept as a
+// bundle. Only bundles are held, within v's limits.
+type bundleReader struct {
+	f      *fetched
+	src    source
+	v      *verify.Verifier
+	mu     sync.Mutex
+	refs   []*bundleRef
+	total  int64
+	listed int
+	seen   map[v1.Hash]bool
+}
+
+// fetchBundles reads the bundle referrers and lists them in digest
+// order. A referrer whose manifest or bundle does not match its digest,
+// or that is not one Sigstore bundle about this release, becomes an
+// entry that fails the signature check; other referrers are skipped.
+func (f *fetched) fetchBundles(ctx context.Context, src source, v *verify.Verifier, st *stage, jobs int) error {
+	br := &bundleReader{f: f, src: src, v: v, seen: map[v1.Hash]bool{}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(jobs)
+	how, err := src.referrers(gctx, f.id, func(d v1.Descriptor) error {
+		if br.listed++; br.listed > maxReferrers {
+			return fmt.Errorf("%s lists more than %d referrers of the release, the most one verification reads", src.name(), maxReferrers)
 		}
-		return nil
-	}); err != nil {
-		return err
+		if br.seen[d.Digest] {
+			return nil
+		}
+		br.seen[d.Digest] = true
+		if why := unfit(d); why != "" {
+			br.skip(d, why)
+			return nil
+		}
+		g.Go(func() error { return br.read(gctx, d) })
+		return gctx.Err()
+	})
+	if werr := g.Wait(); werr != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		err = werr
 	}
-	var refs []*bundleRef
-	var total int64
-	for i, d := range descs {
-		if !isBundleReferrer(d, raws[i]) {
-			f.skipped = append(f.skipped, d.Digest.String()+" ("+d.ArtifactType+")")
-			continue
-		}
-		r := &bundleRef{desc: d, raw: raws[i]}
-		r.layer, r.problem = f.bundleLayer(r.raw, &r.desc)
-		if r.problem == "" && r.layer.Size > v.MaxBundleSize() {
-			return fmt.Errorf("referrer %s@%s: its bundle is %d bytes, more than the %d a bundle may be\nhint: the limit follows --max-predicate-size", src.name(), d.Digest, r.layer.Size, v.MaxBundleSize())
-		}
-		if total += r.layer.Size; total > v.MaxBundlesSize() {
-			return fmt.Errorf("the bundles of %s add up to more than %d bytes, the most one verification reads\nhint: the limit follows --max-predicate-size", src.name(), v.MaxBundlesSize())
-		}
-		refs = append(refs, r)
+	if err != nil {
+		return fmt.Errorf("reading the referrers of %s@%s: %w", src.name(), f.id, err)
 	}
-	if err := forEach(ctx, jobs, len(refs), func(ctx context.Context, i int) (err error) {
-		r := refs[i]
-		if r.problem == "" {
-			if r.data, r.problem, err = readBundle(ctx, src, r.layer); err != nil {
-				return fmt.Errorf("reading the bundle of referrer %s@%s: %w", src.name(), r.desc.Digest, err)
-			}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, r := range refs {
+	f.how = how
+	sort.Slice(br.refs, func(i, j int) bool { return br.refs[i].desc.Digest.String() < br.refs[j].desc.Digest.String() })
+	for _, r := range br.refs {
 		f.entries = append(f.entries, verify.Entry{Source: src.name() + "@" + r.desc.Digest.String(), Data: r.data, Problem: r.problem})
 		if r.problem != "" {
 			continue
@@ -270,6 +348,81 @@ func (f *fetched) fetchBundles(ctx context.Context, src source, descs []v1.Descr
 			}
 		}
 	}
+	return nil
+}
+
+// unfit says why a listed referrer cannot be a bundle referrer, from its
+// listing alone, or "". A registry may list the config's media type as
+// the artifactType (go-containerregistry's does: the empty config's), so
+// that one, and none, are read to see.
+func unfit(d v1.Descriptor) string {
+	at := d.ArtifactType
+	switch {
+	case d.MediaType != "" && d.MediaType != types.OCIManifestSchema1:
+		return "media type " + string(d.MediaType)
+	case at != "" && at != EmptyConfigMediaType && !strings.HasPrefix(at, bundleMediaTypePrefix):
+		return at
+	case d.Size > maxReferrerManifest:
+		return fmt.Sprintf("%s, a manifest of %d bytes", at, d.Size)
+	}
+	return ""
+}
+
+// skip records a referrer that is not a bundle.
+func (b *bundleReader) skip(d v1.Descriptor, why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.f.skippedCount++
+	if len(b.f.skipped) < maxSkippedListed {
+		b.f.skipped = append(b.f.skipped, d.Digest.String()+" ("+textsafe.Line(why)+")")
+	}
+}
+
+// read fetches referrer d's manifest and, when it is a bundle referrer,
+// its bundle.
+func (b *bundleReader) read(ctx context.Context, d v1.Descriptor) error {
+	limit := int64(maxReferrerManifest)
+	if d.Size > 0 {
+		limit = d.Size
+	}
+	raw, err := b.src.manifest(ctx, d.Digest, limit)
+	if err != nil {
+		return fmt.Errorf("reading referrer %s@%s: %w", b.src.name(), d.Digest, err)
+	}
+	if !isBundleReferrer(d, raw) {
+		b.skip(d, d.ArtifactType)
+		return nil
+	}
+	r := &bundleRef{desc: d, raw: raw}
+	r.layer, r.problem = b.f.bundleLayer(r.raw, &r.desc)
+	if r.problem != "" {
+		r.raw = nil
+		return b.keep(r, 0)
+	}
+	if r.layer.Size > b.v.MaxBundleSize() {
+		return fmt.Errorf("referrer %s@%s: its bundle is %d bytes, more than the %d a bundle may be\nhint: the limit follows --max-predicate-size", b.src.name(), d.Digest, r.layer.Size, b.v.MaxBundleSize())
+	}
+	if err := b.keep(r, r.layer.Size); err != nil {
+		return err
+	}
+	if r.data, r.problem, err = readBundle(ctx, b.src, r.layer); err != nil {
+		return fmt.Errorf("reading the bundle of referrer %s@%s: %w", b.src.name(), d.Digest, err)
+	}
+	return nil
+}
+
+// keep holds r as a bundle, with size bytes to read, within the limits
+// of one verification.
+func (b *bundleReader) keep(r *bundleRef, size int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.refs) == verify.MaxBundles {
+		return fmt.Errorf("%s has more than %d bundle referrers, the most one verification reads", b.src.name(), verify.MaxBundles)
+	}
+	if b.total += size; b.total > b.v.MaxBundlesSize() {
+		return fmt.Errorf("the bundles of %s add up to more than %d bytes, the most one verification reads\nhint: the limit follows --max-predicate-size", b.src.name(), b.v.MaxBundlesSize())
+	}
+	b.refs = append(b.refs, r)
 	return nil
 }
 

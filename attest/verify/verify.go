@@ -45,6 +45,28 @@ func (v *Verifier) CheckBundles(ctx context.Context, entries []Entry) *Checked {
 	return &Checked{r: r, hadEntries: len(entries) > 0}
 }
 
+// Covers reports whether a bundle c checked verified, has the
+// Verifier's predicate type and names a as a subject: what a reader of
+// a published release asks of the manifest before it downloads the
+// files that the manifest names.
+func (c *Checked) Covers(a Artifact) bool {
+	if c.r == nil {
+		return false
+	}
+	for i := range c.r.Bundles {
+		b := &c.r.Bundles[i]
+		if !b.Verified || b.PredicateType != c.r.PredicateType {
+			continue
+		}
+		for _, s := range b.Subjects {
+			if strings.EqualFold(s.Digest["sha256"], a.SHA256) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Complete checks the artifacts against the bundles c checked, evaluates
 // the policy and returns the report. c must come from CheckBundles on v
 // and is spent.

@@ -44,7 +44,7 @@ func TestCampaign(t *testing.T) {
 			t.Fatalf("CI=true but %s (hint: .ci/install installs it)", why)
 		}
 		t.Logf("running bundles and pipelines only: %s", why)
-		cfg.only = []string{"bundles", "pipelines"}
+		cfg.only = []string{"bundles", "pipelines", "registry"}
 	}
 	var err error
 	if cfg.bin, err = buildGpuattest(t.TempDir()); err != nil {

@@ -58,6 +58,9 @@ type result struct {
 	usage rusage.Usage
 	// large marks an input over 10 MB, which the goals do not bound.
 	large bool
+	// noCPUGoal holds the call to the peak RSS goal only (25,000
+	// referrers are 8,333 requests: a time no 10 MB input bounds).
+	noCPUGoal bool
 }
 
 // category is a family of cases. bounded categories hold every call to
@@ -73,6 +76,7 @@ func categories() []category {
 		{"bundles", true, bundleCases},
 		{"pipelines", true, pipelineCases},
 		{"compare", true, compareCases},
+		{"registry", true, registryCases},
 		{"secrets", false, secretCases},
 		{"crash", false, crashCases},
 		{"resume", false, resumeCases},
@@ -152,7 +156,7 @@ func campaign(ctx context.Context, cfg config, w io.Writer) (tables, error) {
 func summarize(c category, rs []result, cpuGoal bool) row {
 	r := row{category: c.name, cases: len(rs)}
 	for i := range rs {
-		over := rs[i].usage.MaxRSS > goalRSS || (cpuGoal && rs[i].usage.CPU > goalCPU)
+		over := rs[i].usage.MaxRSS > goalRSS || (cpuGoal && !rs[i].noCPUGoal && rs[i].usage.CPU > goalCPU)
 		if c.bounded && !rs[i].large && over && rs[i].right {
 			rs[i].right = false
 			rs[i].why = fmt.Sprintf("over the goal: peak RSS %.1f MiB, CPU %s", mib(rs[i].usage.MaxRSS), rs[i].usage.CPU)

@@ -16,6 +16,15 @@
 //     arrays, JUnit with entity expansion or two roots, duplicate case
 //     names. Each is refused with a message naming the file and position
 //     (or the step), and nothing outside the run directory changes.
+//   - registry: releases served by registries on 127.0.0.1 that lie:
+//     another signed release's manifest under the pinned digest, a
+//     Docker-Content-Digest that is not the manifest's, a layout whose
+//     blob or index.json entry holds another release, a 1 GiB layer with
+//     no bundles, a layer over --max-layer-size, 25,000 junk referrers,
+//     a registry that trickles a byte every 3 s or every 100 ms. Each lie
+//     is refused naming both digests (or the host and the timeout), no
+//     layer byte is fetched without a verified bundle naming the
+//     manifest, and the junk verifies within the peak RSS goal.
 //   - secrets: values of *_TOKEN, *_SECRET*, *PASSWORD* and AWS_*
 //     variables, from the host and from step env, never appear in
 //     run.json, the attestations, report.html or the Markdown report.
@@ -27,9 +36,10 @@
 //   - key: the signing key and its password are out of every step's
 //     reach.
 //
-// For the bundles and pipelines categories, every call must also answer
-// within the goals of inputs of at most 10 MB: peak RSS 256 MiB and 2 s
-// of CPU. It prints a table per category (cases, right, wrong, max peak
+// For the bundles, pipelines, compare and registry categories, every
+// call must also answer within the goals of inputs of at most 10 MB:
+// peak RSS 256 MiB and 2 s of CPU (the 25,000 referrers: the RSS goal
+// only). It prints a table per category (cases, right, wrong, max peak
 // RSS, max CPU) and exits 1 when a case is wrong. Run from the module
 // root:
 //

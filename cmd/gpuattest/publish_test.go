@@ -208,6 +208,10 @@ func TestPublishUsage(t *testing.T) {
 		{"pull to a registry", []string{"pull", "127.0.0.1:1/r:v1", "--key", file, "--to", "x"}, 2, "oci-layout:DIR"},
 		{"verify a file as REF", []string{"verify", file, "--key", file}, 2, "is a file"},
 		{"verify REF no key", []string{"verify", "127.0.0.1:1/r:v1"}, 2, "no verification material"},
+		{"zero idle timeout", []string{"verify", "127.0.0.1:1/r:v1", "--key", file, "--registry-idle-timeout", "0s"}, 2, "--registry-idle-timeout 0s: expected a duration above 0"},
+		{"negative overall timeout", []string{"push", filepath.Join(dir, "nope"), "127.0.0.1:1/r:v1", "--registry-timeout", "-1s"}, 2, "--registry-timeout"},
+		{"zero layer size", []string{"pull", "127.0.0.1:1/r:v1", "--key", file, "--out", filepath.Join(dir, "o"), "--max-layer-size", "0"}, 2, "--max-layer-size 0"},
+		{"push has no download limits", []string{"push", filepath.Join(dir, "nope"), "127.0.0.1:1/r:v1", "--max-total-size", "5"}, 2, "unknown flag: --max-total-size"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := cli(t, tt.args...)

@@ -32,6 +32,7 @@ subject mismatch, 12 policy failed, 130 interrupted.`,
 	f.output = outputFlag(c)
 	f.addFlags(c, "")
 	rf := addRegistryFlags(c)
+	rf.addReadFlags(c)
 	c.Flags().StringVar(&dest.files, "out", "", "write the release's files into this new directory")
 	c.Flags().StringVar(&to, "to", "", "copy the release and its referrers into oci-layout:DIR")
 	c.RunE = func(c *cobra.Command, args []string) error {

@@ -57,6 +57,7 @@ func newRunCmd() *cobra.Command {
 	f.root = rootFlag(c)
 	f.sign = addSignFlags(c)
 	f.registry = addRegistryFlags(c) // for benchmark references that name a published release
+	f.registry.addReadFlags(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*f.output); err != nil {
 			return err

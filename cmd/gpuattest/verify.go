@@ -77,12 +77,18 @@ Without --bundle, REF names a release published with gpuattest push
 (REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST], or oci-layout:DIR for an
 offline copy, which touches no network): its bundle referrers are verified
 the same way, and every file of the release and the release manifest
-itself, hashed as the registry serves them, must be subjects.
+itself, hashed as the registry serves them, must be subjects. The
+manifest must hash to the digest asked for (and the registry's
+Docker-Content-Digest); no file is fetched before a verified bundle names
+the manifest; files are bounded by --max-layer-size and --max-total-size,
+requests by --registry-connect-timeout, --registry-idle-timeout and
+--registry-timeout.
 
 Exit codes: 0 verified, 1 error, 10 signature or identity, 11 subject
 mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
 	}
 	rf := addRegistryFlags(c)
+	rf.addReadFlags(c)
 	f.output = outputFlag(c)
 	c.Flags().StringArrayVar(&f.bundlePaths, "bundle", nil, "Sigstore bundle, or JSON Lines of bundles (attestations.intoto.jsonl); repeat for several files")
 	f.addFlags(c, "")

@@ -111,8 +111,11 @@ func renderRef(w io.Writer, output string, res *oci.Result) error {
 		}
 	} else {
 		printVerifyChecks(w, res.Report, code)
-		if len(res.Skipped) > 0 {
-			fmt.Fprintf(w, "Not checked: %d referrer(s) that are not Sigstore bundles\n", len(res.Skipped))
+		if res.SkippedCount > 0 {
+			fmt.Fprintf(w, "Not checked: %d referrer(s) that are not Sigstore bundles\n", res.SkippedCount)
+		}
+		if res.NotFetched != "" {
+			fmt.Fprintf(w, "Not fetched: %s\n", textsafe.Line(res.NotFetched))
 		}
 		if res.FilesDir != "" {
 			fmt.Fprintf(w, "Wrote %d file(s) to %s\n", len(res.Files), textsafe.Line(res.FilesDir))

@@ -9,9 +9,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -396,5 +398,44 @@ func TestBenchmarkReferenceReleaseBwrap(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(res.Dir, "steps", "bench", suite.ReferenceReleaseDir, "pwned")); err == nil {
 		t.Error("the reference wrote into the release directory")
+	}
+}
+
+// TestBenchmarkReferenceReleaseLyingRegistry: a registry that serves
+// another release (and its referrers) under the digest the step pins
+// fails the step before anything runs, naming the digest asked for and
+// the one served; nothing is recorded as that release.
+func TestBenchmarkReferenceReleaseLyingRegistry(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var lie atomic.Value
+	host := registrytest.StartInProcess(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if l, ok := lie.Load().([2]string); ok && (strings.HasSuffix(r.URL.Path, "/manifests/"+l[0]) || strings.HasSuffix(r.URL.Path, "/referrers/"+l[0])) {
+				r.URL.Path = strings.Replace(r.URL.Path, l[0], l[1], 1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	pinned := publish(ctx, t, host)
+	other := publishFiles(ctx, t, host, []runfixture.File{{Name: "build/harness.sh", Data: standIn(t, "other-harness")}})
+	lie.Store([2]string{pinned.digest, other.digest})
+	root := t.TempDir()
+	path := benchPipeline(t, root, pinned.ref, pinned.pub)
+	res := runBench(ctx, t, path)
+	sr := res.Record.Step("bench")
+	if res.Passed() || sr.State != run.Error {
+		t.Fatalf("run %s, step %s, want the step in error", res.Record.State, sr.State)
+	}
+	for _, w := range []string{"reference.release " + pinned.ref, "digest is " + other.digest, "not " + pinned.digest + ", the digest asked for"} {
+		if !strings.Contains(sr.Reason, w) {
+			t.Errorf("reason %q\nwant it to contain %q", sr.Reason, w)
+		}
+	}
+	for _, f := range []string{"cand.json", "ref.json"} {
+		if _, err := os.Stat(filepath.Join(root, f)); err == nil {
+			t.Errorf("%s was written: a side ran", f)
+		}
 	}
 }
