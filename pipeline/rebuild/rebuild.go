@@ -194,7 +194,11 @@ func CheckSource(ctx context.Context, prov *attest.Provenance, dir string) (*sou
 		return nil, fmt.Errorf("%w: %s is at commit %s, the provenance records %s\nhint: git checkout %s (in a clean clone of %s)", ErrSourceMismatch, dir, info.Commit, want.Commit, want.Commit, orUnknown(want.URI))
 	}
 	if info.Dirty {
-		return nil, fmt.Errorf("%w: %s has uncommitted changes:\n  %s\nhint: rebuild from a clean checkout of commit %s", ErrSourceMismatch, dir, strings.Join(info.DirtyFiles, "\n  "), want.Commit)
+		lines := info.DirtyFiles
+		if len(info.Hidden) > 0 {
+			lines = append(append(slices.Clone(lines), "not shown by git status:"), info.Hidden...)
+		}
+		return nil, fmt.Errorf("%w: %s has uncommitted changes:\n  %s\nhint: rebuild from a clean checkout of commit %s", ErrSourceMismatch, dir, strings.Join(lines, "\n  "), want.Commit)
 	}
 	return info, nil
 }
