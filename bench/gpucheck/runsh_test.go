@@ -49,7 +49,7 @@ func TestRunShOut(t *testing.T) {
 		t.Run(out, func(t *testing.T) {
 			t.Parallel()
 			dir := bundle(t)
-			arg := strings.NewReplacer("@BUNDLE", dir, "@ROOT", dir+"/../../..").Replace(out)
+			arg := strings.NewReplacer("@BUNDLE", dir, "@ROOT", dir+"/..").Replace(out)
 			cmd := exec.Command("bash", filepath.Join(dir, "run.sh"), "--out", arg)
 			b, err := cmd.CombinedOutput()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--out") || !strings.Contains(string(b), "hint:") {
