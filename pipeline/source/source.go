@@ -109,19 +109,27 @@ func Detect(ctx context.Context, dir string) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: asking git for changes: %w", dir, err)
 	}
-	info.DirtyFiles, info.Dirty = dirtyFiles(status)
+	files, dirty := dirtyFiles(status)
 	hidden, err := hiddenChanges(ctx, info.Top, info.Commit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: comparing the work tree with commit %s: %w", dir, info.Commit, err)
 	}
+	shown := map[string]bool{}
+	for _, f := range files {
+		shown[f] = true
+	}
 	for _, h := range hidden {
-		info.Dirty = true
-		info.Hidden = append(info.Hidden, h.path+": "+h.why)
-		if len(info.DirtyFiles) < MaxDirtyFiles && !slices.Contains(info.DirtyFiles, h.path) {
-			info.DirtyFiles = append(info.DirtyFiles, h.path)
+		if shown[h.path] {
+			continue
+		}
+		dirty = true
+		files = append(files, h.path)
+		if len(info.Hidden) < MaxDirtyFiles {
+			info.Hidden = append(info.Hidden, h.path+": "+h.why)
 		}
 	}
-	sort.Strings(info.DirtyFiles)
+	sort.Strings(files)
+	info.Dirty, info.DirtyFiles = dirty, files[:min(len(files), MaxDirtyFiles)]
 	return info, nil
 }
 
@@ -248,7 +256,8 @@ func compareFile(root *os.Root, e entry, hexLen int) string {
 	return ""
 }
 
-// dirtyFiles parses git status --porcelain=v1 -z. Untracked files under
+// dirtyFiles parses git status --porcelain=v1 -z into every path it
+// names (status's output is bounded). Untracked files under
 // a .gpuattest directory (gpuattest's own run directories and cache) do
 // not make the tree dirty.
 func dirtyFiles(status []byte) ([]string, bool) {
@@ -262,11 +271,8 @@ func dirtyFiles(status []byte) ([]string, bool) {
 			continue
 		}
 		dirty = true
-		if len(files) < MaxDirtyFiles {
-			files = append(files, string(rec[3:]))
-		}
+		files = append(files, string(rec[3:]))
 	}
-	sort.Strings(files)
 	return files, dirty
 }
 
