@@ -233,7 +233,7 @@ func (pr *progress) sortedRunning() []*live {
 // addBar adds a running step's line to the live area: a bar for a
 // burn-in (its duration is known), a spinner for the rest.
 func (pr *progress) addBar(l *live) {
-	name := decor.Name(fmt.Sprintf("%-20s", l.id), decor.WCSyncSpaceR)
+	name := decor.Name(fmt.Sprintf("%-20s", textsafe.Line(l.id)), decor.WCSyncSpaceR)
 	stat := decor.Any(func(decor.Statistics) string { return pr.status(l) })
 	if spec := pr.specs[l.id]; spec != nil && spec.Kind == pipeline.KindBurnin && spec.Duration.Value() > 0 {
 		l.bar = pr.mpb.New(int64(spec.Duration.Value()/time.Second)+1, mpb.BarStyle().Lbound("[").Rbound("]"),

@@ -160,7 +160,7 @@ func Run(ctx context.Context, prov *attest.Statement, sourceDir string, opts ...
 		if err != nil {
 			return rep, fmt.Errorf("%w\nhint: a rebuild runs the source's build steps in a sandbox; install bubblewrap, or pass --unsandboxed for a source you trust", err)
 		}
-		o.runOpts = append(o.runOpts, run.WithRunners(sb))
+		o.runOpts = append(append([]run.Option{run.WithBaseEnv(sandboxEnv(os.Environ()))}, o.runOpts...), run.WithRunners(sb))
 	}
 	first, err := buildOnce(ctx, pred, info, filepath.Join(rep.Dir, "src"), filepath.Join(rep.Dir, "run"), o.runOpts)
 	if err != nil {
