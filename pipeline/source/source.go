@@ -174,9 +174,9 @@ func hiddenChanges(ctx context.Context, top, commit string) ([]change, error) {
 		inIndex[name] = true
 		switch tag := f[0][0]; {
 		case tag == 'S' || tag == 's':
-			changes = append(changes, change{name, "marked skip-worktree in the index (git ls-files -v shows " + f[0] + "), so git status does not look at it\nhint: git update-index --no-skip-worktree -- " + name + " (or leave the sparse checkout: git sparse-checkout disable)"})
+			changes = append(changes, change{name, "marked skip-worktree in the index (git ls-files -v shows " + f[0] + "), so git status does not look at it (clear it: git update-index --no-skip-worktree -- " + name + "; a sparse checkout: git sparse-checkout disable)"})
 		case tag >= 'a' && tag <= 'z':
-			changes = append(changes, change{name, "marked assume-unchanged in the index (git ls-files -v shows " + f[0] + "), so git status does not look at it\nhint: git update-index --no-assume-unchanged -- " + name})
+			changes = append(changes, change{name, "marked assume-unchanged in the index (git ls-files -v shows " + f[0] + "), so git status does not look at it (clear it: git update-index --no-assume-unchanged -- " + name + ")"})
 		case !inCommit[name]:
 			changes = append(changes, change{name, "in the index but not in the commit"})
 		}
