@@ -71,11 +71,12 @@ failed), 2 usage, 10-12 as verify,
 
 // unsandboxedWarning is what rebuild --unsandboxed prints before it
 // builds.
-const unsandboxedWarning = `WARNING: --unsandboxed: the source's build steps run directly on this host.
-  Any code the commit carries (a -ccbin script, an exec step) runs as
-  this user, with the network, this user's files and credentials, and
-  write access to everything this user may write. A signed provenance says who built it, not that its source
-  is harmless. Use --unsandboxed only for a source you trust as your own.
+const unsandboxedWarning = `WARNING: --unsandboxed: the source's host build steps run directly on this host.
+  Any code the commit carries (a -ccbin script, an exec step) runs as this
+  user, with the network, this user's files, credentials and environment,
+  and write access to everything this user may write. A signed provenance
+  says who built it, not that its source is harmless. Use --unsandboxed
+  only for a source you trust as your own.
 `
 
 func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
