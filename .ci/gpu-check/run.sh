@@ -6,7 +6,9 @@
 #   ./run.sh [--simulated] [--out DIR]
 #
 # DIR (default check-run, beside run/) receives a copy of run/ and the
-# resumed run; run/ itself stays as built.
+# resumed run; run/ itself stays as built. DIR is replaced, so it may not
+# be the bundle, a directory holding it, or one of the bundle's own files
+# (run/, work/, the binaries, this script) or anything inside them.
 # It prints the device record (gpuattest device), resumes the bundle's run
 # of work/gpu-check.yaml (host runner, release: true) so that its gpu: true
 # steps run here on the cuda backend (validate, benchmark, a 2-minute
@@ -25,15 +27,33 @@ simulated=0 out=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--simulated) simulated=1 ;;
-	--out) out=$2; shift ;;
+	--out)
+		[ $# -ge 2 ] || { echo "usage: run.sh [--simulated] [--out DIR]" >&2; exit 2; }
+		out=$2
+		shift
+		;;
 	*) echo "usage: run.sh [--simulated] [--out DIR]" >&2; exit 2 ;;
 	esac
 	shift
 done
 [ -f run/run.json ] || { echo "run.sh: no run/ here: run it from the bundle make gpu-check-bundle writes" >&2; exit 2; }
+out=${out:-check-run}
+# DIR is removed and replaced: refuse one that would take the bundle
+# with it, before anything is touched.
+bundle=$(pwd -P)
+abs=$(realpath -m -- "$out")
+refuse() {
+	echo "run.sh: --out $out ($abs) $1, which --out would delete" >&2
+	echo "hint: give a new directory, e.g. --out check-run (the default) or one outside the bundle" >&2
+	exit 2
+}
+trimmed=${abs%/} # "" for /
+case "$bundle/" in "$trimmed"/*) refuse "is the bundle or holds it" ;; esac
+for own in run work gpuattest gpucheck run.sh; do
+	case "$abs/" in "$bundle/$own"/*) refuse "is the bundle's own $own or inside it" ;; esac
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-out=${out:-check-run}
 rm -rf "$out" && cp -r run "$out" # the bundle's run stays as built, for another try
 
 export GPU_CHECK_BACKEND=cuda

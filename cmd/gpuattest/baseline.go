@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 	"github.com/spf13/cobra"
 )
@@ -56,7 +57,7 @@ Later benchmark steps (baseline: + gate:) and gpuattest compare gate on it.`,
 		for _, k := range b.Cases {
 			n += len(k.SamplesNS)
 		}
-		_, err = fmt.Fprintf(c.OutOrStdout(), "wrote %s: %d cases, %d samples from step %s (%s)\n", outFile, len(b.Cases), n, b.Source.Step, b.Hardware)
+		_, err = fmt.Fprintf(c.OutOrStdout(), "wrote %s: %d cases, %d samples from step %s (%s)\n", textsafe.Line(outFile), len(b.Cases), n, textsafe.Line(b.Source.Step), textsafe.Line(fmt.Sprint(b.Hardware)))
 		return err
 	}
 	return c

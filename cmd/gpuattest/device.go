@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"github.com/gpuattest/gpuattest/attest/hardware"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"io"
 	"os"
 	"strconv"
@@ -82,14 +83,14 @@ func printRecord(w io.Writer, rec *hardware.Record) error {
 	if h.MemoryBytes > 0 {
 		host += ", " + pipeline.FormatSize(h.MemoryBytes) + " RAM"
 	}
-	fmt.Fprintf(&b, "host:    %s\n", host)
+	fmt.Fprintf(&b, "host:    %s\n", textsafe.Line(host))
 	fmt.Fprintf(&b, "os:      %s, kernel %s\n", orDash(h.OS), orDash(h.Kernel))
 	if rec.DriverVersion != "" || rec.CUDADriverVersion != "" || rec.NVMLVersion != "" {
 		fmt.Fprintf(&b, "driver:  %s (CUDA %s, NVML %s)\n", orDash(rec.DriverVersion), orDash(rec.CUDADriverVersion), orDash(rec.NVMLVersion))
 	}
 	fmt.Fprintf(&b, "digest:  %s\n", rec.Digest)
 	if len(rec.GPUs) == 0 {
-		fmt.Fprintf(&b, "gpus:    none: %s\n", rec.Reason)
+		fmt.Fprintf(&b, "gpus:    none: %s\n", textsafe.Line(rec.Reason))
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
@@ -148,11 +149,12 @@ func health(g hardware.GPU) string {
 	return "ok"
 }
 
+// orDash is s for a terminal (textsafe.Line), or "-" when empty.
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return textsafe.Line(s)
 }
 
 func onOff(b *bool) string {

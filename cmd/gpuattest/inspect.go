@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 )
@@ -74,12 +75,12 @@ func newInspectCmd() *cobra.Command {
 				if i > 0 {
 					fmt.Fprintln(w)
 				}
-				fmt.Fprintf(w, "%s\n  sha256  %s\n  size    %d\n  sass    %s\n  ptx     %s\n", r.Path, r.SHA256, r.Size, orNone(r.SASS), orNone(r.PTX))
+				fmt.Fprintf(w, "%s\n  sha256  %s\n  size    %d\n  sass    %s\n  ptx     %s\n", textsafe.Line(r.Path), r.SHA256, r.Size, textsafe.Line(orNone(r.SASS)), textsafe.Line(orNone(r.PTX)))
 				for _, cb := range r.Cubins {
-					fmt.Fprintf(w, "  cubin   %-7s %s  %s\n", cb.Arch, cb.SHA256, cb.Name)
+					fmt.Fprintf(w, "  cubin   %-7s %s  %s\n", textsafe.Line(cb.Arch), cb.SHA256, textsafe.Line(cb.Name))
 				}
 				if r.Problem != "" {
-					fmt.Fprintf(w, "  FAILED  %s\n", r.Problem)
+					fmt.Fprintf(w, "  FAILED  %s\n", textsafe.Lines(r.Problem))
 				}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/spf13/cobra"
@@ -149,7 +150,7 @@ func lockWrite(c *cobra.Command, out string, p *pipeline.Pipeline, existing *ima
 		if ch.Action == "removed" {
 			pinned = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.Name, ch.Action, ch.Entry.Reference, pinned)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", textsafe.Line(ch.Name), ch.Action, textsafe.Line(ch.Entry.Reference), textsafe.Line(pinned))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
@@ -111,7 +112,7 @@ func (pr *progress) Event(ev run.Event) {
 		l := &live{id: ev.Step, kind: ev.Kind, start: pr.now()}
 		pr.running[ev.Step] = l
 		if pr.mpb == nil {
-			fmt.Fprintf(pr.out, "start  %-20s %s\n", ev.Step, ev.Kind)
+			fmt.Fprintf(pr.out, "start  %-20s %s\n", textsafe.Line(ev.Step), textsafe.Line(ev.Kind))
 		} else {
 			pr.addBar(l)
 		}
@@ -122,7 +123,7 @@ func (pr *progress) Event(ev run.Event) {
 			l.mu.Unlock()
 		}
 	case "skip":
-		fmt.Fprintf(pr.out, "%s %-20s %s\n", pr.paint("skip  ", yellow), ev.Step, ev.Reason)
+		fmt.Fprintf(pr.out, "%s %-20s %s\n", pr.paint("skip  ", yellow), textsafe.Line(ev.Step), textsafe.Line(ev.Reason))
 	case "finish":
 		if l := pr.running[ev.Step]; l != nil {
 			delete(pr.running, ev.Step)
@@ -145,12 +146,12 @@ func (pr *progress) finishLine(ev run.Event) string {
 	case run.Error:
 		word, col = "ERROR", red
 	}
-	line := fmt.Sprintf("%s %-20s %8s", pr.paint(fmt.Sprintf("%-6s", word), col), ev.Step, fmtDuration(ev.Duration))
+	line := fmt.Sprintf("%s %-20s %8s", pr.paint(fmt.Sprintf("%-6s", word), col), textsafe.Line(ev.Step), fmtDuration(ev.Duration))
 	if ev.Cache != "" && ev.Cache != "off" {
 		line += "  cache " + ev.Cache
 	}
 	if ev.Reason != "" && ev.State != run.Passed {
-		line += "  " + firstLine(ev.Reason)
+		line += "  " + textsafe.Line(firstLine(ev.Reason))
 	}
 	return line
 }
@@ -200,7 +201,7 @@ func (pr *progress) status(l *live) string {
 		}
 	}
 	if last.Phase != "" {
-		b.WriteString(", " + last.Phase)
+		b.WriteString(", " + textsafe.Line(last.Phase))
 	}
 	return b.String()
 }
@@ -214,7 +215,7 @@ func (pr *progress) heartbeat() {
 		if pr.now().Sub(l.start) < time.Second {
 			continue
 		}
-		fmt.Fprintf(pr.out, "%s %s\n", l.id, pr.status(l))
+		fmt.Fprintf(pr.out, "%s %s\n", textsafe.Line(l.id), pr.status(l))
 	}
 }
 
@@ -232,7 +233,7 @@ func (pr *progress) sortedRunning() []*live {
 // addBar adds a running step's line to the live area: a bar for a
 // burn-in (its duration is known), a spinner for the rest.
 func (pr *progress) addBar(l *live) {
-	name := decor.Name(fmt.Sprintf("%-20s", l.id), decor.WCSyncSpaceR)
+	name := decor.Name(fmt.Sprintf("%-20s", textsafe.Line(l.id)), decor.WCSyncSpaceR)
 	stat := decor.Any(func(decor.Statistics) string { return pr.status(l) })
 	if spec := pr.specs[l.id]; spec != nil && spec.Kind == pipeline.KindBurnin && spec.Duration.Value() > 0 {
 		l.bar = pr.mpb.New(int64(spec.Duration.Value()/time.Second)+1, mpb.BarStyle().Lbound("[").Rbound("]"),

@@ -24,6 +24,7 @@ func init() { verbs = append(verbs, newRebuildCmd) }
 type rebuildFlags struct {
 	verifyFlags
 	source, out string
+	unsandboxed bool
 }
 
 func newRebuildCmd() *cobra.Command {
@@ -62,10 +63,21 @@ failed), 2 usage, 10-12 as verify,
 	c.Flags().Lookup("predicate-type").DefValue = attest.ProvenancePredicateType
 	c.Flags().StringVar(&f.source, "source", "", "git work tree to rebuild from: a clean checkout of the recorded commit")
 	c.Flags().StringVar(&f.out, "out", "", "directory for the rebuild (a copy of the source and its run directory; default: a new temporary directory)")
+	c.Flags().BoolVar(&f.unsandboxed, "unsandboxed", false, "run the source's host build steps directly on this host, with its network and files, instead of in the bwrap sandbox (only for a source you trust)")
 	f.addVSAFlags(c, "where --sign-key writes the VSA bundle (default: vsa.sigstore.json in the rebuild directory)")
 	c.RunE = func(c *cobra.Command, args []string) error { return runRebuild(c, &f, args) }
 	return c
 }
+
+// unsandboxedWarning is what rebuild --unsandboxed prints before it
+// builds.
+const unsandboxedWarning = `WARNING: --unsandboxed: the source's host build steps run directly on this host.
+  Any code the commit carries (a -ccbin script, an exec step) runs as this
+  user, with the network, this user's files, credentials and environment,
+  and write access to everything this user may write. A signed provenance
+  says who built it, not that its source is harmless. Use --unsandboxed
+  only for a source you trust as your own.
+`
 
 func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 	if err := f.check(); err != nil {
@@ -106,8 +118,13 @@ func runRebuild(c *cobra.Command, f *rebuildFlags, args []string) error {
 	for i, a := range in.arts {
 		originals[a.SHA256] = args[i]
 	}
-	rep, err := rebuild.Run(ctx, prov, f.source, rebuild.WithOutDir(f.out), rebuild.WithOriginals(originals),
-		rebuild.WithRunOptions(run.WithWarnings(warn), run.WithVersion(buildVersion().Version)))
+	ropts := []rebuild.Option{rebuild.WithOutDir(f.out), rebuild.WithOriginals(originals),
+		rebuild.WithRunOptions(run.WithWarnings(warn), run.WithVersion(buildVersion().Version))}
+	if f.unsandboxed {
+		fmt.Fprint(c.ErrOrStderr(), unsandboxedWarning)
+		ropts = append(ropts, rebuild.WithoutSandbox())
+	}
+	rep, err := rebuild.Run(ctx, prov, f.source, ropts...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
@@ -142,7 +143,7 @@ func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags, prog *progr
 		// Warnings (a floating image tag, a gate comparing across
 		// hardware) reach the user even with -q.
 		run.WithLogger(slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))),
-		run.WithWarnings(func(w string) { fmt.Fprintln(logw, "warning: "+w) }),
+		run.WithWarnings(func(w string) { fmt.Fprintln(logw, "warning: "+textsafe.Lines(w)) }),
 		run.WithGPUSource(src),
 	}
 	ropts, err := f.registry.options()
@@ -239,7 +240,7 @@ func runSummary(res *run.Result) runSummaryJSON {
 
 func printRunSummary(w io.Writer, res *run.Result) {
 	r := res.Record
-	fmt.Fprintf(w, "pipeline %s: %s\n", r.Pipeline.Name, strings.ToUpper(string(r.State)))
+	fmt.Fprintf(w, "pipeline %s: %s\n", textsafe.Line(r.Pipeline.Name), strings.ToUpper(string(r.State)))
 	if r.Hardware != nil && r.Hardware.Simulated {
 		fmt.Fprintln(w, "hardware: SIMULATED (GPUATTEST_FAKE_GPU); not a real GPU")
 	}
@@ -250,12 +251,12 @@ func printRunSummary(w io.Writer, res *run.Result) {
 		}
 		reason := ""
 		if s.State != run.Passed && s.Reason != "" {
-			reason = firstLine(s.Reason)
+			reason = textsafe.Line(firstLine(s.Reason))
 		}
-		fmt.Fprintf(w, "  %-8s %-20s %-11s %8s %-6s %s\n", s.State, s.ID, s.Kind, fmtDuration(time.Duration(s.DurationMS)*time.Millisecond), cache, reason)
+		fmt.Fprintf(w, "  %-8s %-20s %-11s %8s %-6s %s\n", s.State, textsafe.Line(s.ID), textsafe.Line(s.Kind), fmtDuration(time.Duration(s.DurationMS)*time.Millisecond), cache, reason)
 	}
 	if r.Reason != "" {
-		fmt.Fprintf(w, "%s\n", r.Reason)
+		fmt.Fprintf(w, "%s\n", textsafe.Lines(r.Reason))
 	}
-	fmt.Fprintf(w, "run directory: %s\n", res.Dir)
+	fmt.Fprintf(w, "run directory: %s\n", textsafe.Line(res.Dir))
 }

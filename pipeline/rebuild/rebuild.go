@@ -19,6 +19,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/source"
 )
 
@@ -78,15 +79,28 @@ type Report struct {
 	// Dir holds the rebuild: src/ (the copied tree) and run/ (its run
 	// directory).
 	Dir string `json:"dir"`
+	// Unsandboxed is true when the host's build steps ran outside the
+	// sandbox (WithoutSandbox).
+	Unsandboxed bool `json:"unsandboxed,omitempty"`
 }
 
 // Option configures Run.
 type Option func(*options) error
 
 type options struct {
-	out       string
-	runOpts   []run.Option
-	originals map[string]string // sha256 hex -> file
+	out         string
+	runOpts     []run.Option
+	originals   map[string]string // sha256 hex -> file
+	unsandboxed bool
+}
+
+// WithoutSandbox runs the build steps meant for the host runner directly
+// on this host, as this user, with the network and every file this user
+// may write, instead of in a runner.Sandbox: a hostile source then runs
+// its code here (a -ccbin script, an exec step). Only for a source the
+// rebuilder trusts as much as its own.
+func WithoutSandbox() Option {
+	return func(o *options) error { o.unsandboxed = true; return nil }
 }
 
 // WithOriginals gives copies of the original artifacts (files whose
@@ -115,9 +129,12 @@ func WithRunOptions(opts ...run.Option) Option {
 // from sourceDir: it checks that sourceDir is a clean work tree at the
 // recorded commit and, for build steps that ran on the host, that the
 // host's CUDA toolchain has the recorded digests (before anything is
-// built); copies the tracked files into a fresh directory; runs the
-// recorded cuda-build steps there (with the exec steps they need), in
-// the pipeline's pinned images, without any cache; and compares every
+// built); writes the commit's files into a fresh directory; runs the
+// recorded cuda-build steps there (with the exec steps they need),
+// without any cache, in the pipeline's pinned images (docker or bwrap,
+// without network) or, for steps meant for the host runner, in a
+// runner.Sandbox (the host's tools, no network, nothing writable outside
+// the rebuild directory) unless WithoutSandbox; and compares every
 // subject's digest. A Report that does not Match carries the diff of a
 // second rebuild. prov must come from a verified bundle.
 func Run(ctx context.Context, prov *attest.Statement, sourceDir string, opts ...Option) (*Report, error) {
@@ -146,6 +163,14 @@ func Run(ctx context.Context, prov *attest.Statement, sourceDir string, opts ...
 	}
 	if rep.Dir, err = outDir(o.out); err != nil {
 		return nil, err
+	}
+	rep.Unsandboxed = o.unsandboxed
+	if !o.unsandboxed {
+		sb, err := runner.NewSandbox([]string{rep.Dir})
+		if err != nil {
+			return rep, fmt.Errorf("%w\nhint: a rebuild runs the source's build steps in a sandbox; install bubblewrap, or pass --unsandboxed for a source you trust", err)
+		}
+		o.runOpts = append(append([]run.Option{run.WithBaseEnv(sandboxEnv(os.Environ()))}, o.runOpts...), run.WithRunners(sb))
 	}
 	first, err := buildOnce(ctx, pred, info, filepath.Join(rep.Dir, "src"), filepath.Join(rep.Dir, "run"), o.runOpts)
 	if err != nil {
@@ -204,7 +229,11 @@ func CheckSource(ctx context.Context, prov *attest.Provenance, dir string) (*sou
 		return nil, fmt.Errorf("%w: %s is at commit %s, the provenance records %s\nhint: git checkout %s (in a clean clone of %s)", ErrSourceMismatch, dir, info.Commit, want.Commit, want.Commit, orUnknown(want.URI))
 	}
 	if info.Dirty {
-		return nil, fmt.Errorf("%w: %s has uncommitted changes:\n  %s\nhint: rebuild from a clean checkout of commit %s", ErrSourceMismatch, dir, strings.Join(info.DirtyFiles, "\n  "), want.Commit)
+		lines := info.DirtyFiles
+		if len(info.Hidden) > 0 {
+			lines = append(append(slices.Clone(lines), "not shown by git status:"), info.Hidden...)
+		}
+		return nil, fmt.Errorf("%w: %s has uncommitted changes:\n  %s\nhint: rebuild from a clean checkout of commit %s", ErrSourceMismatch, dir, strings.Join(lines, "\n  "), want.Commit)
 	}
 	return info, nil
 }

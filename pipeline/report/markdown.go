@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
@@ -41,7 +42,7 @@ func (r *Report) WriteMarkdown(w io.Writer, opts ...MarkdownOption) error {
 	r.mdBurnins(p)
 	r.mdVerification(p)
 	if o.htmlPath != "" {
-		p("Full report: `%s`\n", strings.ReplaceAll(o.htmlPath, "`", "'"))
+		p("Full report: `%s`\n", strings.ReplaceAll(textsafe.Line(o.htmlPath), "`", "'"))
 	}
 	return bw.Flush()
 }
@@ -202,13 +203,21 @@ func verdictRank(c BenchCase) int {
 }
 
 // mdReplacer escapes what Markdown or the HTML that Markdown may carry
-// would read as markup, and keeps a value on one table line.
+// would read as markup, and what GitHub would render as math ($) or turn
+// into a link (a bare URL, www., an e-mail address): a <span> around
+// the character that starts each splits it, as GitHub's documentation
+// advises for $.
 var mdReplacer = strings.NewReplacer(
 	"&", "&amp;", "<", "&lt;", ">", "&gt;",
 	`\`, `\\`, "|", `\|`, "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`,
 	"#", `\#`, "!", `\!`, "~", `\~`,
-	"\r\n", " ", "\n", " ", "\r", " ",
+	"$", "<span>$</span>", "://", "<span>:</span>//", "www.", "www<span>.</span>", "WWW.", "WWW<span>.</span>", "@", "<span>@</span>",
 )
 
-// md escapes s for a Markdown line or table cell.
-func md(s string) string { return mdReplacer.Replace(s) }
+// mdLines keeps a value on one table line.
+var mdLines = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
+// md escapes s for a Markdown line or table cell: line breaks become
+// spaces, every other character that could act on a terminal an escape
+// (textsafe.Line, as on the terminal), then Markdown's markup is escaped.
+func md(s string) string { return mdReplacer.Replace(textsafe.Line(mdLines.Replace(s))) }

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/source"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -36,6 +37,22 @@ type options struct {
 	warn        func(string)
 	registry    []oci.Option
 	source      *source.Info
+	runners     []runner.Runner
+}
+
+// WithRunners makes rs available to the steps, each under its Name,
+// in place of the runner of that name the run would otherwise use (a
+// rebuild puts a runner.Sandbox in the host runner's place).
+func WithRunners(rs ...runner.Runner) Option {
+	return func(o *options) error {
+		for _, r := range rs {
+			if r == nil {
+				return errors.New("nil runner")
+			}
+		}
+		o.runners = append(o.runners, rs...)
+		return nil
+	}
 }
 
 // WithSource records info as the run's source instead of describing the

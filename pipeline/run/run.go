@@ -131,6 +131,9 @@ func (o *options) engineOptions(ctx context.Context, p *pipeline.Pipeline) ([]en
 		return nil, err
 	}
 	opts = append(opts, more...)
+	for _, r := range o.runners {
+		opts = append(opts, engine.WithRunner(r))
+	}
 	if more, err = imageOptions(ctx, p, o.locked); err != nil {
 		return nil, err
 	}

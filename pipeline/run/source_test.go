@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,5 +61,42 @@ func TestPipelineSource(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Fatal("a refused release wrote a run directory")
+	}
+}
+
+// An edit hidden from git status (skip-worktree, assume-unchanged) makes
+// a run record a dirty tree, and a release refuse it.
+func TestPipelineSourceHiddenEdit(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"--skip-worktree", "--assume-unchanged"} {
+		t.Run(flag, func(t *testing.T) {
+			t.Parallel()
+			path := gitRepo(t, "steps:\n  - {id: a, run: echo hi}\n")
+			dir := filepath.Dir(path)
+			cmd := exec.Command("git", "update-index", flag, "k.cu")
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git update-index: %v\n%s", err, out)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "k.cu"), []byte("// hidden\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p, err := run.Load(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(), run.WithGPUSource(noGPU(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if src := res.Record.Source; src == nil || !src.Dirty || !slices.Contains(src.DirtyFiles, "k.cu") {
+				t.Fatalf("run.json source: %+v, want dirty with k.cu", src)
+			}
+			p.Release = true
+			_, err = run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r2")), run.WithoutCache(), run.WithGPUSource(noGPU(t)))
+			if !errors.Is(err, source.ErrDirty) || !strings.Contains(err.Error(), strings.TrimPrefix(flag, "--")) {
+				t.Fatalf("release with a hidden edit: %v, want ErrDirty naming %s", err, flag)
+			}
+		})
 	}
 }

@@ -32,6 +32,11 @@ type Info struct {
 	// DirtyFiles are the first MaxDirtyFiles such files, slash paths
 	// relative to the work tree's top.
 	DirtyFiles []string `json:"dirty_files,omitempty"`
+	// Hidden explains each difference that git status does not show: a
+	// file the index marks skip-worktree or assume-unchanged, or whose
+	// work-tree bytes are not the commit's though the index says they
+	// are. Its paths are also in DirtyFiles.
+	Hidden []string `json:"-"`
 	// Root is the directory a pipeline ran from (its root), as a slash
 	// path relative to the work tree's top; empty for the top itself.
 	// Callers set it (see RelativeRoot).
@@ -104,11 +109,155 @@ func Detect(ctx context.Context, dir string) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: asking git for changes: %w", dir, err)
 	}
-	info.DirtyFiles, info.Dirty = dirtyFiles(status)
+	files, dirty := dirtyFiles(status)
+	hidden, err := hiddenChanges(ctx, info.Top, info.Commit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: comparing the work tree with commit %s: %w", dir, info.Commit, err)
+	}
+	shown := map[string]bool{}
+	for _, f := range files {
+		shown[f] = true
+	}
+	for _, h := range hidden {
+		if shown[h.path] {
+			continue
+		}
+		dirty = true
+		files = append(files, h.path)
+		if len(info.Hidden) < MaxDirtyFiles {
+			info.Hidden = append(info.Hidden, h.path+": "+h.why)
+		}
+	}
+	sort.Strings(files)
+	info.Dirty, info.DirtyFiles = dirty, files[:min(len(files), MaxDirtyFiles)]
 	return info, nil
 }
 
-// dirtyFiles parses git status --porcelain=v1 -z. Untracked files under
+// change is a path whose work-tree state differs from the commit, and why.
+type change struct{ path, why string }
+
+// hiddenChanges compares the work tree and the index at top with the tree
+// of commit, read from the object store with every object's id checked,
+// without trusting what the index says about the work tree: git status
+// skips files marked skip-worktree or assume-unchanged and files whose
+// stat data the index claims to know, and a crafted index can claim
+// anything. Every tracked regular file and link is read and hashed.
+func hiddenChanges(ctx context.Context, top, commit string) ([]change, error) {
+	objs, err := openObjects(ctx, top, len(commit))
+	if err != nil {
+		return nil, err
+	}
+	entries, err := objs.tree(commit)
+	objs.close()
+	if err != nil {
+		return nil, err
+	}
+	index, err := git(ctx, top, nil, "ls-files", "-z", "-v", "-s")
+	if err != nil {
+		return nil, fmt.Errorf("listing the index: %w", err)
+	}
+	inCommit := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		inCommit[e.path] = true
+	}
+	var changes []change
+	inIndex := map[string]bool{}
+	for _, rec := range bytes.Split(index, []byte{0}) {
+		if len(rec) == 0 {
+			continue
+		}
+		meta, name, ok := strings.Cut(string(rec), "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 4 || len(f[0]) != 1 {
+			return nil, fmt.Errorf("git ls-files -v -s: unexpected record %q", rec)
+		}
+		inIndex[name] = true
+		switch tag := f[0][0]; {
+		case tag == 'S' || tag == 's':
+			changes = append(changes, change{name, "marked skip-worktree in the index (git ls-files -v shows " + f[0] + "), so git status does not look at it (clear it: git update-index --no-skip-worktree -- " + name + "; a sparse checkout: git sparse-checkout disable)"})
+		case tag >= 'a' && tag <= 'z':
+			changes = append(changes, change{name, "marked assume-unchanged in the index (git ls-files -v shows " + f[0] + "), so git status does not look at it (clear it: git update-index --no-assume-unchanged -- " + name + ")"})
+		case !inCommit[name]:
+			changes = append(changes, change{name, "in the index but not in the commit"})
+		}
+	}
+	root, err := os.OpenRoot(top)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if e.mode == "160000" {
+			continue // git status --ignore-submodules=none compares submodules
+		}
+		if !inIndex[e.path] {
+			changes = append(changes, change{e.path, "in the commit but not in the index"})
+			continue
+		}
+		if why := compareFile(root, e, len(commit)); why != "" {
+			changes = append(changes, change{e.path, why})
+		}
+	}
+	// A path flagged above and also differing is reported once, by flag.
+	seen := map[string]bool{}
+	out := changes[:0]
+	for _, c := range changes {
+		if !seen[c.path] {
+			seen[c.path] = true
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// compareFile says how the work-tree file of e differs from the commit's
+// (its bytes, its type or its executable bit), or "" when it does not.
+func compareFile(root *os.Root, e entry, hexLen int) string {
+	name := filepath.FromSlash(e.path)
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return "missing from the work tree"
+	}
+	var id string
+	switch {
+	case e.mode == "120000":
+		if fi.Mode()&os.ModeSymlink == 0 {
+			return "a symbolic link in the commit, not in the work tree"
+		}
+		target, err := root.Readlink(name)
+		if err != nil {
+			return "reading the link: " + err.Error()
+		}
+		id, err = blobID(hexLen, int64(len(target)), strings.NewReader(target))
+		if err != nil {
+			return err.Error()
+		}
+	case !fi.Mode().IsRegular():
+		return "a regular file in the commit, not in the work tree"
+	case (fi.Mode()&0o100 != 0) != (e.mode == "100755"):
+		return "its executable bit differs from the commit's (git mode " + e.mode + ")"
+	default:
+		f, err := root.Open(name)
+		if err != nil {
+			return "reading it: " + err.Error()
+		}
+		id, err = blobID(hexLen, fi.Size(), f)
+		f.Close()
+		if err != nil {
+			return "reading it: " + err.Error()
+		}
+	}
+	if id != e.oid {
+		return "its bytes differ from the commit's (blob " + id + " in the work tree, " + e.oid + " in the commit), though git status does not show it"
+	}
+	return ""
+}
+
+// dirtyFiles parses git status --porcelain=v1 -z into every path it
+// names (status's output is bounded). Untracked files under
 // a .gpuattest directory (gpuattest's own run directories and cache) do
 // not make the tree dirty.
 func dirtyFiles(status []byte) ([]string, bool) {
@@ -122,11 +271,8 @@ func dirtyFiles(status []byte) ([]string, bool) {
 			continue
 		}
 		dirty = true
-		if len(files) < MaxDirtyFiles {
-			files = append(files, string(rec[3:]))
-		}
+		files = append(files, string(rec[3:]))
 	}
-	sort.Strings(files)
 	return files, dirty
 }
 
@@ -218,7 +364,11 @@ func (info *Info) CheckClean(what string) error {
 	if len(info.DirtyFiles) == MaxDirtyFiles {
 		more = "\n  ... (more)"
 	}
-	return fmt.Errorf("%s: %w:\n  %s%s\nhint: commit or stash them (git status), or list build outputs in .gitignore, so that the commit recorded is what was built", what, ErrDirty, strings.Join(info.DirtyFiles, "\n  "), more)
+	hidden := ""
+	if len(info.Hidden) > 0 {
+		hidden = "\nnot shown by git status:\n  " + strings.Join(info.Hidden, "\n  ")
+	}
+	return fmt.Errorf("%s: %w:\n  %s%s%s\nhint: commit or stash them (git status), or list build outputs in .gitignore, so that the commit recorded is what was built", what, ErrDirty, strings.Join(info.DirtyFiles, "\n  "), more, hidden)
 }
 
 // git runs git with args in dir, bounded in time and output, with the
@@ -226,15 +376,10 @@ func (info *Info) CheckClean(what string) error {
 func git(ctx context.Context, dir string, extra []string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	base := []string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false", "--no-pager"}
-	full := append(append(base, extra...), args...)
-	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Dir = dir
-	cmd.Env = append(gitFreeEnv(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_PAGER=cat")
+	cmd := gitCommand(ctx, dir, extra, args...)
 	var stdout, stderr limited
 	stdout.max, stderr.max = maxOutput, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	if stdout.over {
 		return nil, fmt.Errorf("git %s: more than %d bytes of output", strings.Join(args, " "), maxOutput)
@@ -246,6 +391,22 @@ func git(ctx context.Context, dir string, extra []string, args ...string) ([]byt
 		return nil, fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// gitCommand is the git command every call runs: the repository's hooks,
+// fsmonitor, untracked cache and pager off; the system configuration,
+// replace objects (git replace, which would make a commit id stand for
+// another tree) and any GIT_* variable of this process ignored; no lock
+// taken and no prompt.
+func gitCommand(ctx context.Context, dir string, extra []string, args ...string) *exec.Cmd {
+	base := []string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false", "-c", "core.checkStat=default", "-c", "core.trustctime=true", "-c", "core.ignoreStat=false", "--no-pager"}
+	full := append(append(base, extra...), args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Dir = dir
+	cmd.Env = append(gitFreeEnv(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_PAGER=cat",
+		"GIT_NO_REPLACE_OBJECTS=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_ATTR_NOSYSTEM=1", "GIT_NO_LAZY_FETCH=1")
+	cmd.WaitDelay = time.Second
+	return cmd
 }
 
 // gitFreeEnv is this process's environment without any GIT_* variable:

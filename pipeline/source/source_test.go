@@ -1,12 +1,16 @@
 package source_test
 
 import (
+	"bytes"
+	"compress/zlib"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline/source"
@@ -202,5 +206,180 @@ func TestDetectIgnoresGitEnvironment(t *testing.T) {
 	os.Unsetenv("GIT_WORK_TREE")
 	if want := gitIn(t, dir, "rev-parse", "HEAD"); info.Commit != want {
 		t.Fatalf("Detect with GIT_DIR set elsewhere: commit %s, want %s", info.Commit, want)
+	}
+}
+
+// hide edits a committed file and hides the edit from git status with
+// how (a git update-index flag); it returns the repository.
+func hide(t *testing.T, how string) string {
+	t.Helper()
+	dir := repo(t, map[string]string{"k/a.cu": "__global__ void a() { x += 1; }\n", "b.txt": "b\n"})
+	gitIn(t, dir, "update-index", how, "k/a.cu")
+	if err := os.WriteFile(filepath.Join(dir, "k", "a.cu"), []byte("__global__ void a() { x -= 1; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st := gitIn(t, dir, "status", "--porcelain"); st != "" {
+		t.Fatalf("git status after %s shows %q: the edit is not hidden", how, st)
+	}
+	return dir
+}
+
+// An edit hidden from git status with skip-worktree or assume-unchanged
+// makes the tree dirty, and CheckClean names the flag with a hint.
+func TestDetectHiddenEdits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ how, flag string }{{"--skip-worktree", "skip-worktree"}, {"--assume-unchanged", "assume-unchanged"}} {
+		t.Run(tc.flag, func(t *testing.T) {
+			t.Parallel()
+			dir := hide(t, tc.how)
+			info, err := source.Detect(t.Context(), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !info.Dirty || strings.Join(info.DirtyFiles, ",") != "k/a.cu" {
+				t.Fatalf("got dirty=%v files %q, want k/a.cu dirty", info.Dirty, info.DirtyFiles)
+			}
+			err = info.CheckClean("release: true")
+			if !errors.Is(err, source.ErrDirty) || !strings.Contains(err.Error(), tc.flag) || !strings.Contains(err.Error(), "--no-"+tc.flag) {
+				t.Fatalf("CheckClean: %v, want ErrDirty naming %s and how to clear it", err, tc.flag)
+			}
+		})
+	}
+}
+
+// A flag on an unchanged file still refuses the tree: the index would
+// hide a later edit.
+func TestDetectFlagAlone(t *testing.T) {
+	t.Parallel()
+	dir := repo(t, map[string]string{"a.cu": "a\n"})
+	gitIn(t, dir, "update-index", "--skip-worktree", "a.cu")
+	info, err := source.Detect(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Dirty || len(info.Hidden) != 1 || !strings.Contains(info.Hidden[0], "skip-worktree") {
+		t.Fatalf("got %+v, want a.cu reported as skip-worktree", info)
+	}
+}
+
+// An edit that keeps the file's size and modification time, in a
+// repository configured to compare little stat data, is invisible to
+// git status; Detect hashes the file and sees it.
+func TestDetectEditWithOldStat(t *testing.T) {
+	t.Parallel()
+	testenv.RequireTool(t, "git")
+	dir := t.TempDir()
+	gitIn(t, dir, "init", "-q")
+	p := filepath.Join(dir, "a.cu")
+	old := time.Now().Add(-time.Hour)
+	if err := os.WriteFile(p, []byte("aaaa\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, dir, "add", "-A")
+	gitIn(t, dir, "commit", "-q", "-m", "c")
+	gitIn(t, dir, "config", "core.checkStat", "minimal")
+	gitIn(t, dir, "config", "core.trustctime", "false")
+	if err := os.WriteFile(p, []byte("bbbb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if st := gitIn(t, dir, "status", "--porcelain"); st != "" {
+		t.Logf("git status sees the edit (%q); Detect must too", st)
+	}
+	info, err := source.Detect(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Dirty || strings.Join(info.DirtyFiles, ",") != "a.cu" {
+		t.Fatalf("got dirty=%v files %q, want a.cu dirty", info.Dirty, info.DirtyFiles)
+	}
+}
+
+// git replace cannot make HEAD's commit id stand for another tree:
+// Detect reads the commit itself.
+func TestDetectIgnoresReplaceObjects(t *testing.T) {
+	t.Parallel()
+	dir := repo(t, map[string]string{"a.cu": "real\n"})
+	head := gitIn(t, dir, "rev-parse", "HEAD")
+	gitIn(t, dir, "checkout", "-q", "-b", "other")
+	if err := os.WriteFile(filepath.Join(dir, "a.cu"), []byte("edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, dir, "commit", "-q", "-am", "edit")
+	other := gitIn(t, dir, "rev-parse", "HEAD")
+	gitIn(t, dir, "checkout", "-q", "--detach", head)
+	// The work tree now holds "real"; make it "edited" and replace HEAD's
+	// commit with the edited one, so git status sees a clean tree.
+	if err := os.WriteFile(filepath.Join(dir, "a.cu"), []byte("edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, dir, "replace", head, other)
+	gitIn(t, dir, "reset", "-q")
+	if st := gitIn(t, dir, "status", "--porcelain"); st != "" {
+		t.Fatalf("git status with the replacement shows %q: the test's premise fails", st)
+	}
+	info, err := source.Detect(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Commit != head || !info.Dirty {
+		t.Fatalf("got commit %s dirty=%v, want %s dirty", info.Commit, info.Dirty, head)
+	}
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := source.CopyTracked(t.Context(), info, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "a.cu")); string(got) != "real\n" {
+		t.Fatalf("copied a.cu = %q, want the commit's \"real\\n\"", got)
+	}
+}
+
+// CopyTracked copies the commit's files, not the work tree's: an edit
+// hidden with skip-worktree does not reach the copy.
+func TestCopyTrackedIgnoresHiddenEdit(t *testing.T) {
+	t.Parallel()
+	dir := hide(t, "--skip-worktree")
+	info, err := source.Detect(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := source.CopyTracked(t.Context(), info, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "k", "a.cu")); !strings.Contains(string(got), "x += 1") {
+		t.Fatalf("copied k/a.cu = %q, want the commit's bytes", got)
+	}
+}
+
+// A loose object rewritten with other content under the same id is
+// refused, not copied.
+func TestCopyTrackedRefusesAlteredObject(t *testing.T) {
+	t.Parallel()
+	dir := repo(t, map[string]string{"a.cu": "real\n"})
+	oid := gitIn(t, dir, "rev-parse", "HEAD:a.cu")
+	obj := filepath.Join(dir, ".git", "objects", oid[:2], oid[2:])
+	var z bytes.Buffer
+	w := zlib.NewWriter(&z)
+	fmt.Fprintf(w, "blob 5\x00fake\n")
+	w.Close()
+	if err := os.Remove(obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obj, z.Bytes(), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	info, err := source.Detect(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = source.CopyTracked(t.Context(), info, filepath.Join(t.TempDir(), "copy"))
+	if err == nil || !strings.Contains(err.Error(), "altered") {
+		t.Fatalf("CopyTracked with an altered object: %v, want it refused", err)
 	}
 }

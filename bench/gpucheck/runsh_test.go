@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuattest/gpuattest/internal/testenv"
+)
+
+// bundle lays out a gpu-check bundle with the real run.sh, a run/ and a
+// work/, and a gpuattest that only notes it ran and fails.
+func bundle(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "gpu-check")
+	script, err := os.ReadFile(filepath.Join("..", "..", ".ci", "gpu-check", "run.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"run.sh":              string(script),
+		"run/run.json":        "{}",
+		"work/gpu-check.yaml": "kind: Pipeline\n",
+		"gpuattest":           "#!/bin/sh\ntouch \"$(dirname \"$0\")/gpuattest-ran\"\nexit 1\n",
+		"gpucheck":            "#!/bin/sh\nexit 1\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// run.sh refuses an --out that is the bundle, holds it, or is one of its
+// own files or inside one (it would be deleted), before touching
+// anything; a new directory beside run/ or outside is taken.
+func TestRunShOut(t *testing.T) {
+	t.Parallel()
+	testenv.RequireTool(t, "bash")
+	testenv.RequireTool(t, "realpath")
+	for _, out := range []string{"run", "work", "./run/", "run/x", "work/kernels", ".", "..", "gpuattest", "run.sh", "check-run/../work", "@BUNDLE", "@BUNDLE/run", "@ROOT"} {
+		t.Run(out, func(t *testing.T) {
+			t.Parallel()
+			dir := bundle(t)
+			arg := strings.NewReplacer("@BUNDLE", dir, "@ROOT", dir+"/..").Replace(out)
+			cmd := exec.Command("bash", filepath.Join(dir, "run.sh"), "--out", arg)
+			b, err := cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--out") || !strings.Contains(string(b), "hint:") {
+				t.Fatalf("run.sh --out %s: %v, want exit 2 and the refusal\n%s", arg, err, b)
+			}
+			for _, keep := range []string{"run/run.json", "work/gpu-check.yaml", "gpuattest", "run.sh"} {
+				if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(keep))); err != nil {
+					t.Errorf("run.sh --out %s removed the bundle's %s", arg, keep)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "gpuattest-ran")); err == nil {
+				t.Errorf("run.sh --out %s ran gpuattest before refusing", arg)
+			}
+		})
+	}
+	for _, out := range []string{"", "check-run", "@OUTSIDE"} {
+		dir := bundle(t)
+		arg := strings.ReplaceAll(out, "@OUTSIDE", filepath.Join(t.TempDir(), "elsewhere"))
+		args := []string{filepath.Join(dir, "run.sh")}
+		if out != "" {
+			args = append(args, "--out", arg)
+		}
+		b, err := exec.Command("bash", args...).CombinedOutput()
+		if _, statErr := os.Stat(filepath.Join(dir, "gpuattest-ran")); statErr != nil || strings.Contains(string(b), "hint: give a new directory") {
+			t.Errorf("run.sh --out %q: %v, want it accepted (gpuattest run)\n%s", arg, err, b)
+		}
+	}
+	if b, err := exec.Command("bash", filepath.Join(bundle(t), "run.sh"), "--out").CombinedOutput(); err == nil || !strings.Contains(string(b), "usage:") {
+		t.Errorf("run.sh --out without DIR: %v, want the usage\n%s", err, b)
+	}
+}
