@@ -150,32 +150,35 @@ func Fingerprint(ctx context.Context, r runner.Runner, opts ...Option) (*Toolcha
 		// it, from the work dir it is relative to).
 		return tc, nil
 	}
-	if tc.HostCompiler != "" {
-		env := o.env
-		if p := vars["PATH"]; p != "" {
-			env = setEnv(env, "PATH", p)
-		}
-		out, _, err := run(env, "sh", "-c", `p=$(command -v "$0") || exit 3; p=$(readlink -f "$p") || exit 3; sha256sum "$p"`, tc.HostCompiler)
-		if err != nil {
-			return nil, fmt.Errorf("digesting the host compiler %s: %w", tc.HostCompiler, err)
-		}
-		if f := strings.Fields(out); len(f) == 2 {
-			tc.HostCompilerSHA256, tc.HostCompilerPath = f[0], strings.TrimPrefix(f[1], "*")
-		}
-	}
-	if tc.HostCompiler != "" {
-		env := o.env
-		if p := vars["PATH"]; p != "" {
-			env = setEnv(env, "PATH", p)
-		}
-		// Through sh so the lookup uses nvcc's PATH, not this process's.
-		out, _, err := run(env, "sh", "-c", `exec "$0" --version`, tc.HostCompiler)
-		if err != nil {
-			return nil, fmt.Errorf("asking the host compiler for its version: %w", err)
-		}
-		tc.HostCompilerVersion, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
+	if err := tc.hostCompiler(run, o.env, vars); err != nil {
+		return nil, err
 	}
 	return tc, nil
+}
+
+// hostCompiler resolves the host compiler with nvcc's PATH (from its
+// --dryrun variables vars) and records the file it is, its digest and
+// its version.
+func (tc *Toolchain) hostCompiler(run probe, env []string, vars map[string]string) error {
+	if tc.HostCompiler == "" {
+		return nil
+	}
+	if p := vars["PATH"]; p != "" {
+		env = setEnv(env, "PATH", p)
+	}
+	// Through sh so the lookup uses nvcc's PATH, not this process's.
+	out, _, err := run(env, "sh", "-c", `p=$(command -v "$0") || exit 3; p=$(readlink -f "$p") || exit 3; sha256sum "$p"`, tc.HostCompiler)
+	if err != nil {
+		return fmt.Errorf("digesting the host compiler %s: %w", tc.HostCompiler, err)
+	}
+	if f := strings.Fields(out); len(f) == 2 {
+		tc.HostCompilerSHA256, tc.HostCompilerPath = f[0], strings.TrimPrefix(f[1], "*")
+	}
+	if out, _, err = run(env, "sh", "-c", `exec "$0" --version`, tc.HostCompiler); err != nil {
+		return fmt.Errorf("asking the host compiler for its version: %w", err)
+	}
+	tc.HostCompilerVersion, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
+	return nil
 }
 
 // withoutCCBin returns flags less -ccbin / --compiler-bindir and their
