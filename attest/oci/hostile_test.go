@@ -1,10 +1,16 @@
 package oci_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -341,5 +347,55 @@ func TestTricklingRegistry(t *testing.T) {
 				t.Errorf("took %s to give up", took)
 			}
 		})
+	}
+}
+
+// TestReferrersPages: a registry that pages its referrers list (the
+// distribution spec's Link: <...>; rel="next") is followed to the last
+// page: both bundles are found.
+func TestReferrersPages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1, 100)
+	var pages atomic.Int32
+	host := registrytest.StartInProcess(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.Contains(r.URL.Path, "/referrers/") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			var idx v1.IndexManifest
+			if err := json.Unmarshal(rec.Body.Bytes(), &idx); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			// The registry lists them in map order: sort them, for the
+			// pages to split one list.
+			sort.Slice(idx.Manifests, func(i, j int) bool { return idx.Manifests[i].Digest.Hex < idx.Manifests[j].Digest.Hex })
+			page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+			pages.Add(1)
+			if page+1 < len(idx.Manifests) {
+				w.Header().Set("Link", fmt.Sprintf(`<%s?page=%d>; rel="next"`, r.URL.Path, page+1))
+			}
+			if page < len(idx.Manifests) {
+				idx.Manifests = idx.Manifests[page : page+1]
+			} else {
+				idx.Manifests = nil
+			}
+			w.Header().Set("Content-Type", string(types.OCIImageIndex))
+			json.NewEncoder(w).Encode(idx)
+		})
+	})
+	if _, err := oci.Push(ctx(t), host+"/r:v1", f.rel, f.bundles); err != nil {
+		t.Fatal(err)
+	}
+	pages.Store(0)
+	res, err := oci.Verify(ctx(t), f.verifier(t), host+"/r:v1")
+	if err != nil || !res.Report.Verified || len(res.Report.Bundles) != 2 {
+		t.Fatalf("verify through paged referrers: %v %+v, %d pages, %d bundles %v", err, res, pages.Load(), len(res.Report.Bundles), failed(res.Report))
+	}
+	if n := pages.Load(); n != 2 {
+		t.Errorf("%d pages read, want 2", n)
 	}
 }

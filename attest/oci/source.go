@@ -171,10 +171,11 @@ type capReader struct {
 func (c *capReader) Read(p []byte) (int, error) {
 	if c.left <= 0 {
 		var one [1]byte
-		if n, _ := c.r.Read(one[:]); n > 0 {
+		n, err := c.r.Read(one[:])
+		if n > 0 {
 			return 0, fmt.Errorf("%s larger than %d bytes", c.what, c.limit)
 		}
-		return c.r.Read(p)
+		return 0, err
 	}
 	if int64(len(p)) > c.left {
 		p = p[:c.left]
