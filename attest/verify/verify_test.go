@@ -434,7 +434,7 @@ func TestPolicyFile(t *testing.T) {
 		want verify.Failure
 	}{
 		{`predicate.hardware.gpus.exists(g, g.compute_capability == "9.0")`, verify.FailureNone},
-		// vector_add median throughput >= 2800 GB/s on H100 (the README's example).
+		// vector_add median throughput >= 2800 GB/s on H100 (docs/verify.md's example).
 		{h100Throughput(2800), verify.FailureNone},
 		{h100Throughput(3000), verify.FailurePolicy},
 		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 2800)`, verify.FailureNone},

@@ -108,12 +108,24 @@ func documented(c *cobra.Command) []*cobra.Command {
 	return out
 }
 
+// machineDefaults are the flags whose default depends on the machine the
+// help is printed on, and what their page says instead, so that the pages
+// are the same on every machine.
+var machineDefaults = map[string]string{
+	"jobs": "the number of CPUs",
+}
+
 // cliDocs renders a Markdown page per command under root, by file name.
 func cliDocs(root *cobra.Command) map[string][]byte {
 	root.InitDefaultHelpFlag()
 	docs := map[string][]byte{}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if d, ok := machineDefaults[f.Name]; ok {
+				f.DefValue = d
+			}
+		})
 		docs[cliDocName(c)] = cliDoc(c)
 		for _, sub := range documented(c) {
 			walk(sub)
