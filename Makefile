@@ -99,9 +99,10 @@ gpu-check: gpu-check-bundle
 
 # bench: every benchmark of bench/, each one's output written to
 # bench/results/<name>.txt beside the host's facts (host.txt); see
-# bench/README.md for what each measures.
+# bench/README.md for what each measures. BENCH="verify stats" runs only
+# those.
 bench: build
-	GO=$(GO) bash .ci/bench $(BIN)
+	GO=$(GO) bash .ci/bench $(BIN) $(BENCH)
 
 clean:
 	rm -rf bin .gpuattest
