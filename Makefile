@@ -5,8 +5,8 @@
 #               write the run's report.html
 #   make test   install what is missing, then go vet and go test -race (all of it)
 #
-# `make deps` installs nvcc (Debian non-free), bubblewrap, docker-registry and
-# debootstrap when they are missing (needs root); `make test` also installs
+# `make deps` installs nvcc (Debian non-free), bubblewrap, docker-registry,
+# debootstrap and chromium when they are missing (needs root); `make test` also installs
 # cosign and oras (built from source into GOPATH/bin) for the interop tests.
 #
 #   make gpu-check   build the GPU check's bundle (bin/gpu-check: gpuattest,
@@ -14,6 +14,9 @@
 #               and run it: on the GPU when this machine has one, else
 #               SIMULATED (GPUATTEST_FAKE_GPU=h100, CPU backend). On a GPU
 #               machine with only the bundle: bin/gpu-check/run.sh
+#
+#   make bench  run the benchmarks of bench/; each writes its figures to
+#               bench/results/<name>.txt beside the host's facts (bench/README.md)
 #
 #   make demo-publish   after make demo: push the demo run to a docker-registry
 #               it starts on 127.0.0.1, verify it from there (gpuattest and
@@ -94,16 +97,12 @@ gpu-check-bundle:
 gpu-check: gpu-check-bundle
 	if [ -e /dev/nvidia0 ]; then $(GPU_CHECK)/run.sh; else $(GPU_CHECK)/run.sh --simulated; fi
 
+# bench: every benchmark of bench/, each one's output written to
+# bench/results/<name>.txt beside the host's facts (host.txt); see
+# bench/README.md for what each measures. BENCH="verify stats" runs only
+# those.
 bench: build
-	$(GO) run ./bench/engine
-	$(GO) test -run '^$$' -bench . -benchtime 20x ./pipeline/engine/
-	$(GO) run ./bench/build
-	$(GO) run ./bench/stats
-	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN) -runs 21
-	$(GO) run ./bench/report
-	$(GO) run ./bench/publish -gpuattest $(CURDIR)/$(BIN)
-	$(GO) run ./bench/unpack -runs 3
-	$(GO) run ./bench/adversarial -long -gpuattest $(CURDIR)/$(BIN)
+	GO=$(GO) bash .ci/bench $(BIN) $(BENCH)
 
 clean:
 	rm -rf bin .gpuattest

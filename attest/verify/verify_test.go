@@ -7,9 +7,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -436,7 +434,7 @@ func TestPolicyFile(t *testing.T) {
 		want verify.Failure
 	}{
 		{`predicate.hardware.gpus.exists(g, g.compute_capability == "9.0")`, verify.FailureNone},
-		// vector_add median throughput >= 2800 GB/s on H100 (the README's example).
+		// vector_add median throughput >= 2800 GB/s on H100 (docs/verify.md's example).
 		{h100Throughput(2800), verify.FailureNone},
 		{h100Throughput(3000), verify.FailurePolicy},
 		{`predicate.benchmarks.exists(b, b.case == "vector_add" && b.throughput.value >= 2800)`, verify.FailureNone},
@@ -479,12 +477,18 @@ func TestParseBundles(t *testing.T) {
 	if _, err := verify.ParseBundles("x.jsonl", append(many, "{}\n"...)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("x.jsonl:%d: more than %d bundles", verify.MaxBundles+1, verify.MaxBundles)) {
 		t.Errorf("%d bundles: err = %v", verify.MaxBundles+1, err)
 	}
+	// An indented single bundle (.json) is one entry named by the file,
+	// its data the whole document without the surrounding space.
 	es, err := verify.ParseBundles("x.json", []byte("{\n  \"a\": 1\n}\n"))
 	if err != nil || len(es) != 1 {
-		t.Errorf("indented single bundle: %v %d", err, len(es))
+		t.Fatalf("indented single bundle: %v %d", err, len(es))
 	}
-	sum := sha256.Sum256([]byte("fatbin bytes"))
-	_ = hex.EncodeToString(sum[:])
+	if es[0].Source != "x.json" || string(es[0].Data) != "{\n  \"a\": 1\n}" || es[0].Problem != "" {
+		t.Errorf("indented single bundle: got %+v, want source x.json and the document", es[0])
+	}
+	if _, err := verify.ParseBundles("x.json", []byte(" \n\t")); err == nil || !strings.Contains(err.Error(), "x.json: no bundles") {
+		t.Errorf("blank file: err = %v, want no bundles", err)
+	}
 }
 
 // TestFailureText checks the failure kinds' names, in JSON both ways.

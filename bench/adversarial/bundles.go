@@ -234,7 +234,7 @@ func (b *bundleLab) flips(rng *rand.Rand) ([]bundleCase, error) {
 }
 
 // material mutates the verification material: the public key hint and
-// the DSSE keyid are advisory (README: key hints are advisory), so a
+// the DSSE keyid are advisory (docs/verify.md: key hints are advisory), so a
 // changed one verifies; a missing or replaced key material, a bundle
 // media type of another version, or a certificate in place of the key
 // is refused.

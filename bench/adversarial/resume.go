@@ -116,7 +116,7 @@ func tampers() []tamper {
 // resume refuses to sign, naming the step, and leaves the honest
 // attestations of the failed run as they were. Not a case: editing the
 // state, the results copy and the digest run.json records for it all
-// together is signed (README: the run directory is not a trust root).
+// together is signed (docs/run-directory.md: the run directory is not a trust root).
 func resumeCases(ctx context.Context, l *lab) ([]result, error) {
 	dir := filepath.Join(l.dir, "resume")
 	proj, err := project(dir, tamperPipeline)

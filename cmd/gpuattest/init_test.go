@@ -8,38 +8,40 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	sjs "github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// metaschemasAtInit is how many JSON Schema drafts had their metaschemas
-// compiled once every package gpuattest links was initialised: a package
-// variable of package main is set after all its dependencies' init.
-var metaschemasAtInit = sjs.MetaschemaCompiles()
-
-// TestNoSchemaCompiledAtInit keeps schema compilation out of start-up
-// (issue 13 item 15): upstream santhosh-tekuri/jsonschema compiles the
-// metaschemas of five drafts in its init, on every gpuattest start, so
-// go.mod replaces it with third_party/jsonschema, which compiles a draft's
-// metaschemas when a schema of that draft is first compiled; gpuattest's
-// own schemas are compiled in sync.OnceValues on first use.
-func TestNoSchemaCompiledAtInit(t *testing.T) {
-	if metaschemasAtInit != 0 {
-		t.Errorf("%d JSON Schema drafts compiled during package init, want 0\nhint: compile schemas on first use (sync.OnceValues), and keep go.mod's replace of santhosh-tekuri/jsonschema/v6 by third_party/jsonschema", metaschemasAtInit)
-	}
-}
-
-// maxInitAllocs bounds the allocations of any one package's init. Before
-// issue 13 item 15, santhosh-tekuri/jsonschema's made about 21,000 and
-// asaskevich/govalidator's (through Rekor) about 6,200; the largest left
-// is about 1,000 (go-openapi/strfmt).
+// maxInitAllocs bounds the allocations of any one package's init, but
+// for the upstream packages in initAllocAllowlist. The largest of the
+// others is about 1,000 (go-openapi/strfmt).
 const maxInitAllocs = 2000
+
+// initAllocAllowlist names the upstream packages whose init is known to
+// allocate more than maxInitAllocs, each with why it is linked and the
+// allocations measured (GODEBUG=inittrace=1, Go 1.26, linux/amd64). They
+// are upstream's as released: gpuattest forks no dependency (issue 22).
+// Each entry bounds that package's init at its own figure, so that one
+// growing is still caught; an entry no longer linked fails the test, so
+// that the list shrinks as the dependency goes.
+var initAllocAllowlist = map[string]struct {
+	max    int
+	reason string
+}{
+	"github.com/santhosh-tekuri/jsonschema/v6": {
+		max:    25000,
+		reason: "its init compiles the metaschemas of five JSON Schema drafts (about 21,300 allocations, 6-25 ms); linked for the run-time schema checks of pipeline and results documents, which issue 22 item 2 takes out of the binary",
+	},
+	"github.com/asaskevich/govalidator": {
+		max:    7500,
+		reason: "its package variables compile 44 regular expressions (about 6,200 allocations); linked only through sigstore-go's Rekor transparency-log packages",
+	},
+}
 
 // TestInitAllocations runs this test binary again with
 // GODEBUG=inittrace=1, which prints every package init's allocations
 // (counts, not times: they do not depend on the machine), and fails on a
-// package whose init allocates more than maxInitAllocs: work that belongs
-// in a sync.OnceValue, paid by every gpuattest start.
+// package whose init allocates more than maxInitAllocs (or, for a
+// package in initAllocAllowlist, its entry's bound): work that belongs in
+// a sync.OnceValue, paid by every gpuattest start.
 func TestInitAllocations(t *testing.T) {
 	t.Parallel()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
@@ -50,6 +52,7 @@ func TestInitAllocations(t *testing.T) {
 		t.Fatalf("running the test binary: %v\n%s", err, stderr.Bytes())
 	}
 	n := 0
+	seen := map[string]bool{}
 	sc := bufio.NewScanner(&stderr)
 	for sc.Scan() {
 		// init PKG @0.5 ms, 0.1 ms clock, 9216 bytes, 3 allocs
@@ -62,8 +65,18 @@ func TestInitAllocations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("unexpected inittrace line %q", sc.Text())
 		}
-		if allocs > maxInitAllocs {
-			t.Errorf("package %s allocates %d objects in its init, want at most %d\nhint: compile or build it on first use (sync.OnceValue); for a dependency, see third_party/", f[1], allocs, maxInitAllocs)
+		limit := maxInitAllocs
+		if a, ok := initAllocAllowlist[f[1]]; ok {
+			limit = a.max
+			seen[f[1]] = true
+		}
+		if allocs > limit {
+			t.Errorf("package %s allocates %d objects in its init, want at most %d\nhint: compile or build it on first use (sync.OnceValue); for a dependency, send the fix upstream or stop needing it (no forks, no replace lines)", f[1], allocs, limit)
+		}
+	}
+	for pkg, a := range initAllocAllowlist {
+		if !seen[pkg] {
+			t.Errorf("initAllocAllowlist names %s (%s), which this binary no longer initialises\nhint: remove its entry", pkg, a.reason)
 		}
 	}
 	if n < 100 {

@@ -2,6 +2,8 @@
 // the GPU and emits signed attestations that third parties verify offline.
 package main
 
+//go:generate go test . -run ^TestCLIDocs$ -update
+
 import (
 	"os"
 

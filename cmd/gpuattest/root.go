@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes, documented in README.md.
+// Exit codes, documented in docs/exit-codes.md.
 const (
 	exitOK      = 0
 	exitFailed  = 1
@@ -29,7 +29,7 @@ const (
 	exitInterrupted = 130 // verify: stopped by SIGINT or SIGTERM
 )
 
-// verifyExit maps a verification's failure to the exit code README.md
+// verifyExit maps a verification's failure to the exit code docs/exit-codes.md
 // documents.
 func verifyExit(f verify.Failure) int {
 	switch f {

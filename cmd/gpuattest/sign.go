@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -62,17 +61,9 @@ func (f *signFlags) signer(c *cobra.Command, extra ...sign.Option) (*sign.Signer
 		if f.signingConfig != "" || f.identityToken != "" {
 			return nil, usageErr("--signing-config and --identity-token need --keyless")
 		}
-		pw, err := keyPassword(c, false, false)
+		kp, err := loadPrivateKey(c, f.key)
 		if err != nil {
 			return nil, err
-		}
-		kp, err := sign.LoadPrivateKey(f.key, pw)
-		clear(pw)
-		if err != nil {
-			if errors.Is(err, sign.ErrWrongPassword) {
-				err = fmt.Errorf("%w\nhint: set GPUATTEST_PASSWORD (or COSIGN_PASSWORD) to the key's password", err)
-			}
-			return nil, withCode(exitFailed, err)
 		}
 		return sign.NewKeySigner(kp, opts...)
 	case f.keyless:

@@ -21,7 +21,7 @@ import (
 )
 
 // TestVerifyExit checks that the CLI, not the library, maps each kind of
-// verification failure to README's exit code.
+// verification failure to its exit code in docs/exit-codes.md.
 func TestVerifyExit(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

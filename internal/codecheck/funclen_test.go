@@ -25,7 +25,7 @@ func TestFunctionLength(t *testing.T) {
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if path != root && (name == "testdata" || name == "vendor" || name == "third_party" || strings.HasPrefix(name, ".")) {
+			if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".")) {
 				return filepath.SkipDir
 			}
 			return nil

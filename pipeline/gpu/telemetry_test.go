@@ -16,8 +16,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// runTelemetry starts telemetry on s, lets during run while it samples
-// every 5ms, and stops it.
+// runTelemetry starts telemetry on s, sampling every 5ms; once the
+// sampler has taken a sample of its own (besides the one at start), it
+// runs during, waits for the next sample, and stops it. The waits poll
+// the sample count against a deadline, not a fixed sleep, so a loaded
+// machine slows the test instead of failing it.
 func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []Line) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "telemetry.jsonl")
@@ -25,11 +28,11 @@ func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []Line) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	n := waitSample(t, tel, samplesTaken(tel))
 	if during != nil {
 		during()
 	}
-	time.Sleep(20 * time.Millisecond)
+	waitSample(t, tel, n)
 	start := time.Now()
 	sum, err := tel.Stop()
 	if err != nil {
@@ -57,6 +60,33 @@ func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []Line) {
 		lines = append(lines, l)
 	}
 	return sum, lines
+}
+
+// samplesTaken is the number of lines tel's sampler has written.
+func samplesTaken(tel *Telemetry) int {
+	tel.mu.Lock()
+	defer tel.mu.Unlock()
+	n := 0
+	for _, g := range tel.stats {
+		n += g.samples
+	}
+	return n
+}
+
+// waitSample waits until tel has taken more than n samples, at most 10 s,
+// and returns the count.
+func waitSample(t *testing.T, tel *Telemetry, n int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := samplesTaken(tel); m > n {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("telemetry took no sample in 10 s (%d so far)", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestTelemetryHealthy(t *testing.T) {

@@ -1,3 +1,0 @@
-module github.com/asaskevich/govalidator
-
-go 1.13
