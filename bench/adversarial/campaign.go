@@ -81,6 +81,7 @@ func categories() []category {
 		{"crash", false, crashCases},
 		{"resume", false, resumeCases},
 		{"key", false, keyCases},
+		{"signed", false, signedCases},
 	}
 }
 
