@@ -30,6 +30,7 @@ type runFlags struct {
 	root     *string
 	sign     *signFlags
 	registry *registryFlags
+	fleet    *fleetFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -57,6 +58,7 @@ func newRunCmd() *cobra.Command {
 	f.root = rootFlag(c)
 	f.sign = addSignFlags(c)
 	f.registry = addRegistryFlags(c) // for benchmark references that name a published release
+	f.fleet = addFleetFlags(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*f.output); err != nil {
 			return err
@@ -76,6 +78,9 @@ func newRunCmd() *cobra.Command {
 				return silentExit(exitUsage)
 			}
 			return withCode(exitUsage, err)
+		}
+		if f.fleet.file != "" {
+			return runFleet(c, p, f)
 		}
 		var prog *progress
 		if !f.quiet {
