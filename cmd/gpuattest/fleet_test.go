@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
 )
@@ -125,11 +127,78 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 	if code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub"); code != exitPolicy || !strings.Contains(out, "simulated") {
 		t.Errorf("verify without --allow-simulated: exit %d, want %d naming the simulated GPUs\n%s", code, exitPolicy, out)
 	}
+	// A node bundle duplicated counts twice for its job (exit 12).
+	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "a100-0.intoto.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "run", "nodes", "copy.intoto.jsonl"), string(b))
+	code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated")
+	if code != exitPolicy || !strings.Contains(out, "job a100-0 (class a100): duplicate") {
+		t.Errorf("verify with a100-0's bundle duplicated: exit %d, want %d naming the job\n%s", code, exitPolicy, out)
+	}
+	if err := os.Remove(filepath.Join(dir, "run", "nodes", "copy.intoto.jsonl")); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(filepath.Join(dir, "run", "nodes", "h100-0.intoto.jsonl")); err != nil {
 		t.Fatal(err)
 	}
 	code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated")
 	if code != exitPolicy || !strings.Contains(out, "job h100-0 (class h100): missing") {
 		t.Errorf("verify with h100-0's bundle removed: exit %d, want %d naming the job\n%s", code, exitPolicy, out)
+	}
+}
+
+// TestFleetNodeFailuresAreNamed: the a100 node fails the step's memory
+// preflight (a simulated A100 has 40 GB), and a staged file changed on the
+// shared directory before the h100 job starts makes that job refuse to
+// run; both sign bundles that say so and the release fails naming them.
+func TestFleetNodeFailuresAreNamed(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "    gpu: true\n", "    gpu: true\n    memory: 60GiB\n", 1))
+	// Hold the node's one h100 so the h100 job waits while the file changes.
+	blocker, err := exec.Command("sbatch", "--parsable", "--gres=gpu:h100:1", "--output=/dev/null", "--wrap", "sleep 300").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--detach")
+	if code != 0 || !strings.Contains(out, "detached; collect it with: gpuattest fleet collect run") {
+		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
+	}
+	// The a100 job runs (and fails) first; the h100 one waits.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if done, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "a100-0", "node.intoto.jsonl")); len(done) == 1 {
+			break
+		}
+	}
+	staged, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "work", "out", "kernels.fatbin"))
+	if len(staged) != 1 {
+		t.Fatalf("staged fatbin: %v", staged)
+	}
+	if err := os.Chmod(staged[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, staged[0], "tampered\n")
+	if err := exec.Command("scancel", strings.TrimSpace(string(blocker))).Run(); err != nil {
+		t.Fatal(err)
+	}
+	code, out = fleetCLI(t, dir, "fleet", "collect", "run", "--timeout", "2m")
+	if code != exitFailed {
+		t.Errorf("collect: exit %d, want %d\n%s", code, exitFailed, out)
+	}
+	for _, want := range []string{
+		"fleet dispatch: FAILED",
+		"FAIL job a100-0 (class a100): failed: on node node1: step check",
+		"FAIL job h100-0 (class h100): failed: on node node1: refusing to run: staged file work/out/kernels.fatbin has sha256",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("collect output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "GiB") {
+		t.Errorf("the a100 failure does not say what preflight found:\n%s", out)
+	}
+	if code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated"); code != exitPolicy {
+		t.Errorf("verify: exit %d, want %d\n%s", code, exitPolicy, out)
 	}
 }
