@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
 )
 
@@ -200,5 +203,161 @@ func TestFleetNodeFailuresAreNamed(t *testing.T) {
 	}
 	if code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated"); code != exitPolicy {
 		t.Errorf("verify: exit %d, want %d\n%s", code, exitPolicy, out)
+	}
+}
+
+// fleetState reads the coordinator's record in dir/run.
+func fleetState(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "run", "fleet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// jobID is the Slurm job ID of job name in the coordinator's record.
+func jobID(t *testing.T, dir, name string) string {
+	t.Helper()
+	for _, j := range fleetState(t, dir)["jobs"].([]any) {
+		if m := j.(map[string]any); m["name"] == name {
+			return m["id"].(string)
+		}
+	}
+	t.Fatalf("no job %s in the fleet record", name)
+	return ""
+}
+
+// waitForStep waits (1 minute at most) until job name of the dispatch
+// under dir/shared reports running step.
+func waitForStep(t *testing.T, dir, name, step string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		files, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", name, "step"))
+		if len(files) == 1 {
+			if b, _ := os.ReadFile(files[0]); strings.TrimSpace(string(b)) == step {
+				return
+			}
+		}
+	}
+	t.Fatalf("job %s never ran step %s", name, step)
+}
+
+// TestFleetInterruptCancelsTheJobs runs the coordinator as a process,
+// sends it SIGINT while its jobs run, and checks that it cancelled them
+// (squeue is empty) and left the run directory not collected.
+func TestFleetInterruptCancelsTheJobs(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "run: ./out/harness && test", "run: sleep 120 && ./out/harness && test", 1))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "gpuattest")
+	if err := os.Link(self, bin); err != nil {
+		if b, rerr := os.ReadFile(self); rerr != nil || os.WriteFile(bin, b, 0o755) != nil {
+			t.Fatalf("copying the test binary: %v", err)
+		}
+	}
+	cmd := exec.Command(bin, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q")
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	waitForStep(t, dir, "a100-0", "check")
+	waitForStep(t, dir, "h100-0", "check")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("the coordinator did not exit within a minute of SIGINT\n%s", out.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(out.String(), "interrupted: the dispatch's 2 job(s) were cancelled") {
+		t.Errorf("coordinator: %v, want exit %d saying the jobs were cancelled\n%s", err, exitInterrupted, out.String())
+	}
+	var queued string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, err := exec.Command("squeue", "-h", "-o", "%i %T").Output()
+		if queued = strings.TrimSpace(string(b)); err == nil && queued == "" {
+			break
+		}
+	}
+	if queued != "" {
+		t.Errorf("squeue after the interrupt still lists:\n%s", queued)
+	}
+	if st := fleetState(t, dir); st["done"] != false {
+		t.Errorf("fleet record done = %v after an interrupt, want false", st["done"])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run", "nodes")); !os.IsNotExist(err) {
+		t.Errorf("run/nodes exists after an interrupt (%v): nothing was collected", err)
+	}
+}
+
+// TestFleetPreemptedJobResumes kills a running job with SIGKILL, as a
+// preemption does, and requeues it: the node resumes its run directory,
+// the release completes, and its bundle counts two attempts.
+func TestFleetPreemptedJobResumes(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "run: ./out/harness && test", "run: sleep 3 && ./out/harness && test", 1))
+	if code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--detach"); code != 0 {
+		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
+	}
+	waitForStep(t, dir, "h100-0", "check")
+	id := jobID(t, dir, "h100-0")
+	if b, err := exec.Command("scancel", "--signal=KILL", "--full", id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel --signal=KILL: %v: %s", err, b)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, _ := exec.Command("squeue", "-h", "-j", id, "-o", "%T").Output()
+		if s := strings.TrimSpace(string(b)); s != "RUNNING" && s != "COMPLETING" {
+			break
+		}
+	}
+	if b, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol requeue: %v: %s", err, b)
+	}
+	// Slurm holds a requeued job for two minutes (BeginTime); the test
+	// does not wait them out.
+	if b, err := exec.Command("scontrol", "update", "JobId="+id, "StartTime=now").CombinedOutput(); err != nil {
+		t.Fatalf("scontrol update StartTime=now: %v: %s", err, b)
+	}
+	code, out := fleetCLI(t, dir, "fleet", "collect", "run", "--timeout", "4m")
+	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
+		t.Fatalf("collect after a requeue: exit %d\n%s", code, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "h100-0.intoto.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sign.UnverifiedStatement(bytes.TrimSpace(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node struct {
+		Attempts int    `json:"attempts"`
+		JobID    string `json:"jobId"`
+	}
+	if err := json.Unmarshal(st.Predicate, &node); err != nil {
+		t.Fatal(err)
+	}
+	if node.Attempts != 2 || node.JobID != id {
+		t.Errorf("h100-0's bundle: %d attempts as job %s; want 2 (resumed after the requeue) as job %s", node.Attempts, node.JobID, id)
 	}
 }
