@@ -238,7 +238,8 @@ func engineFor(name, partition string, poll time.Duration) (fleet.Engine, error)
 		if poll > 0 {
 			opts = append(opts, slurm.WithPollInterval(poll))
 		} else {
-			opts = append(opts, slurm.WithPollInterval(5*time.Second))
+			// 10 s: a 64-job squeue --json costs about 40 ms of CPU.
+			opts = append(opts, slurm.WithPollInterval(10*time.Second))
 		}
 		if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
 			d, err := time.ParseDuration(v)

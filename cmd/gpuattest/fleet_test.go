@@ -308,6 +308,9 @@ func TestFleetInterruptCancelsTheJobs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "run", "nodes")); !os.IsNotExist(err) {
 		t.Errorf("run/nodes exists after an interrupt (%v): nothing was collected", err)
 	}
+	if keys, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "*", "job.key")); len(keys) != 0 {
+		t.Errorf("job keys left after the jobs were cancelled: %v", keys)
+	}
 }
 
 // TestFleetPreemptedJobResumes kills a running job with SIGKILL, as a

@@ -42,7 +42,7 @@ type Spec struct {
 	Partition  string `yaml:"partition,omitempty" json:"partition,omitempty" jsonschema:"description=Slurm partition (the cluster's default when omitted)"`
 	SharedDir  string `yaml:"sharedDir" json:"sharedDir" jsonschema:"description=absolute path of a directory every node and the submitting machine read and write at the same path"`
 	// PollInterval is the least time between two queue polls.
-	PollInterval pipeline.Duration `yaml:"pollInterval,omitempty" json:"pollInterval,omitempty" jsonschema:"description=least time between two squeue calls (5s when omitted, 1s at least)"`
+	PollInterval pipeline.Duration `yaml:"pollInterval,omitempty" json:"pollInterval,omitempty" jsonschema:"description=least time between two squeue calls (10s when omitted, 1s at least)"`
 	Classes      []Class           `yaml:"classes" json:"classes" jsonschema:"minItems=1"`
 
 	// Path is the file the spec was read from.

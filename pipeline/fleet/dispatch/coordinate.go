@@ -158,6 +158,9 @@ func LoadState(dir string) (*State, error) {
 	return &s, nil
 }
 
+// maxPollFailures is how many polls in a row may fail before Wait gives up.
+const maxPollFailures = 6
+
 // ErrTimeout is returned by Wait when the overall timeout passed; the
 // jobs were cancelled.
 var ErrTimeout = errors.New("the dispatch did not finish in time")
@@ -183,10 +186,12 @@ func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout 
 		case <-pollCtx.Done():
 		}
 	}()
+	failures := 0
 	for {
 		st, err := e.Status(pollCtx, s.IDs())
 		if pollCtx.Err() != nil {
 			cerr := e.Cancel(context.WithoutCancel(ctx), s.IDs())
+			s.removeKeys()
 			_ = s.Save(outDir)
 			if ctx.Err() != nil {
 				return errors.Join(ctx.Err(), cerr)
@@ -194,8 +199,14 @@ func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout 
 			return errors.Join(ErrTimeout, cerr)
 		}
 		if err != nil {
-			return err
+			// A busy or restarting controller: try again at the next
+			// poll; the jobs run on regardless.
+			if failures++; failures >= maxPollFailures {
+				return fmt.Errorf("polling the jobs failed %d times in a row: %w\nhint: the jobs still run; collect them later with gpuattest fleet collect %s", failures, err, outDir)
+			}
+			continue
 		}
+		failures = 0
 		done := true
 		for i := range s.Jobs {
 			j := &s.Jobs[i]
@@ -267,7 +278,17 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool) 
 		return nil, err
 	}
 	s.Done = true
+	s.removeKeys()
 	return out, s.Save(outDir)
+}
+
+// removeKeys deletes the key of every job of the dispatch: their jobs
+// have ended (or were cancelled), and a node deletes its own only when it
+// signed.
+func (s *State) removeKeys() {
+	for _, j := range s.Jobs {
+		_ = os.Remove(filepath.Join(s.Dispatch, "jobs", j.Name, KeyFile))
+	}
 }
 
 // VerifyDir verifies the dispatch in a collected run directory and every

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,6 +160,9 @@ func jobSigner(path string, job *ad.Job) (*sign.Signer, error) {
 // run copies and checks the staged files, then runs the GPU steps; an
 // error says why the node failed.
 func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPath string, pred *ad.Node) error {
+	if b, err := os.ReadFile(filepath.Join(n.Dir, JobScript)); err != nil || digestOf(b) != d.JobScript {
+		return fmt.Errorf("refusing to run: the job script %s is not the one the dispatch names (%s)", filepath.Join(n.Dir, JobScript), d.JobScript)
+	}
 	work := filepath.Join(jdir, "work")
 	if err := checkedCopy(n.Dir, work, d.Staged); err != nil {
 		return fmt.Errorf("refusing to run: %w", err)
@@ -205,6 +210,12 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 		return errors.New(failure(res.Record))
 	}
 	return nil
+}
+
+// digestOf is "sha256:<hex>" of b.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // simulated is the simulated GPU source of a job: its gres type, as

@@ -109,8 +109,8 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 	if err := st.file(s.Binary, "bin/gpuattest", 0o755); err != nil {
 		return nil, err
 	}
-	script := fmt.Sprintf("#!/bin/sh\n# gpuattest fleet job of dispatch %s: the node side runs the GPU steps\n# and signs the node's bundle with the job's key.\nexec %q fleet node %q \"$1\"\n",
-		id, filepath.Join(dir, "bin", "gpuattest"), dir)
+	script := fmt.Sprintf("#!/bin/sh\n# gpuattest fleet job of dispatch %s: the node side runs the GPU steps\n# and signs the node's bundle with the job's key.\nexec %s fleet node %s \"$1\"\n",
+		id, shellQuote(filepath.Join(dir, "bin", "gpuattest")), shellQuote(dir))
 	if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
 		return nil, err
 	}
@@ -349,6 +349,12 @@ func copyFile(src, dst string, mode fs.FileMode, limit int64) (string, int64, er
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// shellQuote quotes s for sh: in single quotes, each single quote in s
+// closing the quotes, escaped, and reopening them.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func randomHex(n int) string {
