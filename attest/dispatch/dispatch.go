@@ -150,6 +150,18 @@ type Step struct {
 	State      string `json:"state"`
 	Reason     string `json:"reason,omitempty"`
 	DurationMS int64  `json:"durationMs"`
+	// Results are the result files the step wrote (results JSON, JUnit),
+	// by path relative to its work dir and sha256.
+	Results []Result `json:"results,omitempty"`
+	// Telemetry is the step's GPU telemetry summary, as the run recorded
+	// it.
+	Telemetry json.RawMessage `json:"telemetry,omitempty"`
+}
+
+// Result is a result file a step wrote.
+type Result struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
 }
 
 // Statement returns the dispatch statement over subjects.

@@ -364,3 +364,23 @@ func TestFleetPreemptedJobResumes(t *testing.T) {
 		t.Errorf("h100-0's bundle: %d attempts as job %s; want 2 (resumed after the requeue) as job %s", node.Attempts, node.JobID, id)
 	}
 }
+
+// TestFleetTimeoutCancelsTheJobs: --timeout cancels the jobs and fails.
+func TestFleetTimeoutCancelsTheJobs(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "run: ./out/harness && test", "run: sleep 120 && ./out/harness && test", 1))
+	code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--timeout", "8s")
+	if code != exitFailed || !strings.Contains(out, "the dispatch did not finish in time after 8s: its 2 job(s) were cancelled") {
+		t.Errorf("run --fleet --timeout 8s: exit %d, want %d saying the jobs were cancelled\n%s", code, exitFailed, out)
+	}
+	var queued string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, err := exec.Command("squeue", "-h", "-o", "%i %T").Output()
+		if queued = strings.TrimSpace(string(b)); err == nil && queued == "" {
+			break
+		}
+	}
+	if queued != "" {
+		t.Errorf("squeue after the timeout still lists:\n%s", queued)
+	}
+}

@@ -252,7 +252,11 @@ func describe(dir string, pred *ad.Node) {
 	pred.Simulated = rd.Hardware != nil && rd.Hardware.Simulated
 	pred.Attempts = len(rd.Record.Attempts)
 	for _, s := range rd.Record.Steps {
-		pred.Steps = append(pred.Steps, ad.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: firstLine(s.Reason), DurationMS: s.DurationMS})
+		st := ad.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: firstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
+		for _, f := range s.Results {
+			st.Results = append(st.Results, ad.Result{Path: f.Path, SHA256: f.SHA256})
+		}
+		pred.Steps = append(pred.Steps, st)
 	}
 }
 

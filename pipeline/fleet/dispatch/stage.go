@@ -246,6 +246,16 @@ func (st *stager) tree(ctx context.Context, base, sub string) error {
 	})
 }
 
+// index is the position of rel in st.files, or -1.
+func (st *stager) index(rel string) int {
+	for i := range st.files {
+		if st.files[i].Path == rel {
+			return i
+		}
+	}
+	return -1
+}
+
 func (st *stager) skipped(path string) bool {
 	for _, s := range st.skip {
 		if s != "" && (path == s || strings.HasPrefix(path, s+string(filepath.Separator))) {
@@ -283,8 +293,12 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 				return nil, fmt.Errorf("output %s of step %s is outside the work tree", f.Path, sr.ID)
 			}
 			src := filepath.Join(buildDir, "steps", sr.ID, "outputs", filepath.FromSlash(f.Path))
-			if err := st.file(src, filepath.ToSlash(filepath.Join("work", rel)), fs.FileMode(f.Mode)|0o400); err != nil {
+			staged := filepath.ToSlash(filepath.Join("work", rel))
+			if err := st.file(src, staged, fs.FileMode(f.Mode)|0o400); err != nil {
 				return nil, err
+			}
+			if got := st.files[st.index(staged)].SHA256; got != f.SHA256 {
+				return nil, fmt.Errorf("output %s of step %s is sha256 %s in %s, but its run record says %s: refusing to dispatch a changed build", f.Path, sr.ID, got, buildDir, f.SHA256)
 			}
 			subjects = append(subjects, attest.Subject{Name: filepath.ToSlash(rel), Digest: map[string]string{"sha256": f.SHA256}})
 		}
