@@ -384,3 +384,31 @@ func TestFleetTimeoutCancelsTheJobs(t *testing.T) {
 		t.Errorf("squeue after the timeout still lists:\n%s", queued)
 	}
 }
+
+// TestFleetJobWithoutBundleIsMissing: a job killed and not requeued left
+// no bundle; collect reports it missing with Slurm's state, and fails.
+func TestFleetJobWithoutBundleIsMissing(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "run: ./out/harness && test", "run: sleep 3 && ./out/harness && test", 1))
+	if code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--detach"); code != 0 {
+		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
+	}
+	waitForStep(t, dir, "a100-0", "check")
+	id := jobID(t, dir, "a100-0")
+	if b, err := exec.Command("scancel", "--signal=KILL", "--full", id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel --signal=KILL: %v: %s", err, b)
+	}
+	code, out := fleetCLI(t, dir, "fleet", "collect", "run", "--timeout", "2m")
+	if code != exitFailed {
+		t.Errorf("collect: exit %d, want %d\n%s", code, exitFailed, out)
+	}
+	for _, want := range []string{
+		"missing: job a100-0 (slurm " + id + " on node1): no node bundle; CANCELLED",
+		"FAIL job a100-0 (class a100): missing",
+		"h100-0           h100       ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("collect output lacks %q:\n%s", want, out)
+		}
+	}
+}
