@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
 )
@@ -313,16 +314,29 @@ func TestFleetInterruptCancelsTheJobs(t *testing.T) {
 	}
 }
 
-// TestFleetPreemptedJobResumes kills a running job with SIGKILL, as a
-// preemption does, and requeues it: the node resumes its run directory,
-// the release completes, and its bundle counts two attempts.
+// burninStep is a 6 s burn-in on the GPU in place of the check step.
+const burninStep = `  - id: check
+    kind: burnin
+    gpu: true
+    needs: [build]
+    run: ./out/harness > /dev/null && sleep 0.2 && echo '{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"cpu","cases":[{"name":"a","status":"passed","output_sha256":"abababababababababababababababababababababababababababababababab"}]}' > burn.json
+    results: burn.json
+    duration: 6s
+`
+
+// TestFleetPreemptedJobResumes kills a job with SIGKILL two seconds into
+// its burn-in, as a preemption does, and requeues it: the node resumes
+// its run directory, the release completes, its bundle counts two
+// attempts, and the burn-in it reports ran its whole 6 s in one go.
 func TestFleetPreemptedJobResumes(t *testing.T) {
 	dir := fleetSetup(t)
-	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "run: ./out/harness && test", "run: sleep 3 && ./out/harness && test", 1))
+	i := strings.Index(fleetPipeline, "  - id: check")
+	write(t, filepath.Join(dir, "proj", "p.yaml"), fleetPipeline[:i]+burninStep)
 	if code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--detach"); code != 0 {
 		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
 	}
 	waitForStep(t, dir, "h100-0", "check")
+	time.Sleep(2 * time.Second)
 	id := jobID(t, dir, "h100-0")
 	if b, err := exec.Command("scancel", "--signal=KILL", "--full", id).CombinedOutput(); err != nil {
 		t.Fatalf("scancel --signal=KILL: %v: %s", err, b)
@@ -353,15 +367,18 @@ func TestFleetPreemptedJobResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var node struct {
-		Attempts int    `json:"attempts"`
-		JobID    string `json:"jobId"`
-	}
+	var node ad.Node
 	if err := json.Unmarshal(st.Predicate, &node); err != nil {
 		t.Fatal(err)
 	}
 	if node.Attempts != 2 || node.JobID != id {
 		t.Errorf("h100-0's bundle: %d attempts as job %s; want 2 (resumed after the requeue) as job %s", node.Attempts, node.JobID, id)
+	}
+	if len(node.Steps) != 1 || node.Steps[0].ID != "check" || node.Steps[0].State != "passed" || node.Steps[0].DurationMS < 6000 {
+		t.Errorf("h100-0's steps %+v: want the burn-in passed after at least 6 s in the attempt that finished", node.Steps)
+	}
+	if len(node.Steps) == 1 && node.Steps[0].Telemetry == nil {
+		t.Errorf("h100-0's burn-in carries no telemetry summary")
 	}
 }
 
