@@ -6,3 +6,5 @@
 // entry per node class with its selectors, the targets it covers and its
 // time limit.
 package fleet
+
+//go:generate go run ./internal/genschema ../../schemas/fleet.schema.json

@@ -42,7 +42,7 @@ type Spec struct {
 	Partition  string `yaml:"partition,omitempty" json:"partition,omitempty" jsonschema:"description=Slurm partition (the cluster's default when omitted)"`
 	SharedDir  string `yaml:"sharedDir" json:"sharedDir" jsonschema:"description=absolute path of a directory every node and the submitting machine read and write at the same path"`
 	// PollInterval is the least time between two queue polls.
-	PollInterval pipeline.Duration `yaml:"pollInterval,omitempty" json:"pollInterval,omitempty" jsonschema:"description=least time between two squeue calls (10s when omitted, 1s at least)"`
+	PollInterval pipeline.Duration `yaml:"pollInterval,omitempty" json:"pollInterval,omitempty" jsonschema:"description=least time between two squeue calls (10s when omitted; 1s at least)"`
 	Classes      []Class           `yaml:"classes" json:"classes" jsonschema:"minItems=1"`
 
 	// Path is the file the spec was read from.
@@ -54,12 +54,12 @@ type Spec struct {
 // Class is one kind of node: every node of it runs every gpu: true step.
 type Class struct {
 	Name       string            `yaml:"name" json:"name" jsonschema:"pattern=^[a-z0-9][a-z0-9-]*$"`
-	Gres       string            `yaml:"gres" json:"gres" jsonschema:"description=GPUs per node as gpu:TYPE:COUNT, e.g. gpu:h100:8"`
-	Constraint string            `yaml:"constraint,omitempty" json:"constraint,omitempty" jsonschema:"description=node feature the nodes must have (Slurm --constraint), e.g. sm_90; an sm_XY feature is also checked against each node's compute capability"`
+	Gres       string            `yaml:"gres" json:"gres" jsonschema:"description=GPUs per node as gpu:TYPE:COUNT such as gpu:h100:8"`
+	Constraint string            `yaml:"constraint,omitempty" json:"constraint,omitempty" jsonschema:"description=node features the nodes must have (Slurm --constraint) such as sm_90; an sm_XY feature is also checked against each GPU's compute capability"`
 	Nodes      int               `yaml:"nodes,omitempty" json:"nodes,omitempty" jsonschema:"minimum=1,description=how many distinct nodes of the class run the steps (1 when omitted)"`
 	Targets    []string          `yaml:"targets" json:"targets" jsonschema:"minItems=1,description=pinned targets of the pipeline this class covers"`
 	TimeLimit  pipeline.Duration `yaml:"timeLimit,omitempty" json:"timeLimit,omitempty" jsonschema:"description=each job's time limit (the sum of the gpu steps' timeouts plus 10 minutes when omitted)"`
-	GPUModel   string            `yaml:"gpuModel,omitempty" json:"gpuModel,omitempty" jsonschema:"description=text each GPU's name must contain (the gres type, case-insensitively, when omitted), e.g. H100"`
+	GPUModel   string            `yaml:"gpuModel,omitempty" json:"gpuModel,omitempty" jsonschema:"description=text each GPU's name must contain such as H100 (compared case-insensitively; the gres type when omitted)"`
 
 	// Selectors are parsed from Gres, Constraint and Nodes by Load.
 	Selectors Selectors `yaml:"-" json:"-"`
