@@ -274,7 +274,7 @@ func newFleetNodeCmd() *cobra.Command {
 			host, _ := os.Hostname()
 			n := dispatch.Node{
 				Dir: args[0], Job: fmt.Sprintf("%s-%d", args[1], idx),
-				Engine: "slurm", JobID: os.Getenv("SLURM_JOB_ID"), NodeName: cmpOr(os.Getenv("SLURMD_NODENAME"), host),
+				JobID: cmpOr(os.Getenv("SLURM_ARRAY_JOB_ID")+taskSuffix(os.Getenv("SLURM_ARRAY_TASK_ID")), os.Getenv("SLURM_JOB_ID")), NodeName: cmpOr(os.Getenv("SLURMD_NODENAME"), host),
 				GPUSource: src, Simulate: os.Getenv(dispatch.SimulateEnv) == "1",
 				Env: os.Environ(), Version: buildVersion().Version,
 			}
@@ -369,4 +369,12 @@ func cmpOr(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// taskSuffix is "_TASK" for an array task's index, "" otherwise.
+func taskSuffix(task string) string {
+	if task == "" {
+		return ""
+	}
+	return "_" + task
 }

@@ -68,6 +68,11 @@ type Request struct {
 	Requeue bool
 	// LogDir is a shared directory for the jobs' stdout and stderr.
 	LogDir string
+	// Array submits the Count jobs as one array job where the engine has
+	// them (Slurm's --array; a Kubernetes Indexed Job is this shape), one
+	// job per node otherwise. Each job still has its own Handle and
+	// finds its index in IndexEnv.
+	Array bool
 }
 
 // IndexEnv is the variable that carries a job's index within its class.

@@ -30,8 +30,9 @@ type Node struct {
 	// Dir is the dispatch directory; Job the job's name (CLASS-INDEX).
 	Dir string
 	Job string
-	// Engine, JobID and NodeName are the scheduler, its job ID and the
-	// node's name ($SLURM_JOB_ID, $SLURMD_NODENAME).
+	// Engine, JobID and NodeName are the scheduler (the dispatch's when
+	// empty), its job ID and the node's name ($SLURM_JOB_ID and
+	// $SLURMD_NODENAME on Slurm).
 	Engine   string
 	JobID    string
 	NodeName string
@@ -96,6 +97,9 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 	digest, err := ad.Digest(stmt)
 	if err != nil {
 		return nil, err
+	}
+	if n.Engine == "" {
+		n.Engine = d.Fleet.Engine
 	}
 	pred := &ad.Node{Dispatch: digest, Job: job.Name, Nonce: job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName,
 		StartedAt: time.Now().UTC(), Steps: []ad.Step{}}

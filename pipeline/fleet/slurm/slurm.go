@@ -161,6 +161,9 @@ func (e *Engine) Submit(ctx context.Context, req fleet.Request) ([]fleet.Handle,
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	if req.Array && req.Count > 1 {
+		return e.submitArray(ctx, req, keys)
+	}
 	var handles []fleet.Handle
 	for i := range req.Count {
 		env := make([]string, 0, len(keys)+1)
@@ -190,6 +193,50 @@ func (e *Engine) Submit(ctx context.Context, req fleet.Request) ([]fleet.Handle,
 	return handles, nil
 }
 
+// submitArray submits req as one array job (--array=0-N): a wrapper sets
+// each task's index from SLURM_ARRAY_TASK_ID before it runs the script.
+// The handles are Slurm's task IDs, JOB_TASK.
+func (e *Engine) submitArray(ctx context.Context, req fleet.Request, keys []string) ([]fleet.Handle, error) {
+	env := make([]string, 0, len(keys))
+	for _, k := range keys {
+		env = append(env, k+"="+req.Env[k])
+	}
+	args := e.SbatchArgs(req, 0)
+	args = args[:len(args)-1-len(req.Args)] // the script and its arguments go into --wrap
+	if req.LogDir != "" {
+		for i, a := range args {
+			if strings.HasPrefix(a, "--output=") || strings.HasPrefix(a, "--error=") {
+				flag, _, _ := strings.Cut(a, "=")
+				args[i] = flag + "=" + filepath.Join(req.LogDir, req.Class+"-%a-%A_%a.log")
+			}
+		}
+	}
+	wrap := fleet.IndexEnv + "=$SLURM_ARRAY_TASK_ID exec " + shellQuote(req.Script)
+	for _, a := range req.Args {
+		wrap += " " + shellQuote(a)
+	}
+	args = append(args, fmt.Sprintf("--array=0-%d", req.Count-1), "--wrap="+wrap)
+	out, err := e.run(ctx, env, "sbatch", args...)
+	if err != nil {
+		return nil, fmt.Errorf("submitting class %s as an array: %w", req.Class, err)
+	}
+	id, err := parseSbatch(out)
+	if err != nil {
+		return nil, fmt.Errorf("submitting class %s as an array: %w", req.Class, err)
+	}
+	handles := make([]fleet.Handle, req.Count)
+	for i := range handles {
+		handles[i] = fleet.Handle{ID: fmt.Sprintf("%s_%d", id, i), Class: req.Class, Index: i}
+	}
+	return handles, nil
+}
+
+// shellQuote quotes s for sh: in single quotes, each single quote in s
+// closing the quotes, escaped, and reopening them.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // parseSbatch reads `sbatch --parsable`'s "ID" or "ID;CLUSTER".
 func parseSbatch(out []byte) (string, error) {
 	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
@@ -216,7 +263,7 @@ func (e *Engine) Status(ctx context.Context, ids []string) (map[string]fleet.Sta
 	e.last = time.Now()
 	args := []string{"--json"}
 	if len(ids) > 0 {
-		args = append(args, "--jobs="+strings.Join(ids, ","))
+		args = append(args, "--jobs="+strings.Join(baseIDs(ids), ","))
 	}
 	out, err := e.run(ctx, nil, "squeue", args...)
 	if err != nil {
@@ -243,6 +290,21 @@ func (e *Engine) Status(ctx context.Context, ids []string) (map[string]fleet.Sta
 		}
 	}
 	return res, nil
+}
+
+// baseIDs are the distinct job IDs of ids, an array task JOB_TASK
+// counting as JOB.
+func baseIDs(ids []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range ids {
+		base, _, _ := strings.Cut(id, "_")
+		if !seen[base] {
+			seen[base] = true
+			out = append(out, base)
+		}
+	}
+	return out
 }
 
 // Cancel runs scancel on ids.

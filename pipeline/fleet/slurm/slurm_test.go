@@ -234,3 +234,51 @@ func TestStatusBoundsThePollRate(t *testing.T) {
 		t.Errorf("4 Status calls took %v, want at least 3 poll intervals (600ms)", got)
 	}
 }
+
+// TestSubmitArray submits a two-job class as one array job on a node
+// with one a100: each task gets its own handle and index, one waits while
+// the other runs, and both complete.
+func TestSubmitArray(t *testing.T) {
+	c, e, shared := start(t)
+	out := filepath.Join(shared, "it's out") // a quote and a space survive --wrap
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := e.Submit(t.Context(), fleet.Request{
+		Name: "gpuattest-test", Class: "a100", Count: 2, Array: true,
+		Selectors: fleet.Selectors{GPUType: "a100", GPUs: 1, Constraint: "sm_80"},
+		Script:    script(t, shared, "sleep 1"), Args: []string{out}, Env: map[string]string{"FOO": "arr"},
+		TimeLimit: time.Minute, LogDir: shared,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.Logs())
+	}
+	if len(hs) != 2 || !strings.HasSuffix(hs[0].ID, "_0") || !strings.HasSuffix(hs[1].ID, "_1") {
+		t.Fatalf("handles %+v, want JOB_0 and JOB_1", hs)
+	}
+	ids := []string{hs[0].ID, hs[1].ID}
+	// Right after submission both tasks are pending in one squeue record
+	// (array_task_string "0-1"), each reported under its own ID.
+	st, err := e.Status(t.Context(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if st[id].State == fleet.Gone {
+			t.Errorf("task %s right after submission: %+v, want it listed", id, st[id])
+		}
+	}
+	st = waitFor(t, c, e, ids, func(s fleet.Status) bool { return s.State.Final() })
+	for _, h := range hs {
+		if s := st[h.ID]; s.State != fleet.Completed || s.Node != c.Node {
+			t.Errorf("task %s: %+v, want COMPLETED on %s", h.ID, s, c.Node)
+		}
+		got, err := os.ReadFile(filepath.Join(out, fmt.Sprint(h.Index)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("%d 0 %s arr", h.Index, c.Node); strings.TrimSpace(string(got)) != want {
+			t.Errorf("task %d saw %q, want %q", h.Index, got, want)
+		}
+	}
+}

@@ -23,6 +23,12 @@ type squeueJob struct {
 	EndTime     json.RawMessage `json:"end_time"`
 	RestartCnt  json.RawMessage `json:"restart_cnt"`
 	ExitCode    json.RawMessage `json:"exit_code"`
+	// An array job's tasks: a running or ended task is a record of its
+	// own (array_job_id, array_task_id); the pending ones share one
+	// record whose array_task_string lists them ("0-3,7").
+	ArrayJobID      json.RawMessage `json:"array_job_id"`
+	ArrayTaskID     json.RawMessage `json:"array_task_id"`
+	ArrayTaskString string          `json:"array_task_string"`
 }
 
 // ParseSqueue decodes `squeue --json` output into job states, whichever
@@ -86,9 +92,58 @@ func ParseSqueue(data []byte) ([]fleet.Status, error) {
 		if string(s.State) == raw {
 			s.Raw = ""
 		}
+		if arr, ok := number(j.ArrayJobID); ok && arr > 0 {
+			if task, ok := number(j.ArrayTaskID); ok && task >= 0 && task < maxArrayTask {
+				s.ID = fmt.Sprintf("%d_%d", arr, task)
+			} else {
+				for _, task := range expandTasks(j.ArrayTaskString) {
+					t := s
+					t.ID = fmt.Sprintf("%d_%d", arr, task)
+					out = append(out, t)
+				}
+				continue
+			}
+		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// maxArrayTask bounds the array tasks read from one record (Slurm's
+// MaxArraySize is at most 4000001).
+const maxArrayTask = 4000001
+
+// expandTasks expands an array_task_string ("0-3,7", "0-15%4") into task
+// indexes; what does not parse is skipped.
+func expandTasks(s string) []int64 {
+	s, _, _ = strings.Cut(s, "%")
+	var out []int64
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseInt(strings.TrimSpace(lo), 10, 64)
+		if err != nil || a < 0 {
+			continue
+		}
+		b := a
+		if isRange {
+			step := int64(1)
+			if h, st, ok := strings.Cut(hi, ":"); ok {
+				hi = h
+				if step, err = strconv.ParseInt(st, 10, 64); err != nil || step < 1 {
+					continue
+				}
+			}
+			if b, err = strconv.ParseInt(strings.TrimSpace(hi), 10, 64); err != nil || b < a || b-a > maxArrayTask {
+				continue
+			}
+			for t := a; t <= b; t += step {
+				out = append(out, t)
+			}
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // mapState maps Slurm's base job state to a fleet state; flags (a second

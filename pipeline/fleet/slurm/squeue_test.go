@@ -59,6 +59,26 @@ func TestParseSqueue(t *testing.T) {
 	}
 }
 
+// TestParseSqueueArrays: pending array tasks share a record listing them;
+// a running task has its own.
+func TestParseSqueueArrays(t *testing.T) {
+	in := `{"jobs":[
+	 {"job_id":10,"array_job_id":10,"array_task_id":null,"array_task_string":"1-3,7,9-13:2%2","job_state":"PENDING","state_reason":"Resources"},
+	 {"job_id":11,"array_job_id":10,"array_task_id":0,"array_task_string":"","job_state":"RUNNING","batch_host":"n1"}]}`
+	got, err := slurm.ParseSqueue([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range got {
+		ids = append(ids, s.ID+":"+string(s.State))
+	}
+	want := []string{"10_1:PENDING", "10_2:PENDING", "10_3:PENDING", "10_7:PENDING", "10_9:PENDING", "10_11:PENDING", "10_13:PENDING", "10_0:RUNNING"}
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("ParseSqueue (-want +got):\n%s", diff)
+	}
+}
+
 func TestParseSqueueErrors(t *testing.T) {
 	tests := []struct{ name, in, wantErr string }{
 		{"not json", "squeue: error: Invalid job id", "decoding squeue --json"},
