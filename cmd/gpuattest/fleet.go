@@ -112,12 +112,12 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 		printRunSummary(c.OutOrStdout(), res)
 		return withCode(exitFailed, errors.New("the build failed: nothing was dispatched"))
 	}
-	return dispatchFleet(c, p, spec, signer, res.Dir, out, f.fleet)
+	return dispatchFleet(c, p, spec, signer, res.Dir, out, f.fleet, f.quiet)
 }
 
 // dispatchFleet stages and signs the dispatch, submits it, and waits
 // and collects unless detached.
-func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, buildDir, out string, ff *fleetFlags) error {
+func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, buildDir, out string, ff *fleetFlags, quiet bool) error {
 	ctx := c.Context()
 	self, err := os.Executable()
 	if err != nil {
@@ -144,15 +144,19 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 		fmt.Fprintf(w, "detached; collect it with: gpuattest fleet collect %s\n", out)
 		return nil
 	}
-	return waitAndCollect(c, e, st, out, ff.timeout, ff.simulate)
+	return waitAndCollect(c, e, st, out, ff.timeout, ff.simulate, quiet)
 }
 
-// waitAndCollect waits for the jobs with a progress line per change,
-// collects the node bundles and prints one row per job.
-func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out string, timeout time.Duration, simulated bool) error {
+// waitAndCollect waits for the jobs with a progress line per change on
+// stderr (none when quiet), collects the node bundles and prints one row
+// per job.
+func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out string, timeout time.Duration, simulated, quiet bool) error {
 	w := c.ErrOrStderr()
 	last := map[string]string{}
 	err := dispatch.Wait(c.Context(), e, st, out, timeout, func(s *dispatch.State) {
+		if quiet {
+			return
+		}
 		for _, j := range s.Jobs {
 			if line := jobLine(j, s.SubmittedAt); line != last[j.Name] {
 				last[j.Name] = line
@@ -292,7 +296,7 @@ func newFleetNodeCmd() *cobra.Command {
 
 func newFleetCollectCmd() *cobra.Command {
 	var timeout time.Duration
-	var simulated bool
+	var simulated, quiet bool
 	c := &cobra.Command{
 		Use:   "collect RUNDIR",
 		Short: "Wait for a detached dispatch and collect its node bundles",
@@ -306,11 +310,12 @@ func newFleetCollectCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			return waitAndCollect(c, e, st, args[0], timeout, simulated || st.Simulated)
+			return waitAndCollect(c, e, st, args[0], timeout, simulated || st.Simulated, quiet)
 		},
 	}
 	c.Flags().DurationVar(&timeout, "timeout", 0, "cancel the jobs and fail after this long (default: no limit)")
 	c.Flags().BoolVar(&simulated, "allow-simulated", false, "accept simulated GPUs")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	return c
 }
 

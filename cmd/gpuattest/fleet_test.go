@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -105,9 +106,15 @@ func fleetCLI(t *testing.T, dir string, args ...string) (int, string) {
 // bundle removed, verify fails naming the job (exit 12).
 func TestFleetTwoClassesEndToEnd(t *testing.T) {
 	dir := fleetSetup(t)
-	code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--timeout", "2m")
+	code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "--timeout", "2m")
 	if code != 0 {
 		t.Fatalf("run --fleet: exit %d\n%s", code, out)
+	}
+	// A progress line per job and change: name, Slurm ID, state, node.
+	for _, job := range []string{"a100-0", "h100-0"} {
+		if !regexp.MustCompile(`(?m)^  ` + job + ` +[0-9]+ +PENDING`).MatchString(out) || !regexp.MustCompile(`(?m)^  ` + job + ` +[0-9]+ +COMPLETED +node1 `).MatchString(out) {
+			t.Errorf("no PENDING and COMPLETED progress lines for %s:\n%s", job, out)
+		}
 	}
 	for _, want := range []string{"2 job(s) submitted to slurm cluster gpuattest", "fleet dispatch: PASSED", "a100-0", "h100-0", "node1"} {
 		if !strings.Contains(out, want) {
