@@ -45,6 +45,9 @@ type Dispatch struct {
 	Pipeline Ref `json:"pipeline"`
 	// Source is the commit the build came from, when known.
 	Source *Source `json:"source,omitempty"`
+	// Targets are the pipeline's pinned targets: each must be covered by
+	// a job that passed on a GPU of its compute capability.
+	Targets []string `json:"targets"`
 	// Fleet is the fleet file and engine.
 	Fleet Fleet `json:"fleet"`
 	// JobScript is the sha256 digest of the job script every job runs.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/pipeline/hardware"
 )
 
 // Verdicts of a job in a Report.
@@ -38,6 +40,8 @@ type Report struct {
 	Jobs []JobResult `json:"jobs"`
 	// Rejected are node bundles that count for no job, with why.
 	Rejected []Rejected `json:"rejected,omitempty"`
+	// Coverage says, for each pinned target, which jobs cover it.
+	Coverage []Coverage `json:"coverage,omitempty"`
 	// Problems are everything that failed, one line each.
 	Problems []string `json:"problems,omitempty"`
 	// SimulatedAccepted is true when simulated GPUs were accepted.
@@ -129,6 +133,7 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 		sources[n.Job] = append(sources[n.Job], e.Source)
 	}
 	nodesOfClass := map[string]map[string]string{}
+	passed := map[string]*Node{}
 	for _, j := range d.Jobs {
 		row := JobResult{Job: j.Name, Class: j.Class}
 		ns := seen[j.Name]
@@ -142,6 +147,7 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 			n := ns[0]
 			row.JobID, row.Node, row.Simulated, row.Source = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0]
 			row.Verdict, row.Detail = VerdictPassed, ""
+			passed[j.Name] = n
 			if problem := checkNode(&j, n, o); problem != "" {
 				row.Verdict, row.Detail = VerdictFailed, problem
 			} else if j.Distinct {
@@ -157,16 +163,59 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 			}
 		}
 		if row.Verdict != VerdictPassed {
+			delete(passed, j.Name)
 			r.Problems = append(r.Problems, fmt.Sprintf("job %s (class %s): %s: %s", j.Name, j.Class, row.Verdict, row.Detail))
 		}
 		r.Jobs = append(r.Jobs, row)
 	}
+	r.checkCoverage(d, passed)
 	if len(r.Problems) > 0 {
 		r.Failure = verify.FailurePolicy
 	} else {
 		r.Verified = true
 	}
 	return nil
+}
+
+// Coverage is whether one pinned target is covered.
+type Coverage struct {
+	Target  string `json:"target"`
+	Covered bool   `json:"covered"`
+	// By names the jobs that cover it.
+	By []string `json:"by,omitempty"`
+}
+
+// checkCoverage checks that each pinned target of the dispatch is covered
+// by a job whose class lists it and that passed on GPUs of the target's
+// compute capability.
+func (r *Report) checkCoverage(d *Dispatch, passed map[string]*Node) {
+	for _, t := range d.Targets {
+		c := Coverage{Target: t}
+		cc := targetCC(t)
+		for _, j := range d.Jobs {
+			n := passed[j.Name]
+			if n == nil || !slices.Contains(j.Targets, t) || n.Hardware == nil {
+				continue
+			}
+			if !slices.ContainsFunc(n.Hardware.GPUs, func(g hardware.GPU) bool { return g.ComputeCapability != cc }) {
+				c.By = append(c.By, j.Name)
+			}
+		}
+		c.Covered = len(c.By) > 0
+		if !c.Covered {
+			r.Problems = append(r.Problems, fmt.Sprintf("target %s: not covered: no job of a class that lists it passed on GPUs of compute capability %s", t, cc))
+		}
+		r.Coverage = append(r.Coverage, c)
+	}
+}
+
+// targetCC is the compute capability of a target: sm_90a is 9.0.
+func targetCC(t string) string {
+	digits := strings.TrimRight(strings.TrimPrefix(t, "sm_"), "af")
+	if len(digits) < 2 {
+		return ""
+	}
+	return digits[:len(digits)-1] + "." + digits[len(digits)-1:]
 }
 
 // node verifies one node bundle: it reads the job the bundle claims,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
@@ -53,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{jobKeys: map[string]*sign.Signer{}}
 	f.owner, f.ownerPub, _ = newSigner(t)
-	f.d = &dispatch.Dispatch{ID: "d1", Pipeline: dispatch.Ref{Digest: "sha256:" + strings.Repeat("cd", 32)}}
+	f.d = &dispatch.Dispatch{ID: "d1", Targets: []string{"sm_80", "sm_90"}, Pipeline: dispatch.Ref{Digest: "sha256:" + strings.Repeat("cd", 32)}}
 	for _, c := range []struct{ class, cc string }{{"a100", "8.0"}, {"h100", "9.0"}} {
 		s, _, pem := newSigner(t)
 		name := c.class + "-0"
@@ -121,12 +122,12 @@ func TestVerify(t *testing.T) {
 		{
 			name:    "missing job",
 			nodes:   func() []verify.Entry { return f.good(t)[:1] },
-			failure: verify.FailurePolicy, want: []string{"job h100-0 (class h100): missing"},
+			failure: verify.FailurePolicy, want: []string{"job h100-0 (class h100): missing", "target sm_90: not covered: no job of a class that lists it passed on GPUs of compute capability 9.0"},
 		},
 		{
 			name:    "duplicated job",
 			nodes:   func() []verify.Entry { g := f.good(t); return append(g, g[1]) },
-			failure: verify.FailurePolicy, want: []string{"job h100-0 (class h100): duplicate: 2 node bundles"},
+			failure: verify.FailurePolicy, want: []string{"job h100-0 (class h100): duplicate: 2 node bundles", "target sm_90: not covered"},
 		},
 		{
 			name: "bundle from another dispatch",
@@ -136,7 +137,7 @@ func TestVerify(t *testing.T) {
 				return g
 			},
 			failure: verify.FailurePolicy,
-			want:    []string{"swapped.intoto.jsonl: counts for no job: claims job h100-0 but is not signed by the key the dispatch delegated to it", "job h100-0 (class h100): missing"},
+			want:    []string{"swapped.intoto.jsonl: counts for no job: claims job h100-0 but is not signed by the key the dispatch delegated to it", "job h100-0 (class h100): missing", "target sm_90: not covered"},
 		},
 		{
 			name: "re-signed with the release key",
@@ -146,7 +147,7 @@ func TestVerify(t *testing.T) {
 				return g
 			},
 			failure: verify.FailurePolicy,
-			want:    []string{"resigned.intoto.jsonl: counts for no job: claims job a100-0 but is not signed by the key", "job a100-0 (class a100): missing"},
+			want:    []string{"resigned.intoto.jsonl: counts for no job: claims job a100-0 but is not signed by the key", "job a100-0 (class a100): missing", "target sm_80: not covered"},
 		},
 		{
 			name: "wrong nonce",
@@ -155,7 +156,7 @@ func TestVerify(t *testing.T) {
 				n.Nonce = "replayed"
 				return []verify.Entry{f.bundle(t, f.jobKeys["a100-0"], n, "a.jsonl"), f.good(t)[1]}
 			},
-			failure: verify.FailurePolicy, want: []string{`a.jsonl: counts for no job: job a100-0: carries nonce "replayed"`, "job a100-0 (class a100): missing"},
+			failure: verify.FailurePolicy, want: []string{`a.jsonl: counts for no job: job a100-0: carries nonce "replayed"`, "job a100-0 (class a100): missing", "target sm_80: not covered"},
 		},
 		{
 			name: "wrong GPU model and compute capability",
@@ -164,7 +165,7 @@ func TestVerify(t *testing.T) {
 				n.Hardware.GPUs[0] = hardware.GPU{Name: "NVIDIA A100-SXM4-40GB", ComputeCapability: "8.0"}
 				return []verify.Entry{f.good(t)[0], f.bundle(t, f.jobKeys["h100-0"], n, "h.jsonl")}
 			},
-			failure: verify.FailurePolicy, want: []string{`job h100-0 (class h100): failed: on node node-h100-0: GPU 0 is "NVIDIA A100-SXM4-40GB", not a h100`},
+			failure: verify.FailurePolicy, want: []string{`job h100-0 (class h100): failed: on node node-h100-0: GPU 0 is "NVIDIA A100-SXM4-40GB", not a h100`, "target sm_90: not covered"},
 		},
 		{
 			name: "a node that failed preflight",
@@ -173,7 +174,7 @@ func TestVerify(t *testing.T) {
 				n.Result, n.Reason = dispatch.ResultFailed, "step check failed: preflight: 40 GiB free, the step needs 60 GiB"
 				return []verify.Entry{f.bundle(t, f.jobKeys["a100-0"], n, "a.jsonl"), f.good(t)[1]}
 			},
-			failure: verify.FailurePolicy, want: []string{"job a100-0 (class a100): failed: on node node-a100-0: step check failed: preflight"},
+			failure: verify.FailurePolicy, want: []string{"job a100-0 (class a100): failed: on node node-a100-0: step check failed: preflight", "target sm_80: not covered"},
 		},
 		{
 			name: "simulated GPUs not allowed",
@@ -182,7 +183,7 @@ func TestVerify(t *testing.T) {
 				n.Simulated = true
 				return []verify.Entry{f.bundle(t, f.jobKeys["a100-0"], n, "a.jsonl"), f.good(t)[1]}
 			},
-			failure: verify.FailurePolicy, want: []string{"job a100-0 (class a100): failed: on node node-a100-0: the GPUs were simulated"},
+			failure: verify.FailurePolicy, want: []string{"job a100-0 (class a100): failed: on node node-a100-0: the GPUs were simulated", "target sm_80: not covered"},
 		},
 		{
 			name:    "dispatch signed by another key",
@@ -231,6 +232,7 @@ func TestVerifyDistinctNodes(t *testing.T) {
 	s, _, pem := newSigner(t)
 	f.d.Jobs = append(f.d.Jobs, dispatch.Job{Name: "a100-1", Class: "a100", Index: 1, Gres: "gpu:a100:1", GPUs: 1, GPUModel: "a100", ComputeCapability: "8.0", Nonce: "n1", PublicKey: pem})
 	f.d.Jobs[0].Distinct, f.d.Jobs[1].Distinct = true, true
+	f.d.Targets = []string{"sm_80"}
 	f.jobKeys["a100-1"] = s
 	var err error
 	if f.stmt, err = f.d.Statement(subjects); err != nil {
@@ -248,5 +250,39 @@ func TestVerifyDistinctNodes(t *testing.T) {
 	}
 	if r.Verified || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "job a100-1 (class a100): failed: ran on node node-a100-0 as job a100-0 did; class a100 asks for distinct nodes") {
 		t.Errorf("verified %v, problems:\n%s", r.Verified, strings.Join(r.Problems, "\n"))
+	}
+}
+
+// resign signs f's dispatch again after a change.
+func (f *fixture) resign(t *testing.T) {
+	t.Helper()
+	var err error
+	if f.stmt, err = f.d.Statement(subjects); err != nil {
+		t.Fatal(err)
+	}
+	if f.digest, err = dispatch.Digest(f.stmt); err != nil {
+		t.Fatal(err)
+	}
+	f.entry = verify.Entry{Source: "d", Data: signStmt(t, f.owner, f.stmt)}
+}
+
+// TestVerifyCoverage: every job passes, but sm_90a is pinned and no class
+// lists it: the release is not covered (exit 12), and the report says
+// which job covers each target.
+func TestVerifyCoverage(t *testing.T) {
+	f := newFixture(t)
+	f.d.Targets = []string{"sm_80", "sm_90", "sm_90a"}
+	f.resign(t)
+	r, err := dispatch.CheckNodes(t.Context(), f.entry, f.good(t), dispatch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verified || r.Failure != verify.FailurePolicy || len(r.Problems) != 1 ||
+		r.Problems[0] != "target sm_90a: not covered: no job of a class that lists it passed on GPUs of compute capability 9.0" {
+		t.Errorf("verified %v, failure %v, problems:\n%s", r.Verified, r.Failure, strings.Join(r.Problems, "\n"))
+	}
+	want := []dispatch.Coverage{{Target: "sm_80", Covered: true, By: []string{"a100-0"}}, {Target: "sm_90", Covered: true, By: []string{"h100-0"}}, {Target: "sm_90a"}}
+	if diff := cmp.Diff(want, r.Coverage); diff != "" {
+		t.Errorf("coverage (-want +got):\n%s", diff)
 	}
 }

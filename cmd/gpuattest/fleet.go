@@ -229,6 +229,13 @@ func printFleetReport(w io.Writer, r *ad.Report) {
 		}
 		fmt.Fprintf(w, "  %-16s %-10s %-8s %-12s %-9s %s\n", j.Job, j.Class, orDash(j.JobID), orDash(j.Node), j.Verdict, sim)
 	}
+	for _, c := range r.Coverage {
+		by := strings.Join(c.By, ", ")
+		if !c.Covered {
+			by = "NOT COVERED"
+		}
+		fmt.Fprintf(w, "  target %-8s %s\n", c.Target, by)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "  FAIL "+firstLine(p))
 	}

@@ -116,7 +116,7 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 			t.Errorf("no PENDING and COMPLETED progress lines for %s:\n%s", job, out)
 		}
 	}
-	for _, want := range []string{"2 job(s) submitted to slurm cluster gpuattest", "fleet dispatch: PASSED", "a100-0", "h100-0", "node1"} {
+	for _, want := range []string{"2 job(s) submitted to slurm cluster gpuattest", "fleet dispatch: PASSED", "a100-0", "h100-0", "node1", "target sm_80    a100-0", "target sm_90    h100-0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("run --fleet output lacks %q:\n%s", want, out)
 		}

@@ -96,7 +96,7 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pipeline.Pipeline{Name: "p", Path: filepath.Join(root, "p.yaml"), Dir: root, Root: root, Digest: "sha256:" + strings.Repeat("0", 64),
+	p := &pipeline.Pipeline{Name: "p", Targets: []string{"sm_80", "sm_90"}, Path: filepath.Join(root, "p.yaml"), Dir: root, Root: root, Digest: "sha256:" + strings.Repeat("0", 64),
 		Steps: []pipeline.Step{{ID: "build"}, {ID: "check", GPU: true, Needs: []string{"build"}}}}
 	self, err := os.Executable()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -122,8 +123,16 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 			return nil, fmt.Errorf("the pipeline file %s is outside its work tree %s", s.Pipeline.Path, base)
 		}
 	}
+	for _, c := range s.Fleet.Classes {
+		for _, t := range c.Targets {
+			if !slices.Contains(s.Pipeline.Targets, t) {
+				return nil, fmt.Errorf("%s: class %s covers %s, which the pipeline %s does not pin (its targets: %s)", s.Fleet.Path, c.Name, t, s.Pipeline.Path, strings.Join(s.Pipeline.Targets, ", "))
+			}
+		}
+	}
 	d := &ad.Dispatch{
 		ID:        id,
+		Targets:   s.Pipeline.Targets,
 		CreatedAt: time.Now().UTC(),
 		Pipeline:  ad.Ref{Name: s.Pipeline.Name, Path: filepath.ToSlash(rel), Digest: s.Pipeline.Digest},
 		Source:    st.source,
