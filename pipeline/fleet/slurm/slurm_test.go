@@ -88,7 +88,9 @@ func TestSubmitRunsOneJobPerNodeWithItsIndexAndDevice(t *testing.T) {
 	req := fleet.Request{
 		Name: "gpuattest-test", Class: "h100", Count: 2,
 		Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1, Constraint: "sm_90"},
-		Script:    script(t, shared, "sleep 1"),
+		// Long enough for a poll to see one job run while the other
+		// waits for the device.
+		Script:    script(t, shared, "sleep 3"),
 		Args:      []string{out},
 		Env:       map[string]string{"FOO": "bar"},
 		TimeLimit: 90 * time.Second,
