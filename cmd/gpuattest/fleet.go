@@ -14,11 +14,13 @@ import (
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/slurm"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/spf13/cobra"
 )
 
@@ -327,30 +329,31 @@ func newFleetCollectCmd() *cobra.Command {
 }
 
 func newFleetVerifyCmd() *cobra.Command {
-	var key string
 	var allowSimulated bool
 	output := ""
+	f := &verifyFlags{output: &output}
 	c := &cobra.Command{
 		Use:   "verify RUNDIR",
 		Short: "Verify a collected fleet dispatch: every job reported exactly once, signed by its key, on its class's hardware",
-		Long: "verify checks the dispatch in RUNDIR against the owner's key, then every node\n" +
-			"bundle in RUNDIR/nodes against the key the dispatch delegated to its job: a bundle\n" +
-			"signed by any other key, the owner's included, counts for no job.\n\n" +
+		Long: "verify checks the dispatch in RUNDIR against the owner's key or keyless identity,\n" +
+			"then every node bundle in RUNDIR/nodes against the key the dispatch delegated to its\n" +
+			"job: a bundle signed by any other key, the owner's included, counts for no job. Every\n" +
+			"pinned target must be covered by a job that passed on GPUs of its compute capability.\n\n" +
 			"Exit status: 0 verified, 10 the dispatch's signature, 12 a job missing, duplicated,\n" +
-			"foreign, failed or on the wrong hardware (named), 2 bad input.",
+			"foreign, failed or on the wrong hardware, or a target not covered (named), 2 bad input.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			if key == "" {
-				return usageErr("--key is required: the release owner's public key")
+			if err := f.checkMaterial(); err != nil {
+				return err
 			}
-			pub, err := sign.LoadPublicKey(key)
+			owner, err := f.ownerOptions()
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			r, err := dispatch.VerifyDir(c.Context(), args[0], []verify.Option{verify.WithKey(pub, key)}, allowSimulated)
+			r, err := dispatch.VerifyDir(c.Context(), args[0], owner, allowSimulated)
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -367,10 +370,43 @@ func newFleetVerifyCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&key, "key", "", "the release owner's public key (PEM)")
-	c.Flags().BoolVar(&allowSimulated, "allow-simulated", false, "accept simulated GPUs (tests and demos)")
-	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	fl := c.Flags()
+	fl.StringVar(&f.keyPath, "key", "", "the release owner's PEM public key")
+	fl.StringVar(&f.trustedRoot, "trusted-root", "", "Sigstore trusted root JSON, for a keyless dispatch")
+	fl.StringVar(&f.san, "certificate-identity", "", "keyless: expected certificate SAN of the dispatch's signer")
+	fl.StringVar(&f.sanRE, "certificate-identity-regexp", "", "keyless: regexp the certificate SAN must match")
+	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", "keyless: expected OIDC issuer of the certificate")
+	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
+	fl.BoolVar(&allowSimulated, "allow-simulated", false, "accept simulated GPUs (tests and demos)")
+	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return c
+}
+
+// ownerOptions are the options that verify a dispatch's signature: the
+// owner's key, or a trusted root and a certificate identity.
+func (f *verifyFlags) ownerOptions() ([]verify.Option, error) {
+	var opts []verify.Option
+	if f.keyPath != "" {
+		pub, err := sign.LoadPublicKey(f.keyPath)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, verify.WithKey(pub, f.keyPath))
+	} else {
+		opts = append(opts, verify.WithCertificateIdentity(f.san, f.sanRE, f.issuer, f.issuerRE))
+	}
+	if f.trustedRoot != "" {
+		data, err := limits.ReadFile(f.trustedRoot, maxTrustedRoot, "trusted root")
+		var tr *root.TrustedRoot
+		if err == nil {
+			tr, err = root.NewTrustedRootFromJSON(data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading trusted root: %w", f.trustedRoot, err)
+		}
+		opts = append(opts, verify.WithTrustedRoot(tr, f.trustedRoot))
+	}
+	return opts, nil
 }
 
 // cmpOr returns the first of ss that is not empty.

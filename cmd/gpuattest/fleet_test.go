@@ -436,3 +436,25 @@ func TestFleetJobWithoutBundleIsMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetVerifyUsage: verify needs the owner's key or identity, and a
+// run directory of a fleet run; bad input is exit 2 with a hint.
+func TestFleetVerifyUsage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fleet", "verify", dir}, "no verification material"},
+		{[]string{"fleet", "verify", dir, "--key", "k.pub", "--certificate-identity", "a@b"}, "exclusive"},
+		{[]string{"fleet", "verify", dir, "--certificate-identity", "a@b"}, "needs both an identity"},
+		{[]string{"fleet", "collect", dir}, "is " + dir + " the run directory of a run --fleet?"},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		if code := execute(tt.args, strings.NewReader(""), &out, &out); code != exitUsage || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%v: exit %d, want %d with %q\n%s", tt.args, code, exitUsage, tt.want, out.String())
+		}
+	}
+}
