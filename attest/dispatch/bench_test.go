@@ -10,20 +10,19 @@ import (
 
 // BenchmarkVerify64 verifies a dispatch and 64 node bundles.
 func BenchmarkVerify64(b *testing.B) {
-	t := &testing.T{}
-	f := newFixture(t)
+	f := newFixture(b)
 	f.d.Jobs = nil
 	for i := range 64 {
-		s, _, pem := newSigner(t)
+		s, _, pem := newSigner(b)
 		name := fmt.Sprintf("h100-%d", i)
 		f.jobKeys[name] = s
 		f.d.Jobs = append(f.d.Jobs, dispatch.Job{Name: name, Class: "h100", Index: i, Gres: "gpu:h100:1", GPUs: 1, GPUModel: "h100", ComputeCapability: "9.0", Targets: []string{"sm_90"}, Nonce: fmt.Sprint("n", i), PublicKey: pem})
 	}
 	f.d.Targets = []string{"sm_90"}
-	f.resign(t)
+	f.resign(b)
 	var nodes []verify.Entry
 	for _, j := range f.d.Jobs {
-		nodes = append(nodes, f.bundle(t, f.jobKeys[j.Name], f.node(j.Name), j.Name))
+		nodes = append(nodes, f.bundle(b, f.jobKeys[j.Name], f.node(j.Name), j.Name))
 	}
 	owner := []verify.Option{verify.WithKey(f.ownerPub, "release.pub")}
 	b.ResetTimer()

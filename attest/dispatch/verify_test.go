@@ -29,7 +29,7 @@ type fixture struct {
 
 var subjects = []attest.Subject{{Name: "out/kernels.fatbin", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)}}}
 
-func newSigner(t *testing.T) (*sign.Signer, *ecdsa.PublicKey, string) {
+func newSigner(t testing.TB) (*sign.Signer, *ecdsa.PublicKey, string) {
 	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -50,7 +50,7 @@ func newSigner(t *testing.T) (*sign.Signer, *ecdsa.PublicKey, string) {
 	return s, &priv.PublicKey, string(pem)
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{jobKeys: map[string]*sign.Signer{}}
 	f.owner, f.ownerPub, _ = newSigner(t)
@@ -73,7 +73,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func signStmt(t *testing.T, s *sign.Signer, st *attest.Statement) []byte {
+func signStmt(t testing.TB, s *sign.Signer, st *attest.Statement) []byte {
 	t.Helper()
 	b, err := s.Sign(t.Context(), st)
 	if err != nil {
@@ -91,7 +91,7 @@ func (f *fixture) node(job string) *dispatch.Node {
 }
 
 // bundle signs n with s as source.
-func (f *fixture) bundle(t *testing.T, s *sign.Signer, n *dispatch.Node, source string) verify.Entry {
+func (f *fixture) bundle(t testing.TB, s *sign.Signer, n *dispatch.Node, source string) verify.Entry {
 	t.Helper()
 	st, err := n.Statement(subjects)
 	if err != nil {
@@ -100,7 +100,7 @@ func (f *fixture) bundle(t *testing.T, s *sign.Signer, n *dispatch.Node, source 
 	return verify.Entry{Source: source, Data: signStmt(t, s, st)}
 }
 
-func (f *fixture) good(t *testing.T) []verify.Entry {
+func (f *fixture) good(t testing.TB) []verify.Entry {
 	return []verify.Entry{
 		f.bundle(t, f.jobKeys["a100-0"], f.node("a100-0"), "a100-0.intoto.jsonl"),
 		f.bundle(t, f.jobKeys["h100-0"], f.node("h100-0"), "h100-0.intoto.jsonl"),
@@ -254,7 +254,7 @@ func TestVerifyDistinctNodes(t *testing.T) {
 }
 
 // resign signs f's dispatch again after a change.
-func (f *fixture) resign(t *testing.T) {
+func (f *fixture) resign(t testing.TB) {
 	t.Helper()
 	var err error
 	if f.stmt, err = f.d.Statement(subjects); err != nil {
