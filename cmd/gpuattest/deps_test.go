@@ -21,20 +21,21 @@ var cmdMayImport = []string{
 	"attest/sign",
 	"attest/oci",
 	"attest/verify",
-	"attest/dispatch", // fleet verify
+	"attest/dispatch",
 	"pipeline",
-	"pipeline/cuda",           // inspect
-	"pipeline/fleet",          // run --fleet
-	"pipeline/fleet/dispatch", // run --fleet, fleet
-	"pipeline/fleet/slurm",    // the Slurm engine
-	"pipeline/gpu",            // device
-	"pipeline/hardware",       // device
-	"pipeline/image",          // lock
-	"pipeline/rebuild",        // rebuild
-	"pipeline/report",         // report
-	"pipeline/run",            // run
-	"pipeline/suite",          // compare, baseline save
+	"pipeline/cuda",     // inspect
+	"pipeline/gpu",      // device
+	"pipeline/hardware", // device
+	"pipeline/image",    // lock
+	"pipeline/rebuild",  // rebuild
+	"pipeline/report",   // report
+	"pipeline/run",      // run
+	"pipeline/suite",    // compare, baseline save
 	"pipeline/suite/stats",
+	// run --fleet; fleet collect, verify and node
+	"pipeline/fleet",
+	"pipeline/fleet/dispatch",
+	"pipeline/fleet/slurm",
 }
 
 func TestCmdImports(t *testing.T) {
