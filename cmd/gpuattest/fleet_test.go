@@ -112,7 +112,7 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 	}
 	// A progress line per job and change: name, Slurm ID, state, node.
 	for _, job := range []string{"a100-0", "h100-0"} {
-		if !regexp.MustCompile(`(?m)^  ` + job + ` +[0-9]+ +PENDING`).MatchString(out) || !regexp.MustCompile(`(?m)^  ` + job + ` +[0-9]+ +COMPLETED +node1 `).MatchString(out) {
+		if !regexp.MustCompile(`(?m)^  `+job+` +[0-9]+ +PENDING`).MatchString(out) || !regexp.MustCompile(`(?m)^  `+job+` +[0-9]+ +COMPLETED +node1 `).MatchString(out) {
 			t.Errorf("no PENDING and COMPLETED progress lines for %s:\n%s", job, out)
 		}
 	}
