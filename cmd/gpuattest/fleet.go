@@ -53,7 +53,7 @@ func newFleetCmd() *cobra.Command {
 			"its node bundles, 'verify' checks a collected dispatch, and 'node' is what each\n" +
 			"job runs on its node (the job script calls it).",
 	}
-	c.AddCommand(newFleetNodeCmd(), newFleetCollectCmd(), newFleetVerifyCmd())
+	c.AddCommand(newFleetNodeCmd(), newFleetCollectCmd(), newFleetVerifyCmd(), newFleetPushCmd())
 	return c
 }
 
@@ -125,7 +125,8 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 	if err != nil {
 		return err
 	}
-	prep, err := dispatch.Prepare(ctx, dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer})
+	prep, err := dispatch.Prepare(ctx, dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer,
+		ReleaseDir: filepath.Join(out, dispatch.ReleaseDir)})
 	if err != nil {
 		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
 	}
@@ -425,4 +426,34 @@ func taskSuffix(task string) string {
 		return ""
 	}
 	return "_" + task
+}
+
+func newFleetPushCmd() *cobra.Command {
+	var allowFailed, allowSimulated bool
+	var registry *registryFlags
+	c := &cobra.Command{
+		Use:   "push RUNDIR REF",
+		Short: "Publish a collected fleet release: its files, and the dispatch and every node bundle as referrers",
+		Long: "push publishes the released files of the collected fleet run in RUNDIR to REF\n" +
+			"(REGISTRY/REPOSITORY[:TAG]) as one OCI artifact, whose manifest digest the\n" +
+			"dispatch signs, and the dispatch and each node bundle as its referrers. It refuses\n" +
+			"a run that was not collected and, without --allow-failed, one that did not pass.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts, err := registry.options()
+			if err != nil {
+				return err
+			}
+			res, err := dispatch.Push(c.Context(), args[0], args[1], allowFailed, allowSimulated, opts...)
+			if err != nil {
+				return withCode(exitFailed, err)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "pushed %s: %d file(s), %d bundle(s) as referrers (%d written, %s)\n", res.Ref, res.Files, res.Bundles, res.Written, res.Referrers)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&allowFailed, "allow-failed", false, "publish a release that did not pass (its bundles say what failed)")
+	c.Flags().BoolVar(&allowSimulated, "allow-simulated", false, "count simulated GPUs as passing when checking the release before pushing")
+	registry = addRegistryFlags(c)
+	return c
 }

@@ -14,6 +14,7 @@ import (
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
 )
 
@@ -138,6 +139,13 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 	if code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub"); code != exitPolicy || !strings.Contains(out, "simulated") {
 		t.Errorf("verify without --allow-simulated: exit %d, want %d naming the simulated GPUs\n%s", code, exitPolicy, out)
 	}
+	// push: the files as one artifact, the dispatch and both node bundles
+	// as its referrers.
+	host := registrytest.StartInProcess(t, nil)
+	code, out = fleetCLI(t, dir, "fleet", "push", "run", host+"/kernels:v1")
+	if code != 0 || !regexp.MustCompile(`pushed `+regexp.QuoteMeta(host)+`/kernels@sha256:[0-9a-f]{64}: 2 file\(s\), 3 bundle\(s\) as referrers \(3 written`).MatchString(out) {
+		t.Errorf("fleet push: exit %d\n%s", code, out)
+	}
 	// A node bundle duplicated counts twice for its job (exit 12).
 	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "a100-0.intoto.jsonl"))
 	if err != nil {
@@ -211,6 +219,10 @@ func TestFleetNodeFailuresAreNamed(t *testing.T) {
 	}
 	if code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated"); code != exitPolicy {
 		t.Errorf("verify: exit %d, want %d\n%s", code, exitPolicy, out)
+	}
+	host := registrytest.StartInProcess(t, nil)
+	if code, out = fleetCLI(t, dir, "fleet", "push", "run", host+"/kernels:v1"); code != exitFailed || !strings.Contains(out, "refusing to push run: the release failed: job a100-0") {
+		t.Errorf("push of a failed release: exit %d, want %d naming the failure\n%s", code, exitFailed, out)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
@@ -102,13 +103,16 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prep, err := dispatch.Prepare(t.Context(), dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer})
+	prep, err := dispatch.Prepare(t.Context(), dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer, ReleaseDir: filepath.Join(dir, "release")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := prep.Dispatch
-	if len(prep.Subjects) != 1 || prep.Subjects[0].Name != "out/k" || d.Pipeline.Path != "p.yaml" {
-		t.Errorf("subjects %+v, pipeline path %q; want out/k and p.yaml", prep.Subjects, d.Pipeline.Path)
+	if len(prep.Subjects) != 2 || prep.Subjects[0].Name != "out/k" || prep.Subjects[1].Name != oci.ManifestSubjectName || d.Pipeline.Path != "p.yaml" {
+		t.Errorf("subjects %+v, pipeline path %q; want out/k, the release manifest and p.yaml", prep.Subjects, d.Pipeline.Path)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "release", "out", "k")); err != nil || string(b) != "kernel" {
+		t.Errorf("the released file in ReleaseDir: %q, %v", b, err)
 	}
 	staged := map[string]string{}
 	for _, f := range d.Staged {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/attest"
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -58,6 +59,9 @@ type Stage struct {
 	Binary string
 	// Signer is the release owner's signer.
 	Signer *sign.Signer
+	// ReleaseDir, when set, receives a copy of every released file
+	// (RUNDIR/release/NAME), for Push.
+	ReleaseDir string
 }
 
 // Prepared is a signed and staged dispatch.
@@ -107,6 +111,13 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 	if len(subjects) == 0 {
 		return nil, errors.New("the build released no outputs, so there is nothing to dispatch\nhint: the steps without gpu: true declare outputs (fatbins, the harness) that the GPU steps use")
 	}
+	// The statements also name the release manifest of the outputs, as a
+	// single run's do, so that registry tools verify what Push publishes.
+	release, err := releaseOf(dir, subjects, s.ReleaseDir)
+	if err != nil {
+		return nil, err
+	}
+	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
 	if err := st.file(s.Binary, "bin/gpuattest", 0o755); err != nil {
 		return nil, err
 	}
@@ -159,6 +170,32 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		return nil, err
 	}
 	return &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b}, nil
+}
+
+// releaseOf is the OCI release of the staged outputs; with copyTo set it
+// copies each one there first, checking its digest.
+func releaseOf(dir string, subjects []attest.Subject, copyTo string) (*oci.Release, error) {
+	files := make([]oci.File, 0, len(subjects))
+	for _, sub := range subjects {
+		src := filepath.Join(dir, "work", filepath.FromSlash(sub.Name))
+		if copyTo != "" {
+			dst := filepath.Join(copyTo, filepath.FromSlash(sub.Name))
+			sum, _, err := copyFile(src, dst, 0o444, maxStagedBytes)
+			if err != nil {
+				return nil, fmt.Errorf("copying %s into the run directory: %w", sub.Name, err)
+			}
+			if sum != sub.Digest["sha256"] {
+				return nil, fmt.Errorf("%s changed while it was staged", sub.Name)
+			}
+			src = dst
+		}
+		fi, err := os.Stat(src)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, oci.File{Name: sub.Name, Path: src, SHA256: sub.Digest["sha256"], Size: fi.Size()})
+	}
+	return oci.NewRelease(files)
 }
 
 // treeBase is the directory staged as the work tree: the pipeline's root,
