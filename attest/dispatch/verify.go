@@ -27,8 +27,10 @@ type Report struct {
 	// Verified is true when the dispatch verified and every job passed.
 	Verified bool `json:"verified"`
 	// Failure is the most fundamental failure: FailureSignature when the
-	// dispatch itself did not verify, FailurePolicy when a job is
-	// missing, duplicated, foreign, on the wrong hardware or failed.
+	// dispatch itself did not verify, FailureSubject when its subjects are
+	// not the files read (Options.Files), FailurePolicy when a job is
+	// missing, duplicated, foreign, on the wrong hardware or failed, or a
+	// target is not covered.
 	Failure verify.Failure `json:"failure"`
 	// Dispatch is the verified dispatch; nil when it did not verify.
 	Dispatch *Dispatch `json:"dispatch,omitempty"`
@@ -46,6 +48,8 @@ type Report struct {
 	Problems []string `json:"problems,omitempty"`
 	// SimulatedAccepted is true when simulated GPUs were accepted.
 	SimulatedAccepted bool `json:"simulatedAccepted,omitempty"`
+
+	subjectFailed bool
 }
 
 // JobResult is one job's row.
@@ -70,7 +74,69 @@ type Rejected struct {
 type Options struct {
 	// AllowSimulated accepts simulated GPUs (tests and demos).
 	AllowSimulated bool
+	// Files, when not nil, are the released files as read (name to hex
+	// sha256) and Manifest the digest of their release manifest: each
+	// subject of the dispatch must be one of them (or the manifest).
+	Files    map[string]string
+	Manifest string
 }
+
+// VerifyEntries is Verify for bundles as a registry or an OCI layout
+// lists them: the one dispatch among entries, and the node bundles; other
+// bundles are left out. It is an error when entries hold no dispatch.
+func VerifyEntries(ctx context.Context, entries []verify.Entry, owner []verify.Option, o Options) (*Report, error) {
+	var disp []verify.Entry
+	var nodes []verify.Entry
+	for _, e := range entries {
+		st, err := sign.UnverifiedStatement(e.Data)
+		switch {
+		case err != nil:
+			nodes = append(nodes, e) // reported as counting for no job
+		case st.PredicateType == PredicateType:
+			disp = append(disp, e)
+		case st.PredicateType == NodePredicateType:
+			nodes = append(nodes, e)
+		}
+	}
+	switch len(disp) {
+	case 0:
+		return nil, errors.New("no fleet dispatch among the bundles\nhint: this release was not made by run --fleet; verify it with gpuattest verify")
+	case 1:
+		return Verify(ctx, disp[0], owner, nodes, o)
+	}
+	sources := make([]string, len(disp))
+	for i, e := range disp {
+		sources[i] = e.Source
+	}
+	r := &Report{Jobs: []JobResult{}, Failure: verify.FailurePolicy}
+	r.Problems = append(r.Problems, fmt.Sprintf("%d dispatches among the bundles (%s): a release has one", len(disp), strings.Join(sources, ", ")))
+	return r, nil
+}
+
+// checkFiles checks the dispatch's subjects against the files read.
+func (r *Report) checkFiles(st *attest.Statement, o Options) {
+	if o.Files == nil {
+		return
+	}
+	for _, sub := range st.Subject {
+		want := sub.Digest["sha256"]
+		if sub.Name == manifestSubject {
+			if "sha256:"+want != o.Manifest {
+				r.Problems = append(r.Problems, fmt.Sprintf("the dispatch signs release manifest sha256:%s, the release read is %s", want, o.Manifest))
+				r.subjectFailed = true
+			}
+			continue
+		}
+		if got, ok := o.Files[sub.Name]; !ok || got != want {
+			r.Problems = append(r.Problems, fmt.Sprintf("subject %s (sha256:%s) is not a file of the release read", sub.Name, want))
+			r.subjectFailed = true
+		}
+	}
+}
+
+// manifestSubject is the subject name of the release manifest
+// (attest.ManifestSubjectName).
+const manifestSubject = attest.ManifestSubjectName
 
 // Verify checks the dispatch bundle against the owner's verification
 // options (a key or a trusted root and identity, as for verify.New),
@@ -113,6 +179,7 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 		r.Problems = append(r.Problems, "dispatch: "+err.Error())
 		return nil
 	}
+	r.checkFiles(st, o)
 	r.Dispatch = d
 	if r.DispatchDigest, err = Digest(st); err != nil {
 		return err
@@ -169,9 +236,12 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 		r.Jobs = append(r.Jobs, row)
 	}
 	r.checkCoverage(d, passed)
-	if len(r.Problems) > 0 {
+	switch {
+	case r.subjectFailed:
+		r.Failure = verify.FailureSubject
+	case len(r.Problems) > 0:
 		r.Failure = verify.FailurePolicy
-	} else {
+	default:
 		r.Verified = true
 	}
 	return nil

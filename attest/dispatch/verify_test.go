@@ -286,3 +286,28 @@ func TestVerifyCoverage(t *testing.T) {
 		t.Errorf("coverage (-want +got):\n%s", diff)
 	}
 }
+
+// TestVerifyEntries: the bundles of a published release hold one
+// dispatch and the node bundles; the dispatch's subjects must be the
+// files read (exit 11 otherwise).
+func TestVerifyEntries(t *testing.T) {
+	f := newFixture(t)
+	owner := []verify.Option{verify.WithKey(f.ownerPub, "release.pub")}
+	entries := append([]verify.Entry{f.entry}, f.good(t)...)
+	files := map[string]string{"out/kernels.fatbin": strings.Repeat("ab", 32)}
+	r, err := dispatch.VerifyEntries(t.Context(), entries, owner, dispatch.Options{Files: files})
+	if err != nil || !r.Verified {
+		t.Fatalf("VerifyEntries: %v, problems %v", err, r.Problems)
+	}
+	files["out/kernels.fatbin"] = strings.Repeat("cd", 32)
+	if r, err = dispatch.VerifyEntries(t.Context(), entries, owner, dispatch.Options{Files: files}); err != nil || r.Failure != verify.FailureSubject ||
+		!strings.Contains(strings.Join(r.Problems, "\n"), "subject out/kernels.fatbin (sha256:abab") {
+		t.Errorf("changed file: %v, failure %v, problems %v; want a subject failure", err, r.Failure, r.Problems)
+	}
+	if _, err := dispatch.VerifyEntries(t.Context(), f.good(t), owner, dispatch.Options{}); err == nil || !strings.Contains(err.Error(), "no fleet dispatch") {
+		t.Errorf("no dispatch: %v", err)
+	}
+	if r, err = dispatch.VerifyEntries(t.Context(), append(entries, f.entry), owner, dispatch.Options{}); err != nil || r.Verified || !strings.Contains(r.Problems[0], "2 dispatches among the bundles") {
+		t.Errorf("two dispatches: %v, %+v", err, r)
+	}
+}

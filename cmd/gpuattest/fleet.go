@@ -12,6 +12,7 @@ import (
 	"time"
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -331,16 +332,19 @@ func newFleetCollectCmd() *cobra.Command {
 
 func newFleetVerifyCmd() *cobra.Command {
 	var allowSimulated bool
+	var registry *registryFlags
 	output := ""
 	f := &verifyFlags{output: &output}
 	c := &cobra.Command{
-		Use:   "verify RUNDIR",
+		Use:   "verify RUNDIR|REF",
 		Short: "Verify a collected fleet dispatch: every job reported exactly once, signed by its key, on its class's hardware",
-		Long: "verify checks the dispatch in RUNDIR against the owner's key or keyless identity,\n" +
+		Long: "verify checks the dispatch in RUNDIR, or in the release REF names (a registry\n" +
+			"or oci-layout:DIR, as fleet push published it), against the owner's key or keyless identity,\n" +
 			"then every node bundle in RUNDIR/nodes against the key the dispatch delegated to its\n" +
 			"job: a bundle signed by any other key, the owner's included, counts for no job. Every\n" +
 			"pinned target must be covered by a job that passed on GPUs of its compute capability.\n\n" +
-			"Exit status: 0 verified, 10 the dispatch's signature, 12 a job missing, duplicated,\n" +
+			"Exit status: 0 verified, 10 the dispatch's signature, 11 a subject of the dispatch is\n" +
+			"not a file of the release read, 12 a job missing, duplicated,\n" +
 			"foreign, failed or on the wrong hardware, or a target not covered (named), 2 bad input.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -354,7 +358,12 @@ func newFleetVerifyCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			r, err := dispatch.VerifyDir(c.Context(), args[0], owner, allowSimulated)
+			var r *ad.Report
+			if st, serr := os.Stat(args[0]); serr == nil && st.IsDir() {
+				r, err = dispatch.VerifyDir(c.Context(), args[0], owner, allowSimulated)
+			} else {
+				r, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry)
+			}
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -380,7 +389,30 @@ func newFleetVerifyCmd() *cobra.Command {
 	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
 	fl.BoolVar(&allowSimulated, "allow-simulated", false, "accept simulated GPUs (tests and demos)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	registry = addRegistryFlags(c)
 	return c
+}
+
+// verifyFleetRef reads the release ref names, with its bundle referrers,
+// and verifies the dispatch among them, its subjects against the files.
+func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSimulated bool, rf *registryFlags) (*ad.Report, error) {
+	opts, err := rf.options()
+	if err != nil {
+		return nil, err
+	}
+	v, err := verify.New(append(append([]verify.Option{}, owner...), verify.WithPredicateType(ad.PredicateType))...)
+	if err != nil {
+		return nil, err
+	}
+	fetched, err := oci.Fetch(c.Context(), v, ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]string{}
+	for _, f := range fetched.Files {
+		files[f.Name] = f.SHA256
+	}
+	return ad.VerifyEntries(c.Context(), fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest})
 }
 
 // ownerOptions are the options that verify a dispatch's signature: the

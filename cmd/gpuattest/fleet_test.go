@@ -146,6 +146,15 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`pushed `+regexp.QuoteMeta(host)+`/kernels@sha256:[0-9a-f]{64}: 2 file\(s\), 3 bundle\(s\) as referrers \(3 written`).MatchString(out) {
 		t.Errorf("fleet push: exit %d\n%s", code, out)
 	}
+	// verify from the registry: the dispatch and the node bundles among
+	// the referrers, the dispatch's subjects against the files served.
+	code, out = fleetCLI(t, dir, "fleet", "verify", host+"/kernels:v1", "--key", "rel.pub", "--allow-simulated")
+	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") || !strings.Contains(out, "h100-0           h100") {
+		t.Errorf("fleet verify REF: exit %d\n%s", code, out)
+	}
+	if code, out = fleetCLI(t, dir, "fleet", "verify", host+"/kernels:v1", "--key", "proj/p.yaml"); code != exitUsage {
+		t.Errorf("fleet verify REF with a file that is not a key: exit %d, want %d\n%s", code, exitUsage, out)
+	}
 	// A node bundle duplicated counts twice for its job (exit 12).
 	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "a100-0.intoto.jsonl"))
 	if err != nil {
