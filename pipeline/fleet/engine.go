@@ -66,7 +66,8 @@ type Request struct {
 	// Requeue lets the scheduler run a job again after preemption or a
 	// node failure.
 	Requeue bool
-	// LogDir is a shared directory for the jobs' stdout and stderr.
+	// LogDir is a shared directory for the jobs' stdout and stderr; they
+	// are discarded when it is empty.
 	LogDir string
 	// Array submits the Count jobs as one array job where the engine has
 	// them (Slurm's --array; a Kubernetes Indexed Job is this shape), one

@@ -127,6 +127,9 @@ func (e *Engine) SbatchArgs(req fleet.Request, index int) []string {
 	if req.LogDir != "" {
 		log := filepath.Join(req.LogDir, fmt.Sprintf("%s-%d-%%j.log", req.Class, index))
 		args = append(args, "--output="+log, "--error="+log, "--open-mode=append")
+	} else {
+		// Not slurm-%j.out in whatever directory sbatch ran in.
+		args = append(args, "--output=/dev/null", "--error=/dev/null")
 	}
 	args = append(args, req.Script)
 	return append(args, req.Args...)

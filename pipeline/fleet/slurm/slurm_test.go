@@ -169,6 +169,11 @@ func TestStatusReportsFailureAndExitCode(t *testing.T) {
 	if s := st[hs[0].ID]; s.State != fleet.Failed || s.ExitCode != 3 {
 		t.Errorf("status %+v, want FAILED with exit code 3", s)
 	}
+	// Without a log directory the job's output is discarded, never left
+	// in sbatch's working directory (this package's).
+	if stray, _ := filepath.Glob("slurm-*.out"); len(stray) != 0 {
+		t.Errorf("job output left in the working directory: %v", stray)
+	}
 	st, err = e.Status(t.Context(), []string{"999999"})
 	if err != nil {
 		t.Fatal(err)
