@@ -21,6 +21,7 @@ var cmdMayImport = []string{
 	"attest/sign",
 	"attest/oci",
 	"attest/verify",
+	"attest/dispatch",
 	"pipeline",
 	"pipeline/cuda",    // inspect
 	"pipeline/gpu",     // device
@@ -31,6 +32,10 @@ var cmdMayImport = []string{
 	"pipeline/run",     // run
 	"pipeline/suite",   // compare, baseline save
 	"pipeline/stats",
+	// run --fleet; fleet collect, verify and node
+	"pipeline/fleet",
+	"pipeline/fleet/dispatch",
+	"pipeline/fleet/slurm",
 }
 
 func TestCmdImports(t *testing.T) {

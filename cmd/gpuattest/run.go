@@ -31,6 +31,7 @@ type runFlags struct {
 	root     *string
 	sign     *signFlags
 	registry *registryFlags
+	fleet    *fleetFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -59,6 +60,7 @@ func newRunCmd() *cobra.Command {
 	f.sign = addSignFlags(c)
 	f.registry = addRegistryFlags(c) // for benchmark references that name a published release
 	f.registry.addReadFlags(c)
+	f.fleet = addFleetFlags(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*f.output); err != nil {
 			return err
@@ -78,6 +80,9 @@ func newRunCmd() *cobra.Command {
 				return silentExit(exitUsage)
 			}
 			return withCode(exitUsage, err)
+		}
+		if f.fleet.file != "" {
+			return runFleet(c, p, f)
 		}
 		var prog *progress
 		if !f.quiet {

@@ -21,21 +21,22 @@ var topOrder = []string{"cmd", "bench", "pipeline", "attest", "internal"}
 // GPU platform; the step kinds and the engine; the run directory; the
 // statements and reports made from it; the facade run; rebuild on top.
 var pipelineFloors = map[string]int{
-	"pipeline/stats":   0,
-	"pipeline/source":  0,
-	"pipeline/image":   0,
-	"pipeline":         1,
-	"pipeline/runner":  1,
-	"pipeline/step":    2,
-	"pipeline/gpu":     2,
-	"pipeline/cuda":    3,
-	"pipeline/suite":   3,
-	"pipeline/engine":  3,
-	"pipeline/rundir":  4,
-	"pipeline/collect": 5,
-	"pipeline/report":  5,
-	"pipeline/run":     6,
-	"pipeline/rebuild": 7,
+	"pipeline/stats":          0,
+	"pipeline/source":         0,
+	"pipeline/image":          0,
+	"pipeline":                1,
+	"pipeline/runner":         1,
+	"pipeline/step":           2,
+	"pipeline/gpu":            2,
+	"pipeline/cuda":           3,
+	"pipeline/suite":          3,
+	"pipeline/engine":         3,
+	"pipeline/rundir":         4,
+	"pipeline/collect":        5,
+	"pipeline/report":         5,
+	"pipeline/run":            6,
+	"pipeline/rebuild":        7,
+	"pipeline/fleet/dispatch": 7,
 }
 
 // testHelpers are internal packages that only tests import; they may

@@ -1,0 +1,491 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/oci"
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/slurm"
+	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/spf13/cobra"
+)
+
+func init() { verbs = append(verbs, newFleetCmd) }
+
+// fleetFlags are run's flags for a fleet run.
+type fleetFlags struct {
+	file     string
+	timeout  time.Duration
+	detach   bool
+	simulate bool
+}
+
+// addFleetFlags adds --fleet and its companions to run.
+func addFleetFlags(c *cobra.Command) *fleetFlags {
+	f := &fleetFlags{}
+	c.Flags().StringVar(&f.file, "fleet", "", "run the gpu: true steps on every node of every class of this fleet file (Slurm), under a signed dispatch")
+	c.Flags().DurationVar(&f.timeout, "timeout", 0, "with --fleet: cancel the jobs and fail after this long (default: no limit)")
+	c.Flags().BoolVar(&f.detach, "detach", false, "with --fleet: submit and exit; 'gpuattest fleet collect RUNDIR' waits and collects later")
+	c.Flags().BoolVar(&f.simulate, "simulate-gpus", false, "with --fleet: each node simulates its GPUs from its class's gres type (GPUATTEST_FAKE_GPU), labelled simulated; for tests and demos")
+	return f
+}
+
+func newFleetCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "fleet",
+		Short: "Collect, verify and run the node side of a fleet dispatch",
+		Long: "A release runs across a fleet with 'gpuattest run FILE --fleet fleet.yaml --key K'.\n" +
+			"These commands serve it: 'collect' waits for a detached dispatch and collects\n" +
+			"its node bundles, 'verify' checks a collected dispatch, and 'node' is what each\n" +
+			"job runs on its node (the job script calls it).",
+	}
+	c.AddCommand(newFleetNodeCmd(), newFleetCollectCmd(), newFleetVerifyCmd(), newFleetPushCmd())
+	return c
+}
+
+// runFleet is run --fleet: the build part here, the GPU part on the
+// fleet under a signed dispatch.
+func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
+	spec, err := fleet.Load(f.fleet.file)
+	if err != nil {
+		var probs pipeline.Problems
+		if errors.As(err, &probs) {
+			fmt.Fprintln(c.ErrOrStderr(), probs.Error())
+			fmt.Fprintf(c.ErrOrStderr(), "%d problem%s found; nothing was run\n", len(probs), plural(len(probs)))
+			return silentExit(exitUsage)
+		}
+		return withCode(exitUsage, err)
+	}
+	if !f.sign.set() {
+		return usageErr("--fleet needs --key or --keyless: the dispatch is signed by the release owner")
+	}
+	build, nodes := dispatch.Split(p)
+	if len(nodes.Steps) == 0 {
+		return usageErr("%s has no gpu: true step: there is nothing to run on the fleet", p.Path)
+	}
+	if len(build.Steps) == 0 {
+		return usageErr("%s has no step without gpu: true: the fleet needs build outputs to dispatch", p.Path)
+	}
+	out := f.out
+	if out == "" {
+		out = filepath.Join(".gpuattest", "runs", time.Now().UTC().Format("20060102-150405")+"-"+p.Name+"-fleet")
+	}
+	if err := run.CheckSigningFiles(p, map[string]string{"--key": f.sign.key}); err != nil {
+		return withCode(exitUsage, err)
+	}
+	signer, err := f.sign.signer(c)
+	if err != nil {
+		return err
+	}
+	_ = run.DropSigningSecrets()
+	stderr := c.ErrOrStderr()
+	// The build part: once, here, unsigned (the dispatch signs its outputs).
+	bf := *f
+	bf.sign, bf.out, bf.resume = &signFlags{}, filepath.Join(out, "build"), ""
+	var prog *progress
+	if !f.quiet {
+		prog = newProgress(stderr, build, progressOptions{})
+	}
+	opts, err := runOptions(c, build, &bf, prog)
+	if err != nil {
+		prog.Close()
+		return err
+	}
+	res, err := run.Pipeline(c.Context(), build, opts...)
+	prog.Close()
+	if err != nil {
+		return withCode(exitFailed, err)
+	}
+	if !res.Passed() {
+		printRunSummary(c.OutOrStdout(), res)
+		return withCode(exitFailed, errors.New("the build failed: nothing was dispatched"))
+	}
+	return dispatchFleet(c, p, spec, signer, res.Dir, out, f.fleet, f.quiet)
+}
+
+// dispatchFleet stages and signs the dispatch, submits it, and waits
+// and collects unless detached.
+func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, buildDir, out string, ff *fleetFlags, quiet bool) error {
+	ctx := c.Context()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	prep, err := dispatch.Prepare(ctx, dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer,
+		ReleaseDir: filepath.Join(out, dispatch.ReleaseDir)})
+	if err != nil {
+		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
+	}
+	e, err := engineFor(spec.Engine, spec.Partition, spec.PollInterval.D)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	st, err := dispatch.Submit(ctx, e, spec, prep, dispatch.TimeLimit(p), ff.simulate, out)
+	if err != nil {
+		return withCode(exitFailed, err)
+	}
+	w := c.OutOrStdout()
+	fmt.Fprintf(w, "dispatch %s: %d job(s) submitted to %s cluster %s (%s %s)\n", prep.Dispatch.ID, len(st.Jobs), st.Cluster.Engine, st.Cluster.Name, st.Cluster.Engine, st.Cluster.Version)
+	if ff.simulate {
+		fmt.Fprintln(w, "hardware: SIMULATED on every node (--simulate-gpus); not real GPUs")
+	}
+	if ff.detach {
+		fmt.Fprintf(w, "detached; collect it with: gpuattest fleet collect %s\n", out)
+		return nil
+	}
+	return waitAndCollect(c, e, st, out, ff.timeout, ff.simulate, quiet)
+}
+
+// waitAndCollect waits for the jobs with a progress line per change on
+// stderr (none when quiet), collects the node bundles and prints one row
+// per job.
+func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out string, timeout time.Duration, simulated, quiet bool) error {
+	w := c.ErrOrStderr()
+	last := map[string]string{}
+	err := dispatch.Wait(c.Context(), e, st, out, timeout, func(s *dispatch.State) {
+		if quiet {
+			return
+		}
+		for _, j := range s.Jobs {
+			if line := jobLine(j, s.SubmittedAt); line != last[j.Name] {
+				last[j.Name] = line
+				fmt.Fprintln(w, line)
+			}
+		}
+	})
+	switch {
+	case errors.Is(err, context.Canceled):
+		return withCode(exitInterrupted, fmt.Errorf("interrupted: the dispatch's %d job(s) were cancelled; %s is not collected", len(st.Jobs), out))
+	case errors.Is(err, dispatch.ErrTimeout):
+		return withCode(exitFailed, fmt.Errorf("%w after %v: its %d job(s) were cancelled", err, timeout, len(st.Jobs)))
+	case err != nil:
+		return withCode(exitFailed, err)
+	}
+	col, err := dispatch.Collect(context.WithoutCancel(c.Context()), st, out, simulated)
+	if err != nil {
+		return withCode(exitFailed, err)
+	}
+	for _, m := range col.Missing {
+		fmt.Fprintln(w, "missing: "+m)
+	}
+	printFleetReport(c.OutOrStdout(), col.Report)
+	fmt.Fprintf(c.OutOrStdout(), "run directory: %s\n", out)
+	if !col.Report.Verified {
+		return silentExit(exitFailed)
+	}
+	return nil
+}
+
+// jobLine is a job's progress line: name, scheduler ID, state, node,
+// elapsed time and the step in progress.
+func jobLine(j dispatch.JobState, submitted time.Time) string {
+	elapsed := ""
+	if !j.Status.Start.IsZero() {
+		end := j.Status.End
+		if end.IsZero() {
+			end = time.Now()
+		}
+		elapsed = end.Sub(j.Status.Start).Truncate(time.Second).String()
+	}
+	step := ""
+	if j.Step != "" && j.Status.State == fleet.Running {
+		step = "step " + j.Step
+	}
+	reason := ""
+	if j.Status.Reason != "" && !j.Status.State.Final() {
+		reason = "(" + j.Status.Reason + ")"
+	}
+	return strings.TrimRight(fmt.Sprintf("  %-16s %-8s %-10s %-12s %-8s %s %s", j.Name, j.ID, j.Status.State, orDash(j.Status.Node), elapsed, step, reason), " ")
+}
+
+// printFleetReport prints one row per job, then the problems.
+func printFleetReport(w io.Writer, r *ad.Report) {
+	verdict := "FAILED"
+	if r.Verified {
+		verdict = "PASSED"
+	}
+	fmt.Fprintf(w, "fleet dispatch: %s\n", verdict)
+	if r.Dispatch != nil {
+		fmt.Fprintf(w, "dispatch %s (%s), %d job(s)\n", r.Dispatch.ID, r.DispatchDigest, len(r.Dispatch.Jobs))
+	}
+	if r.SimulatedAccepted {
+		fmt.Fprintln(w, "simulated GPUs accepted: the verdict says nothing about real hardware")
+	}
+	for _, j := range r.Jobs {
+		sim := ""
+		if j.Simulated {
+			sim = "simulated"
+		}
+		fmt.Fprintf(w, "  %-16s %-10s %-8s %-12s %-9s %s\n", j.Job, j.Class, orDash(j.JobID), orDash(j.Node), j.Verdict, sim)
+	}
+	for _, c := range r.Coverage {
+		by := strings.Join(c.By, ", ")
+		if !c.Covered {
+			by = "NOT COVERED"
+		}
+		fmt.Fprintf(w, "  target %-8s %s\n", c.Target, by)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "  FAIL "+firstLine(p))
+	}
+}
+
+// engineFor builds the engine a fleet file or a fleet record names.
+func engineFor(name, partition string, poll time.Duration) (fleet.Engine, error) {
+	switch name {
+	case "slurm":
+		var opts []slurm.Option
+		if poll > 0 {
+			opts = append(opts, slurm.WithPollInterval(poll))
+		} else {
+			// 10 s: a 64-job squeue --json costs about 40 ms of CPU.
+			opts = append(opts, slurm.WithPollInterval(10*time.Second))
+		}
+		if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: %w", v, err)
+			}
+			opts = append(opts, slurm.WithPollInterval(d))
+		}
+		return slurm.New(partition, opts...)
+	}
+	return nil, fmt.Errorf("unknown fleet engine %q: expected slurm", name)
+}
+
+func newFleetNodeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "node DISPATCH-DIR CLASS",
+		Short: "Run one job of a dispatch on this node (the job script calls it)",
+		Long: "node runs the GPU steps of the dispatch in DISPATCH-DIR as job CLASS-$" + fleet.IndexEnv + ",\n" +
+			"after checking every staged file against the dispatch, and signs the node's bundle\n" +
+			"with the job's key, which it then deletes. A requeued job resumes its run.\n\n" +
+			"Exit status: 0 the node passed, 1 it failed (its bundle says why), 2 bad input.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			idx, err := strconv.Atoi(os.Getenv(fleet.IndexEnv))
+			if err != nil {
+				return usageErr("$%s is %q: expected the job's index (the fleet's job script runs this command)", fleet.IndexEnv, os.Getenv(fleet.IndexEnv))
+			}
+			src, err := gpuSource()
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			host, _ := os.Hostname()
+			n := dispatch.Node{
+				Dir: args[0], Job: fmt.Sprintf("%s-%d", args[1], idx),
+				JobID: cmpOr(os.Getenv("SLURM_ARRAY_JOB_ID")+taskSuffix(os.Getenv("SLURM_ARRAY_TASK_ID")), os.Getenv("SLURM_JOB_ID")), NodeName: cmpOr(os.Getenv("SLURMD_NODENAME"), host),
+				GPUSource: src, Simulate: os.Getenv(dispatch.SimulateEnv) == "1",
+				Env: os.Environ(), Version: buildVersion().Version,
+			}
+			res, err := dispatch.RunNode(c.Context(), n)
+			if res != nil {
+				fmt.Fprintf(c.OutOrStdout(), "job %s on %s: %s; bundle %s\n", n.Job, n.NodeName, res.Node.Result, res.Bundle)
+			}
+			if err != nil {
+				return withCode(exitFailed, err)
+			}
+			return nil
+		},
+	}
+}
+
+func newFleetCollectCmd() *cobra.Command {
+	var timeout time.Duration
+	var simulated, quiet bool
+	c := &cobra.Command{
+		Use:   "collect RUNDIR",
+		Short: "Wait for a detached dispatch and collect its node bundles",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			st, err := dispatch.LoadState(args[0])
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			e, err := engineFor(st.Cluster.Engine, st.Cluster.Partition, 0)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			return waitAndCollect(c, e, st, args[0], timeout, simulated || st.Simulated, quiet)
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", 0, "cancel the jobs and fail after this long (default: no limit)")
+	c.Flags().BoolVar(&simulated, "allow-simulated", false, "accept simulated GPUs")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
+	return c
+}
+
+func newFleetVerifyCmd() *cobra.Command {
+	var allowSimulated bool
+	var registry *registryFlags
+	output := ""
+	f := &verifyFlags{output: &output}
+	c := &cobra.Command{
+		Use:   "verify RUNDIR|REF",
+		Short: "Verify a collected fleet dispatch: every job reported exactly once, signed by its key, on its class's hardware",
+		Long: "verify checks the dispatch in RUNDIR, or in the release REF names (a registry\n" +
+			"or oci-layout:DIR, as fleet push published it), against the owner's key or keyless identity,\n" +
+			"then every node bundle in RUNDIR/nodes against the key the dispatch delegated to its\n" +
+			"job: a bundle signed by any other key, the owner's included, counts for no job. Every\n" +
+			"pinned target must be covered by a job that passed on GPUs of its compute capability.\n\n" +
+			"Exit status: 0 verified, 10 the dispatch's signature, 11 a subject of the dispatch is\n" +
+			"not a file of the release read, 12 a job missing, duplicated,\n" +
+			"foreign, failed or on the wrong hardware, or a target not covered (named), 2 bad input.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if err := f.checkMaterial(); err != nil {
+				return err
+			}
+			owner, err := f.ownerOptions()
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			var r *ad.Report
+			if st, serr := os.Stat(args[0]); serr == nil && st.IsDir() {
+				r, err = dispatch.VerifyDir(c.Context(), args[0], owner, allowSimulated)
+			} else {
+				r, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry)
+			}
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			if output == "json" {
+				if err := writeJSON(c.OutOrStdout(), r); err != nil {
+					return err
+				}
+			} else {
+				printFleetReport(c.OutOrStdout(), r)
+			}
+			if code := verifyExit(r.Failure); code != exitOK {
+				return silentExit(code)
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.keyPath, "key", "", "the release owner's PEM public key")
+	fl.StringVar(&f.trustedRoot, "trusted-root", "", "Sigstore trusted root JSON, for a keyless dispatch")
+	fl.StringVar(&f.san, "certificate-identity", "", "keyless: expected certificate SAN of the dispatch's signer")
+	fl.StringVar(&f.sanRE, "certificate-identity-regexp", "", "keyless: regexp the certificate SAN must match")
+	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", "keyless: expected OIDC issuer of the certificate")
+	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
+	fl.BoolVar(&allowSimulated, "allow-simulated", false, "accept simulated GPUs (tests and demos)")
+	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	registry = addRegistryFlags(c)
+	return c
+}
+
+// verifyFleetRef reads the release ref names, with its bundle referrers,
+// and verifies the dispatch among them, its subjects against the files.
+func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSimulated bool, rf *registryFlags) (*ad.Report, error) {
+	opts, err := rf.options()
+	if err != nil {
+		return nil, err
+	}
+	v, err := verify.New(append(append([]verify.Option{}, owner...), verify.WithPredicateType(ad.PredicateType))...)
+	if err != nil {
+		return nil, err
+	}
+	fetched, err := oci.Fetch(c.Context(), v, ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]string{}
+	for _, f := range fetched.Files {
+		files[f.Name] = f.SHA256
+	}
+	return ad.VerifyEntries(c.Context(), fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest})
+}
+
+// ownerOptions are the options that verify a dispatch's signature: the
+// owner's key, or a trusted root and a certificate identity.
+func (f *verifyFlags) ownerOptions() ([]verify.Option, error) {
+	var opts []verify.Option
+	if f.keyPath != "" {
+		pub, err := sign.LoadPublicKey(f.keyPath)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, verify.WithKey(pub, f.keyPath))
+	} else {
+		opts = append(opts, verify.WithCertificateIdentity(f.san, f.sanRE, f.issuer, f.issuerRE))
+	}
+	if f.trustedRoot != "" {
+		data, err := limits.ReadFile(f.trustedRoot, maxTrustedRoot, "trusted root")
+		var tr *root.TrustedRoot
+		if err == nil {
+			tr, err = root.NewTrustedRootFromJSON(data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading trusted root: %w", f.trustedRoot, err)
+		}
+		opts = append(opts, verify.WithTrustedRoot(tr, f.trustedRoot))
+	}
+	return opts, nil
+}
+
+// cmpOr returns the first of ss that is not empty.
+func cmpOr(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// taskSuffix is "_TASK" for an array task's index, "" otherwise.
+func taskSuffix(task string) string {
+	if task == "" {
+		return ""
+	}
+	return "_" + task
+}
+
+func newFleetPushCmd() *cobra.Command {
+	var allowFailed, allowSimulated bool
+	var registry *registryFlags
+	c := &cobra.Command{
+		Use:   "push RUNDIR REF",
+		Short: "Publish a collected fleet release: its files, and the dispatch and every node bundle as referrers",
+		Long: "push publishes the released files of the collected fleet run in RUNDIR to REF\n" +
+			"(REGISTRY/REPOSITORY[:TAG]) as one OCI artifact, whose manifest digest the\n" +
+			"dispatch signs, and the dispatch and each node bundle as its referrers. It refuses\n" +
+			"a run that was not collected and, without --allow-failed, one that did not pass.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts, err := registry.options()
+			if err != nil {
+				return err
+			}
+			res, err := dispatch.Push(c.Context(), args[0], args[1], allowFailed, allowSimulated, opts...)
+			if err != nil {
+				return withCode(exitFailed, err)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "pushed %s: %d file(s), %d bundle(s) as referrers (%d written, %s)\n", res.Ref, res.Files, res.Bundles, res.Written, res.Referrers)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&allowFailed, "allow-failed", false, "publish a release that did not pass (its bundles say what failed)")
+	c.Flags().BoolVar(&allowSimulated, "allow-simulated", false, "count simulated GPUs as passing when checking the release before pushing")
+	registry = addRegistryFlags(c)
+	return c
+}

@@ -1,0 +1,481 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/registrytest"
+	"github.com/gpuattest/gpuattest/internal/slurmtest"
+)
+
+// fleetPipeline builds once (a fake fatbin and a harness) and runs one
+// GPU step on every node.
+const fleetPipeline = `apiVersion: gpuattest.dev/v1
+kind: Pipeline
+name: fleet-demo
+targets: [sm_80, sm_90]
+steps:
+  - id: build
+    run: mkdir -p out && echo kernel > out/kernels.fatbin && printf '#!/bin/sh\necho harness ok\n' > out/harness && chmod +x out/harness
+    outputs: [out/kernels.fatbin, out/harness]
+  - id: check
+    gpu: true
+    needs: [build]
+    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel
+`
+
+// fleetFile is a two-class fleet on the test cluster's one node.
+const fleetFile = `apiVersion: gpuattest.dev/v1
+kind: Fleet
+engine: slurm
+partition: gpu
+sharedDir: %SHARED%
+classes:
+  - name: a100
+    gres: gpu:a100:1
+    constraint: sm_80
+    targets: [sm_80]
+    timeLimit: 5m
+  - name: h100
+    gres: gpu:h100:1
+    constraint: sm_90
+    targets: [sm_90]
+    timeLimit: 5m
+`
+
+// fleetSetup starts a local Slurm and writes the pipeline, the fleet file
+// and an owner key; it returns the directory holding them.
+func fleetSetup(t *testing.T) string {
+	t.Helper()
+	c := slurmtest.Start(t, nil)
+	t.Setenv("SLURM_CONF", c.Conf)
+	t.Setenv("GPUATTEST_FLEET_POLL", "300ms")
+	t.Setenv("GPUATTEST_PASSWORD", "")
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "shared")
+	for _, d := range []string{"proj", "shared"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(dir, "proj", "p.yaml"), fleetPipeline)
+	write(t, filepath.Join(dir, "fleet.yaml"), strings.ReplaceAll(fleetFile, "%SHARED%", shared))
+	if code, out := fleetCLI(t, dir, "key", "generate", "--output-key-prefix", "rel", "--no-password"); code != 0 {
+		t.Fatalf("key generate: exit %d\n%s", code, out)
+	}
+	return dir
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fleetCLI runs gpuattest in dir in this process and returns its exit code
+// and output.
+func fleetCLI(t *testing.T, dir string, args ...string) (int, string) {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	var out bytes.Buffer
+	code := execute(args, strings.NewReader(""), &out, &out)
+	return code, out.String()
+}
+
+// TestFleetTwoClassesEndToEnd runs a two-class fleet against a real
+// slurmctld and slurmd: the build runs here once, each class's job runs
+// the GPU step on a simulated GPU of its gres type, the node bundles are
+// signed by their job keys, and verify names every job. With a node
+// bundle removed, verify fails naming the job (exit 12).
+func TestFleetTwoClassesEndToEnd(t *testing.T) {
+	dir := fleetSetup(t)
+	code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "--timeout", "2m")
+	if code != 0 {
+		t.Fatalf("run --fleet: exit %d\n%s", code, out)
+	}
+	// A progress line per job and change: name, Slurm ID, state, node.
+	for _, job := range []string{"a100-0", "h100-0"} {
+		if !regexp.MustCompile(`(?m)^  `+job+` +[0-9]+ +PENDING`).MatchString(out) || !regexp.MustCompile(`(?m)^  `+job+` +[0-9]+ +COMPLETED +node1 `).MatchString(out) {
+			t.Errorf("no PENDING and COMPLETED progress lines for %s:\n%s", job, out)
+		}
+	}
+	for _, want := range []string{"2 job(s) submitted to slurm cluster gpuattest", "fleet dispatch: PASSED", "a100-0", "h100-0", "node1", "target sm_80    a100-0", "target sm_90    h100-0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run --fleet output lacks %q:\n%s", want, out)
+		}
+	}
+	shared, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "*", "job.key"))
+	if len(shared) != 0 {
+		t.Errorf("job keys left on the shared directory after the jobs ended: %v", shared)
+	}
+	code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated")
+	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
+		t.Fatalf("fleet verify: exit %d\n%s", code, out)
+	}
+	for _, job := range []string{"a100-0", "h100-0"} {
+		if !strings.Contains(out, job) {
+			t.Errorf("verify does not list job %s:\n%s", job, out)
+		}
+	}
+	// Simulated GPUs are refused unless allowed.
+	if code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub"); code != exitPolicy || !strings.Contains(out, "simulated") {
+		t.Errorf("verify without --allow-simulated: exit %d, want %d naming the simulated GPUs\n%s", code, exitPolicy, out)
+	}
+	// push: the files as one artifact, the dispatch and both node bundles
+	// as its referrers.
+	host := registrytest.StartInProcess(t, nil)
+	code, out = fleetCLI(t, dir, "fleet", "push", "run", host+"/kernels:v1")
+	if code != 0 || !regexp.MustCompile(`pushed `+regexp.QuoteMeta(host)+`/kernels@sha256:[0-9a-f]{64}: 2 file\(s\), 3 bundle\(s\) as referrers \(3 written`).MatchString(out) {
+		t.Errorf("fleet push: exit %d\n%s", code, out)
+	}
+	// verify from the registry: the dispatch and the node bundles among
+	// the referrers, the dispatch's subjects against the files served.
+	code, out = fleetCLI(t, dir, "fleet", "verify", host+"/kernels:v1", "--key", "rel.pub", "--allow-simulated")
+	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") || !strings.Contains(out, "h100-0           h100") {
+		t.Errorf("fleet verify REF: exit %d\n%s", code, out)
+	}
+	if code, out = fleetCLI(t, dir, "fleet", "verify", host+"/kernels:v1", "--key", "proj/p.yaml"); code != exitUsage {
+		t.Errorf("fleet verify REF with a file that is not a key: exit %d, want %d\n%s", code, exitUsage, out)
+	}
+	// A node bundle duplicated counts twice for its job (exit 12).
+	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "a100-0.intoto.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "run", "nodes", "copy.intoto.jsonl"), string(b))
+	code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated")
+	if code != exitPolicy || !strings.Contains(out, "job a100-0 (class a100): duplicate") {
+		t.Errorf("verify with a100-0's bundle duplicated: exit %d, want %d naming the job\n%s", code, exitPolicy, out)
+	}
+	if err := os.Remove(filepath.Join(dir, "run", "nodes", "copy.intoto.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "run", "nodes", "h100-0.intoto.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated")
+	if code != exitPolicy || !strings.Contains(out, "job h100-0 (class h100): missing") {
+		t.Errorf("verify with h100-0's bundle removed: exit %d, want %d naming the job\n%s", code, exitPolicy, out)
+	}
+}
+
+// TestFleetNodeFailuresAreNamed: the a100 node fails the step's memory
+// preflight (a simulated A100 has 40 GB), and a staged file changed on the
+// shared directory before the h100 job starts makes that job refuse to
+// run; both sign bundles that say so and the release fails naming them.
+func TestFleetNodeFailuresAreNamed(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "    gpu: true\n", "    gpu: true\n    memory: 60GiB\n", 1))
+	// Hold the node's one h100 so the h100 job waits while the file changes.
+	blocker, err := exec.Command("sbatch", "--parsable", "--gres=gpu:h100:1", "--output=/dev/null", "--wrap", "sleep 300").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--detach")
+	if code != 0 || !strings.Contains(out, "detached; collect it with: gpuattest fleet collect run") {
+		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
+	}
+	// The a100 job runs (and fails) first; the h100 one waits.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if done, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "a100-0", "node.intoto.jsonl")); len(done) == 1 {
+			break
+		}
+	}
+	staged, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "work", "out", "kernels.fatbin"))
+	if len(staged) != 1 {
+		t.Fatalf("staged fatbin: %v", staged)
+	}
+	if err := os.Chmod(staged[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, staged[0], "tampered\n")
+	if err := exec.Command("scancel", strings.TrimSpace(string(blocker))).Run(); err != nil {
+		t.Fatal(err)
+	}
+	code, out = fleetCLI(t, dir, "fleet", "collect", "run", "--timeout", "2m")
+	if code != exitFailed {
+		t.Errorf("collect: exit %d, want %d\n%s", code, exitFailed, out)
+	}
+	for _, want := range []string{
+		"fleet dispatch: FAILED",
+		"FAIL job a100-0 (class a100): failed: on node node1: step check",
+		"FAIL job h100-0 (class h100): failed: on node node1: refusing to run: staged file work/out/kernels.fatbin has sha256",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("collect output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "GiB") {
+		t.Errorf("the a100 failure does not say what preflight found:\n%s", out)
+	}
+	if code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated"); code != exitPolicy {
+		t.Errorf("verify: exit %d, want %d\n%s", code, exitPolicy, out)
+	}
+	host := registrytest.StartInProcess(t, nil)
+	if code, out = fleetCLI(t, dir, "fleet", "push", "run", host+"/kernels:v1"); code != exitFailed || !strings.Contains(out, "refusing to push run: the release failed: job a100-0") {
+		t.Errorf("push of a failed release: exit %d, want %d naming the failure\n%s", code, exitFailed, out)
+	}
+}
+
+// fleetState reads the coordinator's record in dir/run.
+func fleetState(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "run", "fleet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// jobID is the Slurm job ID of job name in the coordinator's record.
+func jobID(t *testing.T, dir, name string) string {
+	t.Helper()
+	for _, j := range fleetState(t, dir)["jobs"].([]any) {
+		if m := j.(map[string]any); m["name"] == name {
+			return m["id"].(string)
+		}
+	}
+	t.Fatalf("no job %s in the fleet record", name)
+	return ""
+}
+
+// waitForStep waits (1 minute at most) until job name of the dispatch
+// under dir/shared reports running step.
+func waitForStep(t *testing.T, dir, name, step string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		files, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", name, "step"))
+		if len(files) == 1 {
+			if b, _ := os.ReadFile(files[0]); strings.TrimSpace(string(b)) == step {
+				return
+			}
+		}
+	}
+	t.Fatalf("job %s never ran step %s", name, step)
+}
+
+// TestFleetInterruptCancelsTheJobs runs the coordinator as a process,
+// sends it SIGINT while its jobs run, and checks that it cancelled them
+// (squeue is empty) and left the run directory not collected.
+func TestFleetInterruptCancelsTheJobs(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "run: ./out/harness && test", "run: sleep 120 && ./out/harness && test", 1))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "gpuattest")
+	if err := os.Link(self, bin); err != nil {
+		if b, rerr := os.ReadFile(self); rerr != nil || os.WriteFile(bin, b, 0o755) != nil {
+			t.Fatalf("copying the test binary: %v", err)
+		}
+	}
+	cmd := exec.Command(bin, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q")
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	waitForStep(t, dir, "a100-0", "check")
+	waitForStep(t, dir, "h100-0", "check")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("the coordinator did not exit within a minute of SIGINT\n%s", out.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(out.String(), "interrupted: the dispatch's 2 job(s) were cancelled") {
+		t.Errorf("coordinator: %v, want exit %d saying the jobs were cancelled\n%s", err, exitInterrupted, out.String())
+	}
+	var queued string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, err := exec.Command("squeue", "-h", "-o", "%i %T").Output()
+		if queued = strings.TrimSpace(string(b)); err == nil && queued == "" {
+			break
+		}
+	}
+	if queued != "" {
+		t.Errorf("squeue after the interrupt still lists:\n%s", queued)
+	}
+	if st := fleetState(t, dir); st["done"] != false {
+		t.Errorf("fleet record done = %v after an interrupt, want false", st["done"])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run", "nodes")); !os.IsNotExist(err) {
+		t.Errorf("run/nodes exists after an interrupt (%v): nothing was collected", err)
+	}
+	if keys, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "*", "job.key")); len(keys) != 0 {
+		t.Errorf("job keys left after the jobs were cancelled: %v", keys)
+	}
+}
+
+// burninStep is a 6 s burn-in on the GPU in place of the check step.
+const burninStep = `  - id: check
+    kind: burnin
+    gpu: true
+    needs: [build]
+    run: ./out/harness > /dev/null && sleep 0.2 && echo '{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"cpu","cases":[{"name":"a","status":"passed","output_sha256":"abababababababababababababababababababababababababababababababab"}]}' > burn.json
+    results: burn.json
+    duration: 6s
+`
+
+// TestFleetPreemptedJobResumes kills a job with SIGKILL two seconds into
+// its burn-in, as a preemption does, and requeues it: the node resumes
+// its run directory, the release completes, its bundle counts two
+// attempts, and the burn-in it reports ran its whole 6 s in one go.
+func TestFleetPreemptedJobResumes(t *testing.T) {
+	dir := fleetSetup(t)
+	i := strings.Index(fleetPipeline, "  - id: check")
+	write(t, filepath.Join(dir, "proj", "p.yaml"), fleetPipeline[:i]+burninStep)
+	if code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--detach"); code != 0 {
+		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
+	}
+	waitForStep(t, dir, "h100-0", "check")
+	time.Sleep(2 * time.Second)
+	id := jobID(t, dir, "h100-0")
+	if b, err := exec.Command("scancel", "--signal=KILL", "--full", id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel --signal=KILL: %v: %s", err, b)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, _ := exec.Command("squeue", "-h", "-j", id, "-o", "%T").Output()
+		if s := strings.TrimSpace(string(b)); s != "RUNNING" && s != "COMPLETING" {
+			break
+		}
+	}
+	if b, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol requeue: %v: %s", err, b)
+	}
+	// Slurm holds a requeued job for two minutes (BeginTime); the test
+	// does not wait them out.
+	if b, err := exec.Command("scontrol", "update", "JobId="+id, "StartTime=now").CombinedOutput(); err != nil {
+		t.Fatalf("scontrol update StartTime=now: %v: %s", err, b)
+	}
+	code, out := fleetCLI(t, dir, "fleet", "collect", "run", "--timeout", "4m")
+	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
+		t.Fatalf("collect after a requeue: exit %d\n%s", code, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "h100-0.intoto.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sign.UnverifiedStatement(bytes.TrimSpace(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node ad.Node
+	if err := json.Unmarshal(st.Predicate, &node); err != nil {
+		t.Fatal(err)
+	}
+	if node.Attempts != 2 || node.JobID != id {
+		t.Errorf("h100-0's bundle: %d attempts as job %s; want 2 (resumed after the requeue) as job %s", node.Attempts, node.JobID, id)
+	}
+	if len(node.Steps) != 1 || node.Steps[0].ID != "check" || node.Steps[0].State != "passed" || node.Steps[0].DurationMS < 6000 {
+		t.Errorf("h100-0's steps %+v: want the burn-in passed after at least 6 s in the attempt that finished", node.Steps)
+	}
+	if len(node.Steps) == 1 && node.Steps[0].Telemetry == nil {
+		t.Errorf("h100-0's burn-in carries no telemetry summary")
+	}
+}
+
+// TestFleetTimeoutCancelsTheJobs: --timeout cancels the jobs and fails.
+func TestFleetTimeoutCancelsTheJobs(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "run: ./out/harness && test", "run: sleep 120 && ./out/harness && test", 1))
+	code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--timeout", "8s")
+	if code != exitFailed || !strings.Contains(out, "the dispatch did not finish in time after 8s: its 2 job(s) were cancelled") {
+		t.Errorf("run --fleet --timeout 8s: exit %d, want %d saying the jobs were cancelled\n%s", code, exitFailed, out)
+	}
+	var queued string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, err := exec.Command("squeue", "-h", "-o", "%i %T").Output()
+		if queued = strings.TrimSpace(string(b)); err == nil && queued == "" {
+			break
+		}
+	}
+	if queued != "" {
+		t.Errorf("squeue after the timeout still lists:\n%s", queued)
+	}
+}
+
+// TestFleetJobWithoutBundleIsMissing: a job killed and not requeued left
+// no bundle; collect reports it missing with Slurm's state, and fails.
+func TestFleetJobWithoutBundleIsMissing(t *testing.T) {
+	dir := fleetSetup(t)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.Replace(fleetPipeline, "run: ./out/harness && test", "run: sleep 3 && ./out/harness && test", 1))
+	if code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--detach"); code != 0 {
+		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
+	}
+	waitForStep(t, dir, "a100-0", "check")
+	id := jobID(t, dir, "a100-0")
+	if b, err := exec.Command("scancel", "--signal=KILL", "--full", id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel --signal=KILL: %v: %s", err, b)
+	}
+	code, out := fleetCLI(t, dir, "fleet", "collect", "run", "--timeout", "2m")
+	if code != exitFailed {
+		t.Errorf("collect: exit %d, want %d\n%s", code, exitFailed, out)
+	}
+	for _, want := range []string{
+		"missing: job a100-0 (slurm " + id + " on node1): no node bundle; CANCELLED",
+		"FAIL job a100-0 (class a100): missing",
+		"h100-0           h100       ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("collect output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestFleetVerifyUsage: verify needs the owner's key or identity, and a
+// run directory of a fleet run; bad input is exit 2 with a hint.
+func TestFleetVerifyUsage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fleet", "verify", dir}, "no verification material"},
+		{[]string{"fleet", "verify", dir, "--key", "k.pub", "--certificate-identity", "a@b"}, "exclusive"},
+		{[]string{"fleet", "verify", dir, "--certificate-identity", "a@b"}, "needs both an identity"},
+		{[]string{"fleet", "collect", dir}, "is " + dir + " the run directory of a run --fleet?"},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		if code := execute(tt.args, strings.NewReader(""), &out, &out); code != exitUsage || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%v: exit %d, want %d with %q\n%s", tt.args, code, exitUsage, tt.want, out.String())
+		}
+	}
+}

@@ -1,0 +1,333 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/fleet"
+)
+
+// StateFile is the coordinator's record in the run directory: the
+// dispatch, the cluster and every job's scheduler ID and last state. A
+// detached dispatch is collected from it.
+const StateFile = "fleet.json"
+
+// Run-directory names of the collected dispatch.
+const (
+	NodesDir = "nodes"
+)
+
+// SimulateEnv, set to 1 in a job's environment, makes the node simulate
+// its GPUs from the class's gres type (GPUATTEST_FAKE_GPU), labelled
+// simulated like every simulated GPU.
+const SimulateEnv = "GPUATTEST_FLEET_SIMULATE"
+
+// State is the coordinator's record of a dispatch (StateFile).
+type State struct {
+	// Dispatch is the dispatch directory on the shared filesystem;
+	// DispatchDigest its statement's digest.
+	Dispatch       string `json:"dispatch"`
+	DispatchDigest string `json:"dispatchDigest"`
+	// Cluster is the cluster the jobs went to; JobScript the script's
+	// digest.
+	Cluster   fleet.Cluster `json:"cluster"`
+	JobScript string        `json:"jobScript"`
+	// Simulated is true when the nodes simulate their GPUs.
+	Simulated bool `json:"simulated,omitempty"`
+	// SubmittedAt is when the jobs were submitted.
+	SubmittedAt time.Time `json:"submittedAt"`
+	// Jobs are every job with its scheduler ID and last known state.
+	Jobs []JobState `json:"jobs"`
+	// Done is true once every job ended and the bundles were collected.
+	Done bool `json:"done"`
+}
+
+// JobState is one job in the coordinator's record.
+type JobState struct {
+	Name   string       `json:"name"`
+	Class  string       `json:"class"`
+	Index  int          `json:"index"`
+	ID     string       `json:"id"`
+	Status fleet.Status `json:"status"`
+	// Step is the step the node reported running.
+	Step string `json:"step,omitempty"`
+}
+
+// Submit submits every class of spec through e, one job per node, each
+// running the prepared dispatch's job script, and returns the record it
+// wrote to outDir/fleet.json. When a class cannot be submitted, the jobs
+// already submitted are cancelled.
+func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepared, timeLimit func(*fleet.Class) time.Duration, simulate bool, outDir string) (*State, error) {
+	cluster, err := e.Describe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("describing the cluster: %w", err)
+	}
+	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Cluster: cluster, JobScript: prep.Dispatch.JobScript, Simulated: simulate, SubmittedAt: time.Now().UTC()}
+	for i := range spec.Classes {
+		c := &spec.Classes[i]
+		env := map[string]string{}
+		if simulate {
+			env[SimulateEnv] = "1"
+		}
+		hs, err := e.Submit(ctx, fleet.Request{
+			Name: "gpuattest-" + c.Name, Class: c.Name, Selectors: c.Selectors, Count: c.Nodes,
+			Script: filepath.Join(prep.Dir, JobScript), Args: []string{c.Name}, Env: env,
+			TimeLimit: timeLimit(c), Requeue: true, LogDir: filepath.Join(prep.Dir, "logs"),
+		})
+		if err != nil {
+			_ = e.Cancel(context.WithoutCancel(ctx), st.IDs())
+			return nil, err
+		}
+		for _, h := range hs {
+			st.Jobs = append(st.Jobs, JobState{Name: fmt.Sprintf("%s-%d", c.Name, h.Index), Class: c.Name, Index: h.Index, ID: h.ID,
+				Status: fleet.Status{ID: h.ID, State: fleet.Pending}})
+		}
+	}
+	if err := st.Save(outDir); err != nil {
+		_ = e.Cancel(context.WithoutCancel(ctx), st.IDs())
+		return nil, err
+	}
+	return st, nil
+}
+
+// TimeLimit is a class's job time limit: its timeLimit, or the sum of the
+// GPU steps' timeouts (an hour for a step without one) plus 10 minutes.
+func TimeLimit(p *pipeline.Pipeline) func(*fleet.Class) time.Duration {
+	_, gp := Split(p)
+	total := 10 * time.Minute
+	for _, s := range gp.Steps {
+		switch {
+		case !s.Timeout.IsZero():
+			total += s.Timeout.D
+		case !s.Duration.IsZero():
+			total += s.Duration.D + 10*time.Minute
+		default:
+			total += time.Hour
+		}
+	}
+	return func(c *fleet.Class) time.Duration {
+		if !c.TimeLimit.IsZero() {
+			return c.TimeLimit.D
+		}
+		return total
+	}
+}
+
+// IDs are the scheduler IDs of every job.
+func (s *State) IDs() []string {
+	ids := make([]string, len(s.Jobs))
+	for i, j := range s.Jobs {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+// Save writes the record to dir/fleet.json atomically.
+func (s *State) Save(dir string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, StateFile), append(b, '\n'), 0o644)
+}
+
+// LoadState reads dir/fleet.json.
+func LoadState(dir string) (*State, error) {
+	b, err := limits.ReadFile(filepath.Join(dir, StateFile), limits.RecordBytes, "fleet record")
+	if err != nil {
+		return nil, fmt.Errorf("reading the fleet record: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	}
+	return &s, nil
+}
+
+// maxPollFailures is how many polls in a row may fail before Wait gives up.
+const maxPollFailures = 6
+
+// ErrTimeout is returned by Wait when the overall timeout passed; the
+// jobs were cancelled.
+var ErrTimeout = errors.New("the dispatch did not finish in time")
+
+// Wait polls the jobs (the engine bounds the rate) until every one has
+// ended, calling progress after each poll, and saves the record as it
+// goes. When ctx is cancelled (Ctrl-C) or timeout passes (0 for none), it
+// cancels every job of the dispatch with the engine and returns
+// ctx.Err() or ErrTimeout.
+func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout time.Duration, progress func(*State)) error {
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	pollCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-deadline:
+			stop()
+		case <-pollCtx.Done():
+		}
+	}()
+	failures := 0
+	for {
+		st, err := e.Status(pollCtx, s.IDs())
+		if pollCtx.Err() != nil {
+			cerr := e.Cancel(context.WithoutCancel(ctx), s.IDs())
+			s.removeKeys()
+			_ = s.Save(outDir)
+			if ctx.Err() != nil {
+				return errors.Join(ctx.Err(), cerr)
+			}
+			return errors.Join(ErrTimeout, cerr)
+		}
+		if err != nil {
+			// A busy or restarting controller: try again at the next
+			// poll; the jobs run on regardless.
+			if failures++; failures >= maxPollFailures {
+				return fmt.Errorf("polling the jobs failed %d times in a row: %w\nhint: the jobs still run; collect them later with gpuattest fleet collect %s", failures, err, outDir)
+			}
+			continue
+		}
+		failures = 0
+		done := true
+		for i := range s.Jobs {
+			j := &s.Jobs[i]
+			if got, ok := st[j.ID]; ok {
+				if got.State == fleet.Gone && j.Status.State.Final() {
+					got = j.Status // ended and purged: keep what was seen
+				}
+				j.Status = got
+			}
+			if b, err := os.ReadFile(filepath.Join(s.Dispatch, "jobs", j.Name, StepFile)); err == nil {
+				j.Step = strings.TrimSpace(string(b))
+			}
+			done = done && j.Status.State.Final()
+		}
+		if err := s.Save(outDir); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(s)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// Collected is the outcome of Collect.
+type Collected struct {
+	// Report is the verification of every node bundle against the
+	// dispatch.
+	Report *ad.Report
+	// Missing are jobs that left no bundle, with the scheduler's state.
+	Missing []string
+}
+
+// Collect copies the dispatch and every node bundle from the shared
+// directory into outDir (dispatch.intoto.jsonl, nodes/<job>.intoto.jsonl),
+// checks every bundle against the dispatch, and marks the record done.
+// A job without a bundle is reported missing with the scheduler's state
+// and reason.
+func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool) (*Collected, error) {
+	disp, err := limits.ReadFile(filepath.Join(s.Dispatch, DispatchFile), 64<<20, "dispatch")
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(filepath.Join(outDir, DispatchFile), disp, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(outDir, NodesDir), 0o755); err != nil {
+		return nil, err
+	}
+	out := &Collected{}
+	for _, j := range s.Jobs {
+		b, err := limits.ReadFile(filepath.Join(s.Dispatch, "jobs", j.Name, NodeFile), 64<<20, "node bundle")
+		if err != nil {
+			reason := string(j.Status.State)
+			if j.Status.Reason != "" {
+				reason += " (" + j.Status.Reason + ")"
+			}
+			out.Missing = append(out.Missing, fmt.Sprintf("job %s (%s %s on %s): no node bundle; %s", j.Name, s.Cluster.Engine, j.ID, orDash(j.Status.Node), reason))
+			continue
+		}
+		dst := filepath.Join(outDir, NodesDir, j.Name+".intoto.jsonl")
+		if err := atomicfile.Write(dst, b, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if out.Report, err = VerifyDir(ctx, outDir, nil, allowSimulated); err != nil {
+		return nil, err
+	}
+	s.Done = true
+	s.removeKeys()
+	return out, s.Save(outDir)
+}
+
+// removeKeys deletes the key of every job of the dispatch: their jobs
+// have ended (or were cancelled), and a node deletes its own only when it
+// signed.
+func (s *State) removeKeys() {
+	for _, j := range s.Jobs {
+		_ = os.Remove(filepath.Join(s.Dispatch, "jobs", j.Name, KeyFile))
+	}
+}
+
+// VerifyDir verifies the dispatch in a collected run directory and every
+// bundle in its nodes/ directory. owner are the options that verify the
+// dispatch's signature (a key, or a trusted root and identity); nil
+// checks only the nodes against the dispatch as written (the coordinator,
+// which signed it, does so).
+func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
+	disp, err := limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	if err != nil {
+		return nil, fmt.Errorf("reading the dispatch: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, NodesDir, "*.intoto.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var nodes []verify.Entry
+	for _, f := range files {
+		b, err := limits.ReadFile(f, 64<<20, "node bundle")
+		if err != nil {
+			return nil, err
+		}
+		es, err := verify.ParseBundles(f, b)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, es...)
+	}
+	entry := verify.Entry{Source: filepath.Join(dir, DispatchFile), Data: disp}
+	o := ad.Options{AllowSimulated: allowSimulated}
+	if owner == nil {
+		return ad.CheckNodes(ctx, entry, nodes, o)
+	}
+	return ad.Verify(ctx, entry, owner, nodes, o)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

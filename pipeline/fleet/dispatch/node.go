@@ -1,0 +1,337 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+)
+
+// Node is what the node side needs besides the dispatch directory.
+type Node struct {
+	// Dir is the dispatch directory; Job the job's name (CLASS-INDEX).
+	Dir string
+	Job string
+	// Engine, JobID and NodeName are the scheduler (the dispatch's when
+	// empty), its job ID and the node's name ($SLURM_JOB_ID and
+	// $SLURMD_NODENAME on Slurm).
+	Engine   string
+	JobID    string
+	NodeName string
+	// GPUSource is where the hardware record comes from.
+	GPUSource gpu.Source
+	// Simulate replaces GPUSource with GPUs simulated from the job's gres
+	// type (GPUATTEST_FAKE_GPU=TYPE:N, N reaching the highest device in
+	// CUDA_VISIBLE_DEVICES), labelled simulated.
+	Simulate bool
+	// Env is the environment the steps start from.
+	Env []string
+	// Version is gpuattest's version.
+	Version string
+	// Logger receives the run's log.
+	Logger *slog.Logger
+}
+
+// NodeResult is what the node signed.
+type NodeResult struct {
+	// Bundle is the node bundle's path.
+	Bundle string
+	// Node is the signed predicate.
+	Node *ad.Node
+}
+
+// ErrNodeFailed is wrapped by RunNode's error when the node signed a
+// bundle that says it failed (preflight, a step, a staged file).
+var ErrNodeFailed = errors.New("the node failed")
+
+// RunNode is the node side of a job: it reads the dispatch and its job's
+// key, copies the staged work tree into the job's own directory checking
+// every file against the dispatch's digest, runs the pipeline's GPU part
+// there (resuming its run directory after a requeue), signs the node
+// bundle with the job key and deletes the key. A node that fails still
+// signs a bundle that says why, and RunNode returns ErrNodeFailed.
+func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
+	if n.Logger == nil {
+		n.Logger = slog.New(slog.DiscardHandler)
+	}
+	data, err := limits.ReadFile(filepath.Join(n.Dir, DispatchFile), 64<<20, "dispatch")
+	if err != nil {
+		return nil, err
+	}
+	stmt, err := sign.UnverifiedStatement(data)
+	if err != nil {
+		return nil, fmt.Errorf("reading the dispatch: %w", err)
+	}
+	d, err := ad.Decode(stmt)
+	if err != nil {
+		return nil, err
+	}
+	job := d.Job(n.Job)
+	if job == nil {
+		return nil, fmt.Errorf("the dispatch %s has no job %q", d.ID, n.Job)
+	}
+	jdir := filepath.Join(n.Dir, "jobs", job.Name)
+	keyPath := filepath.Join(jdir, KeyFile)
+	signer, err := jobSigner(keyPath, job)
+	if err != nil {
+		return nil, err
+	}
+	digest, err := ad.Digest(stmt)
+	if err != nil {
+		return nil, err
+	}
+	if n.Engine == "" {
+		n.Engine = d.Fleet.Engine
+	}
+	pred := &ad.Node{Dispatch: digest, Job: job.Name, Nonce: job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName,
+		StartedAt: time.Now().UTC(), Steps: []ad.Step{}}
+	runErr := n.run(ctx, d, job, jdir, keyPath, pred)
+	pred.FinishedAt = time.Now().UTC()
+	if ctx.Err() != nil {
+		// Cancelled or preempted: sign nothing; a requeue resumes.
+		return nil, fmt.Errorf("job %s stopped: %w", job.Name, ctx.Err())
+	}
+	pred.Result = ad.ResultPassed
+	if runErr != nil {
+		pred.Result, pred.Reason = ad.ResultFailed, runErr.Error()
+	}
+	node, err := pred.Statement(stmt.Subject)
+	if err != nil {
+		return nil, err
+	}
+	b, err := signer.Sign(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("signing the node bundle: %w", err)
+	}
+	out := filepath.Join(jdir, NodeFile)
+	if err := sign.WriteJSONL(out, [][]byte{b}); err != nil {
+		return nil, err
+	}
+	// The job has ended: its key goes.
+	if err := os.Remove(keyPath); err != nil {
+		return nil, fmt.Errorf("deleting the job key: %w", err)
+	}
+	res := &NodeResult{Bundle: out, Node: pred}
+	if runErr != nil {
+		return res, fmt.Errorf("%w: job %s on %s: %w", ErrNodeFailed, job.Name, n.NodeName, runErr)
+	}
+	return res, nil
+}
+
+// jobSigner loads the job's key and checks it is the one the dispatch
+// delegated to the job.
+func jobSigner(path string, job *ad.Job) (*sign.Signer, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("the job key: %w\nhint: a job key is deleted when its job ends; a job runs once per dispatch", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("the job key %s is readable by others (%v): refusing it", path, fi.Mode().Perm())
+	}
+	kp, err := sign.LoadPrivateKey(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(job.PublicKey))
+	if err != nil {
+		return nil, fmt.Errorf("the dispatch's key of job %s: %w", job.Name, err)
+	}
+	want, ok := pub.(*ecdsa.PublicKey)
+	if !ok || !want.Equal(kp.GetPublicKey()) {
+		return nil, fmt.Errorf("the key in %s is not the one the dispatch delegated to job %s", path, job.Name)
+	}
+	return sign.NewKeySigner(kp)
+}
+
+// run copies and checks the staged files, then runs the GPU steps; an
+// error says why the node failed.
+func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPath string, pred *ad.Node) error {
+	if b, err := os.ReadFile(filepath.Join(n.Dir, JobScript)); err != nil || digestOf(b) != d.JobScript {
+		return fmt.Errorf("refusing to run: the job script %s is not the one the dispatch names (%s)", filepath.Join(n.Dir, JobScript), d.JobScript)
+	}
+	work := filepath.Join(jdir, "work")
+	if err := checkedCopy(n.Dir, work, d.Staged); err != nil {
+		return fmt.Errorf("refusing to run: %w", err)
+	}
+	path := filepath.Join(work, filepath.FromSlash(d.Pipeline.Path))
+	p, err := pipeline.Load(path, pipeline.WithRoot(work))
+	if err != nil {
+		return fmt.Errorf("loading the staged pipeline: %w", err)
+	}
+	if p.Digest != d.Pipeline.Digest {
+		return fmt.Errorf("refusing to run: the staged pipeline is %s, the dispatch names %s", p.Digest, d.Pipeline.Digest)
+	}
+	if err := run.CheckSigningFiles(p, map[string]string{"the job key": keyPath}); err != nil {
+		return err
+	}
+	_, gp := Split(p)
+	if len(gp.Steps) == 0 {
+		return errors.New("the pipeline has no gpu: true step to run on a node")
+	}
+	src := n.GPUSource
+	if n.Simulate {
+		if src, err = simulated(job, n.Env); err != nil {
+			return err
+		}
+	}
+	runDir := filepath.Join(jdir, "run")
+	opts := []run.Option{run.WithGPUSource(src), run.WithBaseEnv(withoutKey(n.Env, keyPath, jdir)), run.WithLogger(n.Logger),
+		run.WithProgress(stepWriter(filepath.Join(jdir, StepFile)))}
+	if n.Version != "" {
+		opts = append(opts, run.WithVersion(n.Version))
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "run.json")); err == nil {
+		opts = append(opts, run.WithResume(runDir)) // requeued after preemption
+	} else {
+		opts = append(opts, run.WithOutDir(runDir))
+	}
+	res, err := run.Pipeline(ctx, gp, opts...)
+	if res != nil && res.Dir != "" {
+		describe(res.Dir, pred)
+	}
+	if err != nil {
+		return err
+	}
+	if !res.Passed() {
+		return errors.New(failure(res.Record))
+	}
+	return nil
+}
+
+// digestOf is "sha256:<hex>" of b.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// simulated is the simulated GPU source of a job: its gres type, as
+// many devices as CUDA_VISIBLE_DEVICES reaches (the job's GPU count
+// without it).
+func simulated(job *ad.Job, env []string) (gpu.Source, error) {
+	parts := strings.Split(job.Gres, ":")
+	typ := parts[1]
+	count := job.GPUs
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "CUDA_VISIBLE_DEVICES="); ok {
+			for _, f := range strings.Split(v, ",") {
+				if i, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && i+1 > count {
+					count = i + 1
+				}
+			}
+		}
+	}
+	src, err := gpu.SourceFromEnv(fmt.Sprintf("%s:%d", typ, count))
+	if err != nil {
+		return nil, fmt.Errorf("simulating the GPUs of class %s: %w", job.Class, err)
+	}
+	return src, nil
+}
+
+// describe reads the node's run directory into pred: the hardware record
+// and each step's outcome.
+func describe(dir string, pred *ad.Node) {
+	rd, err := rundir.Open(dir)
+	if err != nil {
+		return
+	}
+	pred.Hardware = rd.Hardware
+	pred.Simulated = rd.Hardware != nil && rd.Hardware.Simulated
+	pred.Attempts = len(rd.Record.Attempts)
+	for _, s := range rd.Record.Steps {
+		st := ad.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: firstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
+		for _, f := range s.Results {
+			st.Results = append(st.Results, ad.Result{Path: f.Path, SHA256: f.SHA256})
+		}
+		pred.Steps = append(pred.Steps, st)
+	}
+}
+
+// failure says which steps failed and why.
+func failure(rec *engine.Record) string {
+	var parts []string
+	for _, s := range rec.Steps {
+		if s.State != engine.Passed {
+			parts = append(parts, fmt.Sprintf("step %s %s: %s", s.ID, s.State, firstLine(s.Reason)))
+		}
+	}
+	if len(parts) == 0 {
+		return "run " + string(rec.State) + ": " + firstLine(rec.Reason)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkedCopy copies every staged file from the dispatch directory into
+// work, checking each copy's digest against the dispatch: a file changed
+// on the shared directory refuses the job.
+func checkedCopy(dir, work string, files []ad.File) error {
+	if err := os.RemoveAll(work); err != nil {
+		return err
+	}
+	for _, f := range files {
+		rel, ok := strings.CutPrefix(f.Path, "work/")
+		if !ok {
+			continue
+		}
+		if !filepath.IsLocal(filepath.FromSlash(rel)) {
+			return fmt.Errorf("staged path %q leaves the work tree", f.Path)
+		}
+		sum, _, err := copyFile(filepath.Join(dir, filepath.FromSlash(f.Path)), filepath.Join(work, filepath.FromSlash(rel)), os.FileMode(f.Mode)|0o400, maxStagedBytes)
+		if err != nil {
+			return fmt.Errorf("staged file %s: %w", f.Path, err)
+		}
+		if sum != f.SHA256 {
+			return fmt.Errorf("staged file %s has sha256 %s, the dispatch names %s: it changed on the shared directory", f.Path, sum, f.SHA256)
+		}
+	}
+	return nil
+}
+
+// withoutKey drops every variable that names the job key or its
+// directory.
+func withoutKey(env []string, paths ...string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		_, v, _ := strings.Cut(kv, "=")
+		named := false
+		for _, p := range paths {
+			named = named || strings.Contains(v, p)
+		}
+		if !named {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// stepWriter records the step in progress in file, for the
+// coordinator's progress lines.
+func stepWriter(file string) func(run.Event) {
+	return func(e run.Event) {
+		if e.Type == "start" {
+			_ = os.WriteFile(file, []byte(e.Step+"\n"), 0o644)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,426 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpuattest/gpuattest/attest"
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/oci"
+	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+)
+
+// File names in a dispatch directory.
+const (
+	DispatchFile = "dispatch.intoto.jsonl"
+	NodeFile     = "node.intoto.jsonl"
+	JobScript    = "job.sh"
+	KeyFile      = "job.key"
+	StepFile     = "step"
+)
+
+// Bounds of what is staged.
+const (
+	maxStagedFiles = 20000
+	maxStagedBytes = 8 << 30
+)
+
+// Stage is what Prepare needs.
+type Stage struct {
+	// Pipeline is the whole pipeline; BuildDir the run directory of its
+	// build part (Split), which passed.
+	Pipeline *pipeline.Pipeline
+	BuildDir string
+	// Fleet is the fleet file.
+	Fleet *fleet.Spec
+	// Binary is the gpuattest executable the nodes run (copied to the
+	// shared directory).
+	Binary string
+	// Signer is the release owner's signer.
+	Signer *sign.Signer
+	// ReleaseDir, when set, receives a copy of every released file
+	// (RUNDIR/release/NAME), for Push.
+	ReleaseDir string
+}
+
+// Prepared is a signed and staged dispatch.
+type Prepared struct {
+	// Dir is the dispatch directory on the shared filesystem.
+	Dir string
+	// Dispatch is what was signed; Digest its statement's digest.
+	Dispatch *ad.Dispatch
+	Digest   string
+	// Subjects are the build outputs.
+	Subjects []attest.Subject
+	// Bundle is the signed dispatch (one Sigstore bundle).
+	Bundle []byte
+}
+
+// Prepare stages the work tree, the build outputs, the job script, the
+// binary and one key per job in a new directory under the fleet's shared
+// directory, then signs the dispatch and writes it there. On an error the
+// directory is removed.
+func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
+	id := time.Now().UTC().Format("20060102-150405") + "-" + randomHex(4)
+	dir := filepath.Join(s.Fleet.SharedDir, id)
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the dispatch directory: %w\nhint: sharedDir must be writable here and on every node", err)
+	}
+	prep, err := prepare(ctx, s, id, dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return prep, nil
+}
+
+func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
+	base, err := treeBase(s.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	st := &stager{dir: dir, skip: []string{s.Fleet.SharedDir, s.BuildDir}}
+	if err := st.tree(ctx, base, "work"); err != nil {
+		return nil, err
+	}
+	subjects, err := st.outputs(s.Pipeline, s.BuildDir, base)
+	if err != nil {
+		return nil, err
+	}
+	if len(subjects) == 0 {
+		return nil, errors.New("the build released no outputs, so there is nothing to dispatch\nhint: the steps without gpu: true declare outputs (fatbins, the harness) that the GPU steps use")
+	}
+	// The statements also name the release manifest of the outputs, as a
+	// single run's do, so that registry tools verify what Push publishes.
+	release, err := releaseOf(dir, subjects, s.ReleaseDir)
+	if err != nil {
+		return nil, err
+	}
+	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
+	if err := st.file(s.Binary, "bin/gpuattest", 0o755); err != nil {
+		return nil, err
+	}
+	script := fmt.Sprintf("#!/bin/sh\n# gpuattest fleet job of dispatch %s: the node side runs the GPU steps\n# and signs the node's bundle with the job's key.\nexec %s fleet node %s \"$1\"\n",
+		id, shellQuote(filepath.Join(dir, "bin", "gpuattest")), shellQuote(dir))
+	if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(script))
+	rel, err := filepath.Rel(base, s.Pipeline.Path)
+	if err != nil || !filepath.IsLocal(rel) {
+		abs, _ := filepath.Abs(s.Pipeline.Path)
+		if rel, err = filepath.Rel(base, abs); err != nil || !filepath.IsLocal(rel) {
+			return nil, fmt.Errorf("the pipeline file %s is outside its work tree %s", s.Pipeline.Path, base)
+		}
+	}
+	for _, c := range s.Fleet.Classes {
+		for _, t := range c.Targets {
+			if !slices.Contains(s.Pipeline.Targets, t) {
+				return nil, fmt.Errorf("%s: class %s covers %s, which the pipeline %s does not pin (its targets: %s)", s.Fleet.Path, c.Name, t, s.Pipeline.Path, strings.Join(s.Pipeline.Targets, ", "))
+			}
+		}
+	}
+	d := &ad.Dispatch{
+		ID:        id,
+		Targets:   s.Pipeline.Targets,
+		CreatedAt: time.Now().UTC(),
+		Pipeline:  ad.Ref{Name: s.Pipeline.Name, Path: filepath.ToSlash(rel), Digest: s.Pipeline.Digest},
+		Source:    st.source,
+		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Partition: s.Fleet.Partition},
+		JobScript: "sha256:" + hex.EncodeToString(sum[:]),
+		Staged:    st.files,
+	}
+	if d.Jobs, err = jobKeys(dir, s.Fleet); err != nil {
+		return nil, err
+	}
+	stmt, err := d.Statement(subjects)
+	if err != nil {
+		return nil, err
+	}
+	digest, err := ad.Digest(stmt)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.Signer.Sign(ctx, stmt)
+	if err != nil {
+		return nil, fmt.Errorf("signing the dispatch: %w", err)
+	}
+	if err := sign.WriteJSONL(filepath.Join(dir, DispatchFile), [][]byte{b}); err != nil {
+		return nil, err
+	}
+	return &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b}, nil
+}
+
+// releaseOf is the OCI release of the staged outputs; with copyTo set it
+// copies each one there first, checking its digest.
+func releaseOf(dir string, subjects []attest.Subject, copyTo string) (*oci.Release, error) {
+	files := make([]oci.File, 0, len(subjects))
+	for _, sub := range subjects {
+		src := filepath.Join(dir, "work", filepath.FromSlash(sub.Name))
+		if copyTo != "" {
+			dst := filepath.Join(copyTo, filepath.FromSlash(sub.Name))
+			sum, _, err := copyFile(src, dst, 0o444, maxStagedBytes)
+			if err != nil {
+				return nil, fmt.Errorf("copying %s into the run directory: %w", sub.Name, err)
+			}
+			if sum != sub.Digest["sha256"] {
+				return nil, fmt.Errorf("%s changed while it was staged", sub.Name)
+			}
+			src = dst
+		}
+		fi, err := os.Stat(src)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, oci.File{Name: sub.Name, Path: src, SHA256: sub.Digest["sha256"], Size: fi.Size()})
+	}
+	return oci.NewRelease(files)
+}
+
+// treeBase is the directory staged as the work tree: the pipeline's root,
+// or its file's directory when that is above the root.
+func treeBase(p *pipeline.Pipeline) (string, error) {
+	root, dir := p.Root, p.Dir
+	if root == "" {
+		root = dir
+	}
+	if rel, err := filepath.Rel(root, dir); err == nil && filepath.IsLocal(rel) || rel == "." {
+		return root, nil
+	}
+	if rel, err := filepath.Rel(dir, root); err == nil && filepath.IsLocal(rel) {
+		return dir, nil
+	}
+	return "", fmt.Errorf("the pipeline's directory %s and its root %s do not nest: cannot stage one work tree", dir, root)
+}
+
+// jobKeys makes one key pair and nonce per job of the fleet, writes each
+// private key 0600 in jobs/<job>/, and returns the jobs.
+func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, error) {
+	var jobs []ad.Job
+	for _, c := range spec.Classes {
+		for i := range c.Nodes {
+			name := fmt.Sprintf("%s-%d", c.Name, i)
+			priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			if err != nil {
+				return nil, err
+			}
+			der, err := x509.MarshalPKCS8PrivateKey(priv)
+			if err != nil {
+				return nil, err
+			}
+			pub, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
+			if err != nil {
+				return nil, err
+			}
+			jdir := filepath.Join(dir, "jobs", name)
+			if err := os.MkdirAll(jdir, 0o700); err != nil {
+				return nil, err
+			}
+			if err := atomicfile.WriteNew(filepath.Join(jdir, KeyFile), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+				return nil, err
+			}
+			jobs = append(jobs, ad.Job{
+				Name: name, Class: c.Name, Index: i,
+				Gres: c.Gres, Constraint: c.Constraint, Distinct: c.Selectors.Distinct,
+				Targets: c.Targets, GPUModel: c.Model(), ComputeCapability: c.ComputeCapability(), GPUs: c.Selectors.GPUs,
+				Nonce: randomHex(32), PublicKey: string(pub),
+			})
+		}
+	}
+	return jobs, nil
+}
+
+// stager copies files into the dispatch directory and records their
+// digests.
+type stager struct {
+	dir    string
+	source *ad.Source
+	skip   []string
+	files  []ad.File
+	bytes  int64
+}
+
+// tree copies every regular file under base (but .git, .gpuattest and
+// the skipped directories) to the dispatch directory's sub.
+func (st *stager) tree(ctx context.Context, base, sub string) error {
+	return filepath.WalkDir(base, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != base && (d.Name() == ".git" || d.Name() == ".gpuattest" || st.skipped(path)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(base, path)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return st.file(path, filepath.ToSlash(filepath.Join(sub, rel)), info.Mode().Perm())
+	})
+}
+
+// index is the position of rel in st.files, or -1.
+func (st *stager) index(rel string) int {
+	for i := range st.files {
+		if st.files[i].Path == rel {
+			return i
+		}
+	}
+	return -1
+}
+
+func (st *stager) skipped(path string) bool {
+	for _, s := range st.skip {
+		if s != "" && (path == s || strings.HasPrefix(path, s+string(filepath.Separator))) {
+			return true
+		}
+	}
+	return false
+}
+
+// outputs stages the build's outputs over the work tree, each at its
+// path relative to base, and returns them as the subjects.
+func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest.Subject, error) {
+	rec, err := engine.ReadRecord(buildDir)
+	if err != nil {
+		return nil, err
+	}
+	if src := rec.Source; src != nil {
+		st.source = &ad.Source{Repository: src.URI, Commit: src.Commit, Dirty: src.Dirty}
+	}
+	workdirs := map[string]string{}
+	for _, s := range p.Steps {
+		workdirs[s.ID] = filepath.Join(p.Root, s.Workdir)
+	}
+	var subjects []attest.Subject
+	for _, sr := range rec.Steps {
+		if sr.State != engine.Passed {
+			return nil, fmt.Errorf("build step %s %s: only a build that passed is dispatched", sr.ID, sr.State)
+		}
+		for _, f := range sr.Outputs {
+			if f.Link != "" {
+				continue
+			}
+			rel, err := filepath.Rel(base, filepath.Join(workdirs[sr.ID], filepath.FromSlash(f.Path)))
+			if err != nil || !filepath.IsLocal(rel) {
+				return nil, fmt.Errorf("output %s of step %s is outside the work tree", f.Path, sr.ID)
+			}
+			src := filepath.Join(buildDir, "steps", sr.ID, "outputs", filepath.FromSlash(f.Path))
+			staged := filepath.ToSlash(filepath.Join("work", rel))
+			if err := st.file(src, staged, fs.FileMode(f.Mode)|0o400); err != nil {
+				return nil, err
+			}
+			if got := st.files[st.index(staged)].SHA256; got != f.SHA256 {
+				return nil, fmt.Errorf("output %s of step %s is sha256 %s in %s, but its run record says %s: refusing to dispatch a changed build", f.Path, sr.ID, got, buildDir, f.SHA256)
+			}
+			subjects = append(subjects, attest.Subject{Name: filepath.ToSlash(rel), Digest: map[string]string{"sha256": f.SHA256}})
+		}
+	}
+	sort.Slice(subjects, func(i, j int) bool { return subjects[i].Name < subjects[j].Name })
+	return subjects, nil
+}
+
+// file copies src to the dispatch directory's rel with mode, hashing it
+// on the way, and records it (replacing an earlier record of rel).
+func (st *stager) file(src, rel string, mode fs.FileMode) error {
+	sum, n, err := copyFile(src, filepath.Join(st.dir, filepath.FromSlash(rel)), mode, maxStagedBytes-st.bytes)
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", rel, err)
+	}
+	st.bytes += n
+	for i := range st.files {
+		if st.files[i].Path == rel {
+			st.files[i] = ad.File{Path: rel, SHA256: sum, Mode: uint32(mode.Perm())}
+			return nil
+		}
+	}
+	if len(st.files) >= maxStagedFiles {
+		return fmt.Errorf("more than %d files to stage\nhint: the work tree is staged whole; keep large data out of the pipeline's root", maxStagedFiles)
+	}
+	st.files = append(st.files, ad.File{Path: rel, SHA256: sum, Mode: uint32(mode.Perm())})
+	return nil
+}
+
+// copyFile copies the regular file src to dst (replacing it) with mode,
+// reading at most limit bytes, and returns the hex sha256 and size of
+// what it copied.
+func copyFile(src, dst string, mode fs.FileMode, limit int64) (string, int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", 0, err
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("%s is not a regular file", src)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", 0, err
+	}
+	_ = os.Remove(dst)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm()|0o200)
+	if err != nil {
+		return "", 0, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(in, limit+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > limit {
+		err = fmt.Errorf("more than %d GiB staged in all", maxStagedBytes>>30)
+	}
+	if err == nil {
+		err = os.Chmod(dst, mode.Perm())
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// shellQuote quotes s for sh: in single quotes, each single quote in s
+// closing the quotes, escaped, and reopening them.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}

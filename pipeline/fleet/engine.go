@@ -1,0 +1,153 @@
+package fleet
+
+import (
+	"context"
+	"time"
+)
+
+// Engine runs a dispatch's jobs on a cluster's own scheduler. Slurm is
+// the first implementation (pipeline/fleet/slurm); the interface is
+// shaped so that a Kubernetes Indexed Job (one per class, one completion
+// index per node) fits it too: a Request covers every node of one class,
+// and Submit returns one Handle per node, addressed by its index.
+type Engine interface {
+	// Name is the engine's name as fleet.yaml spells it: "slurm".
+	Name() string
+	// Submit submits the jobs of one class, one per node (req.Count of
+	// them), and returns their handles in index order. On an error no
+	// job of req is left queued.
+	Submit(ctx context.Context, req Request) ([]Handle, error)
+	// Status returns the state of each job named, by Handle.ID. A job
+	// the scheduler no longer knows is returned with State Gone. Engines
+	// bound how often they ask the scheduler: a call sooner than their
+	// poll interval after the last one waits for it.
+	Status(ctx context.Context, ids []string) (map[string]Status, error)
+	// Cancel cancels the jobs named; cancelling a finished or unknown job
+	// is not an error.
+	Cancel(ctx context.Context, ids []string) error
+	// Describe says which cluster the engine talks to, for provenance.
+	Describe(ctx context.Context) (Cluster, error)
+}
+
+// Selectors pick the nodes a class runs on.
+type Selectors struct {
+	// GPUType is the GPU model the scheduler knows (Slurm's gres type:
+	// a100, h100).
+	GPUType string `json:"gpuType"`
+	// GPUs is how many GPUs of GPUType each job takes.
+	GPUs int `json:"gpus"`
+	// Constraint is a node feature expression (Slurm's --constraint:
+	// sm_90); empty for none.
+	Constraint string `json:"constraint,omitempty"`
+	// Distinct asks that no two jobs of the class share a node.
+	Distinct bool `json:"distinct,omitempty"`
+}
+
+// Request is the jobs of one class: the same command on Count nodes,
+// each told its index.
+type Request struct {
+	// Name names the jobs in the scheduler (Slurm's --job-name).
+	Name string
+	// Class is the fleet class the jobs belong to.
+	Class string
+	// Selectors pick the nodes.
+	Selectors Selectors
+	// Count is how many jobs (nodes): at least 1.
+	Count int
+	// Script is the job script's path on the shared directory; it runs
+	// with Args and finds its index in $GPUATTEST_FLEET_INDEX.
+	Script string
+	// Args are the script's arguments.
+	Args []string
+	// Env is added to each job's environment.
+	Env map[string]string
+	// TimeLimit bounds each job's run time (Slurm's --time).
+	TimeLimit time.Duration
+	// Requeue lets the scheduler run a job again after preemption or a
+	// node failure.
+	Requeue bool
+	// LogDir is a shared directory for the jobs' stdout and stderr; they
+	// are discarded when it is empty.
+	LogDir string
+	// Array submits the Count jobs as one array job where the engine has
+	// them (Slurm's --array; a Kubernetes Indexed Job is this shape), one
+	// job per node otherwise. Each job still has its own Handle and
+	// finds its index in IndexEnv.
+	Array bool
+}
+
+// IndexEnv is the variable that carries a job's index within its class.
+const IndexEnv = "GPUATTEST_FLEET_INDEX"
+
+// Handle names one submitted job.
+type Handle struct {
+	// ID is the scheduler's identifier of the job (Slurm's job ID).
+	ID string `json:"id"`
+	// Class and Index say which job of the dispatch it is.
+	Class string `json:"class"`
+	Index int    `json:"index"`
+}
+
+// State is a job's state as the fleet sees it.
+type State string
+
+// The states. Slurm's own names are kept; Gone means the scheduler no
+// longer reports the job.
+const (
+	Pending    State = "PENDING"
+	Running    State = "RUNNING"
+	Completing State = "COMPLETING"
+	Completed  State = "COMPLETED"
+	Failed     State = "FAILED"
+	Cancelled  State = "CANCELLED"
+	Timeout    State = "TIMEOUT"
+	NodeFail   State = "NODE_FAIL"
+	Preempted  State = "PREEMPTED"
+	OutOfMem   State = "OUT_OF_MEMORY"
+	Gone       State = "GONE"
+)
+
+// Final reports whether a job in state s will not run again by itself.
+// A preempted job with requeue set comes back as PENDING; until then it
+// counts as final only if the scheduler says so.
+func (s State) Final() bool {
+	switch s {
+	case Completed, Failed, Cancelled, Timeout, NodeFail, OutOfMem, Gone:
+		return true
+	}
+	return false
+}
+
+// Status is one job's state.
+type Status struct {
+	// ID is the job's Handle.ID.
+	ID string `json:"id"`
+	// State is where the job is.
+	State State `json:"state"`
+	// Raw is the scheduler's own state text, when it differs.
+	Raw string `json:"raw,omitempty"`
+	// Reason is the scheduler's reason for a pending or failed job.
+	Reason string `json:"reason,omitempty"`
+	// Node is the node the job runs or ran on; empty while pending.
+	Node string `json:"node,omitempty"`
+	// Start is when the job (last) started; zero while pending.
+	Start time.Time `json:"start,omitzero"`
+	// End is when it ended; zero while it runs.
+	End time.Time `json:"end,omitzero"`
+	// Restarts counts requeues.
+	Restarts int `json:"restarts,omitempty"`
+	// ExitCode is the job script's exit status once it ended.
+	ExitCode int `json:"exitCode,omitempty"`
+}
+
+// Cluster describes the cluster an engine submits to, for provenance.
+type Cluster struct {
+	// Engine is the engine's Name.
+	Engine string `json:"engine"`
+	// Name is the cluster's name (Slurm's ClusterName).
+	Name string `json:"name"`
+	// Version is the scheduler's version.
+	Version string `json:"version,omitempty"`
+	// Partition is where jobs go, when the engine has partitions.
+	Partition string `json:"partition,omitempty"`
+}

@@ -1,0 +1,118 @@
+package fleet_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/fleet"
+)
+
+func TestLoad(t *testing.T) {
+	s, err := fleet.Load("testdata/fleet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Engine != "slurm" || s.Partition != "gpu" || s.SharedDir != "/shared/gpuattest" || s.PollInterval.D != 5*time.Second {
+		t.Errorf("header = %+v", s)
+	}
+	if !strings.HasPrefix(s.Digest, "sha256:") || s.Jobs() != 3 {
+		t.Errorf("digest %q, jobs %d; want a sha256 digest and 3 jobs", s.Digest, s.Jobs())
+	}
+	want := []fleet.Selectors{
+		{GPUType: "a100", GPUs: 8, Constraint: "sm_80", Distinct: true},
+		{GPUType: "h100", GPUs: 8, Constraint: "sm_90"},
+	}
+	var got []fleet.Selectors
+	for _, c := range s.Classes {
+		got = append(got, c.Selectors)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("selectors (-want +got):\n%s", diff)
+	}
+	a, h := s.Classes[0], s.Classes[1]
+	if a.Nodes != 2 || h.Nodes != 1 || a.TimeLimit.D != 2*time.Hour || !h.TimeLimit.IsZero() {
+		t.Errorf("nodes %d, %d and time limits %v, %v; want 2, 1 (default), 2h, none", a.Nodes, h.Nodes, a.TimeLimit.D, h.TimeLimit.D)
+	}
+	if a.ComputeCapability() != "8.0" || h.ComputeCapability() != "9.0" || a.Model() != "a100" || h.Model() != "H100" {
+		t.Errorf("a100: cc %q model %q; h100: cc %q model %q", a.ComputeCapability(), a.Model(), h.ComputeCapability(), h.Model())
+	}
+}
+
+func TestParseProblems(t *testing.T) {
+	const head = "apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: slurm\nsharedDir: /shared\n"
+	tests := []struct {
+		name string
+		in   string
+		want []string // "line:col path: message fragment"
+	}{
+		{
+			name: "every problem at once",
+			in: "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nengine: kubernetes\nsharedDir: shared/dir\nclasses:\n" +
+				"  - name: H100\n    gres: gpu:8\n    targets: [sm_9]\n" +
+				"  - name: a100\n    gres: gpu:a100:0\n    nodes: 0\n    targets: []\n    timeLimit: 30s\n",
+			want: []string{
+				"2:7 kind: kind \"Pipeline\": expected Fleet",
+				"3:9 engine: unknown engine \"kubernetes\"",
+				"4:12 sharedDir: expected a clean absolute path",
+				"6:11 classes[0].name: expected [a-z0-9][a-z0-9-]*",
+				"7:11 classes[0].gres: expected gpu:TYPE:COUNT",
+				"8:15 classes[0].targets[0]: expected sm_<compute capability>",
+				"10:11 classes[1].gres: count 0, expected 1 to 64",
+				"11:12 classes[1].nodes: nodes 0: expected at least 1",
+				"12:14 classes[1].targets: class a100 covers no targets",
+				"13:16 classes[1].timeLimit: expected at least 1m",
+			},
+		},
+		{
+			name: "unknown field, wrong type, duplicate class",
+			in: head + "classes:\n  - name: a\n    gres: gpu:a100:1\n    targets: [sm_80]\n    node: 2\n" +
+				"  - name: a\n    gres: gpu:a100:1\n    targets: [sm_80]\n    nodes: two\n",
+			want: []string{
+				"9:5 classes[0].node: unknown field \"node\" in class",
+				"10:11 classes[1].name: duplicate class name \"a\" (also classes[0])",
+				"13:12 classes[1].nodes: expected an integer, got a string",
+			},
+		},
+		{
+			name: "missing fields",
+			in:   "kind: Fleet\n",
+			want: []string{
+				"1:1 apiVersion: missing apiVersion",
+				"1:1 engine: missing engine",
+				"1:1 sharedDir: missing sharedDir",
+				"1:1 classes: a fleet needs at least one class",
+			},
+		},
+		{name: "tag", in: head + "classes: !!str x\n", want: []string{"5:10 : YAML tag !!str"}},
+		{name: "empty", in: "\n", want: []string{"1:1 : empty file: expected a fleet file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := fleet.Parse("fleet.yaml", []byte(tt.in))
+			var probs pipeline.Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("err = %v, want pipeline.Problems", err)
+			}
+			if len(probs) != len(tt.want) {
+				t.Errorf("%d problems, want %d:\n%v", len(probs), len(tt.want), err)
+			}
+			for i, w := range tt.want {
+				if i >= len(probs) {
+					break
+				}
+				p := probs[i]
+				got := fmt.Sprintf("%d:%d %s: %s", p.Line, p.Col, p.Path, p.Message)
+				pos, rest, _ := strings.Cut(w, " ")
+				path, frag, _ := strings.Cut(rest, " ")
+				if !strings.HasPrefix(got, pos+" "+path+" ") || !strings.Contains(p.Message, frag) {
+					t.Errorf("problem %d = %q, want %q", i, got, w)
+				}
+			}
+		})
+	}
+}
