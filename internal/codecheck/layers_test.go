@@ -28,14 +28,17 @@ var pipelineFloors = map[string]int{
 	"pipeline/runner":         1,
 	"pipeline/step":           2,
 	"pipeline/gpu":            2,
+	"pipeline/fleet":          2,
 	"pipeline/cuda":           3,
 	"pipeline/suite":          3,
 	"pipeline/engine":         3,
+	"pipeline/fleet/slurm":    3,
 	"pipeline/rundir":         4,
 	"pipeline/collect":        5,
 	"pipeline/report":         5,
 	"pipeline/run":            6,
 	"pipeline/rebuild":        7,
+	"pipeline/fleet/dispatch": 7,
 	"pipeline/fleet/dispatch": 7,
 }
 
