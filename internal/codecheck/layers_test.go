@@ -19,7 +19,9 @@ var topOrder = []string{"cmd", "bench", "pipeline", "attest", "internal"}
 // package imports only packages of lower floors. Leaves (statistics, the
 // git source, images) at 0; the spec and runners; the step contract and
 // GPU platform; the step kinds and the engine; the run directory; the
-// statements and reports made from it; the facade run; rebuild on top.
+// statements and reports made from it; the facade run; rebuild and the
+// fleet's dispatch (both run a pipeline) on top. The fleet's spec sits
+// beside the GPU platform, its engines beside the step kinds.
 var pipelineFloors = map[string]int{
 	"pipeline/stats":          0,
 	"pipeline/source":         0,
@@ -38,7 +40,6 @@ var pipelineFloors = map[string]int{
 	"pipeline/report":         5,
 	"pipeline/run":            6,
 	"pipeline/rebuild":        7,
-	"pipeline/fleet/dispatch": 7,
 	"pipeline/fleet/dispatch": 7,
 }
 
