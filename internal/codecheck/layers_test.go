@@ -28,6 +28,7 @@ var pipelineFloors = map[string]int{
 	"pipeline/runner":  1,
 	"pipeline/step":    2,
 	"pipeline/gpu":     2,
+	"pipeline/history": 2,
 	"pipeline/cuda":    3,
 	"pipeline/suite":   3,
 	"pipeline/engine":  3,
