@@ -102,6 +102,7 @@ bench: build
 	$(GO) run ./bench/verify -gpuattest $(CURDIR)/$(BIN) -runs 21
 	$(GO) run ./bench/report
 	$(GO) run ./bench/publish -gpuattest $(CURDIR)/$(BIN)
+	$(GO) test -run '^$$' -bench History100x20 -benchtime 1x -timeout 30m ./pipeline/history/
 	$(GO) run ./bench/unpack -runs 3
 	$(GO) run ./bench/adversarial -long -gpuattest $(CURDIR)/$(BIN)
 

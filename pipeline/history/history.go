@@ -414,8 +414,12 @@ func pointsOf(st *attest.Statement, rel Release) (*found, error) {
 		clocks = map[bool]string{true: "locked", false: "unlocked"}[*p.Hardware.ClocksLocked]
 	}
 	for _, b := range p.Benchmarks {
-		if b.MedianNS <= 0 || math.IsNaN(b.MedianNS) || math.IsInf(b.MedianNS, 0) {
+		if b.MedianNS <= 0 || !finite(b.MedianNS) {
 			continue
+		}
+		if !finite(b.CILowNS) || !finite(b.CIHighNS) || b.CILowNS > b.MedianNS || b.CIHighNS < b.MedianNS {
+			// An interval that does not hold the median is drawn as none.
+			b.CILowNS, b.CIHighNS = b.MedianNS, b.MedianNS
 		}
 		k := Key{Step: b.Step, Case: b.Case, GPU: gpuOf(&p, b.Step), Driver: p.Hardware.DriverVersion, Clocks: clocks, Simulated: p.Simulated}
 		pt := Point{Tag: rel.Tag, Manifest: rel.Manifest, Bundle: rel.Bundle, MedianNS: b.MedianNS, CILowNS: b.CILowNS, CIHighNS: b.CIHighNS, Throughput: b.Throughput}
@@ -427,6 +431,8 @@ func pointsOf(st *attest.Statement, rel Release) (*found, error) {
 	}
 	return f, nil
 }
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // gpuOf names the GPU model a benchmark step ran on: its devices' names,
 // else "cpu" for a step that ran on the CPU backend or no GPU, else the
