@@ -152,6 +152,29 @@ func TestHistory(t *testing.T) {
 		t.Errorf("CSV: %d marked rows, want 2", marked)
 	}
 
+	// --since a date (the signed finish time), a tag (version order) and
+	// --limit.
+	for _, tt := range []struct {
+		opt  history.Option
+		want string
+	}{
+		{history.WithSince("2026-02-20"), "v1.8 v1.10 v1.11"},
+		{history.WithSince("v1.9"), "v1.10 v1.11"},
+		{history.WithLimit(4), "v1.8 v1.10 v1.11"},
+	} {
+		h2, err := history.Collect(t.Context(), docker.Host+"/kernels", k.verifier(t), tt.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range h2.Releases {
+			got = append(got, r.Tag)
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("releases %q, want %q", got, tt.want)
+		}
+	}
+
 	var page bytes.Buffer
 	if err := h.WriteHTML(&page); err != nil {
 		t.Fatal(err)
