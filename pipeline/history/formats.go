@@ -14,6 +14,8 @@ type BMF map[string]map[string]Metric
 
 // Metric is one BMF metric.
 type Metric struct {
+	// Value is the figure; LowerValue and UpperValue bound it (the
+	// confidence interval of a median), when known.
 	Value      float64  `json:"value"`
 	LowerValue *float64 `json:"lower_value,omitempty"`
 	UpperValue *float64 `json:"upper_value,omitempty"`

@@ -96,7 +96,9 @@ func (k Key) String() string {
 
 // Series is one case's points on one kind of hardware, in release order.
 type Series struct {
-	Key    Key     `json:"key"`
+	// Key is the case and the hardware.
+	Key Key `json:"key"`
+	// Points are the verified releases' figures, in release order.
 	Points []Point `json:"points"`
 	// Marks are the steps between consecutive points larger than the
 	// threshold.
