@@ -114,8 +114,13 @@ func TestResultPredicates(run *Run) ([]string, []*TestResultPredicate, error) {
 				p.FailedTests = append(p.FailedTests, c.Failed...)
 			}
 		}
+		failed := make(map[string]bool, len(p.FailedTests))
+		for _, f := range p.FailedTests {
+			failed[f] = true
+		}
 		for _, f := range s.FailedCases {
-			if !slices.Contains(p.FailedTests, f) {
+			if !failed[f] {
+				failed[f] = true
 				p.FailedTests = append(p.FailedTests, f)
 			}
 		}
