@@ -195,6 +195,10 @@ type BenchmarkSummary struct {
 	Status string `json:"status,omitempty"`
 	// Throughput is the case's throughput at the median, when it has one.
 	Throughput *Throughput `json:"throughput,omitempty"`
+	// RooflineAttained is the attained fraction of the roof that bounds
+	// the case on its GPU model (0 to 1), when the model is in the peak
+	// table and the case reports flops or bytes.
+	RooflineAttained *float64 `json:"roofline_attained,omitempty"`
 	// Gate is the gate's verdict (passed, failed, none).
 	Gate string `json:"gate,omitempty"`
 	// Comparisons are the case's verdicts against the step's same-run

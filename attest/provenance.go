@@ -124,7 +124,10 @@ type ResourceDescriptor struct {
 	URI string `json:"uri,omitempty"`
 	// Digest maps algorithm to hex digest.
 	Digest map[string]string `json:"digest,omitempty"`
-	// Annotations carry extra facts (tool versions).
+	// MediaType is the resource's media type, when known.
+	MediaType string `json:"mediaType,omitempty"`
+	// Annotations carry extra facts (tool versions, a test-result
+	// configuration's gpuattest.role).
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 

@@ -192,6 +192,12 @@ type Run struct {
 	Benchmarks []BenchmarkSummary
 	// Burnin are the burn-in summaries.
 	Burnin []BurninSummary
+	// Suites are the case names of each test, benchmark and burn-in step
+	// by outcome, for the test-result statements.
+	Suites []SuiteCases
+	// URL links to the run (a CI job), when there is one; the
+	// test-result statements carry it.
+	URL string
 	// Telemetry is the telemetry summary, nil without GPU steps.
 	Telemetry *TelemetrySummary
 	// Images are the container images the run used.

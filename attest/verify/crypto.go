@@ -43,6 +43,10 @@ func keyFingerprint(pub crypto.PublicKey) (string, error) {
 // its statement.
 func (v *Verifier) verifyBundle(r *Report, e Entry) BundleResult {
 	br := BundleResult{Source: e.Source}
+	if len(e.Data) > 0 {
+		sum := sha256.Sum256(e.Data)
+		br.Digest = "sha256:" + hex.EncodeToString(sum[:])
+	}
 	if e.Problem != "" {
 		r.add(Check{Check: CheckSignature, Target: e.Source, Detail: e.Problem})
 		r.fail(FailureSignature)

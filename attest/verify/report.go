@@ -121,6 +121,8 @@ type Check struct {
 type BundleResult struct {
 	// Source is where the bundle came from.
 	Source string `json:"source"`
+	// Digest is "sha256:<hex>" of the bundle's bytes.
+	Digest string `json:"digest,omitempty"`
 	// Verified is true when signature, identity and timestamps held and
 	// the statement is valid.
 	Verified bool `json:"verified"`

@@ -31,6 +31,7 @@ var pipelineFloors = map[string]int{
 	"pipeline/step":           2,
 	"pipeline/gpu":            2,
 	"pipeline/fleet":          2,
+	"pipeline/history":        2,
 	"pipeline/cuda":           3,
 	"pipeline/suite":          3,
 	"pipeline/engine":         3,

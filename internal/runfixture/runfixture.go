@@ -26,6 +26,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/step"
+	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
 // File is one released artifact of the fixture run.
@@ -50,14 +51,43 @@ steps:
     sources: [k.cu]
 `
 
+// testStepYAML is the test step WithTestCases adds.
+const testStepYAML = `  - id: validate
+    kind: test
+    needs: [kernels]
+    run: [./suite]
+    results: results.json
+`
+
+// Option changes the fixture run.
+type Option func(*options)
+
+type options struct {
+	testCases []string
+}
+
+// WithTestCases adds a test step, validate, whose results (the
+// gpuattest format, backend cpu) hold these passed cases.
+func WithTestCases(names ...string) Option {
+	return func(o *options) { o.testCases = append(o.testCases, names...) }
+}
+
 // Write writes root/p.yaml and a passed run of it into dir whose step
 // released files, and, when s is not nil, signs it with run.Attest. It
 // returns the loaded pipeline.
-func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer) (*pipeline.Pipeline, error) {
+func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer, opts ...Option) (*pipeline.Pipeline, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	for name, body := range map[string]string{"p.yaml": pipelineYAML, "k.cu": "// fixture\n"} {
+	yml := pipelineYAML
+	if len(o.testCases) > 0 {
+		yml += testStepYAML
+	}
+	for name, body := range map[string]string{"p.yaml": yml, "k.cu": "// fixture\n"} {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
 			return nil, err
 		}
@@ -69,6 +99,13 @@ func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer) 
 	rec, err := record(dir, p, files)
 	if err != nil {
 		return nil, err
+	}
+	if len(o.testCases) > 0 {
+		sr, err := testStep(dir, rec.Steps[0], o.testCases)
+		if err != nil {
+			return nil, err
+		}
+		rec.Steps = append(rec.Steps, sr)
 	}
 	if err := writeJSON(filepath.Join(dir, "run.json"), rec); err != nil {
 		return nil, err
@@ -115,6 +152,33 @@ func record(dir string, p *pipeline.Pipeline, files []File) (*engine.Record, err
 		Version: "v0.0.0-fixture", State: engine.Passed, StartedAt: t0, FinishedAt: &t1,
 		Hardware: &engine.HardwareRef{Digest: hw.Digest, File: "hardware.json"}, Steps: []*engine.StepRecord{sr},
 		Attempts: []engine.Attempt{{StartedAt: t0, FinishedAt: &t1}}}, nil
+}
+
+// testStep writes the test step's results copy and returns its record,
+// timed like the build step before it.
+func testStep(dir string, build *engine.StepRecord, cases []string) (*engine.StepRecord, error) {
+	res := suite.Results{Schema: suite.ResultsSchemaID, Tool: "fixture-suite 1.0", Backend: "cpu"}
+	for _, n := range cases {
+		res.Cases = append(res.Cases, suite.Case{Name: n, Status: suite.StatusPassed})
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	sum, n, err := writeFile(filepath.Join(dir, "steps", "validate", "results.json"), File{Name: "results.json", Data: b})
+	if err != nil {
+		return nil, err
+	}
+	det := suite.TestDetails{Results: "results.json", Format: suite.FormatGpuattest, Tool: res.Tool, Backend: "cpu",
+		Counts: suite.Counts{Total: len(cases), Passed: len(cases)}}
+	details, err := json.Marshal(det)
+	if err != nil {
+		return nil, err
+	}
+	files := []step.File{{Path: "results.json", SHA256: sum, Size: n, Kind: "results"}}
+	exit0 := 0
+	return &engine.StepRecord{ID: "validate", Kind: pipeline.KindTest, State: engine.Passed, StartedAt: build.StartedAt, FinishedAt: build.FinishedAt,
+		ExitCode: &exit0, Cache: "off", Results: files, Details: details}, nil
 }
 
 // writeFile writes f's content to dst and returns its sha256 and size.

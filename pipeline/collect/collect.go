@@ -182,6 +182,9 @@ func (c *collector) step(s *pipeline.Step) error {
 		c.telemetry = append(c.telemetry, *sr.Telemetry)
 	}
 	c.buildStep(s, sr)
+	if err := c.suiteCases(s, sr); err != nil {
+		return err
+	}
 	switch {
 	case sr.Build != nil:
 		c.build(s, sr.Build)
@@ -238,6 +241,10 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 		}
 		bs := attest.BenchmarkSummary{Step: s.ID, Case: bc.Name, MedianNS: bc.Stats.Median,
 			CILowNS: bc.Stats.MedianCI.Lo, CIHighNS: bc.Stats.MedianCI.Hi, Samples: bc.Stats.N, Status: bc.Status, Gate: gate}
+		if bc.Roofline != nil && bc.Roofline.Attained != nil {
+			a := *bc.Roofline.Attained
+			bs.RooflineAttained = &a
+		}
 		if d.Reference != nil {
 			n := len(bs.Comparisons)
 			bs.Comparisons = appendComparison(bs.Comparisons, "reference", d.Reference.Report, true, bc.Name)

@@ -131,6 +131,27 @@ func TestGoldenStatements(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkGolden(t, filepath.Join(base, "predicate.golden.json"), val.Predicate)
+			tests, err := attest.TestResultStatements(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tests) > 0 {
+				var preds []json.RawMessage
+				for _, st := range tests {
+					if err := checkTestResultSpec(st); err != nil {
+						t.Error(err)
+					}
+					if diff := cmp.Diff(val.Subject, st.Subject); diff != "" {
+						t.Errorf("test-result subjects differ from the validation statement's (-want +got):\n%s", diff)
+					}
+					preds = append(preds, st.Predicate)
+				}
+				all, err := json.Marshal(preds)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkGolden(t, filepath.Join(base, "testresult.golden.json"), all)
+			}
 			if r.Build != nil {
 				prov, err := attest.ProvenanceStatement(r)
 				if err != nil {

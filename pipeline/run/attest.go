@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
 
 	"github.com/gpuattest/gpuattest/attest"
@@ -68,6 +70,7 @@ func Attest(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, dir 
 	if hasRelease {
 		run.Artifacts = append(run.Artifacts, manifestSubject(rel))
 	}
+	run.URL = ciRunURL(os.Getenv)
 	stmts, err := statements(run)
 	if err != nil {
 		return nil, err
@@ -93,14 +96,19 @@ func Attest(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, dir 
 	return out, nil
 }
 
-// statements are the run's statements: GPU validation, and provenance
+// statements are the run's statements: GPU validation, an in-toto
+// test-result for each test, benchmark and burn-in step, and provenance
 // when it built something.
 func statements(run *attest.Run) ([]*attest.Statement, error) {
 	val, err := attest.ValidationStatement(run)
 	if err != nil {
 		return nil, err
 	}
-	stmts := []*attest.Statement{val}
+	tests, err := attest.TestResultStatements(run)
+	if err != nil {
+		return nil, err
+	}
+	stmts := append([]*attest.Statement{val}, tests...)
 	if run.Build != nil {
 		prov, err := attest.ProvenanceStatement(run)
 		if err != nil {
@@ -109,4 +117,18 @@ func statements(run *attest.Run) ([]*attest.Statement, error) {
 		stmts = append(stmts, prov)
 	}
 	return stmts, nil
+}
+
+// ciRunURL is the URL of the CI job signing the run, when it runs in one
+// that says (GitHub Actions, GitLab CI): the test-result statements'
+// url. Anything that is not an http(s) URL is left out.
+func ciRunURL(getenv func(string) string) string {
+	u := getenv("CI_JOB_URL")
+	if server, repo, id := getenv("GITHUB_SERVER_URL"), getenv("GITHUB_REPOSITORY"), getenv("GITHUB_RUN_ID"); server != "" && repo != "" && id != "" {
+		u = server + "/" + repo + "/actions/runs/" + id
+	}
+	if p, err := url.Parse(u); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || p.User != nil {
+		return ""
+	}
+	return u
 }

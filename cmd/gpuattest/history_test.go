@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuattest/gpuattest/internal/registrytest"
+	"github.com/gpuattest/gpuattest/internal/runfixture"
+)
+
+// TestHistoryCLI: gpuattest history over two pushed releases with the
+// same trust flags as verify REF; a wrong key leaves every release out,
+// naming it; bad flags are usage errors. (pipeline/history's tests draw
+// the series.)
+func TestHistoryCLI(t *testing.T) {
+	t.Parallel()
+	host := registrytest.StartInProcess(t, nil)
+	runDir, pub := fixtureRun(t, []runfixture.File{{Name: "build/a.fatbin", Size: 2048}})
+	other, otherPub := fixtureRun(t, []runfixture.File{{Name: "build/b.fatbin", Size: 2048}})
+	push(t, runDir, host+"/kernels:v1.9")
+	push(t, runDir, host+"/kernels:v1.10")
+	push(t, other, host+"/kernels:v1.11")
+	dir := t.TempDir()
+	html, bmf, csvFile := filepath.Join(dir, "h.html"), filepath.Join(dir, "h.bmf.json"), filepath.Join(dir, "h.csv")
+
+	code, out, errOut := cli(t, "history", host+"/kernels", "--key", pub, "--policy", "builtin:cpu-tier", "--html", html, "--bmf", bmf, "--csv", csvFile, "-o", "json")
+	if code != 0 {
+		t.Fatalf("history: exit %d\n%s%s", code, out, errOut)
+	}
+	var h struct {
+		Releases []struct{ Tag, Manifest string }
+		Excluded []struct{ Tag, Reason string }
+	}
+	if err := json.Unmarshal([]byte(out), &h); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(h.Releases) != 2 || h.Releases[0].Tag != "v1.9" || h.Releases[1].Tag != "v1.10" {
+		t.Errorf("releases %+v, want v1.9 then v1.10", h.Releases)
+	}
+	if len(h.Excluded) != 1 || h.Excluded[0].Tag != "v1.11" || !strings.Contains(h.Excluded[0].Reason, "signature") {
+		t.Errorf("left out %+v, want v1.11 (signed with another key)", h.Excluded)
+	}
+	for _, f := range []string{html, bmf, csvFile} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+
+	code, out, _ = cli(t, "history", host+"/kernels", "--key", otherPub, "--policy", "builtin:cpu-tier", "--limit", "2")
+	if code != 0 || !strings.Contains(out, "1 release(s) verified, 1 left out") || !strings.Contains(out, "LEFT OUT  v1.10: did not verify (signature)") {
+		t.Errorf("history --limit 2 with the other key: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{
+		{"history", host + "/kernels"},
+		{"history", host + "/kernels", "--key", pub, "--jobs", "0"},
+		{"history", host + "/kernels", "--key", pub, "--threshold", "0"},
+		{"history", host + "/kernels", "--key", pub, "--limit", "-1"},
+		{"history", "--key", pub},
+	} {
+		if code, _, errOut := cli(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitUsage, errOut)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package history_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuattest/gpuattest/internal/registrytest"
+	"github.com/gpuattest/gpuattest/pipeline/history"
+)
+
+// BenchmarkHistory100x20 draws the history of 100 releases with 20
+// bundle referrers each (a validation statement and 19 test-result
+// statements) from a registry on 127.0.0.1 at the default concurrency:
+// Debian's docker-registry, which has no referrers API (each release's
+// referrers are one tag-schema index), and go-containerregistry's
+// in-process registry (referrers API, no disk). The goal is 10 s wall for the whole
+// history; the log line gives the figure and the CPU time spent in this
+// process (signature checks, JSON, hashing), which with the loopback
+// registry's own CPU is what bounds it. Setup (signing and pushing
+// 2,000 bundles) is not timed.
+//
+//	go test -run '^$' -bench History100x20 -benchtime 1x ./pipeline/history
+func BenchmarkHistory100x20(b *testing.B) {
+	b.Run("docker-registry", func(b *testing.B) { benchHistory(b, registrytest.StartDocker(b).Host, true) })
+	b.Run("in-process", func(b *testing.B) { benchHistory(b, registrytest.StartInProcess(b, nil), false) })
+}
+
+func benchHistory(b *testing.B, host string, docker bool) {
+	releases, referrers := 100, 20
+	if n, err := strconv.Atoi(os.Getenv("GPUATTEST_HISTORY_RELEASES")); err == nil && n > 0 {
+		releases = n // a shorter run, to look at what bounds it
+	}
+	k := newKeys(b)
+	setup := time.Now()
+	for i := range releases {
+		publish(b.Context(), b, k, host, "kernels", i, release{tag: fmt.Sprintf("v1.%d", i), gpu: h100, factor: 1, extra: referrers - 2})
+	}
+	b.Logf("setup: %d releases x %d referrers pushed in %s", releases, referrers, time.Since(setup).Round(time.Millisecond))
+	v := k.verifier(b)
+	b.ResetTimer()
+	for b.Loop() {
+		cpu0, reg0 := cpuTime(), registryCPU(b)
+		start := time.Now()
+		h, err := history.Collect(b.Context(), host+"/kernels", v)
+		wall := time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(h.Releases) != releases || len(h.Excluded) != 0 {
+			b.Fatalf("%d releases drawn, %d left out (%+v), want %d and none", len(h.Releases), len(h.Excluded), h.Excluded, releases)
+		}
+		cpu, reg := cpuTime()-cpu0, registryCPU(b)-reg0
+		b.ReportMetric(wall.Seconds(), "s/history")
+		where := "the in-process registry's CPU is counted in this process's"
+		if docker {
+			where = fmt.Sprintf("%.2f s CPU in docker-registry", reg.Seconds())
+		}
+		b.Logf("history of %d releases x %d referrers: %.2f s wall (goal <= 10 s), %.2f s CPU in this process, %s; %d jobs, GOMAXPROCS %d, %d CPUs",
+			releases, referrers, wall.Seconds(), cpu.Seconds(), where, history.DefaultJobs, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	}
+}
+
+// registryCPU is the CPU time of the docker-registry processes this
+// process started (its children), read from /proc.
+func registryCPU(b *testing.B) time.Duration {
+	var total time.Duration
+	ents, _ := os.ReadDir("/proc")
+	self := strconv.Itoa(os.Getpid())
+	for _, e := range ents {
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || !strings.Contains(s[:i], "(docker-registry") {
+			continue
+		}
+		f := strings.Fields(s[i+2:])
+		if len(f) < 13 || f[1] != self {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * (time.Second / 100)
+	}
+	return total
+}
+
+// cpuTime is this process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
