@@ -34,6 +34,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -85,6 +87,13 @@ struct Options {
   int rows = 512, cols = 1024;  // softmax
   bool n_set = false, gemm_set = false, rows_set = false, cols_set = false;
   int device = 0;
+  // devices (--devices all|I,J): run every listed device at once, one
+  // context and host thread each; empty runs --device alone.
+  std::string devices;
+  // watchdog_s (--watchdog S): a device with no progress (no case
+  // finished, no sample or repeat completed) for this long fails the run
+  // naming it; 0 is off.
+  double watchdog_s = 0;
   bool flush = true;
   long batch = 0;  // cuda: launches per sample; 0 chooses (>= kMinSampleNs)
   // Sustained mode (--duration): seconds to run; 0 is off.
@@ -94,7 +103,31 @@ struct Options {
   std::string inject_fault;            // kernel whose output gets one element corrupted
   std::string inject_illegal_address;  // kernel launched with an invalid output pointer
   std::string inject_inconsistency;    // sustained: kernel whose 3rd repeat is corrupted
+  int inject_device = -1;              // KERNEL@ORDINAL: the injections apply to that device only
 };
+
+// t_progress is the progress counter of the device this thread runs (see
+// DeviceRun): every completed sample or checked repeat counts, so the
+// watchdog can tell a slow device from a hung one.
+thread_local std::atomic<long long>* t_progress = nullptr;
+
+void progressed() {
+  if (t_progress) ++*t_progress;
+}
+
+// inject_arg parses an injection's KERNEL[@ORDINAL].
+std::string inject_arg(Options& o, const std::string& flag, const std::string& v) {
+  auto at = v.find('@');
+  if (at == std::string::npos) return v;
+  char* end = nullptr;
+  long d = std::strtol(v.c_str() + at + 1, &end, 10);
+  if (at + 1 == v.size() || *end != 0 || d < 0 || d > 1024) {
+    std::fprintf(stderr, "gpuattest-harness: %s %s: expected KERNEL@ORDINAL\nhint: gpuattest-harness --help\n", flag.c_str(), v.c_str());
+    std::exit(2);
+  }
+  o.inject_device = int(d);
+  return v.substr(0, at);
+}
 
 struct CaseSustained {
   long long repeats = 0, mismatches = 0, first_mismatch = 0;
@@ -164,6 +197,11 @@ const char* kHelp =
     "  --rows R --cols C         softmax shape (default 512x1024)\n"
     "  --device I                CUDA device ordinal among the visible ones (default 0;\n"
     "                            the driver applies CUDA_VISIBLE_DEVICES)\n"
+    "  --devices all|I,J         run every listed CUDA device at once (env GPUATTEST_DEVICES), one\n"
+    "                            context and host thread each; case names end /gpu=I, and the\n"
+    "                            outputs of GPUs of one model are compared with each other\n"
+    "  --watchdog S              fail the run when a device makes no progress (no case, sample or\n"
+    "                            repeat done) for S seconds, naming the device (env GPUATTEST_WATCHDOG)\n"
     "  --no-flush                do not flush caches between samples\n"
     "  --duration S              sustained mode (env GPUATTEST_DURATION): launch every case back\n"
     "                            to back for S seconds, check every repeat's output against the\n"
@@ -176,7 +214,8 @@ const char* kHelp =
     "                            launch KERNEL with an invalid output pointer: on cuda a real\n"
     "                            illegal-address fault that loses the context, on cpu simulated\n"
     "  --inject-inconsistency KERNEL\n"
-    "                            sustained: corrupt KERNEL's output in its 3rd repeat\n";
+    "                            sustained: corrupt KERNEL's output in its 3rd repeat\n"
+    "                            (each --inject-* takes KERNEL@I to act on device I of --devices only)\n";
 
 long parse_long(const std::string& flag, const std::string& v, long lo, long hi) {
   char* end = nullptr;
@@ -240,6 +279,8 @@ Options parse(int argc, char** argv) {
   if (const char* e = std::getenv("GPUATTEST_MIN_REPEATS"); e && *e) o.min_repeats = int(parse_long("GPUATTEST_MIN_REPEATS", e, 1, 1000000));
   if (const char* e = std::getenv("GPUATTEST_SEED"); e && *e) o.seeds = parse_seeds("GPUATTEST_SEED", e);
   if (const char* e = std::getenv("GPUATTEST_DURATION"); e && *e) o.duration_s = parse_double("GPUATTEST_DURATION", e, 0, 1e7);
+  if (const char* e = std::getenv("GPUATTEST_DEVICES"); e && *e) o.devices = e;
+  if (const char* e = std::getenv("GPUATTEST_WATCHDOG"); e && *e) o.watchdog_s = parse_double("GPUATTEST_WATCHDOG", e, 0, 1e6);
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     std::string val;
@@ -301,6 +342,10 @@ Options parse(int argc, char** argv) {
       o.cols_set = true;
     } else if (a == "--device") {
       o.device = int(parse_long(a, next(), 0, 1024));
+    } else if (a == "--devices") {
+      o.devices = next();
+    } else if (a == "--watchdog") {
+      o.watchdog_s = parse_double(a, next(), 0, 1e6);
     } else if (a == "--no-flush") {
       o.flush = false;
     } else if (a == "--duration") {
@@ -316,11 +361,11 @@ Options parse(int argc, char** argv) {
       if (*end != 0 || !(t >= 0)) usage("--tolerance " + v + ": expected a non-negative number");
       o.tolerance[v.substr(0, eq)] = t;
     } else if (a == "--inject-fault") {
-      o.inject_fault = next();
+      o.inject_fault = inject_arg(o, a, next());
     } else if (a == "--inject-illegal-address") {
-      o.inject_illegal_address = kernel_arg(a, next());
+      o.inject_illegal_address = kernel_arg(a, inject_arg(o, a, next()));
     } else if (a == "--inject-inconsistency") {
-      o.inject_inconsistency = kernel_arg(a, next());
+      o.inject_inconsistency = kernel_arg(a, inject_arg(o, a, next()));
     } else {
       usage("unknown flag " + a);
     }
@@ -628,6 +673,7 @@ void run_cpu(CpuBackend& cpu, const Problem& p, const Options& o, CaseResult& re
     // sample: steady_clock resolves nanoseconds and costs ~20 ns a read,
     // far below the CPU kernels' times, so the CPU backend does not batch.
     res.samples.push_back(double(std::max<long long>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count())));
+    progressed();
   }
 }
 
@@ -983,7 +1029,10 @@ void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std:
   }
   res.config["batch"] = std::to_string(batch);
   Sampler sampler(o);
-  while (!sampler.done(res)) res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
+  while (!sampler.done(res)) {
+    res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
+    progressed();
+  }
   out = cc.output();
   res.mem_used = c.mem_used();
 }
@@ -1079,6 +1128,7 @@ void sustained_cpu(const Options& o, std::vector<std::unique_ptr<SustainedCase>>
   std::vector<Counters> cnt(sc.size());
   std::atomic<bool> stop{false};
   std::atomic<long long> rounds{0};
+  std::atomic<long long>* progress = t_progress;  // the workers are other threads
   auto worker = [&]() {
     std::vector<std::vector<float>> outs(sc.size());
     for (size_t c = 0; c < sc.size(); ++c) outs[c].assign(sc[c]->p.out_n, 0.0f);
@@ -1090,6 +1140,7 @@ void sustained_cpu(const Options& o, std::vector<std::unique_ptr<SustainedCase>>
         auto t1 = std::chrono::steady_clock::now();
         cnt[c].busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
         const long long r = ++cnt[c].repeats;
+        if (progress) ++*progress;
         if (o.inject_inconsistency == sc[c]->p.kernel && r == 3) {
           uint32_t w;
           std::memcpy(&w, &outs[c][0], 4);
@@ -1234,6 +1285,7 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
     k.busy_s += busy;
     sus.busy_s += busy;
     ++sus.checked;
+    progressed();
     if (sum_of(slot) != golden[size_t(s.c)]) {
       ++k.mismatches;
       ++sus.mismatches;
@@ -1327,7 +1379,8 @@ std::string jnum(double v) {
   return b;
 }
 
-std::string render(const std::string& backend, const Device* dev, const std::vector<CaseResult>& cases, const Sustained* sus) {
+std::string render(const std::string& backend, const Device* dev, const std::vector<CaseResult>& cases, const Sustained* sus,
+                   const std::string& extra = "") {
   std::ostringstream o;
   o << "{\n  \"schema\": " << jstr(kSchema) << ",\n  \"tool\": " << jstr(kTool) << ",\n  \"backend\": " << jstr(backend) << ",\n";
   if (dev) {
@@ -1360,6 +1413,7 @@ std::string render(const std::string& backend, const Device* dev, const std::vec
     if (!s.error.empty()) o << ",\n    \"error\": " << jstr(s.error);
     o << "},\n";
   }
+  o << extra;
   o << "  \"cases\": [";
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
@@ -1419,6 +1473,415 @@ bool write_atomic(const std::string& path, const std::string& data, std::string&
 
 }  // namespace
 
+// DeviceRun is one device's part of a run: its cases and sustained loop.
+struct DeviceRun {
+  Cuda* cuda = nullptr;  // nullptr on the cpu backend
+  std::string tag;       // stderr prefix: "[gpu 5] " when several devices run
+  std::vector<CaseResult> cases;
+  Sustained sus;
+  int ordinal = 0;
+  std::atomic<const Device*> info{nullptr};  // set once the device is open
+  std::string open_error;  // the device could not be opened: every case is "not run"
+  // progress counts finished cases, samples and checked repeats; the
+  // watchdog reads it.
+  std::atomic<long long> progress{0};
+  std::atomic<bool> done{false};
+  std::mutex mu;         // guards current and, while the device runs, cases
+  std::string current;   // the case in progress
+
+  void set_current(const std::string& name) {
+    std::lock_guard<std::mutex> l(mu);
+    current = name;
+    ++progress;
+  }
+  void add_case(CaseResult&& r) {
+    std::lock_guard<std::mutex> l(mu);
+    cases.push_back(std::move(r));
+    ++progress;
+  }
+};
+
+// run_device runs every case (and, in sustained mode, the loop) on one
+// device: cuda when dr.cuda is set (its context current on this thread),
+// else the CPU backend.
+void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
+  // An injection with @ORDINAL applies to that device only.
+  Options o = all;
+  if (all.inject_device >= 0 && all.inject_device != dr.ordinal) {
+    o.inject_fault.clear();
+    o.inject_illegal_address.clear();
+    o.inject_inconsistency.clear();
+  }
+  t_progress = &dr.progress;
+  Cuda* cuda = dr.cuda;
+  CpuBackend cpu;
+  const bool gpu = cuda != nullptr;
+  const bool sustained = o.duration_s > 0;
+  std::vector<CaseResult>& cases = dr.cases;
+  std::vector<std::unique_ptr<SustainedCase>> sc;
+  bool lost = !dr.open_error.empty();
+  std::string lost_after;
+  for (const auto& k : o.kernels) {
+    for (uint64_t seed : o.seeds) {
+      Problem p = make_problem(k, seed, o, !lost);
+      dr.set_current(p.name);
+      CaseResult res;
+      res.name = p.name;
+      res.kernel = k;
+      res.flops = p.flops;
+      res.bytes = p.bytes;
+      res.config = p.config;
+      res.config["backend"] = backend;
+      res.tol = p.tol;
+      if (lost) {
+        // After a sticky error every call fails: running this case would
+        // only blame it for another's fault.
+        res.status = "error";
+        res.message = dr.open_error.empty() ? "not run: context lost after " + lost_after : "not run: " + dr.open_error;
+      } else {
+        std::vector<float> out;
+        auto s = std::make_unique<SustainedCase>();
+        try {
+          if (sustained) {
+            // The first repeat: warm-up, one launch, the output checked
+            // against the reference; the loop compares every later repeat
+            // with it.
+            if (gpu) {
+              s->cc = std::make_unique<CudaCase>(*cuda);
+              s->cc->load(p, o, res);
+              if (o.inject_illegal_address == k) s->cc->inject_illegal_address();
+              for (int i = 0; i <= o.warmup; ++i) s->cc->launch();
+              out = s->cc->output();
+            } else {
+              if (o.inject_illegal_address == k) {
+                cpu.lost = true;
+                throw std::runtime_error("simulated illegal address in " + k + " (--inject-illegal-address on the cpu backend)");
+              }
+              out.assign(p.out_n, 0.0f);
+              for (int i = 0; i <= o.warmup; ++i) cpu_compute(p, o, out);
+            }
+            s->first = out;
+          } else if (gpu) {
+            run_cuda(*cuda, p, o, res, out);
+          } else {
+            run_cpu(cpu, p, o, res, out);
+          }
+          if (o.inject_fault == k && !out.empty()) out[out.size() / 2] += 1.0f;
+          res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
+          check_output(p, out, res);
+        } catch (const std::exception& e) {
+          res.status = "error";
+          res.message = e.what();
+        }
+        std::string why;
+        if (gpu ? !cuda->healthy(why) : cpu.lost) {
+          lost = true;
+          lost_after = res.name;
+          if (res.status != "error") {
+            res.status = "error";
+            res.message = "the context was lost during this case: " + why;
+          }
+          res.message += "; the context is lost, later cases are not run";
+        }
+        if (sustained && res.status == "passed") {
+          s->p = std::move(p);
+          s->result = cases.size();
+          sc.push_back(std::move(s));
+        }
+      }
+      std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
+      dr.add_case(std::move(res));
+    }
+  }
+
+  Sustained& sus = dr.sus;
+  bool looped = false;
+  if (sustained) {
+    sus.duration_s = o.duration_s;
+    sus.timing = gpu ? "cuda_events" : "steady_clock";
+    sus.check = gpu ? "checksum64" : "bytes";
+    dr.set_current("the sustained loop");
+    if (lost) {
+      sus.error = dr.open_error.empty() ? "context lost after " + lost_after : dr.open_error;
+    } else if (sc.empty()) {
+      sus.error = "no case passed its first repeat: nothing to sustain";
+    } else {
+      looped = true;
+      try {
+        if (gpu) {
+          sustained_cuda(*cuda, o, sc, cases, sus);
+        } else {
+          sustained_cpu(o, sc, sus);
+        }
+      } catch (const std::exception& e) {
+        sus.error = e.what();
+      }
+    }
+    for (auto& s : sc) {
+      CaseResult& res = cases[s->result];
+      res.sustained = true;
+      res.sus.repeats = s->repeats;
+      res.sus.mismatches = s->mismatches;
+      res.sus.first_mismatch = s->first_mismatch;
+      res.sus.busy_s = s->busy_s;
+      if (s->mismatches > 0) {
+        res.status = "failed";
+        res.message = "the output of repeat " + std::to_string(s->first_mismatch) + " differs from repeat 1 (" + std::to_string(s->mismatches) +
+                      " of " + std::to_string(s->repeats - 1) + " repeats differ)";
+      } else if (!sus.error.empty()) {
+        res.status = "error";
+        res.message = (looped ? "sustained run stopped: " : "sustained loop not run: ") + sus.error;
+      }
+    }
+    std::fprintf(stderr, "%sgpuattest-harness: sustained %.1f s: duty cycle %.1f %% (%s), %lld iterations, %lld outputs checked, %lld differ%s%s\n",
+                 dr.tag.c_str(), sus.elapsed_s, 100 * sus.duty, sus.timing.c_str(), sus.iterations, sus.checked, sus.mismatches,
+                 sus.error.empty() ? "" : "; ", sus.error.c_str());
+  }
+  // CUDA objects go before the context.
+  sc.clear();
+  dr.done = true;
+}
+
+// ---- several devices (--devices) ---------------------------------------------
+
+// device_label names a device for messages: "gpu 5 (GPU-...)".
+std::string device_label(const DeviceRun& r) {
+  const Device* d = r.info.load();
+  std::string s = "gpu " + std::to_string(r.ordinal);
+  if (d && !d->uuid.empty()) s += " (" + d->uuid + ")";
+  return s;
+}
+
+// CrossDevice is the comparison of outputs between GPUs of one model.
+struct CrossDevice {
+  int devices = 0;
+  long long compared = 0;  // cases compared across at least two GPUs
+  std::vector<std::string> disagreements;
+};
+
+// compare_devices compares each case's output digest between the GPUs of
+// one model: the same seed and deterministic kernels give the same bits on
+// every healthy GPU, so a GPU whose output differs from the others' (a
+// strict majority) fails that case by name; with no majority every GPU of
+// the disagreement fails it. The first repeat of a sustained run is the
+// one compared (its checksum is the loop's golden value).
+CrossDevice compare_devices(std::vector<std::unique_ptr<DeviceRun>>& runs) {
+  CrossDevice x;
+  x.devices = int(runs.size());
+  std::map<std::string, std::vector<DeviceRun*>> models;
+  for (auto& r : runs) {
+    const Device* d = r->info.load();
+    if (d) models[d->name].push_back(r.get());
+  }
+  for (auto& [model, group] : models) {
+    if (group.size() < 2) continue;
+    size_t ncases = group[0]->cases.size();
+    for (auto* r : group) ncases = std::min(ncases, r->cases.size());
+    for (size_t j = 0; j < ncases; ++j) {
+      std::map<std::string, int> votes;
+      std::vector<DeviceRun*> have;
+      for (auto* r : group) {
+        const CaseResult& c = r->cases[j];
+        if (c.output_sha.empty() || c.name != group[0]->cases[j].name) continue;
+        ++votes[c.output_sha];
+        have.push_back(r);
+      }
+      if (have.size() < 2) continue;
+      ++x.compared;
+      if (votes.size() == 1) continue;
+      std::string major;
+      int most = 0;
+      for (auto& [sha, n] : votes) {
+        if (n > most) most = n, major = sha;
+      }
+      const bool majority = 2 * most > int(have.size());
+      for (auto* r : have) {
+        CaseResult& c = r->cases[j];
+        if (majority && c.output_sha == major) continue;
+        std::string why;
+        if (majority) {
+          why = "output differs from the other " + model + " GPUs': sha256 " + c.output_sha.substr(0, 12) + " on " + device_label(*r) + ", " +
+                major.substr(0, 12) + " on " + std::to_string(most) + " of " + std::to_string(have.size()) +
+                " (same inputs, deterministic kernel: this GPU computes differently)";
+        } else {
+          why = "the " + std::to_string(have.size()) + " " + model + " GPUs disagree on this output with no majority (sha256 " +
+                c.output_sha.substr(0, 12) + " on " + device_label(*r) + ")";
+        }
+        x.disagreements.push_back(c.name + " on " + device_label(*r) + ": " + why);
+        if (c.status == "passed") {
+          c.status = "failed";
+          c.message = why;
+        } else {
+          c.message += "; " + why;
+        }
+        std::fprintf(stderr, "%s%-44s %-7s %s\n", r->tag.c_str(), c.name.c_str(), c.status.c_str(), why.c_str());
+      }
+    }
+  }
+  return x;
+}
+
+// render_run writes the results of the run: as before for one device;
+// for several, every device's cases (names ending /gpu=I, config
+// device_uuid), a "devices" list, the cross-device comparison and a
+// sustained block that sums the devices' loops (duty cycle: the lowest).
+std::string render_run(const std::string& backend, bool sustained, std::vector<std::unique_ptr<DeviceRun>>& runs, const CrossDevice* x) {
+  if (runs.size() == 1) {
+    return render(backend, runs[0]->info.load(), runs[0]->cases, sustained ? &runs[0]->sus : nullptr);
+  }
+  std::vector<CaseResult> cases;
+  Sustained sus;
+  std::ostringstream e;
+  e << "  \"devices\": [";
+  std::string model;
+  bool first = true;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    DeviceRun& r = *runs[i];
+    const Device* d = r.info.load();
+    long long passed = 0;
+    for (auto c : r.cases) {
+      passed += c.status == "passed";
+      c.name += "/gpu=" + std::to_string(r.ordinal);
+      c.config["device_ordinal"] = std::to_string(r.ordinal);
+      if (d && !d->uuid.empty()) c.config["device_uuid"] = d->uuid;
+      if (c.status != "passed" && c.message.find(device_label(r)) == std::string::npos) c.message += " [" + device_label(r) + "]";
+      cases.push_back(std::move(c));
+    }
+    e << (i ? ",\n    " : "\n    ") << "{\"ordinal\": " << r.ordinal;
+    if (d) {
+      e << ", \"name\": " << jstr(d->name);
+      if (!d->uuid.empty()) e << ", \"uuid\": " << jstr(d->uuid);
+      if (!d->pci_bus_id.empty()) e << ", \"pci_bus_id\": " << jstr(d->pci_bus_id);
+      if (first) model = d->name;
+      if (model != d->name) model = "several models";
+      first = false;
+    }
+    e << ", \"cases\": " << r.cases.size() << ", \"passed\": " << passed;
+    if (!r.open_error.empty()) e << ", \"error\": " << jstr(r.open_error);
+    if (sustained) {
+      const Sustained& s = r.sus;
+      e << ", \"sustained\": {\"elapsed_s\": " << jnum(s.elapsed_s) << ", \"busy_s\": " << jnum(s.busy_s) << ", \"duty_cycle\": " << jnum(s.duty)
+        << ", \"iterations\": " << s.iterations << ", \"outputs_checked\": " << s.checked << ", \"mismatches\": " << s.mismatches;
+      if (!s.error.empty()) e << ", \"error\": " << jstr(s.error);
+      e << "}";
+      if (i == 0) {
+        sus = s;
+        sus.error = s.error.empty() ? "" : device_label(r) + ": " + s.error;
+      } else {
+        sus.elapsed_s = std::max(sus.elapsed_s, s.elapsed_s);
+        sus.busy_s += s.busy_s;
+        sus.duty = std::min(sus.duty, s.duty);
+        sus.iterations += s.iterations;
+        sus.checked += s.checked;
+        sus.mismatches += s.mismatches;
+        if (!s.error.empty()) sus.error += (sus.error.empty() ? "" : "; ") + device_label(r) + ": " + s.error;
+      }
+    }
+    e << "}";
+  }
+  e << "\n  ],\n";
+  if (x) {
+    e << "  \"cross_device\": {\"devices\": " << x->devices << ", \"cases_compared\": " << x->compared << ", \"disagreements\": [";
+    for (size_t i = 0; i < x->disagreements.size(); ++i) e << (i ? ", " : "") << jstr(x->disagreements[i]);
+    e << "]},\n";
+  }
+  Device top;
+  top.name = model;
+  return render(backend, model.empty() ? nullptr : &top, cases, sustained ? &sus : nullptr, e.str());
+}
+
+// Watchdog fails the run when a device makes no progress for
+// o.watchdog_s: it names the device and the case it hung in, writes the
+// results (the finished cases, the hung one as an error) and exits 1, so a
+// hung GPU cannot hang the run. The process exits without waiting for the
+// hung thread: its context cannot be recovered anyway.
+class Watchdog {
+ public:
+  Watchdog(const Options& o, const std::string& backend, std::vector<std::unique_ptr<DeviceRun>>& runs)
+      : o_(o), backend_(backend), runs_(runs), th_([this]() { loop(); }) {}
+  ~Watchdog() { stop(); }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (th_.joinable()) th_.join();
+  }
+
+ private:
+  void loop() {
+    const auto tick = std::chrono::duration<double>(std::min(1.0, o_.watchdog_s / 10));
+    std::vector<long long> seen(runs_.size(), -1);
+    std::vector<std::chrono::steady_clock::time_point> since(runs_.size(), std::chrono::steady_clock::now());
+    std::unique_lock<std::mutex> l(mu_);
+    while (!cv_.wait_for(l, tick, [this]() { return stop_; })) {
+      for (size_t i = 0; i < runs_.size(); ++i) {
+        DeviceRun& r = *runs_[i];
+        const long long p = r.progress.load();
+        if (r.done || p != seen[i]) {
+          seen[i] = p;
+          since[i] = std::chrono::steady_clock::now();
+        } else if (seconds_since(since[i]) >= o_.watchdog_s) {
+          fire(r);
+        }
+      }
+    }
+  }
+
+  [[noreturn]] void fire(DeviceRun& hung) {
+    std::string current;
+    {
+      std::lock_guard<std::mutex> l(hung.mu);
+      current = hung.current;
+    }
+    char b[512];
+    std::snprintf(b, sizeof b, "no progress for %g s on %s in %s: the watchdog (--watchdog) stopped the run", o_.watchdog_s,
+                  device_label(hung).c_str(), current.c_str());
+    std::fprintf(stderr, "gpuattest-harness: watchdog: %s\nhint: a hung kernel or a GPU that stopped answering; nvidia-smi -q and dmesg (Xid) say which\n", b);
+    // A snapshot of every device's finished cases; the hung device's case
+    // in progress is an error naming it.
+    std::vector<std::unique_ptr<DeviceRun>> snap;
+    const bool sustained = o_.duration_s > 0;
+    for (auto& r : runs_) {
+      auto s = std::make_unique<DeviceRun>();
+      s->ordinal = r->ordinal;
+      s->info = r->info.load();
+      s->tag = r->tag;
+      {
+        std::lock_guard<std::mutex> l(r->mu);
+        s->cases = r->cases;
+      }
+      if (r.get() == &hung) {
+        CaseResult c;
+        c.name = current.empty() ? "watchdog" : current;
+        c.kernel = c.name.substr(0, c.name.find('/'));
+        c.status = "error";
+        c.message = b;
+        if (sustained) {
+          s->sus.error = b;
+        }
+        s->cases.push_back(c);
+      } else if (sustained && !r->done) {
+        s->sus.error = "stopped: the watchdog found " + device_label(hung) + " hung";
+      }
+      snap.push_back(std::move(s));
+    }
+    std::string why;
+    if (!write_atomic(o_.out, render_run(backend_, sustained, snap, nullptr), why)) std::fprintf(stderr, "gpuattest-harness: %s\n", why.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+
+  const Options& o_;
+  std::string backend_;
+  std::vector<std::unique_ptr<DeviceRun>>& runs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread th_;
+};
+
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   Cuda cuda;
@@ -1458,131 +1921,73 @@ int main(int argc, char** argv) {
     if (!o.cols_set) o.cols = 4096;
   }
 
-  std::vector<CaseResult> cases;
-  std::vector<std::unique_ptr<SustainedCase>> sc;
-  bool lost = false;
-  std::string lost_after;
-  for (const auto& k : o.kernels) {
-    for (uint64_t seed : o.seeds) {
-      Problem p = make_problem(k, seed, o, !lost);
-      CaseResult res;
-      res.name = p.name;
-      res.kernel = k;
-      res.flops = p.flops;
-      res.bytes = p.bytes;
-      res.config = p.config;
-      res.config["backend"] = backend;
-      res.tol = p.tol;
-      if (lost) {
-        // After a sticky error every call fails: running this case would
-        // only blame it for another's fault.
-        res.status = "error";
-        res.message = "not run: context lost after " + lost_after;
-      } else {
-        std::vector<float> out;
-        auto s = std::make_unique<SustainedCase>();
-        try {
-          if (sustained) {
-            // The first repeat: warm-up, one launch, the output checked
-            // against the reference; the loop compares every later repeat
-            // with it.
-            if (gpu) {
-              s->cc = std::make_unique<CudaCase>(cuda);
-              s->cc->load(p, o, res);
-              if (o.inject_illegal_address == k) s->cc->inject_illegal_address();
-              for (int i = 0; i <= o.warmup; ++i) s->cc->launch();
-              out = s->cc->output();
-            } else {
-              if (o.inject_illegal_address == k) {
-                cpu.lost = true;
-                throw std::runtime_error("simulated illegal address in " + k + " (--inject-illegal-address on the cpu backend)");
-              }
-              out.assign(p.out_n, 0.0f);
-              for (int i = 0; i <= o.warmup; ++i) cpu_compute(p, o, out);
-            }
-            s->first = out;
-          } else if (gpu) {
-            run_cuda(cuda, p, o, res, out);
-          } else {
-            run_cpu(cpu, p, o, res, out);
-          }
-          if (o.inject_fault == k && !out.empty()) out[out.size() / 2] += 1.0f;
-          res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
-          check_output(p, out, res);
-        } catch (const std::exception& e) {
-          res.status = "error";
-          res.message = e.what();
-        }
-        std::string why;
-        if (gpu ? !cuda.healthy(why) : cpu.lost) {
-          lost = true;
-          lost_after = res.name;
-          if (res.status != "error") {
-            res.status = "error";
-            res.message = "the context was lost during this case: " + why;
-          }
-          res.message += "; the context is lost, later cases are not run";
-        }
-        if (sustained && res.status == "passed") {
-          s->p = std::move(p);
-          s->result = cases.size();
-          sc.push_back(std::move(s));
-        }
-      }
-      std::fprintf(stderr, "%-44s %-7s %s\n", res.name.c_str(), res.status.c_str(), res.message.c_str());
-      cases.push_back(std::move(res));
-    }
-  }
-
-  Sustained sus;
-  bool looped = false;
-  if (sustained) {
-    sus.duration_s = o.duration_s;
-    sus.timing = gpu ? "cuda_events" : "steady_clock";
-    sus.check = gpu ? "checksum64" : "bytes";
-    if (lost) {
-      sus.error = "context lost after " + lost_after;
-    } else if (sc.empty()) {
-      sus.error = "no case passed its first repeat: nothing to sustain";
+  // The devices to run: --device alone, or every one --devices lists.
+  std::vector<int> ordinals = {o.device};
+  if (!o.devices.empty() && !gpu) {
+    std::fprintf(stderr, "gpuattest-harness: --devices %s: the cpu backend is one device\n", o.devices.c_str());
+  } else if (!o.devices.empty()) {
+    int count = 0;
+    cuda.check(cuda.api.cuDeviceGetCount(&count), "cuDeviceGetCount");
+    ordinals.clear();
+    if (o.devices == "all") {
+      for (int i = 0; i < count; ++i) ordinals.push_back(i);
     } else {
-      looped = true;
-      try {
-        if (gpu) {
-          sustained_cuda(cuda, o, sc, cases, sus);
-        } else {
-          sustained_cpu(o, sc, sus);
-        }
-      } catch (const std::exception& e) {
-        sus.error = e.what();
+      for (auto& d : split(o.devices, ',')) ordinals.push_back(int(parse_long("--devices", d, 0, 1024)));
+    }
+    for (int d : ordinals) {
+      if (d >= count) {
+        std::fprintf(stderr, "gpuattest-harness: --devices %s: device %d requested but only %d visible\n", o.devices.c_str(), d, count);
+        return 3;
       }
     }
-    for (auto& s : sc) {
-      CaseResult& res = cases[s->result];
-      res.sustained = true;
-      res.sus.repeats = s->repeats;
-      res.sus.mismatches = s->mismatches;
-      res.sus.first_mismatch = s->first_mismatch;
-      res.sus.busy_s = s->busy_s;
-      if (s->mismatches > 0) {
-        res.status = "failed";
-        res.message = "the output of repeat " + std::to_string(s->first_mismatch) + " differs from repeat 1 (" + std::to_string(s->mismatches) +
-                      " of " + std::to_string(s->repeats - 1) + " repeats differ)";
-      } else if (!sus.error.empty()) {
-        res.status = "error";
-        res.message = (looped ? "sustained run stopped: " : "sustained loop not run: ") + sus.error;
-      }
+    if (ordinals.empty() || ordinals[0] != o.device) {
+      std::fprintf(stderr, "gpuattest-harness: --devices %s must start with the opened device %d\nhint: --devices all, or a list starting with --device\n",
+                   o.devices.c_str(), o.device);
+      return 2;
     }
-    std::fprintf(stderr, "gpuattest-harness: sustained %.1f s: duty cycle %.1f %% (%s), %lld iterations, %lld outputs checked, %lld differ%s%s\n",
-                 sus.elapsed_s, 100 * sus.duty, sus.timing.c_str(), sus.iterations, sus.checked, sus.mismatches,
-                 sus.error.empty() ? "" : "; ", sus.error.c_str());
   }
-  bool all_passed = !sustained || (sus.error.empty() && sus.mismatches == 0);
-  for (auto& c : cases) all_passed = all_passed && c.status == "passed";
-  // CUDA objects go before the results are written, while the context
-  // still exists.
-  sc.clear();
+  const bool multi = ordinals.size() > 1;
+  std::vector<std::unique_ptr<DeviceRun>> runs;
+  std::vector<std::unique_ptr<Cuda>> opened(ordinals.size());
+  for (size_t i = 0; i < ordinals.size(); ++i) {
+    runs.push_back(std::make_unique<DeviceRun>());
+    runs[i]->ordinal = ordinals[i];
+    if (multi) runs[i]->tag = "[gpu " + std::to_string(ordinals[i]) + "] ";
+  }
+  runs[0]->cuda = gpu ? &cuda : nullptr;
+  if (gpu) runs[0]->info = &cuda.info;
+  // One host thread and context per further device; the first runs on
+  // this thread, in the context opened above.
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < ordinals.size(); ++i) {
+    threads.emplace_back([&, i]() {
+      DeviceRun& dr = *runs[i];
+      opened[i] = std::make_unique<Cuda>();
+      std::string why;
+      if (opened[i]->open(ordinals[i], why)) {
+        dr.cuda = opened[i].get();
+        dr.info = &opened[i]->info;
+      } else {
+        dr.open_error = "opening device " + std::to_string(ordinals[i]) + ": " + why;
+      }
+      run_device(dr, backend, o);
+    });
+  }
+  std::unique_ptr<Watchdog> dog;
+  if (o.watchdog_s > 0) dog = std::make_unique<Watchdog>(o, backend, runs);
+  run_device(*runs[0], backend, o);
+  for (auto& t : threads) t.join();
+  if (dog) dog->stop();
+
+  CrossDevice cross;
+  if (multi) cross = compare_devices(runs);
+  bool all_passed = true;
+  for (auto& r : runs) {
+    all_passed = all_passed && (!sustained || (r->sus.error.empty() && r->sus.mismatches == 0));
+    for (auto& c : r->cases) all_passed = all_passed && c.status == "passed";
+  }
   std::string why;
-  if (!write_atomic(o.out, render(backend, gpu ? &cuda.info : nullptr, cases, sustained ? &sus : nullptr), why)) {
+  if (!write_atomic(o.out, render_run(backend, sustained, runs, multi ? &cross : nullptr), why)) {
     std::fprintf(stderr, "gpuattest-harness: %s\n", why.c_str());
     return 3;
   }
