@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"cmp"
+	"encoding/binary"
 	"crypto/sha256"
 	"fmt"
 	"slices"
@@ -115,6 +116,7 @@ type simDevice struct {
 	openErr      nvml.Return // SUCCESS, or what opening the device answers (SetOpenError)
 	fabricState  uint8       // nvml.GPU_FABRIC_STATE_*
 	fabricStatus nvml.Return
+	slowdownNS   map[uint32]uint64 // cumulative clock-event counters by field id
 }
 
 type simEventSet struct {
@@ -274,6 +276,31 @@ func (s *Simulated) SetClockEventReasons(i int, reasons uint64) {
 	s.mu.Lock()
 	s.devs[i].reasons = reasons
 	s.mu.Unlock()
+}
+
+// AddSlowdown adds d to GPU i's cumulative clock-event counter of reason
+// (one bit of nvml.ClocksEventReason*: sw_power_cap, SW/HW thermal
+// slowdown or HW power brake), as the driver counts time spent in it.
+func (s *Simulated) AddSlowdown(i int, reason uint64, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range slowdownCounters {
+		if c.bit == reason {
+			if s.devs[i].slowdownNS == nil {
+				s.devs[i].slowdownNS = map[uint32]uint64{}
+			}
+			s.devs[i].slowdownNS[c.field] += uint64(d)
+		}
+	}
+}
+
+func isSlowdownField(id uint32) bool {
+	for _, c := range slowdownCounters {
+		if c.field == id {
+			return true
+		}
+	}
+	return false
 }
 
 // AddProcess makes a compute process with pid use usedBytes of GPU i's
@@ -586,6 +613,10 @@ func (s *Simulated) fillHealth(sd *simDevice) {
 		defer s.mu.Unlock()
 		for k := range fv {
 			fv[k].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			if isSlowdownField(fv[k].FieldId) {
+				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.LittleEndian.PutUint64(fv[k].Value[:], sd.slowdownNS[fv[k].FieldId])
+			}
 			if fv[k].FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION && sd.recovery != nil {
 				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
 				fv[k].Value = [8]byte{byte(*sd.recovery)}
