@@ -4,6 +4,8 @@
 # the NVIDIA driver and libcuda are the machine's own).
 #
 #   ./run.sh [--simulated] [--out DIR]
+#   ./run.sh --selfcheck [--simulated] [--out DIR]   (selfcheck.sh: run it first
+#                                                    on any GPU machine)
 #
 # DIR (default check-run, beside run/) receives a copy of run/ and the
 # resumed run; run/ itself stays as built.
@@ -21,6 +23,10 @@
 # shows the signature and the other rules.
 set -euo pipefail
 cd "$(dirname "$0")"
+if [ "${1:-}" = --selfcheck ]; then
+	shift
+	exec ./selfcheck.sh "$@"
+fi
 simulated=0 out=
 while [ $# -gt 0 ]; do
 	case $1 in
