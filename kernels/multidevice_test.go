@@ -31,7 +31,7 @@ func simulatedNode(t *testing.T) (env []string, uuids []string) {
 // simulated node: one entry per GPU by UUID, every case per GPU, and
 // every case failed only on the GPUs bad says (kernel -> ordinal), with
 // a message naming that GPU's UUID and containing want.
-func checkEveryGPU(t *testing.T, r run, uuids []string, bad map[string]int, want string) {
+func checkEveryGPU(t *testing.T, r run, uuids []string, perGPU int, bad map[string]int, want string) {
 	t.Helper()
 	res := r.results
 	if res == nil {
@@ -41,12 +41,12 @@ func checkEveryGPU(t *testing.T, r run, uuids []string, bad map[string]int, want
 		t.Fatalf("devices %+v, device %q uuid %q; want one entry per GPU of the node", res.Devices, res.Device, res.DeviceUUID)
 	}
 	for i, d := range res.Devices {
-		if d.Ordinal != i || d.UUID != uuids[i] || d.Cases != 4 {
-			t.Errorf("device %d: %+v; want uuid %s and 4 cases", i, d, uuids[i])
+		if d.Ordinal != i || d.UUID != uuids[i] || d.Cases != perGPU {
+			t.Errorf("device %d: %+v; want uuid %s and %d cases", i, d, uuids[i], perGPU)
 		}
 	}
-	if len(res.Cases) != 4*len(uuids) {
-		t.Fatalf("%d cases, want 4 per GPU", len(res.Cases))
+	if len(res.Cases) != perGPU*len(uuids) {
+		t.Fatalf("%d cases, want %d per GPU", len(res.Cases), perGPU)
 	}
 	failed := 0
 	for _, c := range res.Cases {
@@ -82,12 +82,12 @@ func TestFakeDriverEveryGPUValidated(t *testing.T) {
 	t.Parallel()
 	env, uuids := simulatedNode(t)
 	clean := runFake(t, env, "--devices", "all", "--repeats", "2", "--warmup", "1", "--no-flush")
-	checkEveryGPU(t, clean, uuids, nil, "")
+	checkEveryGPU(t, clean, uuids, 4, nil, "")
 	if x := clean.results.CrossDevice; x == nil || x.Devices != 8 || x.CasesCompared != 4 || len(x.Disagreements) != 0 {
 		t.Errorf("cross-device comparison %+v; want 4 cases compared over 8 GPUs, no disagreement", x)
 	}
 	r := runFake(t, append(env, "FAKE_CUDA_CORRUPT=sgemm:*@5"), "--devices", "all", "--repeats", "2", "--warmup", "1", "--no-flush")
-	checkEveryGPU(t, r, uuids, map[string]int{"sgemm": 5}, "output differs from the other")
+	checkEveryGPU(t, r, uuids, 4, map[string]int{"sgemm": 5}, "output differs from the other")
 	if x := r.results.CrossDevice; x == nil || len(x.Disagreements) != 1 || !strings.Contains(x.Disagreements[0], uuids[5]) {
 		t.Errorf("cross-device comparison %+v; want one disagreement naming %s", x, uuids[5])
 	}
@@ -103,8 +103,9 @@ func TestFakeDriverEveryGPUValidated(t *testing.T) {
 func TestFakeDriverEveryGPUBurnedIn(t *testing.T) {
 	t.Parallel()
 	env, uuids := simulatedNode(t)
-	r := runFake(t, append(env, "FAKE_CUDA_CORRUPT=vector_add:6@5"), "--devices", "all", "--duration", "0.5", "--warmup", "0", "--inject-inconsistency", "sgemm@5")
-	checkEveryGPU(t, r, uuids, map[string]int{"vector_add": 5, "sgemm": 5}, "differs from repeat 1")
+	r := runFake(t, append(env, "FAKE_CUDA_CORRUPT=vector_add:6@5"), "--devices", "all", "--duration", "1", "--warmup", "0", "--burn-ms", "0.5", "--inject-inconsistency", "sgemm@5")
+	// Four kernels and the burn case per GPU.
+	checkEveryGPU(t, r, uuids, 5, map[string]int{"vector_add": 5, "sgemm": 5}, "differs from repeat 1")
 	for _, c := range r.results.Cases {
 		if c.Config["device_ordinal"] != "5" {
 			continue

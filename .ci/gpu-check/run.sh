@@ -50,6 +50,26 @@ if [ $simulated = 1 ]; then
 	export GPU_CHECK_SIZES="--n 262144 --gemm 128 --rows 256 --cols 512"
 fi
 
+if [ $simulated = 0 ]; then
+	# The driver's libraries first: without libcuda nothing runs, and
+	# without the PTX JIT the burn-in's checksum kernel fails (error 221)
+	# while validate passes.
+	for lib in libcuda.so.1 libnvidia-ml.so.1 libnvidia-ptxjitcompiler.so.1; do
+		if ! ldconfig -p 2>/dev/null | grep -q "$lib"; then
+			echo "run.sh: $lib not found (ldconfig -p): the NVIDIA driver's user-space libraries are missing" >&2
+			echo "hint: install the driver's libraries (nvidia-utils / libnvidia-compute of the driver's version), or set LD_LIBRARY_PATH" >&2
+			exit 3
+		fi
+	done
+fi
+have=$(ldd --version 2>/dev/null | head -n1 | grep -o '[0-9]*\.[0-9]*$')
+need=$(sed 's/GLIBC_//' glibc-floor 2>/dev/null) # written when the bundle was built
+if [ -n "$have" ] && [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n1)" != "$need" ]; then
+	echo "run.sh: this machine has glibc $have; the bundle needs $need or newer (it was built on a newer system)" >&2
+	echo "hint: build the bundle on a system with glibc <= $have (make gpu-check-bundle), or run on a newer OS" >&2
+	exit 3
+fi
+
 echo "=== gpuattest device"
 ./gpuattest version
 ./gpuattest device

@@ -94,6 +94,10 @@ struct Options {
   // finished, no sample or repeat completed) for this long fails the run
   // naming it; 0 is off.
   double watchdog_s = 0;
+  // burn (sustained on cuda): add the FMA-dense burn kernel as a case,
+  // each launch about burn_ms long.
+  bool burn = true;
+  double burn_ms = 20;
   bool flush = true;
   long batch = 0;  // cuda: launches per sample; 0 chooses (>= kMinSampleNs)
   // Sustained mode (--duration): seconds to run; 0 is off.
@@ -207,6 +211,9 @@ const char* kHelp =
     "                            to back for S seconds, check every repeat's output against the\n"
     "                            first, report the duty cycle; on cuda the sizes default to\n"
     "                            --n 67108864 --gemm 2048 --rows 8192 --cols 4096\n"
+    "  --no-burn                 sustained on cuda: leave out the burn case (gpuattest_burn, an\n"
+    "                            FMA-dense register loop on every SM that takes most of each round)\n"
+    "  --burn-ms MS              sustained on cuda: the burn case's launch time (default 20)\n"
     "  --threads N               sustained on cpu: worker threads (default: the usable CPUs)\n"
     "  --tolerance KERNEL=X      override a kernel's max-abs-error tolerance\n"
     "  --inject-fault KERNEL     corrupt one output element of KERNEL (proves the check)\n"
@@ -346,6 +353,10 @@ Options parse(int argc, char** argv) {
       o.devices = next();
     } else if (a == "--watchdog") {
       o.watchdog_s = parse_double(a, next(), 0, 1e6);
+    } else if (a == "--no-burn") {
+      o.burn = false;
+    } else if (a == "--burn-ms") {
+      o.burn_ms = parse_double(a, next(), 0, 10000);
     } else if (a == "--no-flush") {
       o.flush = false;
     } else if (a == "--duration") {
@@ -1501,6 +1512,103 @@ struct DeviceRun {
   }
 };
 
+// ---- the burn case (sustained mode on cuda) ------------------------------------
+
+// burn_host is gpuattest_burn (checksum.cu) for thread t on the host: fmaf
+// is exactly rounded and the sum is added in the same order, so the bits
+// agree with the GPU's.
+float burn_host(unsigned t, unsigned iters, float seed) {
+  const float m = 0.9999999f, c = 1e-7f;
+  float a[8];
+  a[0] = seed + float(t & 1023) * 1e-6f;
+  for (int j = 1; j < 8; ++j) a[j] = a[0] + 0.125f * float(j);
+  for (unsigned i = 0; i < iters; ++i)
+    for (int k = 0; k < 16; ++k)
+      for (int j = 0; j < 8; ++j) a[j] = std::fma(a[j], m, c);
+  float s = a[0];
+  for (int j = 1; j < 8; ++j) s = s + a[j];
+  return s;
+}
+
+// add_burn_case sets up the burn case on c: the embedded gpuattest_burn
+// on a grid of 8 blocks of 256 threads per SM (full occupancy for its few
+// registers), its iteration count calibrated so that a launch takes about
+// o.burn_ms; it runs its first repeat, checks sampled threads against
+// burn_host exactly and appends the case to cases and sc.
+void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, std::vector<std::unique_ptr<SustainedCase>>& sc, DeviceRun& dr) {
+  auto s = std::make_unique<SustainedCase>();
+  CaseResult res;
+  res.kernel = "burn";
+  res.config["backend"] = "cuda";
+  res.config["mode"] = "sustained";
+  char b[64];
+  std::snprintf(b, sizeof b, "%g", o.duration_s);
+  res.config["duration_s"] = b;
+  try {
+    int sms = 0;
+    c.check(c.api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c.dev), "cuDeviceGetAttribute(SM count)");
+    const unsigned block = 256, grid = unsigned(std::max(1, sms) * 8), threads = grid * block;
+    s->cc = std::make_unique<CudaCase>(c);
+    CudaCase& cc = *s->cc;
+    c.check(c.api.cuModuleLoadData(&cc.mod, harness::kChecksumPTX), "cuModuleLoadData(burn PTX)");
+    c.check(c.api.cuModuleGetFunction(&cc.fn, cc.mod, "gpuattest_burn"), "cuModuleGetFunction(gpuattest_burn)");
+    cc.out_n = threads;
+    cc.dout = cc.out = cc.alloc(size_t(threads) * sizeof(float));
+    auto iters = std::make_shared<unsigned>(64);
+    const float seed = 1.0f;
+    cc.launch = [&cc, grid, block, iters, seed]() {
+      unsigned it = *iters;
+      float sd = seed;
+      void* args[] = {&cc.out, &it, &sd};
+      cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(gpuattest_burn)");
+    };
+    // Calibrate: one launch of 64 iterations, timed.
+    Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
+    cc.launch();
+    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
+    cc.launch();
+    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+    c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(burn calibration)");
+    const double ms = std::max(1e-3, double(elapsed_ms(c, e0, e1)));
+    *iters = unsigned(std::clamp(64.0 * o.burn_ms / ms, 1.0, double(1 << 20)));
+    Problem& p = s->p;
+    p.kernel = "burn";
+    p.out_n = threads;
+    p.flops = double(threads) * double(*iters) * 256;
+    p.bytes = double(threads) * 4;
+    p.tol = 0;
+    for (unsigned t = 0; t < threads; t += std::max(1u, threads / 64)) {
+      p.ref_at.push_back(t);
+      p.ref.push_back(double(burn_host(t, *iters, seed)));
+    }
+    p.name = "burn/ffma/grid=" + std::to_string(grid) + "x" + std::to_string(block) + "/iters=" + std::to_string(*iters);
+    res.name = p.name;
+    res.flops = p.flops;
+    res.bytes = p.bytes;
+    res.config["sm_count"] = std::to_string(sms);
+    res.config["grid"] = std::to_string(grid);
+    res.config["block"] = std::to_string(block);
+    res.config["iters"] = std::to_string(*iters);
+    dr.set_current(p.name);
+    cc.launch();
+    std::vector<float> out = cc.output();
+    res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
+    check_output(p, out, res);
+    if (res.status == "passed") res.message = "";
+    s->first = std::move(out);
+  } catch (const std::exception& e) {
+    res.status = "error";
+    res.message = e.what();
+    if (res.name.empty()) res.name = "burn/ffma";
+  }
+  std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
+  if (res.status == "passed") {
+    s->result = cases.size();
+    sc.push_back(std::move(s));
+  }
+  dr.add_case(std::move(res));
+}
+
 // run_device runs every case (and, in sustained mode, the loop) on one
 // device: cuda when dr.cuda is set (its context current on this thread),
 // else the CPU backend.
@@ -1594,6 +1702,14 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
     }
   }
 
+  if (sustained && gpu && o.burn && !lost) {
+    add_burn_case(*cuda, o, cases, sc, dr);
+    std::string why;
+    if (!cuda->healthy(why)) {
+      lost = true;
+      lost_after = "the burn case";
+    }
+  }
   Sustained& sus = dr.sus;
   bool looped = false;
   if (sustained) {

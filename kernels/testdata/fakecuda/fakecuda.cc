@@ -279,6 +279,27 @@ bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** 
       for (int j = 0; j < cols; ++j) y[size_t(r) * cols + j] = std::exp(x[size_t(r) * cols + j] - m) / sum;
     }
     out = o, out_bytes = b;
+  } else if (fn == "gpuattest_burn") {
+    // checksum.cu's burn kernel, thread by thread (fmaf is exact: the same
+    // bits as a GPU's).
+    auto o = arg<CUdeviceptr>(a, 0);
+    unsigned iters = arg<unsigned>(a, 1);
+    float seed = arg<float>(a, 2);
+    if (!valid(s, o, threads * 4)) return false;
+    float* y = reinterpret_cast<float*>(o);
+    const float m = 0.9999999f, c = 1e-7f;
+    for (size_t t = 0; t < threads; ++t) {
+      float v[8];
+      v[0] = seed + float(t & 1023) * 1e-6f;
+      for (int j = 1; j < 8; ++j) v[j] = v[0] + 0.125f * float(j);
+      for (unsigned i = 0; i < iters; ++i)
+        for (int k = 0; k < 16; ++k)
+          for (int j = 0; j < 8; ++j) v[j] = std::fma(v[j], m, c);
+      float sum = v[0];
+      for (int j = 1; j < 8; ++j) sum = sum + v[j];
+      y[t] = sum;
+    }
+    out = o, out_bytes = threads * 4;
   } else if (fn == "gpuattest_checksum") {
     auto x = arg<CUdeviceptr>(a, 0), p = arg<CUdeviceptr>(a, 2);
     auto n = arg<unsigned long long>(a, 1);
@@ -350,6 +371,7 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
 CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
   FAKE_GUARD();
   switch (attr) {
+    case 16: *v = 2; break;         // SM count
     case 38: *v = 50 << 20; break;  // L2 cache size
     case 75: *v = 9; break;         // compute capability major
     case 76: *v = 0; break;
@@ -407,7 +429,7 @@ CUresult cuModuleUnload(void* mod) {
 
 CUresult cuModuleGetFunction(void** fn, void*, const char* name) {
   FAKE_GUARD();
-  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum"};
+  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn"};
   for (const char* k : known) {
     if (std::strcmp(k, name) == 0) {
       *fn = new Func{name};
@@ -503,7 +525,7 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, u
   if (name == s.hang_kernel && (s.hang_device < 0 || s.hang_device == cur)) s.hung.insert(cur);
   if (name == s.corrupt_kernel && (s.corrupt_at < 0 || nth == s.corrupt_at) && (s.corrupt_device < 0 || s.corrupt_device == cur) && out_bytes >= 4)
     reinterpret_cast<unsigned char*>(out)[0] ^= 1;
-  if (s.kernel_ns > 0 && name != "gpuattest_checksum") {
+  if (s.kernel_ns > 0 && name != "gpuattest_checksum" && name != "gpuattest_burn") {
     auto until = t0 + std::chrono::nanoseconds(s.kernel_ns);
     while (std::chrono::steady_clock::now() < until) {
     }
