@@ -117,6 +117,7 @@ type simDevice struct {
 	fabricState  uint8       // nvml.GPU_FABRIC_STATE_*
 	fabricStatus nvml.Return
 	slowdownNS   map[uint32]uint64 // cumulative clock-event counters by field id
+	computeMode  nvml.ComputeMode
 }
 
 type simEventSet struct {
@@ -292,6 +293,13 @@ func (s *Simulated) AddSlowdown(i int, reason uint64, d time.Duration) {
 			s.devs[i].slowdownNS[c.field] += uint64(d)
 		}
 	}
+}
+
+// SetComputeMode sets GPU i's compute mode (default at start).
+func (s *Simulated) SetComputeMode(i int, m nvml.ComputeMode) {
+	s.mu.Lock()
+	s.devs[i].computeMode = m
+	s.mu.Unlock()
 }
 
 func isSlowdownField(id uint32) bool {
@@ -607,6 +615,11 @@ func (s *Simulated) fillHealth(sd *simDevice) {
 			return nvml.GpuFabricInfo_v4{}, cmp.Or(sd.lost, nvml.ERROR_NOT_SUPPORTED)
 		}
 		return nvml.GpuFabricInfo_v4{State: sd.fabricState, Status: uint32(sd.fabricStatus)}, nvml.SUCCESS
+	}
+	d.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return sd.computeMode, nvml.SUCCESS
 	}
 	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
 		s.mu.Lock()
