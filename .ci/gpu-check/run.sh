@@ -90,10 +90,34 @@ verify() {
 	echo "exit $rc: $(tail -n1 "$tmp/verify.out")"
 	grep '^FAIL' "$tmp/verify.out" | sed 's/  */ /g; s/^/  /' || true
 }
+# The default policy asks for every pinned target (sm_80 and sm_90) on a
+# GPU of its compute capability, which one node of one model cannot give:
+# the check also verifies against this node's own target, and says which.
+cc=$(./gpuattest device -o json 2>/dev/null | grep -o '"compute_capability": *"[0-9.]*"' | head -n1 | grep -o '[0-9]*\.[0-9]*')
+real='!predicate.simulated'
+devreal='s.devices.all(d, !d.simulated)'
+if [ $simulated = 1 ]; then real=true devreal=true; fi
+cat >"$tmp/local.yaml" <<POLICY
+apiVersion: gpuattest.dev/v1
+kind: Policy
+rules:
+  - name: all steps passed
+    expr: predicate.result == "passed" && size(predicate.failed_steps) == 0 && predicate.steps.all(s, s.verdict in ["passed", "cached"])
+    message: every step of the run must have passed
+  - name: hardware not simulated
+    expr: $real
+    message: the run must have used real GPUs
+  - name: this node's target sm_${cc/./} covered (cc ${cc:-?})
+    expr: predicate.steps.exists(s, s.kind in ["test", "benchmark", "burnin"] && s.verdict == "passed" && has(s.backend) && s.backend == "cuda" && size(s.devices) > 0 && $devreal && s.devices.all(d, d.compute_capability == "${cc:-none}"))
+    message: a passed test, benchmark or burn-in must have run with backend cuda on this node's GPUs (compute capability ${cc:-?})
+POLICY
 verdicts=
 if [ -f "$out/attestations.intoto.jsonl" ]; then
-	echo "=== gpuattest verify (default policy)"
+	echo "=== gpuattest verify (default policy: every pinned target, sm_80 and sm_90, on a GPU of its capability; one model cannot cover both)"
 	verdicts="default policy: $(verify)"
+	echo "=== gpuattest verify (this node's target only: cc ${cc:-?}, sm_${cc/./})"
+	verdicts="$verdicts
+this node's target (cc ${cc:-?} -> sm_${cc/./}; the other pinned targets need a GPU of their own capability): $(verify --policy "$tmp/local.yaml")"
 	if [ $simulated = 1 ]; then
 		cat >"$tmp/policy.yaml" <<'POLICY'
 apiVersion: gpuattest.dev/v1
