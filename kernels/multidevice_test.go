@@ -162,3 +162,40 @@ func TestFakeDriverWatchdogNamesTheHungGPU(t *testing.T) {
 		t.Errorf("one device: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// The memory sweep (--memsweep F) runs on every GPU after the cases: each
+// reports the bytes it covered, and a word corrupted between writing and
+// checking a pass on device 5 fails that GPU's sweep by UUID. On the cpu
+// backend the sweep is a scaled-down host buffer and says so.
+func TestFakeDriverMemorySweepEveryGPU(t *testing.T) {
+	t.Parallel()
+	env, uuids := simulatedNode(t)
+	r := runFake(t, env, "--devices", "all", "--kernels", "vector_add", "--repeats", "1", "--warmup", "0", "--no-flush",
+		"--memsweep", "0.85", "--memsweep-max", "4194304", "--inject-fault", "memsweep@5")
+	if r.code != 1 || r.results == nil {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	sweeps := 0
+	for _, c := range r.results.Cases {
+		if c.Kernel != "memsweep" {
+			continue
+		}
+		sweeps++
+		var ord int
+		fmt.Sscan(c.Config["device_ordinal"], &ord)
+		if c.Config["bytes_covered"] != "4194304" || c.Config["passes"] != "4" || c.Config["free_bytes"] == "" {
+			t.Errorf("%s: config %v; want 4 MiB covered in 4 passes, the free memory recorded", c.Name, c.Config)
+		}
+		bad := ord == 5
+		if bad != (c.Status == suite.StatusFailed) || (bad && (!strings.Contains(c.Message, "1 of 1048576 words differ") || !strings.Contains(c.Message, uuids[5]))) {
+			t.Errorf("%s: %s %q", c.Name, c.Status, c.Message)
+		}
+	}
+	if sweeps != 8 {
+		t.Errorf("%d sweeps, want one per GPU", sweeps)
+	}
+	cpu := runHarness(t, nil, "--backend", "cpu", "--kernels", "vector_add", "--repeats", "1", "--memsweep", "0.85", "--memsweep-max", "1048576")
+	if cpu.code != 0 || len(cpu.results.Cases) != 2 || cpu.results.Cases[1].Config["scaled_down"] != "true" || cpu.results.Cases[1].Config["bytes_covered"] != "1048576" {
+		t.Errorf("cpu sweep: exit %d %+v", cpu.code, cpu.results)
+	}
+}

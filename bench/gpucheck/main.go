@@ -164,6 +164,10 @@ func (t *table) kernels(r *rundir.Run) {
 		return
 	}
 	for _, c := range res.Cases {
+		if c.Kernel == "memsweep" {
+			t.row("memory-sweep", "device", sweepText(c), c.Status)
+			continue
+		}
 		v := ""
 		if c.Correctness != nil {
 			v = fmt.Sprintf("max abs error %.3g (tolerance %.3g)", c.Correctness.MaxAbsError, c.Correctness.Tolerance)
@@ -191,7 +195,9 @@ func (t *table) perGPU(section string, res *suite.Results) {
 		t.row(section, fmt.Sprintf("gpu %d", d.Ordinal), v, verdict)
 	}
 	for _, c := range res.Cases {
-		if c.Status != suite.StatusPassed {
+		if c.Kernel == "memsweep" {
+			t.row("memory-sweep", "gpu "+c.Config["device_ordinal"], c.Config["device_uuid"]+": "+sweepText(c), c.Status)
+		} else if c.Status != suite.StatusPassed {
 			t.row(section, c.Name, c.Message, c.Status)
 		}
 	}
@@ -354,6 +360,24 @@ func (t *table) telemetry(id string, s *gpu.Summary) {
 		tel += "; " + strings.Join(s.Verdict.Reasons, "; ")
 	}
 	t.row("health", id+" telemetry", tel, string(s.Verdict.Status))
+}
+
+// sweepText says how much memory a sweep covered: of the free memory
+// when the device reported it.
+func sweepText(c suite.Case) string {
+	covered, _ := strconv.ParseFloat(c.Config["bytes_covered"], 64)
+	v := pipeline.FormatSize(uint64(covered)) + " swept"
+	if free, err := strconv.ParseFloat(c.Config["free_bytes"], 64); err == nil && free > 0 {
+		v += fmt.Sprintf(" of %s free (%.1f %%)", pipeline.FormatSize(uint64(free)), 100*covered/free)
+	}
+	if c.Config["scaled_down"] == "true" {
+		v += ", scaled down (cpu backend)"
+	}
+	v += ", " + c.Config["passes"] + " passes"
+	if c.Message != "" {
+		v += ": " + c.Message
+	}
+	return v
 }
 
 func dash(s string) string {

@@ -73,6 +73,8 @@ func TestTablePerGPU(t *testing.T) {
 			d.Passed = 3
 			res.Cases = append(res.Cases, suite.Case{Name: "sgemm/gpu=5", Status: suite.StatusFailed, Message: "output differs [gpu 5 (GPU-5)]"})
 		}
+		res.Cases = append(res.Cases, suite.Case{Name: fmt.Sprintf("memsweep/fraction=0.85/gpu=%d", i), Kernel: "memsweep", Status: suite.StatusPassed,
+			Config: map[string]string{"device_ordinal": fmt.Sprint(i), "device_uuid": d.UUID, "bytes_covered": "68000000000", "free_bytes": "80000000000", "passes": "4"}})
 		res.Devices = append(res.Devices, d)
 		idx, limit, peak, duty, loaded := i, 700.0, 690.0, 0.99, i != 5
 		if i == 5 {
@@ -94,12 +96,16 @@ func TestTablePerGPU(t *testing.T) {
 		if f[0] == "burn-in" && f[2] == "5" && (!strings.Contains(l, "peak 300 W of 700 W limit (43 %)") || !strings.HasSuffix(l, "failed")) {
 			t.Errorf("gpu 5's burn-in row: %q", l)
 		}
+		if f[0] == "memory-sweep" && (!strings.Contains(l, "swept of") || !strings.Contains(l, "(85.0 %)")) {
+			t.Errorf("memory sweep row: %q", l)
+		}
 		if f[0] == "kernels" && f[1] == "cross-GPU" && !strings.HasSuffix(l, "failed") {
 			t.Errorf("cross-GPU row: %q", l)
 		}
 	}
-	// 8 GPU rows + the failed case + the comparison; 8 burn-in rows.
-	if rows["kernels"] != 10 || rows["burn-in"] != 8 {
+	// 8 GPU rows + the failed case + the comparison; 8 sweep rows; 8
+	// burn-in rows.
+	if rows["kernels"] != 10 || rows["memory-sweep"] != 8 || rows["burn-in"] != 8 {
 		t.Errorf("rows %v:\n%s", rows, out.String())
 	}
 }

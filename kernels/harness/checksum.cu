@@ -67,3 +67,26 @@ extern "C" __global__ void gpuattest_burn(float* __restrict__ out, unsigned iter
   }
   out[t] = ((((((a0 + a1) + a2) + a3) + a4) + a5) + a6) + a7;
 }
+
+// The memory sweep (--memsweep): every 32-bit word of a chunk gets a
+// pattern that depends on its address in the sweep and on the pass, so a
+// stuck bit, a coupling between cells or an address-decoder fault (two
+// addresses reaching one cell) changes some word; odd passes write the
+// inverse of the pass before (moving inversions: every bit is written
+// both ways). gpuattest_mem_check counts the words that differ.
+__device__ __forceinline__ unsigned mem_pattern(u64 addr, unsigned pass) {
+  const unsigned v = unsigned(mix64(addr ^ (u64(pass >> 1) << 48)));
+  return (pass & 1) ? ~v : v;
+}
+
+extern "C" __global__ void gpuattest_mem_write(unsigned* __restrict__ p, u64 n, u64 base, unsigned pass) {
+  const u64 stride = u64(blockDim.x) * gridDim.x;
+  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = mem_pattern(base + i, pass);
+}
+
+extern "C" __global__ void gpuattest_mem_check(const unsigned* __restrict__ p, u64 n, u64 base, unsigned pass, u64* __restrict__ errors) {
+  const u64 stride = u64(blockDim.x) * gridDim.x;
+  u64 bad = 0;
+  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) bad += p[i] != mem_pattern(base + i, pass);
+  if (bad) atomicAdd(errors, bad);
+}

@@ -98,6 +98,11 @@ struct Options {
   // each launch about burn_ms long.
   bool burn = true;
   double burn_ms = 20;
+  // memsweep (--memsweep F): after the cases, sweep F of the device's
+  // free memory (cpu: a scaled-down host buffer) with address-dependent
+  // patterns and moving inversions; 0 is off.
+  double memsweep = 0;
+  long long memsweep_max = 0;  // --memsweep-max BYTES: at most this much (0: no cap)
   bool flush = true;
   long batch = 0;  // cuda: launches per sample; 0 chooses (>= kMinSampleNs)
   // Sustained mode (--duration): seconds to run; 0 is off.
@@ -211,6 +216,11 @@ const char* kHelp =
     "                            to back for S seconds, check every repeat's output against the\n"
     "                            first, report the duty cycle; on cuda the sizes default to\n"
     "                            --n 67108864 --gemm 2048 --rows 8192 --cols 4096\n"
+    "  --memsweep F              after the cases, sweep F (0 < F <= 0.95, e.g. 0.85) of the device's\n"
+    "                            free memory in 1 GiB chunks: an address-dependent pattern and its\n"
+    "                            inverse, two patterns, each checked (cpu: a host buffer of\n"
+    "                            --memsweep-max or 64 MiB, scaled down); the case reports bytes_covered\n"
+    "  --memsweep-max BYTES      sweep at most BYTES\n"
     "  --no-burn                 sustained on cuda: leave out the burn case (gpuattest_burn, an\n"
     "                            FMA-dense register loop on every SM that takes most of each round)\n"
     "  --burn-ms MS              sustained on cuda: the burn case's launch time (default 20)\n"
@@ -353,6 +363,10 @@ Options parse(int argc, char** argv) {
       o.devices = next();
     } else if (a == "--watchdog") {
       o.watchdog_s = parse_double(a, next(), 0, 1e6);
+    } else if (a == "--memsweep") {
+      o.memsweep = parse_double(a, next(), 0, 0.95);
+    } else if (a == "--memsweep-max") {
+      o.memsweep_max = parse_long(a, next(), 4096, 1L << 50);
     } else if (a == "--no-burn") {
       o.burn = false;
     } else if (a == "--burn-ms") {
@@ -1484,6 +1498,128 @@ bool write_atomic(const std::string& path, const std::string& data, std::string&
 
 }  // namespace
 
+// ---- the memory sweep (--memsweep) -----------------------------------------------
+
+const int kSweepPasses = 4;  // pattern A, ~A, pattern B, ~B
+
+// mem_pattern is checksum.cu's pattern on the host.
+uint32_t mem_pattern(uint64_t addr, unsigned pass) {
+  const uint32_t v = uint32_t(mix64(addr ^ (uint64_t(pass >> 1) << 48)));
+  return (pass & 1) ? ~v : v;
+}
+
+// sweep_case starts the sweep's case result.
+CaseResult sweep_case(const Options& o, const std::string& backend) {
+  CaseResult res;
+  res.kernel = "memsweep";
+  char b[64];
+  std::snprintf(b, sizeof b, "%g", o.memsweep);
+  res.name = std::string("memsweep/fraction=") + b;
+  res.config["backend"] = backend;
+  res.config["fraction"] = b;
+  res.config["passes"] = std::to_string(kSweepPasses);
+  res.config["pattern"] = "splitmix64(address, pass), moving inversions";
+  return res;
+}
+
+void sweep_verdict(CaseResult& res, long long bytes, long long errors, long long free_b, const std::string& inject) {
+  res.bytes = double(bytes) * 2 * kSweepPasses;
+  res.config["bytes_covered"] = std::to_string(bytes);
+  if (free_b >= 0) res.config["free_bytes"] = std::to_string(free_b);
+  res.config["errors"] = std::to_string(errors);
+  char b[256];
+  if (errors > 0) {
+    res.status = "failed";
+    std::snprintf(b, sizeof b, "%lld of %lld words differ from the pattern written (%s)", errors, bytes / 4,
+                  inject.empty() ? "a memory fault: stuck bit, coupling or address decoding" : inject.c_str());
+    res.message = b;
+  }
+}
+
+// sweep_cuda sweeps o.memsweep of c's free memory (capped by
+// o.memsweep_max): 1 GiB chunks allocated until the share is reached or
+// an allocation fails, every pass written and checked on the device.
+void sweep_cuda(Cuda& c, const Options& o, CaseResult& res) {
+  size_t free_b = 0, total = 0;
+  c.check(c.api.cuMemGetInfo(&free_b, &total), "cuMemGetInfo");
+  unsigned long long want = (unsigned long long)(double(free_b) * o.memsweep);
+  if (o.memsweep_max > 0) want = std::min<unsigned long long>(want, (unsigned long long)o.memsweep_max);
+  const size_t chunk = size_t(1) << 30;
+  struct Module {
+    Cuda& c;
+    cu::CUmodule m = nullptr;
+    ~Module() {
+      if (m) c.api.cuModuleUnload(m);
+    }
+  } mod{c};
+  c.check(c.api.cuModuleLoadData(&mod.m, harness::kChecksumPTX), "cuModuleLoadData(memsweep PTX)");
+  cu::CUfunction wr = nullptr, ck = nullptr;
+  c.check(c.api.cuModuleGetFunction(&wr, mod.m, "gpuattest_mem_write"), "cuModuleGetFunction(gpuattest_mem_write)");
+  c.check(c.api.cuModuleGetFunction(&ck, mod.m, "gpuattest_mem_check"), "cuModuleGetFunction(gpuattest_mem_check)");
+  CudaCase bufs(c);  // frees the chunks
+  std::vector<std::pair<cu::CUdeviceptr, size_t>> chunks;
+  cu::CUdeviceptr errs = bufs.alloc(8);
+  unsigned long long got = 0;
+  while (got < want) {
+    size_t n = size_t(std::min<unsigned long long>(chunk, want - got)) & ~size_t(3);
+    if (n == 0) break;
+    cu::CUdeviceptr d = 0;
+    if (c.api.cuMemAlloc(&d, n) != 0) break;  // fragmentation: sweep what was allocated
+    bufs.bufs.push_back(d);
+    chunks.push_back({d, n});
+    got += n;
+  }
+  int sms = 0;
+  c.api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c.dev);
+  const unsigned grid = unsigned(std::max(1, sms) * 8), block = 256;
+  c.check(c.api.cuMemsetD8(errs, 0, 8), "cuMemsetD8(memsweep errors)");
+  for (unsigned pass = 0; pass < unsigned(kSweepPasses); ++pass) {
+    unsigned long long base = 0;
+    for (auto& [d, n] : chunks) {
+      unsigned long long words = n / 4, b0 = base;
+      unsigned ps = pass;
+      void* a[] = {&d, &words, &b0, &ps};
+      c.check(c.api.cuLaunchKernel(wr, grid, 1, 1, block, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_mem_write)");
+      base += words;
+    }
+    if (o.inject_fault == "memsweep" && pass == 1 && !chunks.empty()) {
+      c.check(c.api.cuMemsetD8(chunks.back().first + 4, 0x5a, 1), "cuMemsetD8(--inject-fault memsweep)");
+    }
+    base = 0;
+    for (auto& [d, n] : chunks) {
+      unsigned long long words = n / 4, b0 = base;
+      unsigned ps = pass;
+      void* a[] = {&d, &words, &b0, &ps, &errs};
+      c.check(c.api.cuLaunchKernel(ck, grid, 1, 1, block, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_mem_check)");
+      base += words;
+    }
+    c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(memsweep pass " + std::to_string(pass) + ")");
+    progressed();
+  }
+  unsigned long long errors = 0;
+  c.check(c.api.cuMemcpyDtoH(&errors, errs, 8), "cuMemcpyDtoH(memsweep errors)");
+  res.config["chunks"] = std::to_string(chunks.size());
+  res.config["total_bytes"] = std::to_string(total);
+  sweep_verdict(res, (long long)got, (long long)errors, (long long)free_b, o.inject_fault == "memsweep" ? "--inject-fault memsweep" : "");
+}
+
+// sweep_cpu is the sweep on a host buffer of --memsweep-max (64 MiB by
+// default): the same patterns and passes, scaled down; it tests the
+// harness, not a GPU.
+void sweep_cpu(const Options& o, CaseResult& res) {
+  const size_t bytes = size_t(o.memsweep_max > 0 ? o.memsweep_max : (64LL << 20)) & ~size_t(3);
+  std::vector<uint32_t> buf(bytes / 4);
+  long long errors = 0;
+  for (unsigned pass = 0; pass < unsigned(kSweepPasses); ++pass) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = mem_pattern(i, pass);
+    if (o.inject_fault == "memsweep" && pass == 1) buf[1] ^= 0x5a;
+    for (size_t i = 0; i < buf.size(); ++i) errors += buf[i] != mem_pattern(i, pass);
+    progressed();
+  }
+  res.config["scaled_down"] = "true";
+  sweep_verdict(res, (long long)bytes, errors, -1, o.inject_fault == "memsweep" ? "--inject-fault memsweep" : "");
+}
+
 // DeviceRun is one device's part of a run: its cases and sustained loop.
 struct DeviceRun {
   Cuda* cuda = nullptr;  // nullptr on the cpu backend
@@ -1702,6 +1838,29 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
     }
   }
 
+  if (o.memsweep > 0 && !sustained && !lost) {
+    CaseResult res = sweep_case(o, backend);
+    dr.set_current(res.name);
+    try {
+      if (gpu) {
+        sweep_cuda(*cuda, o, res);
+      } else {
+        sweep_cpu(o, res);
+      }
+    } catch (const std::exception& e) {
+      res.status = "error";
+      res.message = e.what();
+    }
+    std::string why;
+    if (gpu && !cuda->healthy(why)) {
+      lost = true;
+      res.status = "error";
+      res.message += (res.message.empty() ? "" : "; ") + std::string("the context was lost during the sweep: ") + why;
+    }
+    std::fprintf(stderr, "%s%-44s %-7s %s (%s bytes swept)\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str(),
+                 res.config["bytes_covered"].c_str());
+    dr.add_case(std::move(res));
+  }
   if (sustained && gpu && o.burn && !lost) {
     add_burn_case(*cuda, o, cases, sc, dr);
     std::string why;

@@ -300,6 +300,27 @@ bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** 
       y[t] = sum;
     }
     out = o, out_bytes = threads * 4;
+  } else if (fn == "gpuattest_mem_write" || fn == "gpuattest_mem_check") {
+    // checksum.cu's memory sweep.
+    auto p = arg<CUdeviceptr>(a, 0);
+    auto n = arg<unsigned long long>(a, 1), base = arg<unsigned long long>(a, 2);
+    unsigned pass = arg<unsigned>(a, 3);
+    if (!valid(s, p, size_t(n) * 4)) return false;
+    uint32_t* w = reinterpret_cast<uint32_t*>(p);
+    auto pattern = [pass](uint64_t addr) {
+      uint32_t v = uint32_t(mix64(addr ^ (uint64_t(pass >> 1) << 48)));
+      return (pass & 1) ? ~v : v;
+    };
+    if (fn == "gpuattest_mem_write") {
+      for (uint64_t i = 0; i < n; ++i) w[i] = pattern(base + i);
+      out = p, out_bytes = size_t(n) * 4;
+    } else {
+      auto e = arg<CUdeviceptr>(a, 4);
+      if (!valid(s, e, 8)) return false;
+      uint64_t bad = 0;
+      for (uint64_t i = 0; i < n; ++i) bad += w[i] != pattern(base + i);
+      *reinterpret_cast<uint64_t*>(e) += bad;
+    }
   } else if (fn == "gpuattest_checksum") {
     auto x = arg<CUdeviceptr>(a, 0), p = arg<CUdeviceptr>(a, 2);
     auto n = arg<unsigned long long>(a, 1);
@@ -429,7 +450,7 @@ CUresult cuModuleUnload(void* mod) {
 
 CUresult cuModuleGetFunction(void** fn, void*, const char* name) {
   FAKE_GUARD();
-  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn"};
+  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check"};
   for (const char* k : known) {
     if (std::strcmp(k, name) == 0) {
       *fn = new Func{name};
@@ -525,7 +546,7 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, u
   if (name == s.hang_kernel && (s.hang_device < 0 || s.hang_device == cur)) s.hung.insert(cur);
   if (name == s.corrupt_kernel && (s.corrupt_at < 0 || nth == s.corrupt_at) && (s.corrupt_device < 0 || s.corrupt_device == cur) && out_bytes >= 4)
     reinterpret_cast<unsigned char*>(out)[0] ^= 1;
-  if (s.kernel_ns > 0 && name != "gpuattest_checksum" && name != "gpuattest_burn") {
+  if (s.kernel_ns > 0 && name.rfind("gpuattest_", 0) != 0) {
     auto until = t0 + std::chrono::nanoseconds(s.kernel_ns);
     while (std::chrono::steady_clock::now() < until) {
     }
