@@ -17,6 +17,12 @@
 #
 #   make bench  run the benchmarks of bench/; each writes its figures to
 #               bench/results/<name>.txt beside the host's facts (bench/README.md)
+#   make gpu-selfcheck   the device self-check from the bundle (run.sh
+#               --selfcheck): the whole gpu-check with nvidia-smi at 2 Hz,
+#               silent corruption named by repeat and device, a real
+#               illegal-address fault; SIMULATED without /dev/nvidia0.
+#               Writes bin/gpu-check/selfcheck/SELFCHECK.md, to commit as
+#               docs/gpu-runs/<date>-<gpu>.md (docs/gpu-check.md)
 #
 #   make demo-publish   after make demo: push the demo run to a docker-registry
 #               it starts on 127.0.0.1, verify it from there (gpuattest and
@@ -33,7 +39,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g) -Wno-deprecated-declarations
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: all deps test-deps build test demo demo-publish gpu-check gpu-check-bundle generate bench clean
+.PHONY: all deps test-deps build test demo demo-publish gpu-check gpu-check-bundle gpu-selfcheck generate bench clean
 
 DEMO := .gpuattest/demo
 # The quickstart validates on the CPU backend where there is no GPU, which
@@ -96,6 +102,9 @@ gpu-check-bundle:
 # On a machine without /dev/nvidia0 the check runs simulated, and says so.
 gpu-check: gpu-check-bundle
 	if [ -e /dev/nvidia0 ]; then $(GPU_CHECK)/run.sh; else $(GPU_CHECK)/run.sh --simulated; fi
+
+gpu-selfcheck: gpu-check-bundle
+	if [ -e /dev/nvidia0 ]; then $(GPU_CHECK)/run.sh --selfcheck; else $(GPU_CHECK)/run.sh --selfcheck --simulated; fi
 
 # bench: every benchmark of bench/, each one's output written to
 # bench/results/<name>.txt beside the host's facts (host.txt); see

@@ -289,7 +289,22 @@ func TestFakeDriverSustained(t *testing.T) {
 	}
 	// The fake flips a bit in the 6th launch of vector_add: with no
 	// warm-up that is repeat 6. The harness flips repeat 3 of sgemm.
-	r = runFake(t, []string{"FAKE_CUDA_CORRUPT=vector_add:6"}, "--duration", "0.5", "--warmup", "0", "--inject-inconsistency", "sgemm")
+	// The burn case (gpuattest_burn, an FMA-dense loop on every SM, here
+	// the fake's host version) is a case of its own, checked exactly
+	// against the host and compared repeat by repeat like the others.
+	var burn *suite.Case
+	for i, c := range r.results.Cases {
+		if c.Kernel == "burn" {
+			burn = &r.results.Cases[i]
+		}
+	}
+	if burn == nil || burn.Config["sm_count"] != "2" || burn.Config["grid"] != "16" || burn.Config["iters"] == "" || burn.Flops <= 0 ||
+		burn.Correctness == nil || burn.Correctness.MaxAbsError != 0 || !strings.HasPrefix(burn.Name, "burn/ffma/grid=16x256/iters=") {
+		t.Errorf("burn case %+v; want the FMA burn on 2 SMs x 8 blocks, exact against the host", burn)
+	}
+	// Without the burn case (--no-burn) the rounds are short enough for
+	// the fake to reach vector_add's 6th launch within 0.5 s.
+	r = runFake(t, []string{"FAKE_CUDA_CORRUPT=vector_add:6"}, "--duration", "0.5", "--warmup", "0", "--no-burn", "--inject-inconsistency", "sgemm")
 	if r.code != 1 || r.results.Sustained == nil || r.results.Sustained.Consistent || r.results.Sustained.Mismatches != 2 {
 		t.Fatalf("exit %d, sustained %+v; want exit 1, 2 mismatches\n%s", r.code, r.results.Sustained, r.stderr)
 	}

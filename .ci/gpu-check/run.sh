@@ -4,6 +4,8 @@
 # the NVIDIA driver and libcuda are the machine's own).
 #
 #   ./run.sh [--simulated] [--out DIR]
+#   ./run.sh --selfcheck [--simulated] [--out DIR]   (selfcheck.sh: run it first
+#                                                    on any GPU machine)
 #
 # DIR (default check-run, beside run/) receives a copy of run/ and the
 # resumed run; run/ itself stays as built. DIR is replaced, so it may not
@@ -23,6 +25,10 @@
 # shows the signature and the other rules.
 set -euo pipefail
 cd "$(dirname "$0")"
+if [ "${1:-}" = --selfcheck ]; then
+	shift
+	exec ./selfcheck.sh "$@"
+fi
 simulated=0 out=
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -64,6 +70,26 @@ if [ $simulated = 1 ]; then
 	export GPU_CHECK_SIZES="--n 262144 --gemm 128 --rows 256 --cols 512"
 fi
 
+if [ $simulated = 0 ]; then
+	# The driver's libraries first: without libcuda nothing runs, and
+	# without the PTX JIT the burn-in's checksum kernel fails (error 221)
+	# while validate passes.
+	for lib in libcuda.so.1 libnvidia-ml.so.1 libnvidia-ptxjitcompiler.so.1; do
+		if ! ldconfig -p 2>/dev/null | grep -q "$lib"; then
+			echo "run.sh: $lib not found (ldconfig -p): the NVIDIA driver's user-space libraries are missing" >&2
+			echo "hint: install the driver's libraries (nvidia-utils / libnvidia-compute of the driver's version), or set LD_LIBRARY_PATH" >&2
+			exit 3
+		fi
+	done
+fi
+have=$(ldd --version 2>/dev/null | head -n1 | grep -o '[0-9]*\.[0-9]*$')
+need=$(sed 's/GLIBC_//' glibc-floor 2>/dev/null) # written when the bundle was built
+if [ -n "$have" ] && [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n1)" != "$need" ]; then
+	echo "run.sh: this machine has glibc $have; the bundle needs $need or newer (it was built on a newer system)" >&2
+	echo "hint: build the bundle on a system with glibc <= $have (make gpu-check-bundle), or run on a newer OS" >&2
+	exit 3
+fi
+
 echo "=== gpuattest device"
 ./gpuattest version
 ./gpuattest device
@@ -84,10 +110,34 @@ verify() {
 	echo "exit $rc: $(tail -n1 "$tmp/verify.out")"
 	grep '^FAIL' "$tmp/verify.out" | sed 's/  */ /g; s/^/  /' || true
 }
+# The default policy asks for every pinned target (sm_80 and sm_90) on a
+# GPU of its compute capability, which one node of one model cannot give:
+# the check also verifies against this node's own target, and says which.
+cc=$(./gpuattest device -o json 2>/dev/null | grep -o '"compute_capability": *"[0-9.]*"' | head -n1 | grep -o '[0-9]*\.[0-9]*')
+real='!predicate.simulated'
+devreal='s.devices.all(d, !d.simulated)'
+if [ $simulated = 1 ]; then real=true devreal=true; fi
+cat >"$tmp/local.yaml" <<POLICY
+apiVersion: gpuattest.dev/v1
+kind: Policy
+rules:
+  - name: all steps passed
+    expr: predicate.result == "passed" && size(predicate.failed_steps) == 0 && predicate.steps.all(s, s.verdict in ["passed", "cached"])
+    message: every step of the run must have passed
+  - name: hardware not simulated
+    expr: $real
+    message: the run must have used real GPUs
+  - name: this node's target sm_${cc/./} covered (cc ${cc:-?})
+    expr: predicate.steps.exists(s, s.kind in ["test", "benchmark", "burnin"] && s.verdict == "passed" && has(s.backend) && s.backend == "cuda" && size(s.devices) > 0 && $devreal && s.devices.all(d, d.compute_capability == "${cc:-none}"))
+    message: a passed test, benchmark or burn-in must have run with backend cuda on this node's GPUs (compute capability ${cc:-?})
+POLICY
 verdicts=
 if [ -f "$out/attestations.intoto.jsonl" ]; then
-	echo "=== gpuattest verify (default policy)"
+	echo "=== gpuattest verify (default policy: every pinned target, sm_80 and sm_90, on a GPU of its capability; one model cannot cover both)"
 	verdicts="default policy: $(verify)"
+	echo "=== gpuattest verify (this node's target only: cc ${cc:-?}, sm_${cc/./})"
+	verdicts="$verdicts
+this node's target (cc ${cc:-?} -> sm_${cc/./}; the other pinned targets need a GPU of their own capability): $(verify --policy "$tmp/local.yaml")"
 	if [ $simulated = 1 ]; then
 		cat >"$tmp/policy.yaml" <<'POLICY'
 apiVersion: gpuattest.dev/v1

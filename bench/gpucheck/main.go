@@ -159,7 +159,15 @@ func (t *table) kernels(r *rundir.Run) {
 		return
 	}
 	t.row("kernels", "backend", res.Backend+" "+res.Device, string(st.State))
+	if len(res.Devices) > 0 {
+		t.perGPU("kernels", res)
+		return
+	}
 	for _, c := range res.Cases {
+		if c.Kernel == "memsweep" {
+			t.row("memory-sweep", "device", sweepText(c), c.Status)
+			continue
+		}
 		v := ""
 		if c.Correctness != nil {
 			v = fmt.Sprintf("max abs error %.3g (tolerance %.3g)", c.Correctness.MaxAbsError, c.Correctness.Tolerance)
@@ -168,6 +176,39 @@ func (t *table) kernels(r *rundir.Run) {
 			v = c.Message
 		}
 		t.row("kernels", c.Name, v, c.Status)
+	}
+}
+
+// perGPU prints a run over several devices: one row per GPU (its cases
+// passed, by UUID), a row per case that did not pass, and the cross-GPU
+// comparison of outputs.
+func (t *table) perGPU(section string, res *suite.Results) {
+	for _, d := range res.Devices {
+		v := fmt.Sprintf("%s %s: %d of %d cases passed", d.Name, d.UUID, d.Passed, d.Cases)
+		if d.Error != "" {
+			v += "; " + d.Error
+		}
+		verdict := "passed"
+		if d.Passed != d.Cases || d.Error != "" {
+			verdict = "failed"
+		}
+		t.row(section, fmt.Sprintf("gpu %d", d.Ordinal), v, verdict)
+	}
+	for _, c := range res.Cases {
+		if c.Kernel == "memsweep" {
+			t.row("memory-sweep", "gpu "+c.Config["device_ordinal"], c.Config["device_uuid"]+": "+sweepText(c), c.Status)
+		} else if c.Status != suite.StatusPassed {
+			t.row(section, c.Name, c.Message, c.Status)
+		}
+	}
+	if x := res.CrossDevice; x != nil {
+		v := fmt.Sprintf("%d cases compared across %d GPUs of one model: %d disagreement(s)", x.CasesCompared, x.Devices, len(x.Disagreements))
+		verdict := "passed"
+		if len(x.Disagreements) > 0 {
+			verdict = "failed"
+			v += ": " + strings.Join(x.Disagreements, "; ")
+		}
+		t.row(section, "cross-GPU outputs", v, verdict)
 	}
 }
 
@@ -230,6 +271,49 @@ func (t *table) burnin(r *rundir.Run) {
 	if len(d.Mismatches) > 0 {
 		t.row("burn-in", "mismatches", strings.Join(d.Mismatches, "; "), "failed")
 	}
+	for _, g := range d.GPUs {
+		t.burninGPU(g)
+	}
+}
+
+// burninGPU is one GPU's burn-in row: its loop, temperature and power
+// against its limit.
+func (t *table) burninGPU(g suite.BurninGPU) {
+	item := "gpu " + g.UUID
+	if g.Index != nil {
+		item = fmt.Sprintf("gpu %d", *g.Index)
+	}
+	var parts []string
+	if g.DutyCycle != nil {
+		parts = append(parts, fmt.Sprintf("duty %.1f %%, %d repeats compared, %d differ", 100**g.DutyCycle, g.RepeatsChecked, g.Mismatches))
+	}
+	if g.TempMinC != nil && g.TempMaxC != nil {
+		parts = append(parts, fmt.Sprintf("%.0f-%.0f C", *g.TempMinC, *g.TempMaxC))
+	}
+	if g.PowerMaxWatts != nil {
+		p := fmt.Sprintf("peak %.0f W", *g.PowerMaxWatts)
+		if g.PowerLimitWatts != nil && *g.PowerLimitWatts > 0 {
+			p += fmt.Sprintf(" of %.0f W limit (%.0f %%)", *g.PowerLimitWatts, 100**g.PowerMaxWatts / *g.PowerLimitWatts)
+		}
+		parts = append(parts, p)
+	}
+	if g.PowerCappedShare != nil {
+		parts = append(parts, fmt.Sprintf("power-capped %.0f %% of samples", 100**g.PowerCappedShare))
+	}
+	if g.ThrottleShare != nil {
+		parts = append(parts, fmt.Sprintf("slowed %.0f %%", 100**g.ThrottleShare))
+	}
+	if g.Error != "" {
+		parts = append(parts, g.Error)
+	}
+	verdict := ""
+	switch {
+	case g.Error != "" || g.Mismatches > 0 || (g.Loaded != nil && !*g.Loaded):
+		verdict = "failed"
+	case g.Loaded != nil:
+		verdict = "loaded"
+	}
+	t.row("burn-in", item, g.UUID+": "+strings.Join(parts, ", "), verdict)
 }
 
 // health prints each GPU step's preflight and telemetry verdicts: Xid
@@ -276,6 +360,24 @@ func (t *table) telemetry(id string, s *gpu.Summary) {
 		tel += "; " + strings.Join(s.Verdict.Reasons, "; ")
 	}
 	t.row("health", id+" telemetry", tel, string(s.Verdict.Status))
+}
+
+// sweepText says how much memory a sweep covered: of the free memory
+// when the device reported it.
+func sweepText(c suite.Case) string {
+	covered, _ := strconv.ParseFloat(c.Config["bytes_covered"], 64)
+	v := pipeline.FormatSize(uint64(covered)) + " swept"
+	if free, err := strconv.ParseFloat(c.Config["free_bytes"], 64); err == nil && free > 0 {
+		v += fmt.Sprintf(" of %s free (%.1f %%)", pipeline.FormatSize(uint64(free)), 100*covered/free)
+	}
+	if c.Config["scaled_down"] == "true" {
+		v += ", scaled down (cpu backend)"
+	}
+	v += ", " + c.Config["passes"] + " passes"
+	if c.Message != "" {
+		v += ": " + c.Message
+	}
+	return v
 }
 
 func dash(s string) string {

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
+	"text/tabwriter"
+
+	"github.com/gpuattest/gpuattest/pipeline/suite"
 
 	"github.com/gpuattest/gpuattest/internal/reportfixture"
 )
@@ -53,5 +57,55 @@ func TestTable(t *testing.T) {
 	}
 	if code := run([]string{"-require-passed", "kernels,publish", dir}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "step publish did not pass") {
 		t.Errorf("require-passed: exit %d, %s", code, errs.String())
+	}
+}
+
+// A run over every GPU of a node prints one row per GPU for validation
+// and burn-in (power against the limit), the failing case by UUID, and
+// the cross-GPU comparison.
+func TestTablePerGPU(t *testing.T) {
+	var out bytes.Buffer
+	tb := &table{w: tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)}
+	res := &suite.Results{CrossDevice: &suite.CrossDevice{Devices: 8, CasesCompared: 4, Disagreements: []string{"sgemm/gpu=5 on gpu 5 (GPU-5): output differs"}}}
+	for i := range 8 {
+		d := suite.ResultDevice{Ordinal: i, Name: "NVIDIA H100 80GB HBM3", UUID: fmt.Sprintf("GPU-%d", i), Cases: 4, Passed: 4}
+		if i == 5 {
+			d.Passed = 3
+			res.Cases = append(res.Cases, suite.Case{Name: "sgemm/gpu=5", Status: suite.StatusFailed, Message: "output differs [gpu 5 (GPU-5)]"})
+		}
+		res.Cases = append(res.Cases, suite.Case{Name: fmt.Sprintf("memsweep/fraction=0.85/gpu=%d", i), Kernel: "memsweep", Status: suite.StatusPassed,
+			Config: map[string]string{"device_ordinal": fmt.Sprint(i), "device_uuid": d.UUID, "bytes_covered": "68000000000", "free_bytes": "80000000000", "passes": "4"}})
+		res.Devices = append(res.Devices, d)
+		idx, limit, peak, duty, loaded := i, 700.0, 690.0, 0.99, i != 5
+		if i == 5 {
+			peak = 300
+		}
+		tb.burninGPU(suite.BurninGPU{Index: &idx, UUID: d.UUID, PowerMaxWatts: &peak, PowerLimitWatts: &limit, DutyCycle: &duty, Loaded: &loaded})
+	}
+	tb.perGPU("kernels", res)
+	tb.w.Flush()
+	rows, seen := map[string]int{}, map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		f := strings.Fields(l)
+		key := strings.Join(f[:3], " ")
+		if seen[key] { // a long value goes on over several rows
+			continue
+		}
+		seen[key] = true
+		rows[f[0]]++
+		if f[0] == "burn-in" && f[2] == "5" && (!strings.Contains(l, "peak 300 W of 700 W limit (43 %)") || !strings.HasSuffix(l, "failed")) {
+			t.Errorf("gpu 5's burn-in row: %q", l)
+		}
+		if f[0] == "memory-sweep" && (!strings.Contains(l, "swept of") || !strings.Contains(l, "(85.0 %)")) {
+			t.Errorf("memory sweep row: %q", l)
+		}
+		if f[0] == "kernels" && f[1] == "cross-GPU" && !strings.HasSuffix(l, "failed") {
+			t.Errorf("cross-GPU row: %q", l)
+		}
+	}
+	// 8 GPU rows + the failed case + the comparison; 8 sweep rows; 8
+	// burn-in rows.
+	if rows["kernels"] != 10 || rows["memory-sweep"] != 8 || rows["burn-in"] != 8 {
+		t.Errorf("rows %v:\n%s", rows, out.String())
 	}
 }

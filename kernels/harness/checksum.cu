@@ -38,3 +38,55 @@ extern "C" __global__ void gpuattest_checksum(const unsigned* __restrict__ x, u6
     partial[blockIdx.x] = s;
   }
 }
+
+// gpuattest_burn is the burn-in's load: an FMA-dense loop that keeps the
+// FP32 pipes busy from registers (no memory traffic in the loop), as
+// gpu-burn's does. Each thread runs 8 independent chains (so the FMA
+// latency is hidden) of iters x 16 fused multiply-adds, then writes the
+// chains' sum, added in order, to out[thread]: the same seed gives the
+// same bits on every GPU and on the host (fmaf is exactly rounded), so
+// the harness checks it against a host computation and every repeat
+// against the first. 256 flops per thread per iteration.
+extern "C" __global__ void gpuattest_burn(float* __restrict__ out, unsigned iters, float seed) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  const float m = 0.9999999f, c = 1e-7f;
+  float a0 = seed + float(t & 1023) * 1e-6f, a1 = a0 + 0.125f, a2 = a0 + 0.25f, a3 = a0 + 0.375f;
+  float a4 = a0 + 0.5f, a5 = a0 + 0.625f, a6 = a0 + 0.75f, a7 = a0 + 0.875f;
+  for (unsigned i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      a0 = fmaf(a0, m, c);
+      a1 = fmaf(a1, m, c);
+      a2 = fmaf(a2, m, c);
+      a3 = fmaf(a3, m, c);
+      a4 = fmaf(a4, m, c);
+      a5 = fmaf(a5, m, c);
+      a6 = fmaf(a6, m, c);
+      a7 = fmaf(a7, m, c);
+    }
+  }
+  out[t] = ((((((a0 + a1) + a2) + a3) + a4) + a5) + a6) + a7;
+}
+
+// The memory sweep (--memsweep): every 32-bit word of a chunk gets a
+// pattern that depends on its address in the sweep and on the pass, so a
+// stuck bit, a coupling between cells or an address-decoder fault (two
+// addresses reaching one cell) changes some word; odd passes write the
+// inverse of the pass before (moving inversions: every bit is written
+// both ways). gpuattest_mem_check counts the words that differ.
+__device__ __forceinline__ unsigned mem_pattern(u64 addr, unsigned pass) {
+  const unsigned v = unsigned(mix64(addr ^ (u64(pass >> 1) << 48)));
+  return (pass & 1) ? ~v : v;
+}
+
+extern "C" __global__ void gpuattest_mem_write(unsigned* __restrict__ p, u64 n, u64 base, unsigned pass) {
+  const u64 stride = u64(blockDim.x) * gridDim.x;
+  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = mem_pattern(base + i, pass);
+}
+
+extern "C" __global__ void gpuattest_mem_check(const unsigned* __restrict__ p, u64 n, u64 base, unsigned pass, u64* __restrict__ errors) {
+  const u64 stride = u64(blockDim.x) * gridDim.x;
+  u64 bad = 0;
+  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) bad += p[i] != mem_pattern(base + i, pass);
+  if (bad) atomicAdd(errors, bad);
+}

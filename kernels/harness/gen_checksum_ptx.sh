@@ -20,7 +20,7 @@ sum=$(sha256sum checksum.cu | cut -d' ' -f1)
 	echo ""
 	echo "namespace harness {"
 	echo ""
-	echo "// kChecksumPTX is the PTX of gpuattest_checksum (checksum.cu)."
+	echo "// kChecksumPTX is the PTX of gpuattest_checksum and gpuattest_burn (checksum.cu)."
 	echo 'const char kChecksumPTX[] = R"PTX('
 	# The banner names the local nvcc build; the version line is lowered
 	# to 7.0 (the code uses nothing newer: ptxas checks it in the tests).

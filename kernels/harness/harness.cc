@@ -34,6 +34,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -85,6 +87,22 @@ struct Options {
   int rows = 512, cols = 1024;  // softmax
   bool n_set = false, gemm_set = false, rows_set = false, cols_set = false;
   int device = 0;
+  // devices (--devices all|I,J): run every listed device at once, one
+  // context and host thread each; empty runs --device alone.
+  std::string devices;
+  // watchdog_s (--watchdog S): a device with no progress (no case
+  // finished, no sample or repeat completed) for this long fails the run
+  // naming it; 0 is off.
+  double watchdog_s = 0;
+  // burn (sustained on cuda): add the FMA-dense burn kernel as a case,
+  // each launch about burn_ms long.
+  bool burn = true;
+  double burn_ms = 20;
+  // memsweep (--memsweep F): after the cases, sweep F of the device's
+  // free memory (cpu: a scaled-down host buffer) with address-dependent
+  // patterns and moving inversions; 0 is off.
+  double memsweep = 0;
+  long long memsweep_max = 0;  // --memsweep-max BYTES: at most this much (0: no cap)
   bool flush = true;
   long batch = 0;  // cuda: launches per sample; 0 chooses (>= kMinSampleNs)
   // Sustained mode (--duration): seconds to run; 0 is off.
@@ -94,7 +112,31 @@ struct Options {
   std::string inject_fault;            // kernel whose output gets one element corrupted
   std::string inject_illegal_address;  // kernel launched with an invalid output pointer
   std::string inject_inconsistency;    // sustained: kernel whose 3rd repeat is corrupted
+  int inject_device = -1;              // KERNEL@ORDINAL: the injections apply to that device only
 };
+
+// t_progress is the progress counter of the device this thread runs (see
+// DeviceRun): every completed sample or checked repeat counts, so the
+// watchdog can tell a slow device from a hung one.
+thread_local std::atomic<long long>* t_progress = nullptr;
+
+void progressed() {
+  if (t_progress) ++*t_progress;
+}
+
+// inject_arg parses an injection's KERNEL[@ORDINAL].
+std::string inject_arg(Options& o, const std::string& flag, const std::string& v) {
+  auto at = v.find('@');
+  if (at == std::string::npos) return v;
+  char* end = nullptr;
+  long d = std::strtol(v.c_str() + at + 1, &end, 10);
+  if (at + 1 == v.size() || *end != 0 || d < 0 || d > 1024) {
+    std::fprintf(stderr, "gpuattest-harness: %s %s: expected KERNEL@ORDINAL\nhint: gpuattest-harness --help\n", flag.c_str(), v.c_str());
+    std::exit(2);
+  }
+  o.inject_device = int(d);
+  return v.substr(0, at);
+}
 
 struct CaseSustained {
   long long repeats = 0, mismatches = 0, first_mismatch = 0;
@@ -164,11 +206,24 @@ const char* kHelp =
     "  --rows R --cols C         softmax shape (default 512x1024)\n"
     "  --device I                CUDA device ordinal among the visible ones (default 0;\n"
     "                            the driver applies CUDA_VISIBLE_DEVICES)\n"
+    "  --devices all|I,J         run every listed CUDA device at once (env GPUATTEST_DEVICES), one\n"
+    "                            context and host thread each; case names end /gpu=I, and the\n"
+    "                            outputs of GPUs of one model are compared with each other\n"
+    "  --watchdog S              fail the run when a device makes no progress (no case, sample or\n"
+    "                            repeat done) for S seconds, naming the device (env GPUATTEST_WATCHDOG)\n"
     "  --no-flush                do not flush caches between samples\n"
     "  --duration S              sustained mode (env GPUATTEST_DURATION): launch every case back\n"
     "                            to back for S seconds, check every repeat's output against the\n"
     "                            first, report the duty cycle; on cuda the sizes default to\n"
     "                            --n 67108864 --gemm 2048 --rows 8192 --cols 4096\n"
+    "  --memsweep F              after the cases, sweep F (0 < F <= 0.95, e.g. 0.85) of the device's\n"
+    "                            free memory in 1 GiB chunks: an address-dependent pattern and its\n"
+    "                            inverse, two patterns, each checked (cpu: a host buffer of\n"
+    "                            --memsweep-max or 64 MiB, scaled down); the case reports bytes_covered\n"
+    "  --memsweep-max BYTES      sweep at most BYTES\n"
+    "  --no-burn                 sustained on cuda: leave out the burn case (gpuattest_burn, an\n"
+    "                            FMA-dense register loop on every SM that takes most of each round)\n"
+    "  --burn-ms MS              sustained on cuda: the burn case's launch time (default 20)\n"
     "  --threads N               sustained on cpu: worker threads (default: the usable CPUs)\n"
     "  --tolerance KERNEL=X      override a kernel's max-abs-error tolerance\n"
     "  --inject-fault KERNEL     corrupt one output element of KERNEL (proves the check)\n"
@@ -176,7 +231,8 @@ const char* kHelp =
     "                            launch KERNEL with an invalid output pointer: on cuda a real\n"
     "                            illegal-address fault that loses the context, on cpu simulated\n"
     "  --inject-inconsistency KERNEL\n"
-    "                            sustained: corrupt KERNEL's output in its 3rd repeat\n";
+    "                            sustained: corrupt KERNEL's output in its 3rd repeat\n"
+    "                            (each --inject-* takes KERNEL@I to act on device I of --devices only)\n";
 
 long parse_long(const std::string& flag, const std::string& v, long lo, long hi) {
   char* end = nullptr;
@@ -240,6 +296,8 @@ Options parse(int argc, char** argv) {
   if (const char* e = std::getenv("GPUATTEST_MIN_REPEATS"); e && *e) o.min_repeats = int(parse_long("GPUATTEST_MIN_REPEATS", e, 1, 1000000));
   if (const char* e = std::getenv("GPUATTEST_SEED"); e && *e) o.seeds = parse_seeds("GPUATTEST_SEED", e);
   if (const char* e = std::getenv("GPUATTEST_DURATION"); e && *e) o.duration_s = parse_double("GPUATTEST_DURATION", e, 0, 1e7);
+  if (const char* e = std::getenv("GPUATTEST_DEVICES"); e && *e) o.devices = e;
+  if (const char* e = std::getenv("GPUATTEST_WATCHDOG"); e && *e) o.watchdog_s = parse_double("GPUATTEST_WATCHDOG", e, 0, 1e6);
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     std::string val;
@@ -301,6 +359,18 @@ Options parse(int argc, char** argv) {
       o.cols_set = true;
     } else if (a == "--device") {
       o.device = int(parse_long(a, next(), 0, 1024));
+    } else if (a == "--devices") {
+      o.devices = next();
+    } else if (a == "--watchdog") {
+      o.watchdog_s = parse_double(a, next(), 0, 1e6);
+    } else if (a == "--memsweep") {
+      o.memsweep = parse_double(a, next(), 0, 0.95);
+    } else if (a == "--memsweep-max") {
+      o.memsweep_max = parse_long(a, next(), 4096, 1L << 50);
+    } else if (a == "--no-burn") {
+      o.burn = false;
+    } else if (a == "--burn-ms") {
+      o.burn_ms = parse_double(a, next(), 0, 10000);
     } else if (a == "--no-flush") {
       o.flush = false;
     } else if (a == "--duration") {
@@ -316,11 +386,11 @@ Options parse(int argc, char** argv) {
       if (*end != 0 || !(t >= 0)) usage("--tolerance " + v + ": expected a non-negative number");
       o.tolerance[v.substr(0, eq)] = t;
     } else if (a == "--inject-fault") {
-      o.inject_fault = next();
+      o.inject_fault = inject_arg(o, a, next());
     } else if (a == "--inject-illegal-address") {
-      o.inject_illegal_address = kernel_arg(a, next());
+      o.inject_illegal_address = kernel_arg(a, inject_arg(o, a, next()));
     } else if (a == "--inject-inconsistency") {
-      o.inject_inconsistency = kernel_arg(a, next());
+      o.inject_inconsistency = kernel_arg(a, inject_arg(o, a, next()));
     } else {
       usage("unknown flag " + a);
     }
@@ -628,6 +698,7 @@ void run_cpu(CpuBackend& cpu, const Problem& p, const Options& o, CaseResult& re
     // sample: steady_clock resolves nanoseconds and costs ~20 ns a read,
     // far below the CPU kernels' times, so the CPU backend does not batch.
     res.samples.push_back(double(std::max<long long>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count())));
+    progressed();
   }
 }
 
@@ -983,7 +1054,10 @@ void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std:
   }
   res.config["batch"] = std::to_string(batch);
   Sampler sampler(o);
-  while (!sampler.done(res)) res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
+  while (!sampler.done(res)) {
+    res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
+    progressed();
+  }
   out = cc.output();
   res.mem_used = c.mem_used();
 }
@@ -1079,6 +1153,7 @@ void sustained_cpu(const Options& o, std::vector<std::unique_ptr<SustainedCase>>
   std::vector<Counters> cnt(sc.size());
   std::atomic<bool> stop{false};
   std::atomic<long long> rounds{0};
+  std::atomic<long long>* progress = t_progress;  // the workers are other threads
   auto worker = [&]() {
     std::vector<std::vector<float>> outs(sc.size());
     for (size_t c = 0; c < sc.size(); ++c) outs[c].assign(sc[c]->p.out_n, 0.0f);
@@ -1090,6 +1165,7 @@ void sustained_cpu(const Options& o, std::vector<std::unique_ptr<SustainedCase>>
         auto t1 = std::chrono::steady_clock::now();
         cnt[c].busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
         const long long r = ++cnt[c].repeats;
+        if (progress) ++*progress;
         if (o.inject_inconsistency == sc[c]->p.kernel && r == 3) {
           uint32_t w;
           std::memcpy(&w, &outs[c][0], 4);
@@ -1234,6 +1310,7 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
     k.busy_s += busy;
     sus.busy_s += busy;
     ++sus.checked;
+    progressed();
     if (sum_of(slot) != golden[size_t(s.c)]) {
       ++k.mismatches;
       ++sus.mismatches;
@@ -1327,7 +1404,8 @@ std::string jnum(double v) {
   return b;
 }
 
-std::string render(const std::string& backend, const Device* dev, const std::vector<CaseResult>& cases, const Sustained* sus) {
+std::string render(const std::string& backend, const Device* dev, const std::vector<CaseResult>& cases, const Sustained* sus,
+                   const std::string& extra = "") {
   std::ostringstream o;
   o << "{\n  \"schema\": " << jstr(kSchema) << ",\n  \"tool\": " << jstr(kTool) << ",\n  \"backend\": " << jstr(backend) << ",\n";
   if (dev) {
@@ -1360,6 +1438,7 @@ std::string render(const std::string& backend, const Device* dev, const std::vec
     if (!s.error.empty()) o << ",\n    \"error\": " << jstr(s.error);
     o << "},\n";
   }
+  o << extra;
   o << "  \"cases\": [";
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
@@ -1419,6 +1498,665 @@ bool write_atomic(const std::string& path, const std::string& data, std::string&
 
 }  // namespace
 
+// ---- the memory sweep (--memsweep) -----------------------------------------------
+
+const int kSweepPasses = 4;  // pattern A, ~A, pattern B, ~B
+
+// mem_pattern is checksum.cu's pattern on the host.
+uint32_t mem_pattern(uint64_t addr, unsigned pass) {
+  const uint32_t v = uint32_t(mix64(addr ^ (uint64_t(pass >> 1) << 48)));
+  return (pass & 1) ? ~v : v;
+}
+
+// sweep_case starts the sweep's case result.
+CaseResult sweep_case(const Options& o, const std::string& backend) {
+  CaseResult res;
+  res.kernel = "memsweep";
+  char b[64];
+  std::snprintf(b, sizeof b, "%g", o.memsweep);
+  res.name = std::string("memsweep/fraction=") + b;
+  res.config["backend"] = backend;
+  res.config["fraction"] = b;
+  res.config["passes"] = std::to_string(kSweepPasses);
+  res.config["pattern"] = "splitmix64(address, pass), moving inversions";
+  return res;
+}
+
+void sweep_verdict(CaseResult& res, long long bytes, long long errors, long long free_b, const std::string& inject) {
+  res.bytes = double(bytes) * 2 * kSweepPasses;
+  res.config["bytes_covered"] = std::to_string(bytes);
+  if (free_b >= 0) res.config["free_bytes"] = std::to_string(free_b);
+  res.config["errors"] = std::to_string(errors);
+  char b[256];
+  if (errors > 0) {
+    res.status = "failed";
+    std::snprintf(b, sizeof b, "%lld of %lld words differ from the pattern written (%s)", errors, bytes / 4,
+                  inject.empty() ? "a memory fault: stuck bit, coupling or address decoding" : inject.c_str());
+    res.message = b;
+  }
+}
+
+// sweep_cuda sweeps o.memsweep of c's free memory (capped by
+// o.memsweep_max): 1 GiB chunks allocated until the share is reached or
+// an allocation fails, every pass written and checked on the device.
+void sweep_cuda(Cuda& c, const Options& o, CaseResult& res) {
+  size_t free_b = 0, total = 0;
+  c.check(c.api.cuMemGetInfo(&free_b, &total), "cuMemGetInfo");
+  unsigned long long want = (unsigned long long)(double(free_b) * o.memsweep);
+  if (o.memsweep_max > 0) want = std::min<unsigned long long>(want, (unsigned long long)o.memsweep_max);
+  const size_t chunk = size_t(1) << 30;
+  struct Module {
+    Cuda& c;
+    cu::CUmodule m = nullptr;
+    ~Module() {
+      if (m) c.api.cuModuleUnload(m);
+    }
+  } mod{c};
+  c.check(c.api.cuModuleLoadData(&mod.m, harness::kChecksumPTX), "cuModuleLoadData(memsweep PTX)");
+  cu::CUfunction wr = nullptr, ck = nullptr;
+  c.check(c.api.cuModuleGetFunction(&wr, mod.m, "gpuattest_mem_write"), "cuModuleGetFunction(gpuattest_mem_write)");
+  c.check(c.api.cuModuleGetFunction(&ck, mod.m, "gpuattest_mem_check"), "cuModuleGetFunction(gpuattest_mem_check)");
+  CudaCase bufs(c);  // frees the chunks
+  std::vector<std::pair<cu::CUdeviceptr, size_t>> chunks;
+  cu::CUdeviceptr errs = bufs.alloc(8);
+  unsigned long long got = 0;
+  while (got < want) {
+    size_t n = size_t(std::min<unsigned long long>(chunk, want - got)) & ~size_t(3);
+    if (n == 0) break;
+    cu::CUdeviceptr d = 0;
+    if (c.api.cuMemAlloc(&d, n) != 0) break;  // fragmentation: sweep what was allocated
+    bufs.bufs.push_back(d);
+    chunks.push_back({d, n});
+    got += n;
+  }
+  int sms = 0;
+  c.api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c.dev);
+  const unsigned grid = unsigned(std::max(1, sms) * 8), block = 256;
+  c.check(c.api.cuMemsetD8(errs, 0, 8), "cuMemsetD8(memsweep errors)");
+  for (unsigned pass = 0; pass < unsigned(kSweepPasses); ++pass) {
+    unsigned long long base = 0;
+    for (auto& [d, n] : chunks) {
+      unsigned long long words = n / 4, b0 = base;
+      unsigned ps = pass;
+      void* a[] = {&d, &words, &b0, &ps};
+      c.check(c.api.cuLaunchKernel(wr, grid, 1, 1, block, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_mem_write)");
+      base += words;
+    }
+    if (o.inject_fault == "memsweep" && pass == 1 && !chunks.empty()) {
+      c.check(c.api.cuMemsetD8(chunks.back().first + 4, 0x5a, 1), "cuMemsetD8(--inject-fault memsweep)");
+    }
+    base = 0;
+    for (auto& [d, n] : chunks) {
+      unsigned long long words = n / 4, b0 = base;
+      unsigned ps = pass;
+      void* a[] = {&d, &words, &b0, &ps, &errs};
+      c.check(c.api.cuLaunchKernel(ck, grid, 1, 1, block, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_mem_check)");
+      base += words;
+    }
+    c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(memsweep pass " + std::to_string(pass) + ")");
+    progressed();
+  }
+  unsigned long long errors = 0;
+  c.check(c.api.cuMemcpyDtoH(&errors, errs, 8), "cuMemcpyDtoH(memsweep errors)");
+  res.config["chunks"] = std::to_string(chunks.size());
+  res.config["total_bytes"] = std::to_string(total);
+  sweep_verdict(res, (long long)got, (long long)errors, (long long)free_b, o.inject_fault == "memsweep" ? "--inject-fault memsweep" : "");
+}
+
+// sweep_cpu is the sweep on a host buffer of --memsweep-max (64 MiB by
+// default): the same patterns and passes, scaled down; it tests the
+// harness, not a GPU.
+void sweep_cpu(const Options& o, CaseResult& res) {
+  const size_t bytes = size_t(o.memsweep_max > 0 ? o.memsweep_max : (64LL << 20)) & ~size_t(3);
+  std::vector<uint32_t> buf(bytes / 4);
+  long long errors = 0;
+  for (unsigned pass = 0; pass < unsigned(kSweepPasses); ++pass) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = mem_pattern(i, pass);
+    if (o.inject_fault == "memsweep" && pass == 1) buf[1] ^= 0x5a;
+    for (size_t i = 0; i < buf.size(); ++i) errors += buf[i] != mem_pattern(i, pass);
+    progressed();
+  }
+  res.config["scaled_down"] = "true";
+  sweep_verdict(res, (long long)bytes, errors, -1, o.inject_fault == "memsweep" ? "--inject-fault memsweep" : "");
+}
+
+// DeviceRun is one device's part of a run: its cases and sustained loop.
+struct DeviceRun {
+  Cuda* cuda = nullptr;  // nullptr on the cpu backend
+  std::string tag;       // stderr prefix: "[gpu 5] " when several devices run
+  std::vector<CaseResult> cases;
+  Sustained sus;
+  int ordinal = 0;
+  std::atomic<const Device*> info{nullptr};  // set once the device is open
+  std::string open_error;  // the device could not be opened: every case is "not run"
+  // progress counts finished cases, samples and checked repeats; the
+  // watchdog reads it.
+  std::atomic<long long> progress{0};
+  std::atomic<bool> done{false};
+  std::mutex mu;         // guards current and, while the device runs, cases
+  std::string current;   // the case in progress
+
+  void set_current(const std::string& name) {
+    std::lock_guard<std::mutex> l(mu);
+    current = name;
+    ++progress;
+  }
+  void add_case(CaseResult&& r) {
+    std::lock_guard<std::mutex> l(mu);
+    cases.push_back(std::move(r));
+    ++progress;
+  }
+};
+
+// ---- the burn case (sustained mode on cuda) ------------------------------------
+
+// burn_host is gpuattest_burn (checksum.cu) for thread t on the host: fmaf
+// is exactly rounded and the sum is added in the same order, so the bits
+// agree with the GPU's.
+float burn_host(unsigned t, unsigned iters, float seed) {
+  const float m = 0.9999999f, c = 1e-7f;
+  float a[8];
+  a[0] = seed + float(t & 1023) * 1e-6f;
+  for (int j = 1; j < 8; ++j) a[j] = a[0] + 0.125f * float(j);
+  for (unsigned i = 0; i < iters; ++i)
+    for (int k = 0; k < 16; ++k)
+      for (int j = 0; j < 8; ++j) a[j] = std::fma(a[j], m, c);
+  float s = a[0];
+  for (int j = 1; j < 8; ++j) s = s + a[j];
+  return s;
+}
+
+// add_burn_case sets up the burn case on c: the embedded gpuattest_burn
+// on a grid of 8 blocks of 256 threads per SM (full occupancy for its few
+// registers), its iteration count calibrated so that a launch takes about
+// o.burn_ms; it runs its first repeat, checks sampled threads against
+// burn_host exactly and appends the case to cases and sc.
+void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, std::vector<std::unique_ptr<SustainedCase>>& sc, DeviceRun& dr) {
+  auto s = std::make_unique<SustainedCase>();
+  CaseResult res;
+  res.kernel = "burn";
+  res.config["backend"] = "cuda";
+  res.config["mode"] = "sustained";
+  char b[64];
+  std::snprintf(b, sizeof b, "%g", o.duration_s);
+  res.config["duration_s"] = b;
+  try {
+    int sms = 0;
+    c.check(c.api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c.dev), "cuDeviceGetAttribute(SM count)");
+    const unsigned block = 256, grid = unsigned(std::max(1, sms) * 8), threads = grid * block;
+    s->cc = std::make_unique<CudaCase>(c);
+    CudaCase& cc = *s->cc;
+    c.check(c.api.cuModuleLoadData(&cc.mod, harness::kChecksumPTX), "cuModuleLoadData(burn PTX)");
+    c.check(c.api.cuModuleGetFunction(&cc.fn, cc.mod, "gpuattest_burn"), "cuModuleGetFunction(gpuattest_burn)");
+    cc.out_n = threads;
+    cc.dout = cc.out = cc.alloc(size_t(threads) * sizeof(float));
+    auto iters = std::make_shared<unsigned>(64);
+    const float seed = 1.0f;
+    cc.launch = [&cc, grid, block, iters, seed]() {
+      unsigned it = *iters;
+      float sd = seed;
+      void* args[] = {&cc.out, &it, &sd};
+      cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(gpuattest_burn)");
+    };
+    // Calibrate: one launch of 64 iterations, timed.
+    Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
+    cc.launch();
+    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
+    cc.launch();
+    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+    c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(burn calibration)");
+    const double ms = std::max(1e-3, double(elapsed_ms(c, e0, e1)));
+    *iters = unsigned(std::clamp(64.0 * o.burn_ms / ms, 1.0, double(1 << 20)));
+    Problem& p = s->p;
+    p.kernel = "burn";
+    p.out_n = threads;
+    p.flops = double(threads) * double(*iters) * 256;
+    p.bytes = double(threads) * 4;
+    p.tol = 0;
+    for (unsigned t = 0; t < threads; t += std::max(1u, threads / 64)) {
+      p.ref_at.push_back(t);
+      p.ref.push_back(double(burn_host(t, *iters, seed)));
+    }
+    p.name = "burn/ffma/grid=" + std::to_string(grid) + "x" + std::to_string(block) + "/iters=" + std::to_string(*iters);
+    res.name = p.name;
+    res.flops = p.flops;
+    res.bytes = p.bytes;
+    res.config["sm_count"] = std::to_string(sms);
+    res.config["grid"] = std::to_string(grid);
+    res.config["block"] = std::to_string(block);
+    res.config["iters"] = std::to_string(*iters);
+    dr.set_current(p.name);
+    cc.launch();
+    std::vector<float> out = cc.output();
+    res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
+    check_output(p, out, res);
+    if (res.status == "passed") res.message = "";
+    s->first = std::move(out);
+  } catch (const std::exception& e) {
+    res.status = "error";
+    res.message = e.what();
+    if (res.name.empty()) res.name = "burn/ffma";
+  }
+  std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
+  if (res.status == "passed") {
+    s->result = cases.size();
+    sc.push_back(std::move(s));
+  }
+  dr.add_case(std::move(res));
+}
+
+// run_device runs every case (and, in sustained mode, the loop) on one
+// device: cuda when dr.cuda is set (its context current on this thread),
+// else the CPU backend.
+void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
+  // An injection with @ORDINAL applies to that device only.
+  Options o = all;
+  if (all.inject_device >= 0 && all.inject_device != dr.ordinal) {
+    o.inject_fault.clear();
+    o.inject_illegal_address.clear();
+    o.inject_inconsistency.clear();
+  }
+  t_progress = &dr.progress;
+  Cuda* cuda = dr.cuda;
+  CpuBackend cpu;
+  const bool gpu = cuda != nullptr;
+  const bool sustained = o.duration_s > 0;
+  std::vector<CaseResult>& cases = dr.cases;
+  std::vector<std::unique_ptr<SustainedCase>> sc;
+  bool lost = !dr.open_error.empty();
+  std::string lost_after;
+  for (const auto& k : o.kernels) {
+    for (uint64_t seed : o.seeds) {
+      Problem p = make_problem(k, seed, o, !lost);
+      dr.set_current(p.name);
+      CaseResult res;
+      res.name = p.name;
+      res.kernel = k;
+      res.flops = p.flops;
+      res.bytes = p.bytes;
+      res.config = p.config;
+      res.config["backend"] = backend;
+      res.tol = p.tol;
+      if (lost) {
+        // After a sticky error every call fails: running this case would
+        // only blame it for another's fault.
+        res.status = "error";
+        res.message = dr.open_error.empty() ? "not run: context lost after " + lost_after : "not run: " + dr.open_error;
+      } else {
+        std::vector<float> out;
+        auto s = std::make_unique<SustainedCase>();
+        try {
+          if (sustained) {
+            // The first repeat: warm-up, one launch, the output checked
+            // against the reference; the loop compares every later repeat
+            // with it.
+            if (gpu) {
+              s->cc = std::make_unique<CudaCase>(*cuda);
+              s->cc->load(p, o, res);
+              if (o.inject_illegal_address == k) s->cc->inject_illegal_address();
+              for (int i = 0; i <= o.warmup; ++i) s->cc->launch();
+              out = s->cc->output();
+            } else {
+              if (o.inject_illegal_address == k) {
+                cpu.lost = true;
+                throw std::runtime_error("simulated illegal address in " + k + " (--inject-illegal-address on the cpu backend)");
+              }
+              out.assign(p.out_n, 0.0f);
+              for (int i = 0; i <= o.warmup; ++i) cpu_compute(p, o, out);
+            }
+            s->first = out;
+          } else if (gpu) {
+            run_cuda(*cuda, p, o, res, out);
+          } else {
+            run_cpu(cpu, p, o, res, out);
+          }
+          if (o.inject_fault == k && !out.empty()) out[out.size() / 2] += 1.0f;
+          res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
+          check_output(p, out, res);
+        } catch (const std::exception& e) {
+          res.status = "error";
+          res.message = e.what();
+        }
+        std::string why;
+        if (gpu ? !cuda->healthy(why) : cpu.lost) {
+          lost = true;
+          lost_after = res.name;
+          if (res.status != "error") {
+            res.status = "error";
+            res.message = "the context was lost during this case: " + why;
+          }
+          res.message += "; the context is lost, later cases are not run";
+        }
+        if (sustained && res.status == "passed") {
+          s->p = std::move(p);
+          s->result = cases.size();
+          sc.push_back(std::move(s));
+        }
+      }
+      std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
+      dr.add_case(std::move(res));
+    }
+  }
+
+  if (o.memsweep > 0 && !sustained && !lost) {
+    CaseResult res = sweep_case(o, backend);
+    dr.set_current(res.name);
+    try {
+      if (gpu) {
+        sweep_cuda(*cuda, o, res);
+      } else {
+        sweep_cpu(o, res);
+      }
+    } catch (const std::exception& e) {
+      res.status = "error";
+      res.message = e.what();
+    }
+    std::string why;
+    if (gpu && !cuda->healthy(why)) {
+      lost = true;
+      res.status = "error";
+      res.message += (res.message.empty() ? "" : "; ") + std::string("the context was lost during the sweep: ") + why;
+    }
+    std::fprintf(stderr, "%s%-44s %-7s %s (%s bytes swept)\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str(),
+                 res.config["bytes_covered"].c_str());
+    dr.add_case(std::move(res));
+  }
+  if (sustained && gpu && o.burn && !lost) {
+    add_burn_case(*cuda, o, cases, sc, dr);
+    std::string why;
+    if (!cuda->healthy(why)) {
+      lost = true;
+      lost_after = "the burn case";
+    }
+  }
+  Sustained& sus = dr.sus;
+  bool looped = false;
+  if (sustained) {
+    sus.duration_s = o.duration_s;
+    sus.timing = gpu ? "cuda_events" : "steady_clock";
+    sus.check = gpu ? "checksum64" : "bytes";
+    dr.set_current("the sustained loop");
+    if (lost) {
+      sus.error = dr.open_error.empty() ? "context lost after " + lost_after : dr.open_error;
+    } else if (sc.empty()) {
+      sus.error = "no case passed its first repeat: nothing to sustain";
+    } else {
+      looped = true;
+      try {
+        if (gpu) {
+          sustained_cuda(*cuda, o, sc, cases, sus);
+        } else {
+          sustained_cpu(o, sc, sus);
+        }
+      } catch (const std::exception& e) {
+        sus.error = e.what();
+      }
+    }
+    for (auto& s : sc) {
+      CaseResult& res = cases[s->result];
+      res.sustained = true;
+      res.sus.repeats = s->repeats;
+      res.sus.mismatches = s->mismatches;
+      res.sus.first_mismatch = s->first_mismatch;
+      res.sus.busy_s = s->busy_s;
+      if (s->mismatches > 0) {
+        res.status = "failed";
+        res.message = "the output of repeat " + std::to_string(s->first_mismatch) + " differs from repeat 1 (" + std::to_string(s->mismatches) +
+                      " of " + std::to_string(s->repeats - 1) + " repeats differ)";
+      } else if (!sus.error.empty()) {
+        res.status = "error";
+        res.message = (looped ? "sustained run stopped: " : "sustained loop not run: ") + sus.error;
+      }
+    }
+    std::fprintf(stderr, "%sgpuattest-harness: sustained %.1f s: duty cycle %.1f %% (%s), %lld iterations, %lld outputs checked, %lld differ%s%s\n",
+                 dr.tag.c_str(), sus.elapsed_s, 100 * sus.duty, sus.timing.c_str(), sus.iterations, sus.checked, sus.mismatches,
+                 sus.error.empty() ? "" : "; ", sus.error.c_str());
+  }
+  // CUDA objects go before the context.
+  sc.clear();
+  dr.done = true;
+}
+
+// ---- several devices (--devices) ---------------------------------------------
+
+// device_label names a device for messages: "gpu 5 (GPU-...)".
+std::string device_label(const DeviceRun& r) {
+  const Device* d = r.info.load();
+  std::string s = "gpu " + std::to_string(r.ordinal);
+  if (d && !d->uuid.empty()) s += " (" + d->uuid + ")";
+  return s;
+}
+
+// CrossDevice is the comparison of outputs between GPUs of one model.
+struct CrossDevice {
+  int devices = 0;
+  long long compared = 0;  // cases compared across at least two GPUs
+  std::vector<std::string> disagreements;
+};
+
+// compare_devices compares each case's output digest between the GPUs of
+// one model: the same seed and deterministic kernels give the same bits on
+// every healthy GPU, so a GPU whose output differs from the others' (a
+// strict majority) fails that case by name; with no majority every GPU of
+// the disagreement fails it. The first repeat of a sustained run is the
+// one compared (its checksum is the loop's golden value).
+CrossDevice compare_devices(std::vector<std::unique_ptr<DeviceRun>>& runs) {
+  CrossDevice x;
+  x.devices = int(runs.size());
+  std::map<std::string, std::vector<DeviceRun*>> models;
+  for (auto& r : runs) {
+    const Device* d = r->info.load();
+    if (d) models[d->name].push_back(r.get());
+  }
+  for (auto& [model, group] : models) {
+    if (group.size() < 2) continue;
+    size_t ncases = group[0]->cases.size();
+    for (auto* r : group) ncases = std::min(ncases, r->cases.size());
+    for (size_t j = 0; j < ncases; ++j) {
+      std::map<std::string, int> votes;
+      std::vector<DeviceRun*> have;
+      for (auto* r : group) {
+        const CaseResult& c = r->cases[j];
+        if (c.output_sha.empty() || c.name != group[0]->cases[j].name) continue;
+        ++votes[c.output_sha];
+        have.push_back(r);
+      }
+      if (have.size() < 2) continue;
+      ++x.compared;
+      if (votes.size() == 1) continue;
+      std::string major;
+      int most = 0;
+      for (auto& [sha, n] : votes) {
+        if (n > most) most = n, major = sha;
+      }
+      const bool majority = 2 * most > int(have.size());
+      for (auto* r : have) {
+        CaseResult& c = r->cases[j];
+        if (majority && c.output_sha == major) continue;
+        std::string why;
+        if (majority) {
+          why = "output differs from the other " + model + " GPUs': sha256 " + c.output_sha.substr(0, 12) + " on " + device_label(*r) + ", " +
+                major.substr(0, 12) + " on " + std::to_string(most) + " of " + std::to_string(have.size()) +
+                " (same inputs, deterministic kernel: this GPU computes differently)";
+        } else {
+          why = "the " + std::to_string(have.size()) + " " + model + " GPUs disagree on this output with no majority (sha256 " +
+                c.output_sha.substr(0, 12) + " on " + device_label(*r) + ")";
+        }
+        x.disagreements.push_back(c.name + " on " + device_label(*r) + ": " + why);
+        if (c.status == "passed") {
+          c.status = "failed";
+          c.message = why;
+        } else {
+          c.message += "; " + why;
+        }
+        std::fprintf(stderr, "%s%-44s %-7s %s\n", r->tag.c_str(), c.name.c_str(), c.status.c_str(), why.c_str());
+      }
+    }
+  }
+  return x;
+}
+
+// render_run writes the results of the run: as before for one device;
+// for several, every device's cases (names ending /gpu=I, config
+// device_uuid), a "devices" list, the cross-device comparison and a
+// sustained block that sums the devices' loops (duty cycle: the lowest).
+std::string render_run(const std::string& backend, bool sustained, std::vector<std::unique_ptr<DeviceRun>>& runs, const CrossDevice* x) {
+  if (runs.size() == 1) {
+    return render(backend, runs[0]->info.load(), runs[0]->cases, sustained ? &runs[0]->sus : nullptr);
+  }
+  std::vector<CaseResult> cases;
+  Sustained sus;
+  std::ostringstream e;
+  e << "  \"devices\": [";
+  std::string model;
+  bool first = true;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    DeviceRun& r = *runs[i];
+    const Device* d = r.info.load();
+    long long passed = 0;
+    for (auto c : r.cases) {
+      passed += c.status == "passed";
+      c.name += "/gpu=" + std::to_string(r.ordinal);
+      c.config["device_ordinal"] = std::to_string(r.ordinal);
+      if (d && !d->uuid.empty()) c.config["device_uuid"] = d->uuid;
+      if (c.status != "passed" && c.message.find(device_label(r)) == std::string::npos) c.message += " [" + device_label(r) + "]";
+      cases.push_back(std::move(c));
+    }
+    e << (i ? ",\n    " : "\n    ") << "{\"ordinal\": " << r.ordinal;
+    if (d) {
+      e << ", \"name\": " << jstr(d->name);
+      if (!d->uuid.empty()) e << ", \"uuid\": " << jstr(d->uuid);
+      if (!d->pci_bus_id.empty()) e << ", \"pci_bus_id\": " << jstr(d->pci_bus_id);
+      if (first) model = d->name;
+      if (model != d->name) model = "several models";
+      first = false;
+    }
+    e << ", \"cases\": " << r.cases.size() << ", \"passed\": " << passed;
+    if (!r.open_error.empty()) e << ", \"error\": " << jstr(r.open_error);
+    if (sustained) {
+      const Sustained& s = r.sus;
+      e << ", \"sustained\": {\"elapsed_s\": " << jnum(s.elapsed_s) << ", \"busy_s\": " << jnum(s.busy_s) << ", \"duty_cycle\": " << jnum(s.duty)
+        << ", \"iterations\": " << s.iterations << ", \"outputs_checked\": " << s.checked << ", \"mismatches\": " << s.mismatches;
+      if (!s.error.empty()) e << ", \"error\": " << jstr(s.error);
+      e << "}";
+      if (i == 0) {
+        sus = s;
+        sus.error = s.error.empty() ? "" : device_label(r) + ": " + s.error;
+      } else {
+        sus.elapsed_s = std::max(sus.elapsed_s, s.elapsed_s);
+        sus.busy_s += s.busy_s;
+        sus.duty = std::min(sus.duty, s.duty);
+        sus.iterations += s.iterations;
+        sus.checked += s.checked;
+        sus.mismatches += s.mismatches;
+        if (!s.error.empty()) sus.error += (sus.error.empty() ? "" : "; ") + device_label(r) + ": " + s.error;
+      }
+    }
+    e << "}";
+  }
+  e << "\n  ],\n";
+  if (x) {
+    e << "  \"cross_device\": {\"devices\": " << x->devices << ", \"cases_compared\": " << x->compared << ", \"disagreements\": [";
+    for (size_t i = 0; i < x->disagreements.size(); ++i) e << (i ? ", " : "") << jstr(x->disagreements[i]);
+    e << "]},\n";
+  }
+  Device top;
+  top.name = model;
+  return render(backend, model.empty() ? nullptr : &top, cases, sustained ? &sus : nullptr, e.str());
+}
+
+// Watchdog fails the run when a device makes no progress for
+// o.watchdog_s: it names the device and the case it hung in, writes the
+// results (the finished cases, the hung one as an error) and exits 1, so a
+// hung GPU cannot hang the run. The process exits without waiting for the
+// hung thread: its context cannot be recovered anyway.
+class Watchdog {
+ public:
+  Watchdog(const Options& o, const std::string& backend, std::vector<std::unique_ptr<DeviceRun>>& runs)
+      : o_(o), backend_(backend), runs_(runs), th_([this]() { loop(); }) {}
+  ~Watchdog() { stop(); }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (th_.joinable()) th_.join();
+  }
+
+ private:
+  void loop() {
+    const auto tick = std::chrono::duration<double>(std::min(1.0, o_.watchdog_s / 10));
+    std::vector<long long> seen(runs_.size(), -1);
+    std::vector<std::chrono::steady_clock::time_point> since(runs_.size(), std::chrono::steady_clock::now());
+    std::unique_lock<std::mutex> l(mu_);
+    while (!cv_.wait_for(l, tick, [this]() { return stop_; })) {
+      for (size_t i = 0; i < runs_.size(); ++i) {
+        DeviceRun& r = *runs_[i];
+        const long long p = r.progress.load();
+        if (r.done || p != seen[i]) {
+          seen[i] = p;
+          since[i] = std::chrono::steady_clock::now();
+        } else if (seconds_since(since[i]) >= o_.watchdog_s) {
+          fire(r);
+        }
+      }
+    }
+  }
+
+  [[noreturn]] void fire(DeviceRun& hung) {
+    std::string current;
+    {
+      std::lock_guard<std::mutex> l(hung.mu);
+      current = hung.current;
+    }
+    char b[512];
+    std::snprintf(b, sizeof b, "no progress for %g s on %s in %s: the watchdog (--watchdog) stopped the run", o_.watchdog_s,
+                  device_label(hung).c_str(), current.c_str());
+    std::fprintf(stderr, "gpuattest-harness: watchdog: %s\nhint: a hung kernel or a GPU that stopped answering; nvidia-smi -q and dmesg (Xid) say which\n", b);
+    // A snapshot of every device's finished cases; the hung device's case
+    // in progress is an error naming it.
+    std::vector<std::unique_ptr<DeviceRun>> snap;
+    const bool sustained = o_.duration_s > 0;
+    for (auto& r : runs_) {
+      auto s = std::make_unique<DeviceRun>();
+      s->ordinal = r->ordinal;
+      s->info = r->info.load();
+      s->tag = r->tag;
+      {
+        std::lock_guard<std::mutex> l(r->mu);
+        s->cases = r->cases;
+      }
+      if (r.get() == &hung) {
+        CaseResult c;
+        c.name = current.empty() ? "watchdog" : current;
+        c.kernel = c.name.substr(0, c.name.find('/'));
+        c.status = "error";
+        c.message = b;
+        if (sustained) {
+          s->sus.error = b;
+        }
+        s->cases.push_back(c);
+      } else if (sustained && !r->done) {
+        s->sus.error = "stopped: the watchdog found " + device_label(hung) + " hung";
+      }
+      snap.push_back(std::move(s));
+    }
+    std::string why;
+    if (!write_atomic(o_.out, render_run(backend_, sustained, snap, nullptr), why)) std::fprintf(stderr, "gpuattest-harness: %s\n", why.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+
+  const Options& o_;
+  std::string backend_;
+  std::vector<std::unique_ptr<DeviceRun>>& runs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread th_;
+};
+
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   Cuda cuda;
@@ -1458,131 +2196,73 @@ int main(int argc, char** argv) {
     if (!o.cols_set) o.cols = 4096;
   }
 
-  std::vector<CaseResult> cases;
-  std::vector<std::unique_ptr<SustainedCase>> sc;
-  bool lost = false;
-  std::string lost_after;
-  for (const auto& k : o.kernels) {
-    for (uint64_t seed : o.seeds) {
-      Problem p = make_problem(k, seed, o, !lost);
-      CaseResult res;
-      res.name = p.name;
-      res.kernel = k;
-      res.flops = p.flops;
-      res.bytes = p.bytes;
-      res.config = p.config;
-      res.config["backend"] = backend;
-      res.tol = p.tol;
-      if (lost) {
-        // After a sticky error every call fails: running this case would
-        // only blame it for another's fault.
-        res.status = "error";
-        res.message = "not run: context lost after " + lost_after;
-      } else {
-        std::vector<float> out;
-        auto s = std::make_unique<SustainedCase>();
-        try {
-          if (sustained) {
-            // The first repeat: warm-up, one launch, the output checked
-            // against the reference; the loop compares every later repeat
-            // with it.
-            if (gpu) {
-              s->cc = std::make_unique<CudaCase>(cuda);
-              s->cc->load(p, o, res);
-              if (o.inject_illegal_address == k) s->cc->inject_illegal_address();
-              for (int i = 0; i <= o.warmup; ++i) s->cc->launch();
-              out = s->cc->output();
-            } else {
-              if (o.inject_illegal_address == k) {
-                cpu.lost = true;
-                throw std::runtime_error("simulated illegal address in " + k + " (--inject-illegal-address on the cpu backend)");
-              }
-              out.assign(p.out_n, 0.0f);
-              for (int i = 0; i <= o.warmup; ++i) cpu_compute(p, o, out);
-            }
-            s->first = out;
-          } else if (gpu) {
-            run_cuda(cuda, p, o, res, out);
-          } else {
-            run_cpu(cpu, p, o, res, out);
-          }
-          if (o.inject_fault == k && !out.empty()) out[out.size() / 2] += 1.0f;
-          res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
-          check_output(p, out, res);
-        } catch (const std::exception& e) {
-          res.status = "error";
-          res.message = e.what();
-        }
-        std::string why;
-        if (gpu ? !cuda.healthy(why) : cpu.lost) {
-          lost = true;
-          lost_after = res.name;
-          if (res.status != "error") {
-            res.status = "error";
-            res.message = "the context was lost during this case: " + why;
-          }
-          res.message += "; the context is lost, later cases are not run";
-        }
-        if (sustained && res.status == "passed") {
-          s->p = std::move(p);
-          s->result = cases.size();
-          sc.push_back(std::move(s));
-        }
-      }
-      std::fprintf(stderr, "%-44s %-7s %s\n", res.name.c_str(), res.status.c_str(), res.message.c_str());
-      cases.push_back(std::move(res));
-    }
-  }
-
-  Sustained sus;
-  bool looped = false;
-  if (sustained) {
-    sus.duration_s = o.duration_s;
-    sus.timing = gpu ? "cuda_events" : "steady_clock";
-    sus.check = gpu ? "checksum64" : "bytes";
-    if (lost) {
-      sus.error = "context lost after " + lost_after;
-    } else if (sc.empty()) {
-      sus.error = "no case passed its first repeat: nothing to sustain";
+  // The devices to run: --device alone, or every one --devices lists.
+  std::vector<int> ordinals = {o.device};
+  if (!o.devices.empty() && !gpu) {
+    std::fprintf(stderr, "gpuattest-harness: --devices %s: the cpu backend is one device\n", o.devices.c_str());
+  } else if (!o.devices.empty()) {
+    int count = 0;
+    cuda.check(cuda.api.cuDeviceGetCount(&count), "cuDeviceGetCount");
+    ordinals.clear();
+    if (o.devices == "all") {
+      for (int i = 0; i < count; ++i) ordinals.push_back(i);
     } else {
-      looped = true;
-      try {
-        if (gpu) {
-          sustained_cuda(cuda, o, sc, cases, sus);
-        } else {
-          sustained_cpu(o, sc, sus);
-        }
-      } catch (const std::exception& e) {
-        sus.error = e.what();
+      for (auto& d : split(o.devices, ',')) ordinals.push_back(int(parse_long("--devices", d, 0, 1024)));
+    }
+    for (int d : ordinals) {
+      if (d >= count) {
+        std::fprintf(stderr, "gpuattest-harness: --devices %s: device %d requested but only %d visible\n", o.devices.c_str(), d, count);
+        return 3;
       }
     }
-    for (auto& s : sc) {
-      CaseResult& res = cases[s->result];
-      res.sustained = true;
-      res.sus.repeats = s->repeats;
-      res.sus.mismatches = s->mismatches;
-      res.sus.first_mismatch = s->first_mismatch;
-      res.sus.busy_s = s->busy_s;
-      if (s->mismatches > 0) {
-        res.status = "failed";
-        res.message = "the output of repeat " + std::to_string(s->first_mismatch) + " differs from repeat 1 (" + std::to_string(s->mismatches) +
-                      " of " + std::to_string(s->repeats - 1) + " repeats differ)";
-      } else if (!sus.error.empty()) {
-        res.status = "error";
-        res.message = (looped ? "sustained run stopped: " : "sustained loop not run: ") + sus.error;
-      }
+    if (ordinals.empty() || ordinals[0] != o.device) {
+      std::fprintf(stderr, "gpuattest-harness: --devices %s must start with the opened device %d\nhint: --devices all, or a list starting with --device\n",
+                   o.devices.c_str(), o.device);
+      return 2;
     }
-    std::fprintf(stderr, "gpuattest-harness: sustained %.1f s: duty cycle %.1f %% (%s), %lld iterations, %lld outputs checked, %lld differ%s%s\n",
-                 sus.elapsed_s, 100 * sus.duty, sus.timing.c_str(), sus.iterations, sus.checked, sus.mismatches,
-                 sus.error.empty() ? "" : "; ", sus.error.c_str());
   }
-  bool all_passed = !sustained || (sus.error.empty() && sus.mismatches == 0);
-  for (auto& c : cases) all_passed = all_passed && c.status == "passed";
-  // CUDA objects go before the results are written, while the context
-  // still exists.
-  sc.clear();
+  const bool multi = ordinals.size() > 1;
+  std::vector<std::unique_ptr<DeviceRun>> runs;
+  std::vector<std::unique_ptr<Cuda>> opened(ordinals.size());
+  for (size_t i = 0; i < ordinals.size(); ++i) {
+    runs.push_back(std::make_unique<DeviceRun>());
+    runs[i]->ordinal = ordinals[i];
+    if (multi) runs[i]->tag = "[gpu " + std::to_string(ordinals[i]) + "] ";
+  }
+  runs[0]->cuda = gpu ? &cuda : nullptr;
+  if (gpu) runs[0]->info = &cuda.info;
+  // One host thread and context per further device; the first runs on
+  // this thread, in the context opened above.
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < ordinals.size(); ++i) {
+    threads.emplace_back([&, i]() {
+      DeviceRun& dr = *runs[i];
+      opened[i] = std::make_unique<Cuda>();
+      std::string why;
+      if (opened[i]->open(ordinals[i], why)) {
+        dr.cuda = opened[i].get();
+        dr.info = &opened[i]->info;
+      } else {
+        dr.open_error = "opening device " + std::to_string(ordinals[i]) + ": " + why;
+      }
+      run_device(dr, backend, o);
+    });
+  }
+  std::unique_ptr<Watchdog> dog;
+  if (o.watchdog_s > 0) dog = std::make_unique<Watchdog>(o, backend, runs);
+  run_device(*runs[0], backend, o);
+  for (auto& t : threads) t.join();
+  if (dog) dog->stop();
+
+  CrossDevice cross;
+  if (multi) cross = compare_devices(runs);
+  bool all_passed = true;
+  for (auto& r : runs) {
+    all_passed = all_passed && (!sustained || (r->sus.error.empty() && r->sus.mismatches == 0));
+    for (auto& c : r->cases) all_passed = all_passed && c.status == "passed";
+  }
   std::string why;
-  if (!write_atomic(o.out, render(backend, gpu ? &cuda.info : nullptr, cases, sustained ? &sus : nullptr), why)) {
+  if (!write_atomic(o.out, render_run(backend, sustained, runs, multi ? &cross : nullptr), why)) {
     std::fprintf(stderr, "gpuattest-harness: %s\n", why.c_str());
     return 3;
   }

@@ -40,6 +40,7 @@ const (
 	CheckMemory            = "memory"
 	CheckPersistence       = "persistence"
 	CheckFabric            = "fabric"
+	CheckComputeMode       = "compute-mode"
 )
 
 // Check is one preflight check on one GPU (GPU set) or on the machine.
@@ -93,6 +94,9 @@ type LiveGPU struct {
 	// later), nil when NVML does not report it (no fabric, older GPU or
 	// driver).
 	Fabric *Fabric `json:"fabric,omitempty"`
+	// ComputeMode is NVML's compute mode (default, exclusive_process,
+	// prohibited), empty when not reported.
+	ComputeMode string `json:"compute_mode,omitempty"`
 }
 
 // Fabric is a GPU's NVSwitch fabric state as NVML reports it.
@@ -147,6 +151,12 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 		}
 		g.Lost = lostText(g.Lost, "the memory use", ret)
 		g.Fabric = readFabric(lib, d)
+		if m, ret := d.GetComputeMode(); ret == nvml.SUCCESS {
+			g.ComputeMode = computeModes[m]
+			if g.ComputeMode == "" {
+				g.ComputeMode = fmt.Sprintf("unknown (%d)", m)
+			}
+		}
 		ps, ret := d.GetComputeRunningProcesses()
 		g.Lost = lostText(g.Lost, "the running processes", ret)
 		if ret == nvml.SUCCESS {
@@ -340,8 +350,15 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 		if !memory.IsZero() {
 			p.memory(g, lg, haveLive, memory.Bytes, memory.String())
 		}
-		if spec.RequirePersistence {
+		if haveLive {
+			p.computeMode(g, lg.ComputeMode)
+		}
+		switch {
+		case spec.RequirePersistence:
 			p.persistence(g)
+		case g.PersistenceMode != nil && !*g.PersistenceMode:
+			p.add(CheckPersistence, g, CheckWarned, "disabled", "enabled (warned; preflight.requirePersistence fails it)",
+				"persistence mode is off: the driver tears the GPU down between processes, so every step pays the initialisation again and a burn-in starts cold (hint: nvidia-smi -pm 1, or run nvidia-persistenced)")
 		}
 	}
 	return p.out, nil
@@ -607,6 +624,25 @@ func (p *preflightRun) memory(g *hardware.GPU, lg LiveGPU, haveLive bool, need u
 		p.add(CheckMemory, g, CheckWarned, seen, req, "free memory not probed; total "+pipeline.FormatSize(*g.MemoryTotalBytes)+" is enough for "+memory)
 	default:
 		p.add(CheckMemory, g, CheckWarned, "not reported", req, "device memory not reported: cannot check the step's "+memory)
+	}
+}
+
+// computeModes names NVML's compute modes.
+var computeModes = map[nvml.ComputeMode]string{
+	nvml.COMPUTEMODE_DEFAULT:           "default",
+	nvml.COMPUTEMODE_EXCLUSIVE_THREAD:  "exclusive_thread",
+	nvml.COMPUTEMODE_PROHIBITED:        "prohibited",
+	nvml.COMPUTEMODE_EXCLUSIVE_PROCESS: "exclusive_process",
+}
+
+// computeMode fails a GPU in compute mode PROHIBITED, on which no CUDA
+// context can be created: the harness would fail on it with an opaque
+// CUDA error (or, with --devices all, name it only as unusable). Other
+// modes add no check.
+func (p *preflightRun) computeMode(g *hardware.GPU, mode string) {
+	if mode == "prohibited" {
+		p.add(CheckComputeMode, g, CheckFailed, mode, "default or exclusive_process",
+			fmt.Sprintf("compute mode PROHIBITED: no CUDA context can be created on this GPU, so nothing can run on it (hint: nvidia-smi -i %d -c DEFAULT, as root)", g.Index))
 	}
 }
 

@@ -387,3 +387,26 @@ func TestPreflightFabricNotReady(t *testing.T) {
 		}
 	}
 }
+
+// A GPU in compute mode PROHIBITED fails preflight by name (before, the
+// step ran and the harness failed on it with a CUDA error); a GPU without
+// persistence mode is warned about unless the pipeline requires it.
+func TestPreflightComputeModeAndPersistence(t *testing.T) {
+	t.Parallel()
+	checks := preflight(t, "h100:2", func(s *Simulated) {
+		s.SetComputeMode(1, nvml.COMPUTEMODE_PROHIBITED)
+		s.Device(0).GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
+	}, nil, nil, "")
+	if c := findCheck(t, checks, CheckComputeMode, 1); c.Status != CheckFailed || !strings.Contains(c.Message, "compute mode PROHIBITED") || !strings.Contains(c.Message, "nvidia-smi -i 1 -c DEFAULT") {
+		t.Errorf("gpu 1 compute mode: %+v", c)
+	}
+	if c := findCheck(t, checks, CheckPersistence, 0); c.Status != CheckWarned || !strings.Contains(c.Message, "nvidia-smi -pm 1") {
+		t.Errorf("gpu 0 persistence: %+v", c)
+	}
+	for _, c := range checks {
+		// gpu 1 has persistence on; gpu 0 is in the default compute mode.
+		if c.GPU != nil && (c.Name == CheckPersistence && *c.GPU == 1 || c.Name == CheckComputeMode && *c.GPU == 0) {
+			t.Errorf("unexpected check: %+v", c)
+		}
+	}
+}

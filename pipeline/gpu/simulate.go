@@ -3,6 +3,7 @@ package gpu
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -115,6 +116,8 @@ type simDevice struct {
 	openErr      nvml.Return // SUCCESS, or what opening the device answers (SetOpenError)
 	fabricState  uint8       // nvml.GPU_FABRIC_STATE_*
 	fabricStatus nvml.Return
+	slowdownNS   map[uint32]uint64 // cumulative clock-event counters by field id
+	computeMode  nvml.ComputeMode
 }
 
 type simEventSet struct {
@@ -274,6 +277,38 @@ func (s *Simulated) SetClockEventReasons(i int, reasons uint64) {
 	s.mu.Lock()
 	s.devs[i].reasons = reasons
 	s.mu.Unlock()
+}
+
+// AddSlowdown adds d to GPU i's cumulative clock-event counter of reason
+// (one bit of nvml.ClocksEventReason*: sw_power_cap, SW/HW thermal
+// slowdown or HW power brake), as the driver counts time spent in it.
+func (s *Simulated) AddSlowdown(i int, reason uint64, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range slowdownCounters {
+		if c.bit == reason {
+			if s.devs[i].slowdownNS == nil {
+				s.devs[i].slowdownNS = map[uint32]uint64{}
+			}
+			s.devs[i].slowdownNS[c.field] += uint64(d)
+		}
+	}
+}
+
+// SetComputeMode sets GPU i's compute mode (default at start).
+func (s *Simulated) SetComputeMode(i int, m nvml.ComputeMode) {
+	s.mu.Lock()
+	s.devs[i].computeMode = m
+	s.mu.Unlock()
+}
+
+func isSlowdownField(id uint32) bool {
+	for _, c := range slowdownCounters {
+		if c.field == id {
+			return true
+		}
+	}
+	return false
 }
 
 // AddProcess makes a compute process with pid use usedBytes of GPU i's
@@ -581,11 +616,20 @@ func (s *Simulated) fillHealth(sd *simDevice) {
 		}
 		return nvml.GpuFabricInfo_v4{State: sd.fabricState, Status: uint32(sd.fabricStatus)}, nvml.SUCCESS
 	}
+	d.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return sd.computeMode, nvml.SUCCESS
+	}
 	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for k := range fv {
 			fv[k].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			if isSlowdownField(fv[k].FieldId) {
+				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.LittleEndian.PutUint64(fv[k].Value[:], sd.slowdownNS[fv[k].FieldId])
+			}
 			if fv[k].FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION && sd.recovery != nil {
 				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
 				fv[k].Value = [8]byte{byte(*sd.recovery)}

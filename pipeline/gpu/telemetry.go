@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -41,11 +42,62 @@ var clockReasonNames = []struct {
 }
 
 // ThrottleMask are the clock-event reasons that count a sample as
-// throttled: power cap, thermal and hardware slowdowns. Idle, application
-// clocks, sync boost and display settings do not.
-const ThrottleMask uint64 = nvml.ClocksEventReasonSwPowerCap | nvml.ClocksThrottleReasonHwSlowdown |
+// throttled, each a fault on a loaded GPU: HW slowdown, SW and HW thermal
+// slowdown and the HW power brake. The software power cap
+// (sw_power_cap) is not among them: a GPU loaded to its power limit shows
+// it in nearly every sample, as it should (see PowerCapped). Idle,
+// application clocks, sync boost and display settings do not count
+// either.
+const ThrottleMask uint64 = nvml.ClocksThrottleReasonHwSlowdown |
 	nvml.ClocksEventReasonSwThermalSlowdown | nvml.ClocksThrottleReasonHwThermalSlowdown |
 	nvml.ClocksThrottleReasonHwPowerBrakeSlowdown
+
+// slowdownCounters are NVML's cumulative clock-event counters (field
+// values, nanoseconds since the driver loaded) that telemetry reads
+// before and after a step. A rise of a fault reason fails the step; the
+// power cap's is reported. HW slowdown has no counter: its samples judge
+// it.
+var slowdownCounters = []struct {
+	field uint32
+	bit   uint64
+	name  string
+	fault bool
+}{
+	{nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP, nvml.ClocksEventReasonSwPowerCap, "sw_power_cap", false},
+	{nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN, nvml.ClocksEventReasonSwThermalSlowdown, "sw_thermal_slowdown", true},
+	{nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, nvml.ClocksThrottleReasonHwThermalSlowdown, "hw_thermal_slowdown", true},
+	{nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "hw_power_brake_slowdown", true},
+}
+
+// SlowdownCounter is one of NVML's cumulative clock-event counters of a
+// GPU before and after a step, in nanoseconds; nil when not reported.
+type SlowdownCounter struct {
+	// Reason names the clock-event reason (sw_power_cap, ...).
+	Reason string `json:"reason"`
+	// BeforeNS and AfterNS are the counter at start and at stop.
+	BeforeNS *uint64 `json:"before_ns,omitempty"`
+	AfterNS  *uint64 `json:"after_ns,omitempty"`
+}
+
+// rise is how much the counter grew during the step; false when either
+// reading is missing.
+func (c SlowdownCounter) rise() (uint64, bool) {
+	if c.BeforeNS == nil || c.AfterNS == nil || *c.AfterNS < *c.BeforeNS {
+		return 0, false
+	}
+	return *c.AfterNS - *c.BeforeNS, true
+}
+
+// readSlowdown reads d's cumulative clock-event counters.
+func readSlowdown(d nvml.Device) map[string]*uint64 {
+	out := map[string]*uint64{}
+	for _, c := range slowdownCounters {
+		if v, ret := fieldUint(d, c.field); ret == nvml.SUCCESS {
+			out[c.name] = ptr(v)
+		}
+	}
+	return out
+}
 
 // ClockEventReasons names the bits set in mask.
 func ClockEventReasons(mask uint64) []string {
@@ -79,8 +131,12 @@ type Line struct {
 	ClockEventMask *uint64 `json:"clock_event_mask,omitempty"`
 	// ClockEventReasons names the bits of ClockEventMask.
 	ClockEventReasons []string `json:"clock_event_reasons,omitempty"`
-	// Throttled is whether a reason in ThrottleMask is set.
+	// Throttled is whether a reason in ThrottleMask (a slowdown, not the
+	// power cap) is set.
 	Throttled bool `json:"throttled,omitempty"`
+	// PowerCapped is whether the software power cap holds the clocks: the
+	// expected state of a GPU loaded to its power limit.
+	PowerCapped bool `json:"power_capped,omitempty"`
 	// MemoryUsedBytes is the used device memory.
 	MemoryUsedBytes *uint64 `json:"memory_used_bytes,omitempty"`
 	// Xid is the Xid code of an "xid" line.
@@ -111,6 +167,9 @@ type Summary struct {
 	ThrottleShare float64 `json:"throttle_share"`
 	// ThrottleReasons counts samples per throttling reason.
 	ThrottleReasons map[string]int `json:"throttle_reasons,omitempty"`
+	// PowerCappedSamples counts samples at the software power cap
+	// (expected under load; not a throttle).
+	PowerCappedSamples int `json:"power_capped_samples,omitempty"`
 	// MemoryUsedMaxBytes is the most device memory used on any GPU.
 	MemoryUsedMaxBytes *uint64 `json:"memory_used_max_bytes,omitempty"`
 	// GPUs are the watched GPUs' health counters before and after.
@@ -174,6 +233,12 @@ type Health struct {
 	// Lost says, when NVML answered GPU_IS_LOST or RESET_REQUIRED for the
 	// device during the step, which query first did and what it answered.
 	Lost string `json:"lost,omitempty"`
+	// Slowdown are NVML's cumulative clock-event counters before and
+	// after the step (those the driver reports).
+	Slowdown []SlowdownCounter `json:"slowdown,omitempty"`
+	// SlowdownSamples counts the samples per slowdown reason in
+	// ThrottleMask (HW slowdown has no counter: its samples judge it).
+	SlowdownSamples map[string]int `json:"slowdown_samples,omitempty"`
 }
 
 // XidEvent is one Xid event.
@@ -240,6 +305,7 @@ type Telemetry struct {
 // gpuStats are one GPU's sample statistics.
 type gpuStats struct {
 	samples, throttled int
+	powerCapped        int
 	tempMin, tempMax   *uint32
 	powerMax           *float64
 	memMax             *uint64
@@ -352,6 +418,12 @@ func (t *Telemetry) openDevices(gpus []int) error {
 		hr := readHealth(d)
 		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
 		h.RemapPendingBefore, h.RecoveryActionBefore = hr.remapPending, hr.recovery
+		before := readSlowdown(d)
+		for _, c := range slowdownCounters {
+			if v := before[c.name]; v != nil {
+				h.Slowdown = append(h.Slowdown, SlowdownCounter{Reason: c.name, BeforeNS: v})
+			}
+		}
 		t.sum.GPUs = append(t.sum.GPUs, h)
 		t.stats = append(t.stats, gpuStats{})
 	}
@@ -573,6 +645,9 @@ func (s *gpuStats) add(l Line) {
 	if v := l.MemoryUsedBytes; v != nil && (s.memMax == nil || *v > *s.memMax) {
 		s.memMax = ptr(*v)
 	}
+	if l.PowerCapped {
+		s.powerCapped++
+	}
 	if l.Throttled {
 		s.throttled++
 		if s.reasons == nil {
@@ -592,6 +667,7 @@ func (t *Telemetry) summarize(judged []int) {
 		g := t.stats[k]
 		s.Samples += g.samples
 		s.ThrottledSamples += g.throttled
+		s.PowerCappedSamples += g.powerCapped
 		if g.tempMin != nil && (s.TemperatureMinC == nil || *g.tempMin < *s.TemperatureMinC) {
 			s.TemperatureMinC = ptr(*g.tempMin)
 		}
@@ -650,6 +726,7 @@ func (t *Telemetry) read(d nvml.Device, i int, now time.Time) (l Line, lost stri
 		l.ClockEventMask = ptr(mask)
 		l.ClockEventReasons = ClockEventReasons(mask)
 		l.Throttled = mask&ThrottleMask != 0
+		l.PowerCapped = mask&nvml.ClocksEventReasonSwPowerCap != 0
 	}
 	lost = lostText(lost, "the clock-event reasons", ret)
 	used, ret := memoryUsed(d, t.memV2)
@@ -718,6 +795,13 @@ func (t *Telemetry) StopFor(device string) (*Summary, error) {
 			hr := readHealth(d)
 			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = hr.dbe, hr.remapped, hr.failed, hr.pending
 			h.RemapPendingAfter, h.RecoveryActionAfter = hr.remapPending, hr.recovery
+			after := readSlowdown(d)
+			for j := range h.Slowdown {
+				h.Slowdown[j].AfterNS = after[h.Slowdown[j].Reason]
+			}
+			if g := t.stats[k]; len(g.reasons) > 0 {
+				h.SlowdownSamples = maps.Clone(g.reasons)
+			}
 			if h.Lost == "" {
 				h.Lost = hr.lost
 			}
@@ -818,7 +902,35 @@ func healthReasons(h Health) []string {
 		reasons = append(reasons, fmt.Sprintf("gpu %d: row-remap failure (%s)", h.Index, when))
 	}
 	reasons = append(reasons, remapReasons(h)...)
+	reasons = append(reasons, slowdownReasons(h)...)
 	return reasons
+}
+
+// slowdownReasons fail a GPU whose clocks a fault slowed during the step:
+// a rise of NVML's cumulative SW thermal, HW thermal or HW power-brake
+// counter (which catches a slowdown between two samples), or a sample
+// with a reason in ThrottleMask (HW slowdown has no counter). The
+// software power cap is expected under load and never fails.
+func slowdownReasons(h Health) []string {
+	var out []string
+	const hint = "the clocks were cut by a fault, not by the power limit (hint: check cooling and power delivery; nvidia-smi -q -d PERFORMANCE)"
+	rose := map[string]bool{}
+	for _, c := range h.Slowdown {
+		rise, ok := c.rise()
+		for _, sc := range slowdownCounters {
+			if ok && sc.name == c.Reason && sc.fault && rise > 0 {
+				rose[c.Reason] = true
+				out = append(out, fmt.Sprintf("gpu %d: %s for %.3f s during the step (NVML's cumulative counter %d -> %d ns): %s",
+					h.Index, c.Reason, float64(rise)/1e9, *c.BeforeNS, *c.AfterNS, hint))
+			}
+		}
+	}
+	for _, r := range ClockEventReasons(ThrottleMask) {
+		if n := h.SlowdownSamples[r]; n > 0 && !rose[r] {
+			out = append(out, fmt.Sprintf("gpu %d: %s in %d sample(s): %s", h.Index, r, n, hint))
+		}
+	}
+	return out
 }
 
 // remapReasons judges h's row remapping and recovery action: uncorrectable

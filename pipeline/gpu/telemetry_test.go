@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -234,25 +235,58 @@ func TestTelemetryDoubleBitEventWithoutCounter(t *testing.T) {
 	}
 }
 
+// A GPU at its software power cap is a GPU loaded as it should be: its
+// samples are power-capped, not throttled, and pass. A GPU in a thermal
+// slowdown fails the step, named. Before, sw_power_cap counted as
+// throttling and a slowdown only as a share of samples: both passed.
 func TestTelemetryThrottle(t *testing.T) {
 	t.Parallel()
 	s := mustSimulate(t, "h100:2")
 	s.SetClockEventReasons(0, nvml.ClocksEventReasonSwPowerCap|nvml.ClocksThrottleReasonHwThermalSlowdown)
+	s.SetClockEventReasons(1, nvml.ClocksEventReasonSwPowerCap)
 	sum, lines := runTelemetry(t, s, nil)
-	if sum.Verdict.Status != VerdictPassed {
-		t.Errorf("throttling alone failed the verdict: %+v", sum.Verdict)
+	if sum.ThrottledSamples != sum.Samples/2 || sum.ThrottleShare != 0.5 || sum.PowerCappedSamples != sum.Samples {
+		t.Errorf("throttled %d of %d (share %v), power-capped %d; want half throttled, all capped", sum.ThrottledSamples, sum.Samples, sum.ThrottleShare, sum.PowerCappedSamples)
 	}
-	if sum.ThrottledSamples != sum.Samples/2 || sum.ThrottleShare != 0.5 {
-		t.Errorf("throttled %d of %d (share %v), want half", sum.ThrottledSamples, sum.Samples, sum.ThrottleShare)
-	}
-	want := map[string]int{"sw_power_cap": sum.Samples / 2, "hw_thermal_slowdown": sum.Samples / 2}
+	want := map[string]int{"hw_thermal_slowdown": sum.Samples / 2}
 	if diff := cmp.Diff(want, sum.ThrottleReasons); diff != "" {
 		t.Errorf("reasons (-want +got):\n%s", diff)
 	}
+	wantReason := fmt.Sprintf("gpu 0: hw_thermal_slowdown in %d sample(s): the clocks were cut by a fault", sum.Samples/2)
+	if sum.Verdict.Status != VerdictFailed || len(sum.Verdict.Reasons) != 1 || !strings.HasPrefix(sum.Verdict.Reasons[0], wantReason) {
+		t.Errorf("verdict %+v; want failed: %s", sum.Verdict, wantReason)
+	}
 	for _, l := range lines {
-		if l.Throttled != (l.GPU == 0) {
-			t.Errorf("line %+v: throttled %v", l, l.Throttled)
+		if l.Throttled != (l.GPU == 0) || !l.PowerCapped {
+			t.Errorf("line %+v: throttled %v capped %v", l, l.Throttled, l.PowerCapped)
 		}
+	}
+}
+
+// NVML's cumulative clock-event counters are read before and after the
+// step: a HW power brake shorter than the sampling interval (no sample
+// shows it) still fails the step, with its duration; time at the power
+// cap is recorded and passes.
+func TestTelemetrySlowdownCounters(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100:2")
+	sum, _ := runTelemetry(t, s, func() {
+		s.AddSlowdown(0, nvml.ClocksEventReasonSwPowerCap, 3*time.Second)
+		s.AddSlowdown(1, nvml.ClocksEventReasonSwPowerCap, 3*time.Second)
+		s.AddSlowdown(1, nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, 250*time.Millisecond)
+	})
+	want := "gpu 1: hw_power_brake_slowdown for 0.250 s during the step (NVML's cumulative counter 0 -> 250000000 ns)"
+	if sum.Verdict.Status != VerdictFailed || len(sum.Verdict.Reasons) != 1 || !strings.HasPrefix(sum.Verdict.Reasons[0], want) {
+		t.Errorf("verdict %+v; want only: %s", sum.Verdict, want)
+	}
+	var capped *SlowdownCounter
+	for i, c := range sum.GPUs[0].Slowdown {
+		if c.Reason == "sw_power_cap" {
+			capped = &sum.GPUs[0].Slowdown[i]
+		}
+	}
+	if capped == nil || capped.BeforeNS == nil || capped.AfterNS == nil || *capped.AfterNS-*capped.BeforeNS != uint64(3*time.Second) || len(sum.GPUs[0].Slowdown) != 4 {
+		t.Errorf("gpu 0 counters %+v; want the 4 counters, sw_power_cap up 3 s", sum.GPUs[0].Slowdown)
 	}
 }
 
@@ -342,8 +376,8 @@ func TestTelemetryLegacyDriver(t *testing.T) {
 	s.Device(0).GetCurrentClocksEventReasonsFunc = nil // calling it would panic
 	s.SetClockEventReasons(0, nvml.ClocksEventReasonSwPowerCap)
 	sum, _ := runTelemetry(t, s, nil)
-	if sum.ThrottledSamples != sum.Samples || sum.Samples == 0 {
-		t.Errorf("throttled %d of %d samples, want all", sum.ThrottledSamples, sum.Samples)
+	if sum.PowerCappedSamples != sum.Samples || sum.Samples == 0 || sum.ThrottledSamples != 0 {
+		t.Errorf("power-capped %d, throttled %d of %d samples; want all power-capped, none throttled", sum.PowerCappedSamples, sum.ThrottledSamples, sum.Samples)
 	}
 }
 

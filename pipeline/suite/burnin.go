@@ -29,6 +29,13 @@ const DefaultLeakTolerance = 1 << 20
 // the step sets one.
 const DefaultMinDutyCycle = 0.95
 
+// MinPowerShare is the share of a GPU's power limit its peak power must
+// reach in a burn-in on the cuda backend, unless the software power cap
+// held its clocks (sw_power_cap seen, which means the GPU was at its
+// limit): a burn-in that leaves the GPU far below its limit never
+// provokes the power, VRM and cooling faults that appear at TDP.
+const MinPowerShare = 0.85
+
 // minTrendIterations is the fewest iterations a memory slope is judged on.
 const minTrendIterations = 3
 
@@ -139,8 +146,48 @@ type BurninDetails struct {
 	// they span every GPU. TelemetrySamples counts the samples used.
 	TelemetryGPU     *int `json:"telemetry_gpu,omitempty"`
 	TelemetrySamples int  `json:"telemetry_samples,omitempty"`
+	// GPUs are the burned-in GPUs one by one: each device of a run over
+	// several (the results' devices) or the one GPU the results name,
+	// with what telemetry saw of it.
+	GPUs []BurninGPU `json:"gpus,omitempty"`
 	// Notes are facts worth reading (e.g. no output digests to compare).
 	Notes []string `json:"notes,omitempty"`
+}
+
+// BurninGPU is one GPU of a burn-in.
+type BurninGPU struct {
+	// Index is the GPU's NVML index in the hardware record; nil when the
+	// record does not list it.
+	Index *int `json:"index,omitempty"`
+	// UUID identifies the GPU.
+	UUID string `json:"uuid,omitempty"`
+	// Ordinal is its CUDA ordinal in the results, when they list devices.
+	Ordinal *int `json:"ordinal,omitempty"`
+	// DutyCycle, Iterations, RepeatsChecked and Mismatches are the
+	// device's own sustained loop, when the results list devices.
+	DutyCycle      *float64 `json:"duty_cycle,omitempty"`
+	Iterations     int64    `json:"iterations,omitempty"`
+	RepeatsChecked int64    `json:"repeats_checked,omitempty"`
+	Mismatches     int64    `json:"mismatches,omitempty"`
+	// Error is the device's own error, when it had one.
+	Error string `json:"error,omitempty"`
+	// Samples counts its telemetry samples.
+	Samples int `json:"samples,omitempty"`
+	// TempMinC and TempMaxC are its temperature range.
+	TempMinC *float64 `json:"temp_min_c,omitempty"`
+	TempMaxC *float64 `json:"temp_max_c,omitempty"`
+	// PowerMaxWatts is its peak power; PowerLimitWatts its enforced limit
+	// from the hardware record.
+	PowerMaxWatts   *float64 `json:"power_max_w,omitempty"`
+	PowerLimitWatts *float64 `json:"power_limit_w,omitempty"`
+	// PowerCappedShare is the share of samples at the software power cap
+	// (expected under load); ThrottleShare the share with a slowdown.
+	PowerCappedShare *float64 `json:"power_capped_share,omitempty"`
+	ThrottleShare    *float64 `json:"throttle_share,omitempty"`
+	// Loaded says whether the burn-in reached the GPU's power limit: peak
+	// power at least MinPowerShare of the limit, or the power cap seen;
+	// nil when not judged (not the cuda backend, or no power readings).
+	Loaded *bool `json:"loaded,omitempty"`
 }
 
 // Trend is a least-squares line through a per-iteration series (in a
@@ -197,9 +244,10 @@ type burnRun struct {
 	d        *BurninDetails
 	out      *step.Outcome
 	tol      int64
-	want     time.Duration // the duration asked
-	minDuty  *float64      // the duty cycle required, nil: reported only
-	env      []string      // the knobs every invocation gets
+	want     time.Duration  // the duration asked
+	minDuty  *float64       // the duty cycle required, nil: reported only
+	devices  []ResultDevice // the results' devices (a run over several)
+	env      []string       // the knobs every invocation gets
 	start    time.Time
 	elapsed  time.Duration
 	failures []string
@@ -343,6 +391,7 @@ func (br *burnRun) take(iter int, r *Results, exitCode int, maxRSS int64) bool {
 		d.Sustained = r.Sustained != nil
 		d.Backend, d.Device, d.DeviceUUID = r.Backend, r.Device, r.DeviceUUID
 		br.out.DeviceUUID = r.DeviceUUID
+		br.devices = r.Devices
 		d.CUDAVisibleDevices = r.CUDAVisibleDevices
 	} else if (r.Sustained != nil) != d.Sustained {
 		br.fail(iter, "the results of iteration 1 and %d disagree on whether the suite ran sustained (a \"sustained\" block)", iter)
@@ -597,10 +646,40 @@ func (br *burnRun) judgeTrends(unit string) {
 // telemetryLine is the part of a telemetry line (pipeline/gpu.Line) a
 // burn-in reads.
 type telemetryLine struct {
-	Kind         string  `json:"kind"`
-	GPU          int     `json:"gpu"`
-	TemperatureC *uint32 `json:"temperature_c"`
-	Throttled    bool    `json:"throttled"`
+	Kind         string   `json:"kind"`
+	GPU          int      `json:"gpu"`
+	TemperatureC *uint32  `json:"temperature_c"`
+	PowerWatts   *float64 `json:"power_watts"`
+	Throttled    bool     `json:"throttled"`
+	PowerCapped  bool     `json:"power_capped"`
+}
+
+// gpuSamples are one GPU's telemetry samples in a burn-in.
+type gpuSamples struct {
+	n, throttled, capped int
+	tmin, tmax, pmax     *float64
+}
+
+func (g *gpuSamples) add(l telemetryLine) {
+	g.n++
+	if l.Throttled {
+		g.throttled++
+	}
+	if l.PowerCapped {
+		g.capped++
+	}
+	if l.TemperatureC != nil {
+		t := float64(*l.TemperatureC)
+		if g.tmin == nil || t < *g.tmin {
+			g.tmin = ptrFloat(t)
+		}
+		if g.tmax == nil || t > *g.tmax {
+			g.tmax = ptrFloat(t)
+		}
+	}
+	if l.PowerWatts != nil && (g.pmax == nil || *l.PowerWatts > *g.pmax) {
+		g.pmax = ptrFloat(*l.PowerWatts)
+	}
 }
 
 // telemetry fills the temperature range and throttle share from the
@@ -621,6 +700,8 @@ func (br *burnRun) telemetry() {
 	switch rec := br.s.Hardware; {
 	case rec == nil:
 		d.Notes = append(d.Notes, "telemetry of every GPU: no hardware record to find the results' device in")
+	case d.DeviceUUID == "" && len(br.devices) > 0:
+		d.Notes = append(d.Notes, fmt.Sprintf("telemetry of every GPU: the results list %d devices, one row each under gpus", len(br.devices)))
 	case d.DeviceUUID == "":
 		d.Notes = append(d.Notes, "telemetry of every GPU: the results name no device (device_uuid)")
 	default:
@@ -633,41 +714,107 @@ func (br *burnRun) telemetry() {
 			d.Notes = append(d.Notes, fmt.Sprintf("telemetry of every GPU: the hardware record has no GPU %s, which the results name", d.DeviceUUID))
 		}
 	}
-	var n, throttled int
+	all := map[int]*gpuSamples{}
+	var judged gpuSamples
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var l telemetryLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Kind != "sample" || (gpu >= 0 && l.GPU != gpu) {
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Kind != "sample" {
 			continue
 		}
-		n++
-		if l.Throttled {
-			throttled++
+		if all[l.GPU] == nil {
+			all[l.GPU] = &gpuSamples{}
 		}
-		if l.TemperatureC != nil {
-			t := float64(*l.TemperatureC)
-			if d.TempMinC == nil || t < *d.TempMinC {
-				d.TempMinC = &t
-			}
-			if d.TempMaxC == nil || t > *d.TempMaxC {
-				d.TempMaxC = ptrFloat(t)
-			}
+		all[l.GPU].add(l)
+		if gpu < 0 || l.GPU == gpu {
+			judged.add(l)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		d.Notes = append(d.Notes, "telemetry not fully read: "+err.Error())
 	}
-	if n == 0 {
+	br.gpus(all)
+	if judged.n == 0 {
 		d.Notes = append(d.Notes, "telemetry holds no sample for this burn-in")
 		return
 	}
 	if gpu >= 0 {
 		d.TelemetryGPU = &gpu
 	}
-	d.TelemetrySamples = n
-	d.ThrottleShare = ptrFloat(float64(throttled) / float64(n))
+	d.TelemetrySamples = judged.n
+	d.TempMinC, d.TempMaxC = judged.tmin, judged.tmax
+	d.ThrottleShare = ptrFloat(float64(judged.throttled) / float64(judged.n))
 }
+
+// gpus fills d.GPUs, one entry per burned-in GPU (the results' devices,
+// or the GPU they name), with its telemetry, and judges each GPU's load
+// on the cuda backend: its peak power must reach MinPowerShare of its
+// limit, or the power cap must have held its clocks.
+func (br *burnRun) gpus(all map[int]*gpuSamples) {
+	d, rec := br.d, br.s.Hardware
+	index := func(uuid string) *int {
+		if rec == nil {
+			return nil
+		}
+		for _, g := range rec.GPUs {
+			if uuid != "" && strings.EqualFold(g.UUID, uuid) {
+				i := g.Index
+				return &i
+			}
+		}
+		return nil
+	}
+	switch {
+	case len(br.devices) > 0:
+		for _, rd := range br.devices {
+			g := BurninGPU{UUID: rd.UUID, Ordinal: ptrInt(rd.Ordinal), Index: index(rd.UUID), Error: rd.Error}
+			if s := rd.Sustained; s != nil {
+				g.DutyCycle, g.Iterations, g.RepeatsChecked, g.Mismatches = ptrFloat(s.DutyCycle), s.Iterations, s.OutputsChecked, s.Mismatches
+				if g.Error == "" {
+					g.Error = s.Error
+				}
+			}
+			d.GPUs = append(d.GPUs, g)
+		}
+	case d.DeviceUUID != "":
+		d.GPUs = append(d.GPUs, BurninGPU{UUID: d.DeviceUUID, Index: index(d.DeviceUUID)})
+	default:
+		return
+	}
+	for k := range d.GPUs {
+		g := &d.GPUs[k]
+		if g.Index == nil {
+			d.Notes = append(d.Notes, fmt.Sprintf("GPU %s: not in the hardware record, no telemetry of it", g.UUID))
+			continue
+		}
+		if rec != nil {
+			for _, rg := range rec.GPUs {
+				if rg.Index == *g.Index {
+					g.PowerLimitWatts = rg.PowerLimitWatts
+				}
+			}
+		}
+		s := all[*g.Index]
+		if s == nil || s.n == 0 {
+			continue
+		}
+		g.Samples, g.TempMinC, g.TempMaxC, g.PowerMaxWatts = s.n, s.tmin, s.tmax, s.pmax
+		g.PowerCappedShare = ptrFloat(float64(s.capped) / float64(s.n))
+		g.ThrottleShare = ptrFloat(float64(s.throttled) / float64(s.n))
+		if d.Backend != "cuda" || g.PowerMaxWatts == nil || g.PowerLimitWatts == nil || *g.PowerLimitWatts <= 0 {
+			continue
+		}
+		loaded := *g.PowerMaxWatts >= MinPowerShare**g.PowerLimitWatts || s.capped > 0
+		g.Loaded = &loaded
+		if !loaded {
+			br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): peak power %.0f W is %.0f %% of its %.0f W limit and the power cap never held its clocks: the burn-in did not load the GPU (expected >= %.0f %% of the limit, or sw_power_cap)",
+				*g.Index, g.UUID, *g.PowerMaxWatts, 100**g.PowerMaxWatts / *g.PowerLimitWatts, *g.PowerLimitWatts, 100*MinPowerShare))
+		}
+	}
+}
+
+func ptrInt(v int) *int { return &v }
 
 func ptrFloat(v float64) *float64 { return &v }
 

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,9 +188,11 @@ func TestBurninTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// GPU 1 runs hot at its power cap; GPU 0 idles.
+	// GPU 1 runs hot at its power cap (loaded as it should be, not
+	// throttled); GPU 0 draws little power but is held at its cap too.
 	sim.Device(1).GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 71, nvml.SUCCESS }
 	sim.SetClockEventReasons(1, nvml.ClocksEventReasonSwPowerCap)
+	sim.SetClockEventReasons(0, nvml.ClocksEventReasonSwPowerCap)
 	rec, err := gpu.Collect(t.Context(), gpu.WithSource(sim))
 	if err != nil {
 		t.Fatal(err)
@@ -203,9 +206,9 @@ func TestBurninTelemetry(t *testing.T) {
 		share      float64
 		note       string
 	}{
-		{"the results' GPU", uuid1, ptrInt(1), 71, 71, 1, ""},
-		{"no device named", "", nil, 32, 71, 0.5, "the results name no device"},
-		{"a GPU the record lacks", "GPU-00000000-0000-0000-0000-000000000000", nil, 32, 71, 0.5, "the hardware record has no GPU"},
+		{"the results' GPU", uuid1, ptrInt(1), 71, 71, 0, ""},
+		{"no device named", "", nil, 32, 71, 0, "the results name no device"},
+		{"a GPU the record lacks", "GPU-00000000-0000-0000-0000-000000000000", nil, 32, 71, 0, "the hardware record has no GPU"},
 	}
 	var mu sync.Mutex // the simulated source's telemetry, one step at a time
 	for _, tt := range tests {
@@ -288,5 +291,74 @@ func TestBurninRealHarnessSustained(t *testing.T) {
 	if out.Status != step.Passed || !d.Sustained || d.Invocations != 1 || d.Cases != 4 || d.RepeatsChecked < 4 || d.Timing != TimingSteadyClock ||
 		d.DutyCycle == nil || !(*d.DutyCycle > 0) || d.HostRSS == nil || len(d.HostRSS.Series) < 3 {
 		t.Fatalf("status %s %q, details %+v", out.Status, out.Reason, d)
+	}
+}
+
+// A burn-in of every GPU of the simulated 8-GPU node (go-nvml's dgxh100
+// mock; the results list the eight devices) has one entry per GPU with
+// its telemetry and power against its limit, and is judged on power: a
+// GPU whose peak stays far below its limit without the power cap ever
+// holding it was not loaded, and fails by index and UUID. Before, the
+// burn-in judged no power at all.
+func TestBurninEveryGPUPower(t *testing.T) {
+	t.Parallel()
+	sim, err := gpu.Simulate("h100:8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		mw := uint32(690_000)
+		if i == 5 {
+			mw = 300_000
+		}
+		sim.Device(i).GetPowerUsageFunc = func() (uint32, nvml.Return) { return mw, nvml.SUCCESS }
+	}
+	rec, err := gpu.Collect(t.Context(), gpu.WithSource(sim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uuids []string
+	for _, g := range rec.GPUs {
+		uuids = append(uuids, g.UUID)
+	}
+	burn := func(t *testing.T) *BurninDetails {
+		s := sustainedStep(t, "300ms", "SUS_BACKEND=cuda", "SUS_DEVICES="+strings.Join(uuids, ","))
+		s.Hardware = rec
+		tel, err := gpu.StartTelemetry(t.Context(), sim, filepath.Join(s.StepDir, gpu.TelemetryFile), 20*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := Burnin{}.Execute(t.Context(), s)
+		if _, err := tel.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := out.Details.(*BurninDetails)
+		want := fmt.Sprintf("gpu 5 (%s): peak power 300 W is 43 %% of its 700 W limit", uuids[5])
+		if loaded := d.GPUs[5].Loaded; loaded != nil && *loaded {
+			if out.Status != step.Passed {
+				t.Errorf("status %s %q; want passed", out.Status, out.Reason)
+			}
+		} else if out.Status != step.Failed || !strings.Contains(out.Reason, want) {
+			t.Errorf("status %s %q; want failed: %s", out.Status, out.Reason, want)
+		}
+		return d
+	}
+	d := burn(t)
+	if len(d.GPUs) != 8 {
+		t.Fatalf("gpus %+v; want one per GPU", d.GPUs)
+	}
+	for i, g := range d.GPUs {
+		if g.Index == nil || *g.Index != i || g.UUID != uuids[i] || g.Ordinal == nil || *g.Ordinal != i || g.DutyCycle == nil || g.Samples < 2 ||
+			g.PowerLimitWatts == nil || *g.PowerLimitWatts != 700 || g.PowerMaxWatts == nil || g.Loaded == nil || *g.Loaded != (i != 5) {
+			t.Errorf("gpu %d: %+v", i, g)
+		}
+	}
+	// The same GPU held at its power cap was at its limit: it passes.
+	sim.SetClockEventReasons(5, nvml.ClocksEventReasonSwPowerCap)
+	if d := burn(t); d.GPUs[5].Loaded == nil || !*d.GPUs[5].Loaded || *d.GPUs[5].PowerCappedShare == 0 {
+		t.Errorf("gpu 5 at its power cap: %+v", d.GPUs[5])
 	}
 }

@@ -467,8 +467,6 @@ func TestBenchmarkWarmupOnlyWhenSet(t *testing.T) {
 	}
 }
 
-func ptrInt(v int) *int { return &v }
-
 // sizeOrZero is a test case's leak tolerance; "" leaves it out.
 func sizeOrZero(s string) pipeline.Size {
 	if s == "" {

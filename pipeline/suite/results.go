@@ -56,6 +56,14 @@ type Results struct {
 	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES as the suite saw it, when
 	// set.
 	CUDAVisibleDevices string `json:"cuda_visible_devices,omitempty"`
+	// Devices lists the GPUs of a run over several devices (the harness's
+	// --devices), one entry each; then Device is the model they share,
+	// DeviceUUID is empty, every case's name ends "/gpu=I" and its config
+	// names device_uuid, and Sustained sums the devices' loops.
+	Devices []ResultDevice `json:"devices,omitempty"`
+	// CrossDevice compares the outputs of GPUs of one model, when several
+	// ran.
+	CrossDevice *CrossDevice `json:"cross_device,omitempty"`
 	// Sustained is present when the suite ran in sustained mode (the
 	// harness's --duration, which a burnin step asks for with
 	// GPUATTEST_DURATION): one process launching every case back to back.
@@ -98,6 +106,50 @@ type Case struct {
 	Stop *Stop `json:"stop,omitempty"`
 	// Sustained is the case's account in a sustained run.
 	Sustained *CaseSustained `json:"sustained,omitempty"`
+}
+
+// ResultDevice is one GPU of a run over several devices.
+type ResultDevice struct {
+	// Ordinal is the CUDA device ordinal among the visible devices.
+	Ordinal int `json:"ordinal" jsonschema:"minimum=0"`
+	// Name is the GPU's model.
+	Name string `json:"name,omitempty"`
+	// UUID is the GPU's UUID as NVML names it.
+	UUID string `json:"uuid,omitempty" jsonschema:"pattern=^GPU-[0-9a-f-]+$"`
+	// PCIBusID is its PCI bus id as the CUDA driver gives it.
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	// Cases and Passed count the device's cases and those that passed.
+	Cases  int `json:"cases" jsonschema:"minimum=0"`
+	Passed int `json:"passed" jsonschema:"minimum=0"`
+	// Error says why the device could not be opened.
+	Error string `json:"error,omitempty"`
+	// Sustained is the device's own sustained loop.
+	Sustained *DeviceSustained `json:"sustained,omitempty"`
+}
+
+// DeviceSustained is one device's sustained loop in a run over several
+// devices.
+type DeviceSustained struct {
+	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	BusySeconds    float64 `json:"busy_s" jsonschema:"minimum=0"`
+	DutyCycle      float64 `json:"duty_cycle" jsonschema:"minimum=0,maximum=1"`
+	Iterations     int64   `json:"iterations" jsonschema:"minimum=0"`
+	OutputsChecked int64   `json:"outputs_checked" jsonschema:"minimum=0"`
+	Mismatches     int64   `json:"mismatches" jsonschema:"minimum=0"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// CrossDevice is the comparison of each case's output between the GPUs
+// of one model: the same seed and deterministic kernels give the same
+// bits on every healthy GPU.
+type CrossDevice struct {
+	// Devices is the number of GPUs that ran.
+	Devices int `json:"devices" jsonschema:"minimum=0"`
+	// CasesCompared counts the cases compared across at least two GPUs.
+	CasesCompared int64 `json:"cases_compared" jsonschema:"minimum=0"`
+	// Disagreements name each case and GPU whose output differed from the
+	// others' (the case fails on that GPU).
+	Disagreements []string `json:"disagreements"`
 }
 
 // Timing sources of a sustained run.

@@ -22,10 +22,28 @@
 //                                the launch returns success, the next
 //                                synchronising call and every call after
 //                                it return 700 (a sticky error)
-//   FAKE_CUDA_CORRUPT=KERNEL:N   the Nth launch of KERNEL flips the lowest
-//                                bit of its output's first word
+//   FAKE_CUDA_CORRUPT=KERNEL:N[@P]
+//                                the Nth launch of KERNEL (N "*": every
+//                                launch) flips the lowest bit of its
+//                                output's first word; with @P only on
+//                                physical device P (a GPU that computes
+//                                consistently wrong, within tolerance)
+//
+// Contexts are per device and current per host thread (cuCtxCreate makes
+// its context current on the calling thread), as in the driver: a sticky
+// error loses only that device's context, and launches are counted per
+// device, so one process may drive several devices from several threads.
 //   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch also spins
 //                                NS nanoseconds (a microsecond kernel)
+//   FAKE_CUDA_UUIDS=GPU-a,GPU-b  the UUIDs of physical devices 0, 1, ...
+//                                (e.g. a simulated NVML node's, so that the
+//                                harness's results name the GPUs telemetry
+//                                watches); default GPU-face<index pattern>
+//   FAKE_CUDA_NAME=NAME          every device's name (one model, as on an HGX
+//                                node); default "Fake GPU <physical index> ..."
+//   FAKE_CUDA_HANG=KERNEL[@P]    after a launch of KERNEL (on physical device
+//                                P only, with @P) every synchronising call
+//                                of that device blocks forever (a hung GPU)
 //   FAKE_CUDA_INIT_ERROR=RC      cuInit returns RC (e.g. 802,
 //                                CUDA_ERROR_SYSTEM_NOT_READY: an HGX node
 //                                whose fabric manager has not started)
@@ -38,6 +56,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -70,11 +90,15 @@ struct State {
   bool inited = false;
   int physical = 1;
   std::vector<int> visible;  // physical index of each visible ordinal
-  CUresult sticky = 0;
+  std::map<int, CUresult> sticky;  // per physical device
   std::map<uintptr_t, size_t> allocs;
-  std::map<std::string, long> launches;
+  std::map<std::pair<int, std::string>, long> launches;  // per device and kernel
   std::string sticky_kernel, corrupt_kernel;
-  long sticky_at = 1, corrupt_at = 0;
+  long sticky_at = 1, corrupt_at = 0;  // corrupt_at -1: every launch
+  int corrupt_device = -1;             // -1: every device
+  std::string hang_kernel;
+  int hang_device = -1;
+  std::set<int> hung;  // devices whose next synchronisation never returns
   long long kernel_ns = 0;
 };
 
@@ -83,8 +107,25 @@ State& st() {
   return s;
 }
 
+// cur is the physical device whose context is current on this thread; -1
+// before cuCtxCreate.
+thread_local int cur = -1;
+
+// uuids are FAKE_CUDA_UUIDS' entries, by physical index.
+std::vector<std::string>& uuids() {
+  static std::vector<std::string> u;
+  return u;
+}
+
 CUuuid uuid_of(int phys) {
   CUuuid u;
+  if (size_t(phys) < uuids().size()) {
+    std::string hex;
+    for (char c : uuids()[size_t(phys)].substr(4))
+      if (c != '-') hex += c;
+    for (int i = 0; i < 16; ++i) u.bytes[i] = char(i * 2 + 1 < int(hex.size()) ? std::stoi(hex.substr(size_t(i) * 2, 2), nullptr, 16) : 0);
+    return u;
+  }
   for (int i = 0; i < 16; ++i) u.bytes[i] = char(0x10 * (phys + 1) + i);
   u.bytes[0] = char(0xfa);
   u.bytes[1] = char(0xce);
@@ -102,6 +143,17 @@ std::string uuid_string(int phys) {
 
 void parse_env(State& s) {
   if (const char* e = std::getenv("FAKE_CUDA_DEVICES")) s.physical = std::max(0, std::atoi(e));
+  uuids().clear();
+  if (const char* e = std::getenv("FAKE_CUDA_UUIDS")) {
+    std::string v = e;
+    for (size_t pos = 0; pos < v.size();) {
+      size_t comma = v.find(',', pos);
+      std::string tok = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      if (tok.rfind("GPU-", 0) == 0) uuids().push_back(tok);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
   s.visible.clear();
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   if (!cvd) {
@@ -135,7 +187,24 @@ void parse_env(State& s) {
     if (colon != std::string::npos) at = std::atol(v.c_str() + colon + 1);
   };
   kernel_at("FAKE_CUDA_STICKY", s.sticky_kernel, s.sticky_at);
-  kernel_at("FAKE_CUDA_CORRUPT", s.corrupt_kernel, s.corrupt_at);
+  if (const char* e = std::getenv("FAKE_CUDA_CORRUPT"); e && *e) {
+    std::string v = e;
+    if (auto at = v.find('@'); at != std::string::npos) {
+      s.corrupt_device = std::atoi(v.c_str() + at + 1);
+      v = v.substr(0, at);
+    }
+    auto colon = v.find(':');
+    s.corrupt_kernel = v.substr(0, colon);
+    if (colon != std::string::npos) s.corrupt_at = v.substr(colon + 1) == "*" ? -1 : std::atol(v.c_str() + colon + 1);
+  }
+  if (const char* e = std::getenv("FAKE_CUDA_HANG"); e && *e) {
+    std::string v = e;
+    if (auto at = v.find('@'); at != std::string::npos) {
+      s.hang_device = std::atoi(v.c_str() + at + 1);
+      v = v.substr(0, at);
+    }
+    s.hang_kernel = v;
+  }
   if (const char* e = std::getenv("FAKE_CUDA_KERNEL_NS")) s.kernel_ns = std::atoll(e);
 }
 
@@ -210,6 +279,48 @@ bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** 
       for (int j = 0; j < cols; ++j) y[size_t(r) * cols + j] = std::exp(x[size_t(r) * cols + j] - m) / sum;
     }
     out = o, out_bytes = b;
+  } else if (fn == "gpuattest_burn") {
+    // checksum.cu's burn kernel, thread by thread (fmaf is exact: the same
+    // bits as a GPU's).
+    auto o = arg<CUdeviceptr>(a, 0);
+    unsigned iters = arg<unsigned>(a, 1);
+    float seed = arg<float>(a, 2);
+    if (!valid(s, o, threads * 4)) return false;
+    float* y = reinterpret_cast<float*>(o);
+    const float m = 0.9999999f, c = 1e-7f;
+    for (size_t t = 0; t < threads; ++t) {
+      float v[8];
+      v[0] = seed + float(t & 1023) * 1e-6f;
+      for (int j = 1; j < 8; ++j) v[j] = v[0] + 0.125f * float(j);
+      for (unsigned i = 0; i < iters; ++i)
+        for (int k = 0; k < 16; ++k)
+          for (int j = 0; j < 8; ++j) v[j] = std::fma(v[j], m, c);
+      float sum = v[0];
+      for (int j = 1; j < 8; ++j) sum = sum + v[j];
+      y[t] = sum;
+    }
+    out = o, out_bytes = threads * 4;
+  } else if (fn == "gpuattest_mem_write" || fn == "gpuattest_mem_check") {
+    // checksum.cu's memory sweep.
+    auto p = arg<CUdeviceptr>(a, 0);
+    auto n = arg<unsigned long long>(a, 1), base = arg<unsigned long long>(a, 2);
+    unsigned pass = arg<unsigned>(a, 3);
+    if (!valid(s, p, size_t(n) * 4)) return false;
+    uint32_t* w = reinterpret_cast<uint32_t*>(p);
+    auto pattern = [pass](uint64_t addr) {
+      uint32_t v = uint32_t(mix64(addr ^ (uint64_t(pass >> 1) << 48)));
+      return (pass & 1) ? ~v : v;
+    };
+    if (fn == "gpuattest_mem_write") {
+      for (uint64_t i = 0; i < n; ++i) w[i] = pattern(base + i);
+      out = p, out_bytes = size_t(n) * 4;
+    } else {
+      auto e = arg<CUdeviceptr>(a, 4);
+      if (!valid(s, e, 8)) return false;
+      uint64_t bad = 0;
+      for (uint64_t i = 0; i < n; ++i) bad += w[i] != pattern(base + i);
+      *reinterpret_cast<uint64_t*>(e) += bad;
+    }
   } else if (fn == "gpuattest_checksum") {
     auto x = arg<CUdeviceptr>(a, 0), p = arg<CUdeviceptr>(a, 2);
     auto n = arg<unsigned long long>(a, 1);
@@ -231,9 +342,18 @@ extern "C" {
 
 #define FAKE_GUARD()                        \
   State& s = st();                          \
-  std::lock_guard<std::mutex> lock(s.mu);   \
+  std::unique_lock<std::mutex> lock(s.mu);  \
   if (!s.inited) return kNotInitialized;    \
-  if (s.sticky) return s.sticky
+  if (s.sticky[cur]) return s.sticky[cur]
+
+// FAKE_HANG blocks a synchronising call forever once the current device
+// hung (FAKE_CUDA_HANG), as a GPU that stopped answering does; the other
+// devices go on.
+#define FAKE_HANG()                                                   \
+  if (s.hung.count(cur)) {                                            \
+    lock.unlock();                                                    \
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));    \
+  }
 
 CUresult cuInit(unsigned) {
   State& s = st();
@@ -261,13 +381,18 @@ CUresult cuDeviceGet(CUdevice* d, int ordinal) {
 CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
   FAKE_GUARD();
   if (d < 0 || d >= int(s.visible.size())) return kInvalidDevice;
-  std::snprintf(name, size_t(len), "Fake GPU %d (gpuattest test driver)", s.visible[size_t(d)]);
+  if (const char* e = std::getenv("FAKE_CUDA_NAME"); e && *e) {
+    std::snprintf(name, size_t(len), "%s", e);
+  } else {
+    std::snprintf(name, size_t(len), "Fake GPU %d (gpuattest test driver)", s.visible[size_t(d)]);
+  }
   return kSuccess;
 }
 
 CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
   FAKE_GUARD();
   switch (attr) {
+    case 16: *v = 2; break;         // SM count
     case 38: *v = 50 << 20; break;  // L2 cache size
     case 75: *v = 9; break;         // compute capability major
     case 76: *v = 0; break;
@@ -290,10 +415,12 @@ CUresult cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
   return kSuccess;
 }
 
-CUresult cuCtxCreate_v2(void** ctx, unsigned, CUdevice) {
+CUresult cuCtxCreate_v2(void** ctx, unsigned, CUdevice d) {
   FAKE_GUARD();
-  static int token;
-  *ctx = &token;
+  if (d < 0 || d >= int(s.visible.size())) return kInvalidDevice;
+  static int token[1024];
+  cur = s.visible[size_t(d)];
+  *ctx = &token[cur % 1024];
   return kSuccess;
 }
 
@@ -304,6 +431,7 @@ CUresult cuCtxDestroy_v2(void*) {
 
 CUresult cuCtxSynchronize() {
   FAKE_GUARD();
+  FAKE_HANG();
   return kSuccess;
 }
 
@@ -322,7 +450,7 @@ CUresult cuModuleUnload(void* mod) {
 
 CUresult cuModuleGetFunction(void** fn, void*, const char* name) {
   FAKE_GUARD();
-  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum"};
+  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check"};
   for (const char* k : known) {
     if (std::strcmp(k, name) == 0) {
       *fn = new Func{name};
@@ -371,6 +499,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* h, size_t n) {
 
 CUresult cuMemcpyDtoH_v2(void* h, CUdeviceptr d, size_t n) {
   FAKE_GUARD();
+  FAKE_HANG();
   if (!valid(s, d, n)) return kInvalidValue;
   std::memcpy(h, reinterpret_cast<const void*>(d), n);
   return kSuccess;
@@ -405,17 +534,19 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, u
   FAKE_GUARD();
   if (!f || !params) return kInvalidHandle;
   const std::string& name = static_cast<Func*>(f)->name;
-  long nth = ++s.launches[name];
+  long nth = ++s.launches[{cur, name}];
   auto t0 = std::chrono::steady_clock::now();
   CUdeviceptr out = 0;
   size_t out_bytes = 0;
   if (!run(s, name, gx, bx, params, out, out_bytes) || (name == s.sticky_kernel && nth == s.sticky_at)) {
     // An asynchronous fault: the launch itself succeeds.
-    s.sticky = kIllegalAddress;
+    s.sticky[cur] = kIllegalAddress;
     return kSuccess;
   }
-  if (name == s.corrupt_kernel && nth == s.corrupt_at && out_bytes >= 4) reinterpret_cast<unsigned char*>(out)[0] ^= 1;
-  if (s.kernel_ns > 0 && name != "gpuattest_checksum") {
+  if (name == s.hang_kernel && (s.hang_device < 0 || s.hang_device == cur)) s.hung.insert(cur);
+  if (name == s.corrupt_kernel && (s.corrupt_at < 0 || nth == s.corrupt_at) && (s.corrupt_device < 0 || s.corrupt_device == cur) && out_bytes >= 4)
+    reinterpret_cast<unsigned char*>(out)[0] ^= 1;
+  if (s.kernel_ns > 0 && name.rfind("gpuattest_", 0) != 0) {
     auto until = t0 + std::chrono::nanoseconds(s.kernel_ns);
     while (std::chrono::steady_clock::now() < until) {
     }
@@ -447,6 +578,7 @@ CUresult cuEventRecord(void* e, void*) {
 
 CUresult cuEventSynchronize(void*) {
   FAKE_GUARD();
+  FAKE_HANG();
   return kSuccess;
 }
 

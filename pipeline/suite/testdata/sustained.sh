@@ -6,16 +6,24 @@
 # usage: sustained.sh OUT
 # Knobs (environment): SUS_BACKEND (cpu), SUS_DUTY (0.98), SUS_BAD (repeats
 # of case scale that differ, 0), SUS_RSS_STEP (host RSS growth per memory
-# sample, 0), SUS_ERROR (the loop's error), SUS_UUID (device_uuid).
+# sample, 0), SUS_ERROR (the loop's error), SUS_UUID (device_uuid),
+# SUS_DEVICES (UUIDs, comma-separated: a run over several devices, each
+# with its own loop, listed under "devices").
 out=$1
 echo "${GPUATTEST_DURATION:-unset}" >> duration.log
 sleep "${SUS_SLEEP:-${GPUATTEST_DURATION:-0}}"
 awk -v backend="${SUS_BACKEND:-cpu}" -v duty="${SUS_DUTY:-0.98}" -v bad="${SUS_BAD:-0}" -v step="${SUS_RSS_STEP:-0}" \
-	-v err="${SUS_ERROR:-}" -v uuid="${SUS_UUID:-}" -v dur="${GPUATTEST_DURATION:-1}" 'BEGIN {
+	-v err="${SUS_ERROR:-}" -v uuid="${SUS_UUID:-}" -v devices="${SUS_DEVICES:-}" -v dur="${GPUATTEST_DURATION:-1}" 'BEGIN {
   consistent = (bad == 0 && err == "") ? "true" : "false"
   printf "{\"schema\":\"https://gpuattest.dev/results/v1\",\"tool\":\"sustained-test 0\",\"backend\":\"%s\",", backend
   if (backend == "cuda") printf "\"device\":\"Test GPU\","
   if (uuid != "") printf "\"device_uuid\":\"%s\",", uuid
+  if (devices != "") {
+    nd = split(devices, dev, ",")
+    printf "\"devices\":["
+    for (i = 1; i <= nd; i++) printf "%s{\"ordinal\":%d,\"uuid\":\"%s\",\"cases\":2,\"passed\":2,\"sustained\":{\"elapsed_s\":%s,\"busy_s\":%s,\"duty_cycle\":%s,\"iterations\":100,\"outputs_checked\":198,\"mismatches\":0}}", (i > 1 ? "," : ""), i - 1, dev[i], dur, dur * duty, duty
+    printf "],"
+  }
   printf "\"sustained\":{\"duration_s\":%s,\"elapsed_s\":%s,\"busy_s\":%s,\"duty_cycle\":%s,", dur, dur, dur * duty, duty
   printf "\"timing\":\"%s\",\"iterations\":100,\"outputs_checked\":198,\"mismatches\":%d,\"consistent\":%s,", (backend == "cuda" ? "cuda_events" : "steady_clock"), bad, consistent
   printf "\"check\":\"bytes\",\"memory_interval_s\":0.1,\"memory\":["
