@@ -13,7 +13,7 @@ const module = "github.com/gpuattest/gpuattest"
 
 // topOrder is the one direction imports between top-level folders go:
 // a folder may import only the folders after it.
-var topOrder = []string{"cmd", "bench", "pipeline", "attest", "internal"}
+var topOrder = []string{"cmd", "bench", "schemas", "pipeline", "attest", "internal"}
 
 // pipelineFloors puts every package under pipeline/ on a floor: a
 // package imports only packages of lower floors. Leaves (statistics, the

@@ -9,20 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuattest/gpuattest/internal/schema/schematest"
-
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 const lockSchemaFile = "../../schemas/lock.schema.json"
-
-// TestLockSchemaUpToDate fails when the checked-in schema differs from what
-// the Go types generate.
-func TestLockSchemaUpToDate(t *testing.T) {
-	t.Parallel()
-	schematest.CheckGenerated(t, lockSchemaFile, LockSchemaJSON, "./pipeline/image")
-}
 
 func compileLockSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
@@ -37,10 +28,10 @@ func compileLockSchema(t *testing.T) *jsonschema.Schema {
 	}
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
-	if err := c.AddResource(LockSchemaID, doc); err != nil {
+	if err := c.AddResource("https://gpuattest.dev/schemas/lock.schema.json", doc); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Compile(LockSchemaID)
+	s, err := c.Compile("https://gpuattest.dev/schemas/lock.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}

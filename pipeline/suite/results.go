@@ -2,24 +2,14 @@ package suite
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/gpuattest/gpuattest/internal/jsonpos"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
-	"github.com/gpuattest/gpuattest/internal/schema"
-
-	"github.com/invopop/jsonschema"
-	sjs "github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 )
 
 // ResultsSchemaID is the value of a results file's "schema" field.
@@ -230,31 +220,6 @@ func (r *Results) Count() Counts {
 	return c
 }
 
-// ResultsSchema returns the JSON Schema of the results format, as checked
-// in at schemas/results.schema.json.
-func ResultsSchema() *jsonschema.Schema {
-	r := &jsonschema.Reflector{}
-	s := r.Reflect(&Results{})
-	s.ID = "https://gpuattest.dev/schemas/results.schema.json"
-	s.Title = "gpuattest results"
-	s.Description = "Test and benchmark results written by the gpuattest kernel harness (or any suite) and judged by gpuattest."
-	return s
-}
-
-// ResultsSchemaJSON returns ResultsSchema as indented JSON with a final
-// newline: the bytes of schemas/results.schema.json.
-func ResultsSchemaJSON() ([]byte, error) {
-	return schema.Marshal(ResultsSchema())
-}
-
-var compiled = sync.OnceValues(func() (*sjs.Schema, error) {
-	b, err := ResultsSchemaJSON()
-	if err != nil {
-		return nil, err
-	}
-	return schema.Compile("results.schema.json", b)
-})
-
 // Formats accepted by ReadResultsFormat.
 const (
 	FormatAuto      = "auto"
@@ -312,223 +277,30 @@ func sniff(path string, b []byte) string {
 	return FormatGpuattest
 }
 
+// maxResultsDepth is the deepest nesting of objects and arrays a results
+// file may have; the format needs four.
+const maxResultsDepth = 32
+
+// resultsHint ends the problems of a results file.
+const resultsHint = "expected a gpuattest results JSON object (schemas/results.schema.json)"
+
+// parseResultsJSON reads a results file the one way gpuattest reads a
+// document: strict syntax and shape (jsonstrict.Decode), then Validate.
 func parseResultsJSON(path string, b []byte) (*Results, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, fmt.Errorf("%s: empty results file\nhint: expected a gpuattest results JSON object (schemas/results.schema.json)", path)
-	}
-	var generic any
-	if err := json.Unmarshal(blankSamples(b), &generic); err != nil {
-		return nil, jsonSyntaxError(path, b, err)
-	}
-	if err := checkDuplicateKeys(path, b); err != nil {
-		return nil, err
-	}
-	sch, err := compiled()
-	if err != nil {
-		return nil, fmt.Errorf("compiling the results schema: %w", err)
-	}
-	// Numbers must be float64 for the validator; json.Unmarshal into any
-	// already did that.
-	skipNumericSamples(generic)
-	if err := sch.Validate(generic); err != nil {
-		return nil, schemaError(path, err)
+		return nil, fmt.Errorf("%s: empty results file\nhint: %s", path, resultsHint)
 	}
 	var r Results
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, jsonSyntaxError(path, b, err)
+	probs := jsonstrict.Decode(path, b, maxResultsDepth, &r)
+	if len(probs) == 0 {
+		probs = r.Validate().InFile(path)
+	}
+	if len(probs) > 0 {
+		if probs[len(probs)-1].Hint == "" {
+			probs[len(probs)-1].Hint = resultsHint
+		}
+		return nil, probs
 	}
 	r.Format = FormatGpuattest
-	seen := map[string]int{}
-	for i, c := range r.Cases {
-		if j, ok := seen[c.Name]; ok {
-			return nil, fmt.Errorf("%s: /cases/%d/name: %q repeats /cases/%d\nhint: case names must be unique within a file", path, i, c.Name, j)
-		}
-		seen[c.Name] = i
-		for k, v := range c.SamplesNS {
-			if !(v > 0) {
-				return nil, fmt.Errorf("%s: /cases/%d/samples_ns/%d: %v is not a positive duration", path, i, k, v)
-			}
-		}
-	}
 	return &r, nil
-}
-
-// blankSamples returns b, or a copy of it in which the contents of every
-// `"samples_ns":[...]` array made only of number characters are spaces:
-// the generic decode that feeds the schema then skips them (the schema
-// asks only that they be numbers, which the typed decode of b checks, and
-// the duration check after it). Offsets are kept, so a syntax error is
-// reported where it is in b. A million samples a side cost compare 0.6 s
-// of CPU to decode twice.
-func blankSamples(b []byte) []byte {
-	key := []byte(`"samples_ns":[`)
-	if !bytes.Contains(b, key) {
-		return b
-	}
-	out := bytes.Clone(b)
-	for i := 0; ; {
-		j := bytes.Index(out[i:], key)
-		if j < 0 {
-			return out
-		}
-		start := i + j + len(key)
-		end := start
-		for end < len(out) && strings.IndexByte("0123456789.eE+-, \t\r\n", out[end]) >= 0 {
-			end++
-		}
-		if end < len(out) && out[end] == ']' {
-			for k := start; k < end; k++ {
-				out[k] = ' '
-			}
-		}
-		i = end
-	}
-}
-
-// skipNumericSamples empties every cases[].samples_ns array of a decoded
-// results file whose items are all numbers, the one thing the schema asks
-// of them (the typed decode and the positive-duration check then read
-// them): validating a million samples a side cost compare 0.4 s of CPU.
-// An array holding anything else is left for the schema to report.
-func skipNumericSamples(doc any) {
-	top, _ := doc.(map[string]any)
-	cases, _ := top["cases"].([]any)
-	for _, c := range cases {
-		m, _ := c.(map[string]any)
-		xs, ok := m["samples_ns"].([]any)
-		if !ok {
-			continue
-		}
-		numeric := true
-		for _, x := range xs {
-			if _, ok := x.(float64); !ok {
-				numeric = false
-				break
-			}
-		}
-		if numeric {
-			m["samples_ns"] = []any{}
-		}
-	}
-}
-
-// jsonSyntaxError turns an encoding/json error into file:line:col.
-func jsonSyntaxError(path string, b []byte, err error) error {
-	line, col, ok := jsonpos.OfError(b, err)
-	if !ok {
-		return fmt.Errorf("%s: %v\nhint: expected a gpuattest results JSON object", path, err)
-	}
-	return fmt.Errorf("%s:%d:%d: %v\nhint: expected a gpuattest results JSON object", path, line, col, err)
-}
-
-// schemaError flattens a validation error into one line per leaf problem,
-// each with its JSON pointer.
-func schemaError(path string, err error) error {
-	var ve *sjs.ValidationError
-	if !errors.As(err, &ve) {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	var lines []string
-	var walk func(e *sjs.ValidationError)
-	walk = func(e *sjs.ValidationError) {
-		if len(e.Causes) == 0 {
-			loc := "/" + strings.Join(e.InstanceLocation, "/")
-			lines = append(lines, fmt.Sprintf("%s: %s: %s", path, loc, leafMessage(e)))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return fmt.Errorf("%s\nhint: see schemas/results.schema.json", strings.Join(lines, "\n"))
-}
-
-func leafMessage(e *sjs.ValidationError) string {
-	return e.ErrorKind.LocalizedString(message.NewPrinter(language.English))
-}
-
-// checkDuplicateKeys refuses an object that names a key twice: encoding/json
-// would keep the last value silently, so a second "status": "passed" could
-// hide a "failed". The error has the key's line:col and JSON pointer. b
-// must be valid JSON (syntax errors are left to the parse).
-func checkDuplicateKeys(path string, b []byte) error {
-	// jsonstrict scans without allocating per value; only a document it
-	// refuses is walked again here for the JSON pointer of the repeat.
-	// encoding/json refuses nesting past 10,000 levels before this runs.
-	if jsonstrict.Check(b, 10_001) == nil {
-		return nil
-	}
-	type frame struct {
-		obj   bool
-		keys  map[string]bool
-		isKey bool   // the next token of an object is a key
-		ptr   string // JSON pointer of this container
-		key   string // the key of the member being read
-		idx   int
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var stack []*frame
-	for {
-		start := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // io.EOF, or a syntax error reported elsewhere
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			stack = stack[:len(stack)-1]
-			continue
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.obj && top.isKey {
-			k, _ := tok.(string)
-			if top.keys[k] {
-				return duplicateKeyError(path, b, start, k, top.ptr)
-			}
-			top.keys[k] = true
-			top.isKey, top.key = false, k
-			continue
-		}
-		d, container := tok.(json.Delim)
-		// A member's pointer is made only for containers: building one
-		// per scalar cost gigabytes on a 300,000-case file.
-		var ptr string
-		if top != nil {
-			if top.obj {
-				top.isKey = true
-				if container {
-					ptr = top.ptr + "/" + pointerEscaper.Replace(top.key)
-				}
-			} else {
-				if container {
-					ptr = top.ptr + "/" + strconv.Itoa(top.idx)
-				}
-				top.idx++
-			}
-		}
-		if container {
-			stack = append(stack, &frame{obj: d == '{', keys: map[string]bool{}, isKey: d == '{', ptr: ptr})
-		}
-	}
-}
-
-// pointerEscaper escapes a key for a JSON pointer (RFC 6901).
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
-// duplicateKeyError says where key k repeats in the object at ptr; start
-// is the offset of the token before it.
-func duplicateKeyError(path string, b []byte, start int64, k, ptr string) error {
-	off := start
-	for off < int64(len(b)) && strings.IndexByte(" \t\r\n,", b[off]) >= 0 {
-		off++
-	}
-	line, col := jsonpos.LineCol(b, off)
-	if ptr == "" {
-		ptr = "/"
-	}
-	return fmt.Errorf("%s:%d:%d: duplicate key %q in %s\nhint: each key may appear once; a JSON reader keeps only the last value, so a repeated key can hide the first", path, line, col, k, ptr)
 }
