@@ -16,9 +16,5 @@ func CheckPredicate(predicateType string, predicate json.RawMessage) error {
 		return nil
 	}
 	var p ValidationPredicate
-	probs := jsonstrict.Decode("predicate", predicate, MaxStatementDepth, &p)
-	if len(probs) == 0 {
-		probs = p.Validate().InFile("predicate")
-	}
-	return probs.Err()
+	return jsonstrict.Read("predicate", predicate, MaxStatementDepth, &p).Err()
 }

@@ -22,10 +22,7 @@ var (
 // the field (schemas/hardware.schema.json publishes the format).
 func Decode(raw []byte) (*Record, error) {
 	var r Record
-	probs := jsonstrict.Decode("hardware record", raw, maxDepth, &r)
-	if len(probs) == 0 {
-		probs = r.Validate().InFile("hardware record")
-	}
+	probs := jsonstrict.Read("hardware record", raw, maxDepth, &r)
 	if len(probs) > 0 {
 		return nil, probs
 	}

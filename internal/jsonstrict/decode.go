@@ -9,26 +9,66 @@ import (
 	"github.com/gpuattest/gpuattest/internal/problem"
 )
 
-// Decode is the strict, typed half of reading a JSON document: it checks
-// data as Check does (a syntax error, invalid UTF-8, a repeated key or
-// nesting past maxDepth stops it), then against the shape of out's type
-// as encoding/json decodes it, reporting every problem at once: an
-// unknown field, a field without omitempty that is absent, a value of
-// the wrong JSON type, a fraction where an integer belongs. Only a
-// document with no problem is decoded into out (a pointer). Problems name
-// file, line, column and field path; the caller's Validate adds the
-// problems of meaning.
+// Validator is a decoded document that can say what is wrong with its
+// values (each problem with its field path; positions are added by Read
+// where the reader knows them).
+type Validator interface {
+	Validate() problem.List
+}
+
+// Read is the one way gpuattest reads a JSON document that others wrote,
+// once its bytes are read within their bound: strict syntax (Check), the
+// shape of out's Go type, a typed decode into out, then out.Validate,
+// every problem reported at once in one problem.List naming file, line,
+// column and field path. A syntax problem stops it; a value of the wrong
+// type or an unknown field stops it before Validate; a missing required
+// field does not (Validate's own problem at that path is then dropped).
+func Read(file string, data []byte, maxDepth int, out Validator) problem.List {
+	probs, decoded := decode(file, data, maxDepth, out)
+	if !decoded {
+		return probs
+	}
+	reported := map[string]bool{}
+	for _, p := range probs {
+		reported[p.Path] = true
+	}
+	for _, p := range out.Validate() {
+		if !reported[p.Path] {
+			if p.File == "" {
+				p.File = file
+			}
+			probs = append(probs, p)
+		}
+	}
+	return probs
+}
+
+// Decode is Read without Validate: out (a pointer) is filled only when
+// the document has no problem.
 func Decode(file string, data []byte, maxDepth int, out any) problem.List {
+	probs, _ := decode(file, data, maxDepth, out)
+	return probs
+}
+
+// decode checks data and decodes it into out; decoded is false when out
+// was not filled (a syntax problem, or a shape problem other than a
+// missing field).
+func decode(file string, data []byte, maxDepth int, out any) (probs problem.List, decoded bool) {
 	t := reflect.TypeOf(out)
 	if t == nil || t.Kind() != reflect.Pointer {
-		return problem.List{{File: file, Message: "jsonstrict.Decode: out must be a pointer"}}
+		return problem.List{{File: file, Message: "jsonstrict: out must be a pointer"}}, false
 	}
 	s := &scanner{data: data, maxDepth: maxDepth, rootShape: shapeOf(t.Elem())}
 	if err := s.document(false); err != nil {
-		return toList(file, []*Error{err.(*Error)})
+		return problem.List{err.(*Error).Problem(file)}, false
 	}
-	if len(s.probs) > 0 {
-		return toList(file, s.probs)
+	onlyMissing := true
+	for _, e := range s.probs {
+		probs = append(probs, e.Problem(file))
+		onlyMissing = onlyMissing && e.missing
+	}
+	if !onlyMissing {
+		return probs, false
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		p := problem.Problem{File: file, Message: err.Error()}
@@ -39,20 +79,12 @@ func Decode(file string, data []byte, maxDepth int, out any) problem.List {
 		if line, col, ok := jsonpos.OfError(data, err); ok {
 			p.Line, p.Col = line, col
 		}
-		return problem.List{p}
+		return append(probs, p), false
 	}
-	return nil
+	return probs, true
 }
 
 // Problem returns e as a problem of file.
 func (e *Error) Problem(file string) problem.Problem {
 	return problem.Problem{File: file, Line: e.Line, Col: e.Col, Path: e.Path, Message: e.Msg}
-}
-
-func toList(file string, errs []*Error) problem.List {
-	l := make(problem.List, len(errs))
-	for i, e := range errs {
-		l[i] = e.Problem(file)
-	}
-	return l
 }

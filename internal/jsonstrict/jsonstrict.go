@@ -22,6 +22,9 @@ type Error struct {
 	Path string
 	// Msg says what is wrong.
 	Msg string
+	// missing is set on a required field's absence, after which the
+	// document still decodes.
+	missing bool
 }
 
 // Error returns "line:col: path: msg".
@@ -319,8 +322,18 @@ func (s *scanner) missing(depth int) {
 		if bit < 64 && f.have&(1<<bit) != 0 || bit >= 64 && f.haveMore[bit] {
 			continue
 		}
+		if len(s.probs) >= maxProblems {
+			return
+		}
 		f.inValue = false
-		s.report(f.start, "missing required field %q", name)
+		s.report(f.start, "missing")
+		e := s.probs[len(s.probs)-1]
+		e.missing = true
+		if e.Path == "" {
+			e.Path = name
+		} else {
+			e.Path += "." + name
+		}
 	}
 }
 

@@ -291,10 +291,7 @@ func parseResultsJSON(path string, b []byte) (*Results, error) {
 		return nil, fmt.Errorf("%s: empty results file\nhint: %s", path, resultsHint)
 	}
 	var r Results
-	probs := jsonstrict.Decode(path, b, maxResultsDepth, &r)
-	if len(probs) == 0 {
-		probs = r.Validate().InFile(path)
-	}
+	probs := jsonstrict.Read(path, b, maxResultsDepth, &r)
 	if len(probs) > 0 {
 		if probs[len(probs)-1].Hint == "" {
 			probs[len(probs)-1].Hint = resultsHint
