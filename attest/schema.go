@@ -6,6 +6,9 @@ import (
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 )
 
+// predicateSchema is the published JSON Schema of the predicate.
+const predicateSchema = "https://gpuattest.dev/schemas/predicate.schema.json"
+
 // CheckPredicate checks a predicate of type ValidationPredicateType the
 // way gpuattest reads every document (strictly, then Validate), so that
 // gpuattest never signs a predicate that does not match its published
@@ -16,5 +19,9 @@ func CheckPredicate(predicateType string, predicate json.RawMessage) error {
 		return nil
 	}
 	var p ValidationPredicate
-	return jsonstrict.Read("predicate", predicate, MaxStatementDepth, &p).Err()
+	probs := jsonstrict.Read("predicate", predicate, MaxStatementDepth, &p)
+	if len(probs) > 0 {
+		probs[len(probs)-1].Hint = "the predicate's format is " + predicateSchema
+	}
+	return probs.Err()
 }
