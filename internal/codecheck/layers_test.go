@@ -128,3 +128,20 @@ func TestVerifierLinksNoPipeline(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecImportsNoSibling: the spec package (pipeline) imports no other
+// package of pipeline/, neither a step kind nor stats: it is the types,
+// their validation and defaults, read by everything above it.
+func TestSpecImportsNoSibling(t *testing.T) {
+	t.Parallel()
+	for _, p := range listPackages(t) {
+		if p.ImportPath != "pipeline" {
+			continue
+		}
+		for _, im := range p.Imports {
+			if strings.HasPrefix(im, module+"/pipeline/") {
+				t.Errorf("the spec package imports %s", im)
+			}
+		}
+	}
+}
