@@ -127,6 +127,7 @@ func specScalar(t reflect.Type) *jsonschema.Schema {
 func Lock() ([]byte, error) {
 	r := &jsonschema.Reflector{ExpandedStruct: true}
 	s := r.Reflect(&image.Lock{})
+	applyFields(s, "Lock", lockFields)
 	s.ID = LockID
 	s.Title = "gpuattest lock"
 	s.Description = "gpuattest.lock: every image of a pipeline, by name, resolved to digests (apiVersion " + image.LockAPIVersion + ")."
@@ -136,6 +137,7 @@ func Lock() ([]byte, error) {
 // Results generates the schema of a results file.
 func Results() ([]byte, error) {
 	s := (&jsonschema.Reflector{}).Reflect(&suite.Results{})
+	applyFields(s, "Results", resultsFields)
 	s.ID = ResultsID
 	s.Title = "gpuattest results"
 	s.Description = "Test and benchmark results written by the gpuattest kernel harness (or any suite) and judged by gpuattest."
@@ -158,6 +160,7 @@ func Hardware() ([]byte, error) {
 // Predicate generates the schema of the validation predicate.
 func Predicate() ([]byte, error) {
 	s := (&jsonschema.Reflector{Anonymous: true}).Reflect(&attest.ValidationPredicate{})
+	applyFields(s, "ValidationPredicate", predicateFields)
 	s.ID = PredicateID
 	s.Title = "gpuattest GPU validation predicate (" + attest.ValidationPredicateType + ")"
 	return marshalNoEscape(s)
@@ -166,6 +169,7 @@ func Predicate() ([]byte, error) {
 // Policy generates the schema of a policy file.
 func Policy() ([]byte, error) {
 	s := (&jsonschema.Reflector{Anonymous: true}).Reflect(&policy.Policy{})
+	applyFields(s, "Policy", policyFields)
 	s.ID = PolicyID
 	s.Title = "gpuattest verification policy"
 	return marshalNoEscape(s)
@@ -196,12 +200,15 @@ func ptr[T any](v T) *T { return &v }
 
 // field is what the generator adds to a field's reflected schema.
 type field struct {
-	Description string
-	Enum        []any
-	Pattern     string
-	Minimum     json.Number
-	Maximum     json.Number
-	MinItems    uint64
+	Type             string
+	Description      string
+	Enum             []any
+	Pattern          string
+	MinLength        uint64
+	Minimum          json.Number
+	ExclusiveMinimum json.Number
+	Maximum          json.Number
+	MinItems         uint64
 }
 
 // applyFields adds fields (keyed "GoType.name") to the properties of
@@ -225,7 +232,7 @@ func applyFields(root *jsonschema.Schema, rootType string, fields map[string]fie
 			p.Description = f.Description
 		}
 		target := p
-		if p.Type == "array" && p.Items != nil && (f.Enum != nil || f.Pattern != "") {
+		if p.Type == "array" && p.Items != nil && (f.Enum != nil || f.Pattern != "" || f.Minimum != "" || f.Maximum != "" || f.MinLength > 0) {
 			target = p.Items
 		}
 		if f.Enum != nil {
@@ -234,11 +241,20 @@ func applyFields(root *jsonschema.Schema, rootType string, fields map[string]fie
 		if f.Pattern != "" {
 			target.Pattern = f.Pattern
 		}
+		if f.Type != "" {
+			p.Type = f.Type
+		}
+		if f.MinLength > 0 {
+			target.MinLength = ptr(f.MinLength)
+		}
 		if f.Minimum != "" {
-			p.Minimum = f.Minimum
+			target.Minimum = f.Minimum
+		}
+		if f.ExclusiveMinimum != "" {
+			target.ExclusiveMinimum = f.ExclusiveMinimum
 		}
 		if f.Maximum != "" {
-			p.Maximum = f.Maximum
+			target.Maximum = f.Maximum
 		}
 		if f.MinItems > 0 {
 			p.MinItems = ptr(f.MinItems)

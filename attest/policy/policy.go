@@ -28,11 +28,11 @@ const (
 // Policy is a named list of rules that all must hold.
 type Policy struct {
 	// APIVersion is "gpuattest.dev/v1".
-	APIVersion string `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=gpuattest.dev/v1"`
+	APIVersion string `yaml:"apiVersion" json:"apiVersion"`
 	// Kind is "Policy".
-	Kind string `yaml:"kind" json:"kind" jsonschema:"enum=Policy"`
+	Kind string `yaml:"kind" json:"kind"`
 	// Rules must all evaluate to true.
-	Rules []Rule `yaml:"rules" json:"rules" jsonschema:"minItems=1"`
+	Rules []Rule `yaml:"rules" json:"rules"`
 	// Coverage, when set, asks for GPU coverage of the pinned targets
 	// across all the bundles verified together (see Coverage).
 	Coverage *Coverage `yaml:"coverage,omitempty" json:"coverage,omitempty"`
@@ -51,9 +51,9 @@ type Policy struct {
 // Rule is one named CEL expression over the statement.
 type Rule struct {
 	// Name names the rule in reports; unique within the policy.
-	Name string `yaml:"name" json:"name" jsonschema:"minLength=1"`
+	Name string `yaml:"name" json:"name"`
 	// Expr is a CEL expression that evaluates to a bool.
-	Expr string `yaml:"expr" json:"expr" jsonschema:"minLength=1"`
+	Expr string `yaml:"expr" json:"expr"`
 	// Message says what the rule requires, shown when it fails.
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
 }

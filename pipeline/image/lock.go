@@ -33,31 +33,31 @@ const KindLock = "Lock"
 // resolved to digests.
 type Lock struct {
 	// APIVersion is LockAPIVersion.
-	APIVersion string `json:"apiVersion" jsonschema:"enum=gpuattest.dev/v1"`
+	APIVersion string `json:"apiVersion"`
 	// Kind is KindLock.
-	Kind string `json:"kind" jsonschema:"enum=Lock"`
+	Kind string `json:"kind"`
 	// Images holds one entry per image of the pipeline, sorted by name.
-	Images []LockEntry `json:"images" jsonschema:"description=one entry per image of the pipeline (sorted by name)"`
+	Images []LockEntry `json:"images"`
 }
 
 // LockEntry records how one image of the pipeline was resolved.
 type LockEntry struct {
 	// Name is the image's key under images: in the pipeline.
-	Name string `json:"name" jsonschema:"minLength=1,description=the image's key under images: in the pipeline"`
+	Name string `json:"name"`
 	// Reference is the source as the pipeline writes it.
-	Reference string `json:"reference" jsonschema:"minLength=1,description=the image source as the pipeline writes it"`
+	Reference string `json:"reference"`
 	// IndexDigest is the multi-platform index's digest, when the reference
 	// pointed at one.
-	IndexDigest string `json:"index_digest,omitempty" jsonschema:"pattern=^sha256:[a-f0-9]{64}$,description=digest of the multi-platform index the reference pointed at"`
+	IndexDigest string `json:"index_digest,omitempty"`
 	// ManifestDigest is the platform's manifest digest (for docker-archive
 	// sources, the image ID).
-	ManifestDigest string `json:"manifest_digest" jsonschema:"pattern=^sha256:[a-f0-9]{64}$,description=digest of the platform's image manifest (for docker-archive sources the image ID)"`
+	ManifestDigest string `json:"manifest_digest"`
 	// ConfigDigest is the image's config digest (its image ID).
-	ConfigDigest string `json:"config_digest,omitempty" jsonschema:"pattern=^sha256:[a-f0-9]{64}$,description=digest of the image config (the image ID)"`
+	ConfigDigest string `json:"config_digest,omitempty"`
 	// Platform is the platform resolved for (linux/amd64).
-	Platform string `json:"platform" jsonschema:"minLength=1,description=platform the index was resolved for (os/arch)"`
+	Platform string `json:"platform"`
 	// ResolvedAt is when the reference was resolved.
-	ResolvedAt time.Time `json:"resolved_at" jsonschema:"description=when the reference was resolved (RFC 3339)"`
+	ResolvedAt time.Time `json:"resolved_at"`
 }
 
 // EntryFor returns the lock entry recording r under name.

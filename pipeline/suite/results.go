@@ -27,22 +27,22 @@ const (
 // and gpuattest judges. Its JSON form is schemas/results.schema.json.
 type Results struct {
 	// Schema identifies the format: ResultsSchemaID.
-	Schema string `json:"schema" jsonschema:"enum=https://gpuattest.dev/results/v1"`
+	Schema string `json:"schema"`
 	// Tool names the program that wrote the file, with its version.
-	Tool string `json:"tool" jsonschema:"minLength=1"`
+	Tool string `json:"tool"`
 	// Backend is where the kernels ran: cuda or cpu.
-	Backend string `json:"backend" jsonschema:"enum=cuda,enum=cpu"`
+	Backend string `json:"backend"`
 	// Device is the GPU model the cases ran on; omitted on cpu.
 	Device string `json:"device,omitempty"`
 	// DeviceUUID is the UUID of the GPU the cases ran on, as NVML names it
 	// ("GPU-..."), so telemetry can judge that GPU; omitted on cpu.
-	DeviceUUID string `json:"device_uuid,omitempty" jsonschema:"pattern=^GPU-[0-9a-f-]+$"`
+	DeviceUUID string `json:"device_uuid,omitempty"`
 	// DevicePCIBusID is that GPU's PCI bus id as the CUDA driver gives it
 	// (e.g. "0000:3B:00.0"; NVML writes the domain with 8 digits).
 	DevicePCIBusID string `json:"device_pci_bus_id,omitempty"`
 	// DeviceOrdinal is the CUDA device ordinal the suite opened, among the
 	// devices CUDA_VISIBLE_DEVICES leaves visible.
-	DeviceOrdinal *int `json:"device_ordinal,omitempty" jsonschema:"minimum=0"`
+	DeviceOrdinal *int `json:"device_ordinal,omitempty"`
 	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES as the suite saw it, when
 	// set.
 	CUDAVisibleDevices string `json:"cuda_visible_devices,omitempty"`
@@ -60,29 +60,29 @@ type Results struct {
 // Case is one test or benchmark case.
 type Case struct {
 	// Name identifies the case, e.g. "vector_add/n=1048576/seed=1".
-	Name string `json:"name" jsonschema:"minLength=1"`
+	Name string `json:"name"`
 	// Kernel is the kernel the case exercises.
 	Kernel string `json:"kernel,omitempty"`
 	// Status is passed, failed, skipped or error.
-	Status string `json:"status" jsonschema:"enum=passed,enum=failed,enum=skipped,enum=error"`
+	Status string `json:"status"`
 	// Message says why, when the case did not pass.
 	Message string `json:"message,omitempty"`
 	// Correctness compares the output with the reference.
 	Correctness *Correctness `json:"correctness,omitempty"`
 	// SamplesNS are the raw per-iteration times in nanoseconds, after warmup.
-	SamplesNS []float64 `json:"samples_ns,omitempty" jsonschema:"description=raw per-iteration times in nanoseconds after warmup"`
+	SamplesNS []float64 `json:"samples_ns,omitempty"`
 	// Flops is the floating-point operations of one iteration.
-	Flops float64 `json:"flops,omitempty" jsonschema:"minimum=0"`
+	Flops float64 `json:"flops,omitempty"`
 	// Bytes is the memory traffic of one iteration.
-	Bytes float64 `json:"bytes,omitempty" jsonschema:"minimum=0"`
+	Bytes float64 `json:"bytes,omitempty"`
 	// Config holds the case's parameters as strings.
 	Config map[string]string `json:"config,omitempty"`
 	// OutputSHA256 is the hex sha256 of the output tensor's bytes; burn-in
 	// compares it between iterations.
-	OutputSHA256 string `json:"output_sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	OutputSHA256 string `json:"output_sha256,omitempty"`
 	// DeviceMemoryUsedBytes is the device memory in use after the case
 	// (cuda backend), zero when not measured.
-	DeviceMemoryUsedBytes int64 `json:"device_memory_used_bytes,omitempty" jsonschema:"minimum=0"`
+	DeviceMemoryUsedBytes int64 `json:"device_memory_used_bytes,omitempty"`
 	// Stop says why sampling stopped, for adaptive repeats
 	// (GPUATTEST_REPEATS=auto).
 	Stop *Stop `json:"stop,omitempty"`
@@ -105,37 +105,37 @@ const (
 // compared with the first.
 type Sustained struct {
 	// DurationSeconds is the duration asked for.
-	DurationSeconds float64 `json:"duration_s" jsonschema:"exclusiveMinimum=0"`
+	DurationSeconds float64 `json:"duration_s"`
 	// ElapsedSeconds is the wall time of the loop.
-	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	ElapsedSeconds float64 `json:"elapsed_s"`
 	// BusySeconds is the time the device (or the threads) spent in
 	// kernels, summed over threads on cpu.
-	BusySeconds float64 `json:"busy_s" jsonschema:"minimum=0"`
+	BusySeconds float64 `json:"busy_s"`
 	// DutyCycle is the busy share of the loop's wall time (per thread on
 	// cpu), from 0 to 1.
-	DutyCycle float64 `json:"duty_cycle" jsonschema:"minimum=0,maximum=1"`
+	DutyCycle float64 `json:"duty_cycle"`
 	// Timing is how busy time was measured: cuda_events or steady_clock.
-	Timing string `json:"timing" jsonschema:"enum=cuda_events,enum=steady_clock"`
+	Timing string `json:"timing"`
 	// Threads is the number of worker threads (cpu).
-	Threads int `json:"threads,omitempty" jsonschema:"minimum=0"`
+	Threads int `json:"threads,omitempty"`
 	// CPUSeconds is the CPU time the process used in the loop (cpu): less
 	// than BusySeconds on a machine shared with other work.
-	CPUSeconds *float64 `json:"cpu_s,omitempty" jsonschema:"minimum=0"`
+	CPUSeconds *float64 `json:"cpu_s,omitempty"`
 	// Iterations is the number of rounds, each launching every case once
 	// (summed over threads on cpu).
-	Iterations int64 `json:"iterations" jsonschema:"minimum=0"`
+	Iterations int64 `json:"iterations"`
 	// OutputsChecked is the number of repeats whose output was compared
 	// with the first repeat's; Mismatches how many differed.
-	OutputsChecked int64 `json:"outputs_checked" jsonschema:"minimum=0"`
-	Mismatches     int64 `json:"mismatches" jsonschema:"minimum=0"`
+	OutputsChecked int64 `json:"outputs_checked"`
+	Mismatches     int64 `json:"mismatches"`
 	// Consistent is true when no output differed and the loop ran to the
 	// end.
 	Consistent bool `json:"consistent"`
 	// Check is how outputs were compared: "bytes" (every byte, cpu) or
 	// "checksum64" (a 64-bit checksum computed on the device, cuda).
-	Check string `json:"check" jsonschema:"enum=bytes,enum=checksum64"`
+	Check string `json:"check"`
 	// MemoryIntervalSeconds is how often Memory was sampled.
-	MemoryIntervalSeconds float64 `json:"memory_interval_s,omitempty" jsonschema:"minimum=0"`
+	MemoryIntervalSeconds float64 `json:"memory_interval_s,omitempty"`
 	// Memory are the process's memory samples over the loop.
 	Memory []MemorySample `json:"memory,omitempty"`
 	// Error says why the loop stopped early or did not run.
@@ -145,26 +145,26 @@ type Sustained struct {
 // MemorySample is one memory reading of a sustained run.
 type MemorySample struct {
 	// ElapsedSeconds is the time since the loop started.
-	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	ElapsedSeconds float64 `json:"elapsed_s"`
 	// Iteration is the number of rounds completed by then.
-	Iteration int64 `json:"iteration" jsonschema:"minimum=0"`
+	Iteration int64 `json:"iteration"`
 	// HostRSSBytes is the process's resident set size.
-	HostRSSBytes int64 `json:"host_rss_bytes,omitempty" jsonschema:"minimum=0"`
+	HostRSSBytes int64 `json:"host_rss_bytes,omitempty"`
 	// DeviceUsedBytes is the device memory in use (device-wide, cuda).
-	DeviceUsedBytes int64 `json:"device_used_bytes,omitempty" jsonschema:"minimum=0"`
+	DeviceUsedBytes int64 `json:"device_used_bytes,omitempty"`
 }
 
 // CaseSustained is one case's account in a sustained run.
 type CaseSustained struct {
 	// Repeats counts the case's launches, the first (checked against the
 	// reference) included.
-	Repeats int64 `json:"repeats" jsonschema:"minimum=0"`
+	Repeats int64 `json:"repeats"`
 	// Mismatches counts the repeats whose output differed from the first;
 	// FirstMismatch is the earliest (1 is the first repeat).
-	Mismatches    int64 `json:"mismatches" jsonschema:"minimum=0"`
-	FirstMismatch int64 `json:"first_mismatch,omitempty" jsonschema:"minimum=0"`
+	Mismatches    int64 `json:"mismatches"`
+	FirstMismatch int64 `json:"first_mismatch,omitempty"`
 	// BusySeconds is the time spent in this case's kernels.
-	BusySeconds float64 `json:"busy_s" jsonschema:"minimum=0"`
+	BusySeconds float64 `json:"busy_s"`
 }
 
 // Stop reasons of adaptive repeats.
@@ -180,17 +180,17 @@ const (
 // Stop says why a case with adaptive repeats stopped sampling.
 type Stop struct {
 	// Reason is precision, max_time or max_samples.
-	Reason string `json:"reason" jsonschema:"enum=precision,enum=max_time,enum=max_samples"`
+	Reason string `json:"reason"`
 	// ElapsedSeconds is how long the case sampled.
-	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	ElapsedSeconds float64 `json:"elapsed_s"`
 }
 
 // Correctness compares a kernel's output with its reference.
 type Correctness struct {
-	MaxAbsError  float64 `json:"max_abs_error" jsonschema:"minimum=0"`
-	MeanAbsError float64 `json:"mean_abs_error" jsonschema:"minimum=0"`
+	MaxAbsError  float64 `json:"max_abs_error"`
+	MeanAbsError float64 `json:"mean_abs_error"`
 	Correlation  float64 `json:"correlation"`
-	Tolerance    float64 `json:"tolerance" jsonschema:"minimum=0"`
+	Tolerance    float64 `json:"tolerance"`
 }
 
 // Counts tallies case statuses.
