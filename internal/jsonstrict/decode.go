@@ -21,8 +21,9 @@ type Validator interface {
 // shape of out's Go type, a typed decode into out, then out.Validate,
 // every problem reported at once in one problem.List naming file, line,
 // column and field path. A syntax problem stops it; a value of the wrong
-// type or an unknown field stops it before Validate; a missing required
-// field does not (Validate's own problem at that path is then dropped).
+// type stops it before Validate; a missing required field or an unknown
+// one does not (Validate's own problem at a path already reported is
+// dropped).
 func Read(file string, data []byte, maxDepth int, out Validator) problem.List {
 	probs, decoded := decode(file, data, maxDepth, out)
 	if !decoded {
@@ -43,8 +44,8 @@ func Read(file string, data []byte, maxDepth int, out Validator) problem.List {
 	return probs
 }
 
-// Decode is Read without Validate: out (a pointer) is filled only when
-// the document has no problem.
+// Decode is Read without Validate: out (a pointer) is filled when the
+// document has no problem, or only missing or unknown fields.
 func Decode(file string, data []byte, maxDepth int, out any) problem.List {
 	probs, _ := decode(file, data, maxDepth, out)
 	return probs
@@ -52,7 +53,7 @@ func Decode(file string, data []byte, maxDepth int, out any) problem.List {
 
 // decode checks data and decodes it into out; decoded is false when out
 // was not filled (a syntax problem, or a shape problem other than a
-// missing field).
+// missing or unknown field).
 func decode(file string, data []byte, maxDepth int, out any) (probs problem.List, decoded bool) {
 	t := reflect.TypeOf(out)
 	if t == nil || t.Kind() != reflect.Pointer {
@@ -62,12 +63,12 @@ func decode(file string, data []byte, maxDepth int, out any) (probs problem.List
 	if err := s.document(false); err != nil {
 		return problem.List{err.(*Error).Problem(file)}, false
 	}
-	onlyMissing := true
+	soft := true
 	for _, e := range s.probs {
 		probs = append(probs, e.Problem(file))
-		onlyMissing = onlyMissing && e.missing
+		soft = soft && e.soft
 	}
-	if !onlyMissing {
+	if !soft {
 		return probs, false
 	}
 	if err := json.Unmarshal(data, out); err != nil {

@@ -88,6 +88,11 @@ func TestRead(t *testing.T) {
 	if got != want {
 		t.Errorf("Read =\n%s\nwant\n%s", got, want)
 	}
+	got = Read("v.json", []byte(`{"name": "a", "sise": 3}`), 8, &v).Error()
+	want = "v.json:1:15: unknown field \"sise\"\nv.json:1:1: size: missing"
+	if got != want {
+		t.Errorf("Read of an unknown field =\n%s\nwant\n%s", got, want)
+	}
 	if probs := Read("v.json", []byte(`{"name": "a", "size": "big"}`), 8, &v); len(probs) != 1 || probs[0].Path != "size" {
 		t.Errorf("mistyped: %v", probs)
 	}

@@ -22,9 +22,9 @@ type Error struct {
 	Path string
 	// Msg says what is wrong.
 	Msg string
-	// missing is set on a required field's absence, after which the
-	// document still decodes.
-	missing bool
+	// soft is set on a problem after which the document still decodes
+	// (a required field's absence, an unknown field).
+	soft bool
 }
 
 // Error returns "line:col: path: msg".
@@ -294,7 +294,10 @@ func (s *scanner) memberShape(f *frame, k []byte, start int) *shape {
 	fd, ok := f.shape.fields[string(k)]
 	if !ok {
 		f.inValue = false
-		s.report(start, "unknown field %q", k)
+		if len(s.probs) < maxProblems {
+			s.report(start, "unknown field %q", k)
+			s.probs[len(s.probs)-1].soft = true
+		}
 		f.inValue = true
 		return nil
 	}
@@ -328,7 +331,7 @@ func (s *scanner) missing(depth int) {
 		f.inValue = false
 		s.report(f.start, "missing")
 		e := s.probs[len(s.probs)-1]
-		e.missing = true
+		e.soft = true
 		if e.Path == "" {
 			e.Path = name
 		} else {
