@@ -29,7 +29,7 @@ const (
 type ValidationPredicate struct {
 	// Result is "passed" only when every step and preflight check passed;
 	// otherwise "failed".
-	Result string `json:"result" jsonschema:"enum=passed,enum=failed"`
+	Result string `json:"result"`
 	// FailedSteps names the steps (and "preflight/<check>" entries) that did
 	// not pass; empty when Result is "passed".
 	FailedSteps []string `json:"failed_steps"`
@@ -41,7 +41,7 @@ type ValidationPredicate struct {
 	Simulated bool `json:"simulated"`
 	// Hardware is the run's hardware record (schemas/hardware.schema.json);
 	// its digest field is the one hardware digest of the predicate.
-	Hardware json.RawMessage `json:"hardware" jsonschema:"type=object"`
+	Hardware json.RawMessage `json:"hardware"`
 	// Build holds the build facts, when the run built anything.
 	Build *BuildFacts `json:"build,omitempty"`
 	// Results lists every result file with its sha256.
@@ -60,9 +60,9 @@ type ValidationPredicate struct {
 	// git work tree.
 	Source *Source `json:"source,omitempty"`
 	// PipelineDigest is "sha256:<hex>" of the pipeline file.
-	PipelineDigest string `json:"pipeline_digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	PipelineDigest string `json:"pipeline_digest"`
 	// LockDigest is "sha256:<hex>" of the lock file, when there is one.
-	LockDigest string `json:"lock_digest,omitempty" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	LockDigest string `json:"lock_digest,omitempty"`
 	// StartedAt is when the run started (RFC 3339, UTC).
 	StartedAt time.Time `json:"started_at"`
 	// FinishedAt is when the run finished (RFC 3339, UTC).
@@ -89,7 +89,7 @@ type BuildArtifact struct {
 	// Path is the artifact's path (slash-separated, relative).
 	Path string `json:"path"`
 	// SHA256 is the hex sha256 of the artifact.
-	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	SHA256 string `json:"sha256"`
 	// SASSArchs are the SASS architectures it holds ("sm_90", ...).
 	SASSArchs []string `json:"sass_archs"`
 	// PTXArchs are the PTX architectures it holds ("compute_90", ...).
@@ -103,7 +103,7 @@ type CubinDigest struct {
 	// Arch is the SASS architecture ("sm_90").
 	Arch string `json:"arch"`
 	// SHA256 is the hex sha256 of the extracted cubin.
-	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	SHA256 string `json:"sha256"`
 }
 
 // FileDigest is a file a run produced or read, by path and sha256: an
@@ -116,7 +116,7 @@ type FileDigest struct {
 	// subject name.
 	Path string `json:"path"`
 	// SHA256 is the hex sha256 of the file.
-	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	SHA256 string `json:"sha256"`
 	// Step is the id of the step that produced it, when known.
 	Step string `json:"step,omitempty"`
 	// Kind says what the file is ("fatbin", "results", "junit", "log", ...).
@@ -135,13 +135,13 @@ type StepVerdict struct {
 	// Reason says why a step that did not pass did not, in one line.
 	Reason string `json:"reason,omitempty"`
 	// Runner is the runner the step ran on: host, docker or bwrap.
-	Runner string `json:"runner,omitempty" jsonschema:"enum=host,enum=docker,enum=bwrap"`
+	Runner string `json:"runner,omitempty"`
 	// GPU is true when the pipeline marks the step gpu: true.
 	GPU bool `json:"gpu"`
 	// Backend is where a test, benchmark or burn-in ran its cases, as its
 	// results say: cuda or cpu. Absent for other kinds, and for results
 	// that do not say (JUnit).
-	Backend string `json:"backend,omitempty" jsonschema:"enum=cuda,enum=cpu"`
+	Backend string `json:"backend,omitempty"`
 	// Devices are the GPUs of the hardware record the step ran on: the one
 	// its results name (by UUID), else those CUDA_VISIBLE_DEVICES left
 	// visible to a gpu: true step (all of them when unset). Empty for a
@@ -211,11 +211,11 @@ type BenchmarkSummary struct {
 type BenchmarkComparison struct {
 	// Against is "reference" (measured in the same run, interleaved) or
 	// "baseline" (a stored file).
-	Against string `json:"against" jsonschema:"enum=reference,enum=baseline"`
+	Against string `json:"against"`
 	// Method is paired-signed-rank (reference) or mann-whitney (baseline).
 	Method string `json:"method,omitempty"`
 	// Verdict is SAME, FASTER, SLOWER, AMBIGUOUS or MISSING.
-	Verdict string `json:"verdict" jsonschema:"enum=SAME,enum=FASTER,enum=SLOWER,enum=AMBIGUOUS,enum=MISSING,enum=NEW"`
+	Verdict string `json:"verdict"`
 	// Delta is the relative change (0.05: 5 % slower), with the bounds of
 	// its confidence interval.
 	Delta  float64 `json:"delta"`
@@ -226,7 +226,7 @@ type BenchmarkComparison struct {
 	// Release is the manifest digest (sha256:<hex>) of the published
 	// release the reference ran against, verified before it ran; empty
 	// for a reference that names no release, and for a baseline.
-	Release string `json:"release,omitempty" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	Release string `json:"release,omitempty"`
 }
 
 // Throughput is a throughput value with its unit.
@@ -287,7 +287,7 @@ type TelemetrySummary struct {
 type StepTelemetry struct {
 	// Verdict is passed or failed (a fatal Xid, a new double-bit ECC
 	// error or a row-remap failure).
-	Verdict string `json:"verdict" jsonschema:"enum=passed,enum=failed"`
+	Verdict string `json:"verdict"`
 	// Reasons say why it failed, one line per cause.
 	Reasons []string `json:"reasons,omitempty"`
 	// XidEvents and FatalXidEvents count the Xid events seen, all and
@@ -330,7 +330,7 @@ type Source struct {
 	// no credentials; empty when the repository has no remote.
 	URI string `json:"uri,omitempty"`
 	// Commit is the hex id of the commit checked out.
-	Commit string `json:"commit" jsonschema:"pattern=^[0-9a-f]{40}([0-9a-f]{24})?$"`
+	Commit string `json:"commit"`
 	// Dirty is true when the work tree had uncommitted changes: the
 	// commit alone does not say what was built.
 	Dirty bool `json:"dirty"`

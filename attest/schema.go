@@ -1,77 +1,27 @@
 package attest
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"sync"
 
-	invopop "github.com/invopop/jsonschema"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 )
 
-//go:generate go run ./internal/schemagen -out ../schemas
+// predicateSchema is the published JSON Schema of the predicate.
+const predicateSchema = "https://gpuattest.dev/schemas/predicate.schema.json"
 
-// PredicateSchemaID is the $id of the predicate's JSON Schema.
-const PredicateSchemaID = "https://gpuattest.dev/schemas/predicate.schema.json"
-
-// PredicateSchema returns the JSON Schema of ValidationPredicate, as
-// checked in at schemas/predicate.schema.json.
-func PredicateSchema() ([]byte, error) {
-	r := &invopop.Reflector{
-		Anonymous:                  true,
-		RequiredFromJSONSchemaTags: false,
-		DoNotReference:             false,
-	}
-	s := r.Reflect(&ValidationPredicate{})
-	s.ID = PredicateSchemaID
-	s.Title = "gpuattest GPU validation predicate (" + ValidationPredicateType + ")"
-	return marshalSchema(s)
-}
-
-func marshalSchema(s *invopop.Schema) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-var predicateValidator = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	b, err := PredicateSchema()
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(PredicateSchemaID, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(PredicateSchemaID)
-})
-
-// CheckPredicate validates a predicate of type ValidationPredicateType
-// against its JSON Schema; predicates of other types are not checked.
+// CheckPredicate checks a predicate of type ValidationPredicateType the
+// way gpuattest reads every document (strictly, then Validate), so that
+// gpuattest never signs a predicate that does not match its published
+// schema (schemas/predicate.schema.json); predicates of other types are
+// not checked. The error is a problem.List naming every field at fault.
 func CheckPredicate(predicateType string, predicate json.RawMessage) error {
 	if predicateType != ValidationPredicateType {
 		return nil
 	}
-	sch, err := predicateValidator()
-	if err != nil {
-		return fmt.Errorf("compiling predicate schema: %w", err)
+	var p ValidationPredicate
+	probs := jsonstrict.Read("predicate", predicate, MaxStatementDepth, &p)
+	if len(probs) > 0 {
+		probs[len(probs)-1].Hint = "the predicate's format is " + predicateSchema
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(predicate))
-	if err != nil {
-		return fmt.Errorf("predicate: %w", err)
-	}
-	if err := sch.Validate(v); err != nil {
-		return fmt.Errorf("predicate does not match %s: %w", PredicateSchemaID, err)
-	}
-	return nil
+	return probs.Err()
 }

@@ -3,8 +3,6 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
-
-	"github.com/invopop/jsonschema"
 )
 
 // Command is a step's run: either a shell string (run by /bin/sh -c) or an
@@ -71,19 +69,6 @@ func (c Command) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(c.Shell)
 }
-
-// JSONSchema describes the two forms.
-func (Command) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{
-		Description: "a shell string (run by /bin/sh -ec) or an argv list",
-		OneOf: []*jsonschema.Schema{
-			{Type: "string", MinLength: ptr(uint64(1))},
-			{Type: "array", MinItems: ptr(uint64(1)), Items: &jsonschema.Schema{Type: "string"}},
-		},
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
 
 // Repeats is a benchmark's timed iterations per case: a count, or auto
 // (adaptive: stop once the median is known to Precision, or at MaxTime).
@@ -156,15 +141,4 @@ func (r *Repeats) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	return fmt.Errorf("repeats: expected a positive integer or %q", RepeatsAuto)
-}
-
-// JSONSchema describes the two forms.
-func (Repeats) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{
-		Description: "timed iterations per case: a count, or auto to stop each case once its median is known to precision (or at maxTime)",
-		OneOf: []*jsonschema.Schema{
-			{Type: "integer", Minimum: json.Number("1")},
-			{Type: "string", Enum: []any{RepeatsAuto}},
-		},
-	}
 }

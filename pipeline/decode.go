@@ -77,7 +77,7 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 		probs = append(probs, validate(p, src, l)...)
 	}
 	if len(probs) > 0 {
-		return nil, probs.sorted()
+		return nil, probs.Sorted()
 	}
 	sum := sha256.Sum256(data)
 	p.Path = path

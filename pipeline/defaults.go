@@ -83,7 +83,7 @@ func applyDefaults(p *Pipeline) {
 					s.Gate.Threshold = DefaultThreshold
 				}
 				if s.Gate.Alpha == 0 {
-					s.Gate.Alpha = 0.01
+					s.Gate.Alpha = DefaultGateAlpha
 				}
 			}
 		}

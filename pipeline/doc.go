@@ -19,5 +19,3 @@
 // (host, docker, bwrap), step is the executor contract, and cuda, gpu,
 // image and suite implement the step kinds and what they need.
 package pipeline
-
-//go:generate go run ./internal/genschema ../schemas/pipeline.schema.json

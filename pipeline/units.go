@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/invopop/jsonschema"
 )
 
 // The spec's typed scalars (Size, Percent, Duration) are parsed once, when
@@ -116,17 +114,6 @@ func (s Size) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 // UnmarshalJSON parses a size string or a byte count.
 func (s *Size) UnmarshalJSON(b []byte) error { return unmarshalJSONText(b, s, NewSize) }
 
-// JSONSchema describes a size.
-func (Size) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{
-		Description: "a byte size such as 8GiB, 512MiB or 2GB (units are case-insensitive), or a byte count",
-		OneOf: []*jsonschema.Schema{
-			{Type: "string", Pattern: `^\s*[0-9]+(\.[0-9]+)?\s*([kKmMgGtT][iI]?[bB]?|[bB])?\s*$`},
-			{Type: "integer", Minimum: json.Number("0")},
-		},
-	}
-}
-
 // Percent is a fraction as a pipeline writes it ("3%" or 0.03).
 type Percent struct {
 	// Fraction is the value: 0.03 for 3%.
@@ -165,17 +152,6 @@ func (p Percent) MarshalJSON() ([]byte, error) { return json.Marshal(p.String())
 
 // UnmarshalJSON parses "3%" or 0.03.
 func (p *Percent) UnmarshalJSON(b []byte) error { return unmarshalJSONText(b, p, NewPercent) }
-
-// JSONSchema describes a percentage.
-func (Percent) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{
-		Description: "a percentage such as 3% or a fraction such as 0.03",
-		OneOf: []*jsonschema.Schema{
-			{Type: "string", Pattern: `^\s*[0-9]+(\.[0-9]+)?%?\s*$`},
-			{Type: "number", Minimum: json.Number("0")},
-		},
-	}
-}
 
 // Duration is a duration as a pipeline writes it ("90s", "1h30m").
 type Duration struct {
@@ -221,15 +197,6 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 
 // UnmarshalJSON parses a duration string.
 func (d *Duration) UnmarshalJSON(b []byte) error { return unmarshalJSONText(b, d, NewDuration) }
-
-// JSONSchema describes a duration.
-func (Duration) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{
-		Type:        "string",
-		Pattern:     `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`,
-		Description: "a duration such as 90s, 10m or 1h30m",
-	}
-}
 
 func must[T any](v T, err error) T {
 	if err != nil {

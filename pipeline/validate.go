@@ -8,8 +8,27 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
-	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
+
+// MaxRounds is the most invocations of each side a benchmark with a
+// reference may ask for (rounds): the paired test's bound on pairs,
+// stats.MaxPairs (a test in pipeline/suite holds them equal).
+const MaxRounds = 2000
+
+// DefaultGateAlpha is a gate's significance level when the pipeline
+// gives none: stats.DefaultAlpha.
+const DefaultGateAlpha = 0.01
+
+// MinRounds is the fewest rounds with which the paired signed-rank test
+// the gate runs can reach significance at alpha: with n pairs its
+// smallest two-sided p-value is 2^(1-n) (stats.MinPairs).
+func MinRounds(alpha float64) int {
+	n := 1
+	for math.Ldexp(1, 1-n) >= alpha && n < MaxRounds {
+		n++
+	}
+	return n
+}
 
 // MaxStepID is the longest step id: an id names the step's directory
 // (steps/<id>) and is exported to the step as GPUATTEST_STEP_ID.
@@ -356,14 +375,14 @@ func validateBenchmark(v *validator, i int, s *Step) {
 	v.referenceRelease(rp, s)
 	if v.src.has(path + ".rounds") {
 		switch {
-		case s.Rounds < 2 || s.Rounds > stats.MaxPairs:
-			v.add(path+".rounds", false, "10 is a good start", "rounds %d: expected 2 to %d invocations of each side", s.Rounds, stats.MaxPairs)
+		case s.Rounds < 2 || s.Rounds > MaxRounds:
+			v.add(path+".rounds", false, "10 is a good start", "rounds %d: expected 2 to %d invocations of each side", s.Rounds, MaxRounds)
 		default:
-			alpha := stats.DefaultAlpha
+			alpha := DefaultGateAlpha
 			if s.Gate != nil && s.Gate.Alpha > 0 && s.Gate.Alpha < 1 {
 				alpha = s.Gate.Alpha
 			}
-			if need := stats.MinPairs(alpha); s.Rounds < need {
+			if need := MinRounds(alpha); s.Rounds < need {
 				v.add(path+".rounds", false, fmt.Sprintf("use rounds: %d or more (or a larger gate.alpha)", need),
 					"rounds %d cannot reach significance at alpha %g: the paired signed-rank test's smallest p-value with %d pairs is %.2g", s.Rounds, alpha, s.Rounds, math.Ldexp(1, 1-s.Rounds))
 			}

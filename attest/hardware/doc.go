@@ -9,5 +9,3 @@
 // from disk only through Decode, which validates it against
 // schemas/hardware.schema.json and checks its digest.
 package hardware
-
-//go:generate go run ./internal/genschema ../../schemas/hardware.schema.json

@@ -39,7 +39,7 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// Digest is "sha256:" and the hex sha256 of the record's canonical
 	// JSON (RFC 8785) without its volatile fields; see ComputeDigest.
-	Digest string `json:"digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	Digest string `json:"digest"`
 }
 
 // Host describes the machine the GPUs sit in.
@@ -75,7 +75,7 @@ type GPU struct {
 	// VBIOS is the video BIOS version.
 	VBIOS string `json:"vbios,omitempty"`
 	// ComputeCapability is "major.minor", e.g. "9.0".
-	ComputeCapability string `json:"compute_capability,omitempty" jsonschema:"pattern=^[0-9]+\\.[0-9]$"`
+	ComputeCapability string `json:"compute_capability,omitempty"`
 	// MemoryTotalBytes is the device memory size.
 	MemoryTotalBytes *uint64 `json:"memory_total_bytes,omitempty"`
 	// ECCEnabled is the current ECC mode.

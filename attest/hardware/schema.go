@@ -1,62 +1,48 @@
 package hardware
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"sync"
 
-	"github.com/gpuattest/gpuattest/internal/schema"
-
-	"github.com/invopop/jsonschema"
-	sjs "github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
+	"github.com/gpuattest/gpuattest/internal/lazyregexp"
+	"github.com/gpuattest/gpuattest/internal/problem"
 )
 
-// RecordSchema returns the JSON Schema of the hardware record, as checked
-// in at schemas/hardware.schema.json.
-func RecordSchema() *jsonschema.Schema {
-	r := &jsonschema.Reflector{}
-	s := r.Reflect(&Record{})
-	s.ID = "https://gpuattest.dev/schemas/hardware.schema.json"
-	s.Title = "gpuattest hardware record"
-	s.Description = "The host, NVIDIA driver and GPUs a run used, as NVML reports them (simulated: true when they come from GPUATTEST_FAKE_GPU). A metric a GPU does not report is absent, never zero."
-	return s
-}
+// maxDepth is the deepest nesting a hardware record may have; it needs
+// four.
+const maxDepth = 16
 
-// RecordSchemaJSON returns RecordSchema as indented JSON with a final
-// newline: the bytes of schemas/hardware.schema.json.
-func RecordSchemaJSON() ([]byte, error) {
-	return schema.Marshal(RecordSchema())
-}
+var (
+	digestRE = lazyregexp.New(`^sha256:[0-9a-f]{64}$`)
+	ccRE     = lazyregexp.New(`^[0-9]+\.[0-9]$`)
+)
 
-var compiledSchema = sync.OnceValues(func() (*sjs.Schema, error) {
-	b, err := RecordSchemaJSON()
-	if err != nil {
-		return nil, err
-	}
-	return schema.Compile("hardware.schema.json", b)
-})
-
-// Decode parses a hardware record's JSON, validates it against
-// RecordSchema and checks its digest. Errors name the offending field.
+// Decode parses a hardware record's JSON the way gpuattest reads every
+// document (strictly, then Validate) and checks its digest. Problems name
+// the field (schemas/hardware.schema.json publishes the format).
 func Decode(raw []byte) (*Record, error) {
-	sch, err := compiledSchema()
-	if err != nil {
-		return nil, fmt.Errorf("compiling the hardware record schema: %w", err)
-	}
-	doc, err := sjs.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("hardware record: %w", err)
-	}
-	if err := sch.Validate(doc); err != nil {
-		return nil, fmt.Errorf("hardware record does not match schemas/hardware.schema.json: %w", err)
-	}
 	var r Record
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("hardware record: %w", err)
+	probs := jsonstrict.Read("hardware record", raw, maxDepth, &r)
+	if len(probs) > 0 {
+		return nil, probs
 	}
 	if err := r.Verify(); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// Validate returns every problem of a decoded record beyond its shape,
+// each with its field path.
+func (r *Record) Validate() problem.List {
+	var l problem.List
+	if !digestRE.MatchString(r.Digest) {
+		l.Add("digest", "", "%q: expected sha256:<64 hex digits>", r.Digest)
+	}
+	for i, g := range r.GPUs {
+		if g.ComputeCapability != "" && !ccRE.MatchString(g.ComputeCapability) {
+			l.Add(fmt.Sprintf("gpus[%d].compute_capability", i), "", "%q: expected MAJOR.MINOR such as 9.0", g.ComputeCapability)
+		}
+	}
+	return l
 }

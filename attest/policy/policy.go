@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/internal/problem"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -27,19 +28,19 @@ const (
 // Policy is a named list of rules that all must hold.
 type Policy struct {
 	// APIVersion is "gpuattest.dev/v1".
-	APIVersion string `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=gpuattest.dev/v1"`
+	APIVersion string `yaml:"apiVersion" json:"apiVersion"`
 	// Kind is "Policy".
-	Kind string `yaml:"kind" json:"kind" jsonschema:"enum=Policy"`
+	Kind string `yaml:"kind" json:"kind"`
 	// Rules must all evaluate to true.
-	Rules []Rule `yaml:"rules" json:"rules" jsonschema:"minItems=1"`
+	Rules []Rule `yaml:"rules" json:"rules"`
 	// Coverage, when set, asks for GPU coverage of the pinned targets
 	// across all the bundles verified together (see Coverage).
 	Coverage *Coverage `yaml:"coverage,omitempty" json:"coverage,omitempty"`
 
 	// source names the file the policy came from, for messages.
 	source string
-	// positions maps "rules[i].expr" etc. to "line:col".
-	positions map[string]string
+	// positions maps "rules[i].expr" etc. to the value's position.
+	positions map[string]position
 	// compiled is the program Parse compiled to check the rules, kept
 	// with the rules it was compiled from, so that Compile does not
 	// compile them a second time (the bulk of a large policy's cost).
@@ -50,9 +51,9 @@ type Policy struct {
 // Rule is one named CEL expression over the statement.
 type Rule struct {
 	// Name names the rule in reports; unique within the policy.
-	Name string `yaml:"name" json:"name" jsonschema:"minLength=1"`
+	Name string `yaml:"name" json:"name"`
 	// Expr is a CEL expression that evaluates to a bool.
-	Expr string `yaml:"expr" json:"expr" jsonschema:"minLength=1"`
+	Expr string `yaml:"expr" json:"expr"`
 	// Message says what the rule requires, shown when it fails.
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
 }
@@ -88,52 +89,17 @@ func Parse(name string, src []byte) (*Policy, error) {
 	}
 	var p Policy
 	if err := yaml.UnmarshalWithOptions(src, &p, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("%s: %s", name, yaml.FormatError(err, false, true))
+		return nil, problem.List{yamlProblem(name, err)}
 	}
 	p.source = name
 	var folded map[string]bool
 	p.positions, folded = positions(f)
-	var errs []error
-	at := func(field string) string {
-		if pos, ok := p.positions[field]; ok {
-			return name + ":" + pos
-		}
-		return name
-	}
-	if p.APIVersion != APIVersion {
-		errs = append(errs, fmt.Errorf("%s: apiVersion %q: expected %q", at("apiVersion"), p.APIVersion, APIVersion))
-	}
-	if p.Kind != Kind {
-		errs = append(errs, fmt.Errorf("%s: kind %q: expected %q", at("kind"), p.Kind, Kind))
-	}
-	if len(p.Rules) == 0 {
-		errs = append(errs, fmt.Errorf("%s: rules: expected at least one rule", at("rules")))
-	}
 	if len(p.Rules) > MaxRules {
 		f := fmt.Sprintf("rules[%d]", MaxRules)
-		return nil, fmt.Errorf("%s: %s: %d rules, more than the limit of %d a policy may have", at(f), f, len(p.Rules), MaxRules)
+		return nil, problem.List{p.problem(f, f, "", "%d rules, more than the limit of %d a policy may have", len(p.Rules), MaxRules)}
 	}
-	seen := map[string]bool{}
-	for i, r := range p.Rules {
-		f := fmt.Sprintf("rules[%d]", i)
-		if strings.TrimSpace(r.Name) == "" {
-			errs = append(errs, fmt.Errorf("%s: %s.name: expected a non-empty name", at(f), f))
-		} else if seen[r.Name] {
-			errs = append(errs, fmt.Errorf("%s: %s.name %q: duplicate rule name", at(f+".name"), f, r.Name))
-		}
-		seen[r.Name] = true
-		if strings.TrimSpace(r.Expr) == "" {
-			errs = append(errs, fmt.Errorf("%s: %s.expr: expected a CEL expression", at(f), f))
-		}
-		if len(r.Expr) > MaxExprSize {
-			errs = append(errs, fmt.Errorf("%s: %s.expr: %d bytes, more than the limit of %d an expression may have\nhint: split the rule", at(f+".expr"), f, len(r.Expr), MaxExprSize))
-		}
-		if folded[f+".expr"] && foldedComment(r.Expr) {
-			errs = append(errs, fmt.Errorf("%s: %s.expr: a // comment in an expression YAML folds onto one line comments out the rest of the rule\nhint: write the rule as a literal block (expr: |) to keep its line ends, or remove the comment", at(f+".expr"), f))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if probs := p.validate(folded); len(probs) > 0 {
+		return nil, probs
 	}
 	if _, err := p.Compile(); err != nil {
 		return nil, err
@@ -141,10 +107,56 @@ func Parse(name string, src []byte) (*Policy, error) {
 	return &p, nil
 }
 
-// positions maps field paths of a policy document to "line:col", and
+// validate returns every problem of a decoded policy, each at the
+// position of its field (at, when the field has none) with its path.
+func (p *Policy) validate(folded map[string]bool) problem.List {
+	var l problem.List
+	if p.APIVersion != APIVersion {
+		l = append(l, p.problem("apiVersion", "apiVersion", "", "%q: expected %q", p.APIVersion, APIVersion))
+	}
+	if p.Kind != Kind {
+		l = append(l, p.problem("kind", "kind", "", "%q: expected %q", p.Kind, Kind))
+	}
+	if len(p.Rules) == 0 {
+		l = append(l, p.problem("rules", "rules", "", "expected at least one rule"))
+	}
+	seen := map[string]bool{}
+	for i, r := range p.Rules {
+		f := fmt.Sprintf("rules[%d]", i)
+		if strings.TrimSpace(r.Name) == "" {
+			l = append(l, p.problem(f, f+".name", "", "expected a non-empty name"))
+		} else if seen[r.Name] {
+			l = append(l, p.problem(f+".name", f+".name", "", "%q: duplicate rule name", r.Name))
+		}
+		seen[r.Name] = true
+		if strings.TrimSpace(r.Expr) == "" {
+			l = append(l, p.problem(f, f+".expr", "", "expected a CEL expression"))
+		}
+		if len(r.Expr) > MaxExprSize {
+			l = append(l, p.problem(f+".expr", f+".expr", "split the rule", "%d bytes, more than the limit of %d an expression may have", len(r.Expr), MaxExprSize))
+		}
+		if folded[f+".expr"] && foldedComment(r.Expr) {
+			l = append(l, p.problem(f+".expr", f+".expr", "write the rule as a literal block (expr: |) to keep its line ends, or remove the comment",
+				"a // comment in an expression YAML folds onto one line comments out the rest of the rule"))
+		}
+	}
+	return l
+}
+
+// problem is a problem of the policy at path, placed at the position of
+// the field at (the policy's file alone when it has none).
+func (p *Policy) problem(at, path, hint, format string, args ...any) problem.Problem {
+	pos := p.positions[at]
+	return problem.Problem{File: p.source, Line: pos.Line, Col: pos.Col, Path: path, Message: fmt.Sprintf(format, args...), Hint: hint}
+}
+
+// position is a 1-based line and column.
+type position struct{ Line, Col int }
+
+// positions maps field paths of a policy document to their positions, and
 // notes the fields whose scalar YAML folded from several lines.
-func positions(f *ast.File) (map[string]string, map[string]bool) {
-	out, folded := map[string]string{}, map[string]bool{}
+func positions(f *ast.File) (map[string]position, map[string]bool) {
+	out, folded := map[string]position{}, map[string]bool{}
 	if f == nil || len(f.Docs) == 0 {
 		return out, folded
 	}
@@ -152,9 +164,9 @@ func positions(f *ast.File) (map[string]string, map[string]bool) {
 	if !ok {
 		return out, folded
 	}
-	pos := func(n ast.Node) string {
+	pos := func(n ast.Node) position {
 		t := n.GetToken()
-		return fmt.Sprintf("%d:%d", t.Position.Line, t.Position.Column)
+		return position{t.Position.Line, t.Position.Column}
 	}
 	for _, kv := range root.Values {
 		k := kv.Key.String()
@@ -253,12 +265,9 @@ func (p *Policy) Compile() (*Program, error) {
 		return nil, fmt.Errorf("creating CEL environment: %w", err)
 	}
 	prog := &Program{policy: p}
-	var errs []error
+	var errs problem.List
 	for i, r := range p.Rules {
-		where := p.source
-		if pos, ok := p.positions[fmt.Sprintf("rules[%d].expr", i)]; ok {
-			where += ":" + pos
-		}
+		f := fmt.Sprintf("rules[%d].expr", i)
 		var ast *cel.Ast
 		var iss *cel.Issues
 		if parsed, ok := parsedBuiltin(r.Expr); ok {
@@ -267,23 +276,23 @@ func (p *Policy) Compile() (*Program, error) {
 			ast, iss = env.Compile(r.Expr)
 		}
 		if iss.Err() != nil {
-			errs = append(errs, fmt.Errorf("%s: rule %q: compiling expr: %s", where, r.Name, strings.TrimSpace(iss.Err().Error())))
+			errs = append(errs, p.problem(f, "", "", "rule %q: compiling expr: %s", r.Name, strings.TrimSpace(iss.Err().Error())))
 			continue
 		}
 		if t := ast.OutputType(); !t.IsExactType(types.BoolType) && !t.IsExactType(types.DynType) {
-			errs = append(errs, fmt.Errorf("%s: rule %q: expr has type %s: expected bool", where, r.Name, t))
+			errs = append(errs, p.problem(f, "", "", "rule %q: expr has type %s: expected bool", r.Name, t))
 			continue
 		}
 		// The meter, not cel.CostLimit, bounds the cost: see meter.go.
 		pr, err := env.Program(ast, cel.CustomDecorator(meter))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: rule %q: %w", where, r.Name, err))
+			errs = append(errs, p.problem(f, "", "", "rule %q: %v", r.Name, err))
 			continue
 		}
 		prog.progs = append(prog.progs, pr)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errs
 	}
 	p.compiled, p.compiledRules = prog, slices.Clone(p.Rules)
 	return prog, nil

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/internal/problem"
 
+	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
@@ -31,32 +33,33 @@ const MaxExprSize = 2 << 10
 // YAML does not parse (the decoder then says why).
 func checkYAML(name string, src []byte) (*ast.File, error) {
 	if len(src) > MaxSize {
-		return nil, fmt.Errorf("%s: the policy is %d bytes, more than the limit of %d", name, len(src), MaxSize)
+		return nil, problem.List{{File: name, Message: fmt.Sprintf("the policy is %d bytes, more than the limit of %d", len(src), MaxSize)}}
 	}
 	if line, col := limits.CheckYAMLNesting(src, MaxDepth); line > 0 {
-		return nil, fmt.Errorf("%s:%d:%d: nesting deeper than %d levels: a policy file may nest at most %d", name, line, col, MaxDepth, MaxDepth)
+		return nil, problem.List{{File: name, Line: line, Col: col, Message: fmt.Sprintf("nesting deeper than %d levels: a policy file may nest at most %d", MaxDepth, MaxDepth)}}
 	}
 	f, err := parser.ParseBytes(src, 0)
 	if err != nil {
 		return nil, nil
 	}
-	var errs []error
+	var errs problem.List
 	docs := 0
 	for _, d := range f.Docs {
 		if d.Body == nil {
 			continue
 		}
 		if docs++; docs == 2 {
-			where := at(d.Body)
+			pr := at(name, d.Body, "a second YAML document: a policy file holds one document")
 			if d.Start != nil {
-				where = fmt.Sprintf("%d:%d", d.Start.Position.Line, d.Start.Position.Column)
+				pr.Line, pr.Col = d.Start.Position.Line, d.Start.Position.Column
 			}
-			errs = append(errs, fmt.Errorf("%s:%s: a second YAML document: a policy file holds one document\nhint: remove the '---' and merge the rules into one list", name, where))
+			pr.Hint = "remove the '---' and merge the rules into one list"
+			errs = append(errs, pr)
 		}
 		ast.Walk(yamlChecker{name: name, errs: &errs}, d.Body)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errs
 	}
 	return f, nil
 }
@@ -66,21 +69,21 @@ func checkYAML(name string, src []byte) (*ast.File, error) {
 type yamlChecker struct {
 	name  string
 	depth int
-	errs  *[]error
+	errs  *problem.List
 }
 
 // Visit implements ast.Visitor.
 func (v yamlChecker) Visit(n ast.Node) ast.Visitor {
 	switch n.(type) {
 	case *ast.TagNode:
-		*v.errs = append(*v.errs, fmt.Errorf("%s:%s: tag %s: a policy file may not use YAML tags", v.name, at(n), n.GetToken().Value))
+		*v.errs = append(*v.errs, at(v.name, n, fmt.Sprintf("tag %s: a policy file may not use YAML tags", n.GetToken().Value)))
 		return nil
 	case *ast.AnchorNode, *ast.AliasNode:
-		*v.errs = append(*v.errs, fmt.Errorf("%s:%s: a policy file may not use YAML anchors or aliases", v.name, at(n)))
+		*v.errs = append(*v.errs, at(v.name, n, "a policy file may not use YAML anchors or aliases"))
 		return nil
 	case *ast.MappingNode, *ast.SequenceNode:
 		if v.depth >= MaxDepth {
-			*v.errs = append(*v.errs, fmt.Errorf("%s:%s: nesting deeper than %d levels: a policy file may nest at most %d", v.name, at(n), MaxDepth, MaxDepth))
+			*v.errs = append(*v.errs, at(v.name, n, fmt.Sprintf("nesting deeper than %d levels: a policy file may nest at most %d", MaxDepth, MaxDepth)))
 			return nil
 		}
 		v.depth++
@@ -88,10 +91,25 @@ func (v yamlChecker) Visit(n ast.Node) ast.Visitor {
 	return v
 }
 
-// at is a node's "line:col".
-func at(n ast.Node) string {
+// at is a problem of file name at node n.
+func at(name string, n ast.Node, msg string) problem.Problem {
 	t := n.GetToken()
-	return fmt.Sprintf("%d:%d", t.Position.Line, t.Position.Column)
+	return problem.Problem{File: name, Line: t.Position.Line, Col: t.Position.Column, Message: msg}
+}
+
+// yamlProblem places a goccy decoding error at its token, with goccy's
+// source snippet.
+func yamlProblem(name string, err error) problem.Problem {
+	p := problem.Problem{File: name, Message: yaml.FormatError(err, false, true)}
+	var ye yaml.Error
+	if errors.As(err, &ye) && ye.GetToken() != nil {
+		pos := ye.GetToken().Position
+		p.Line, p.Col, p.Message = pos.Line, pos.Column, ye.GetMessage()
+		if _, src, ok := strings.Cut(yaml.FormatError(err, false, true), "\n"); ok {
+			p.Snippet = src
+		}
+	}
+	return p
 }
 
 // foldedComment reports whether expr holds a CEL line comment (// outside

@@ -26,10 +26,6 @@ var initAllocAllowlist = map[string]struct {
 	max    int
 	reason string
 }{
-	"github.com/santhosh-tekuri/jsonschema/v6": {
-		max:    25000,
-		reason: "its init compiles the metaschemas of five JSON Schema drafts (about 21,300 allocations, 6-25 ms); linked for the run-time schema checks of pipeline and results documents, which issue 22 item 2 takes out of the binary",
-	},
 	"github.com/asaskevich/govalidator": {
 		max:    7500,
 		reason: "its package variables compile 44 regular expressions (about 6,200 allocations); linked only through sigstore-go's Rekor transparency-log packages",

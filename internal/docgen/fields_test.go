@@ -39,7 +39,7 @@ func TestPipelineFields(t *testing.T) {
 	}
 	got, err := os.ReadFile(fieldsPage)
 	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("%s is stale (%v)\nhint: run go generate ./internal/docgen (after go generate ./pipeline for the schema)", filepath.Base(fieldsPage), err)
+		t.Errorf("%s is stale (%v)\nhint: run go generate ./internal/docgen (after go generate ./schemas for the schema)", filepath.Base(fieldsPage), err)
 	}
 }
 

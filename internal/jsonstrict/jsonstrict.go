@@ -22,6 +22,9 @@ type Error struct {
 	Path string
 	// Msg says what is wrong.
 	Msg string
+	// soft is set on a problem after which the document still decodes
+	// (a required field's absence, an unknown field).
+	soft bool
 }
 
 // Error returns "line:col: path: msg".
@@ -59,7 +62,7 @@ func (s *scanner) document(object bool) error {
 		return s.errorf("unexpected end of input: expected a JSON value")
 	}
 	start := s.pos
-	if err := s.value(); err != nil {
+	if err := s.value(s.rootShape); err != nil {
 		return err
 	}
 	s.skipSpace()
@@ -85,6 +88,13 @@ type frame struct {
 	// slice (which deeper objects reuse), large ones in a map.
 	keys [][]byte
 	set  map[string]struct{}
+	// shape is what the container must hold (nil: anything); start is
+	// its offset; have notes the required fields seen (the first 64 in
+	// the bits, the rest in haveMore).
+	shape    *shape
+	start    int
+	have     uint64
+	haveMore map[int]bool
 }
 
 // smallObject is how many keys an object holds before its keys go into a
@@ -122,19 +132,38 @@ type scanner struct {
 	stack    []frame
 	// top, when set, gets the members of the top-level object.
 	top map[string]json.RawMessage
+	// probs are the shape problems found so far (Decode); a syntax
+	// error stops the scan, a shape problem does not.
+	probs     []*Error
+	rootShape *shape
 }
 
-func (s *scanner) value() error {
-	switch c := s.data[s.pos]; {
+// maxProblems is how many shape problems a scan reports.
+const maxProblems = 100
+
+func (s *scanner) value(sh *shape) error {
+	c := s.data[s.pos]
+	if !sh.accepts(c) {
+		s.report(s.pos, "expected %s, got %s", sh.describe(), valueName(c))
+		sh = nil
+	}
+	switch {
 	case c == '{':
-		return s.container(true)
+		return s.container(true, sh)
 	case c == '[':
-		return s.container(false)
+		return s.container(false, sh)
 	case c == '"':
 		_, err := s.str(false)
 		return err
 	case c == '-' || c >= '0' && c <= '9':
-		return s.number()
+		start := s.pos
+		if err := s.number(); err != nil {
+			return err
+		}
+		if msg := sh.checkNumber(s.data[start:s.pos]); msg != "" {
+			s.report(start, "%s", msg)
+		}
+		return nil
 	case c == 't':
 		return s.literal("true")
 	case c == 'f':
@@ -147,16 +176,16 @@ func (s *scanner) value() error {
 
 // container reads an object or an array, iteratively for its elements
 // and recursively (bounded by maxDepth) for nested containers.
-func (s *scanner) container(object bool) error {
+func (s *scanner) container(object bool, sh *shape) error {
 	if len(s.stack) >= s.maxDepth {
 		return s.errorf("nesting deeper than %d levels", s.maxDepth)
 	}
 	if n := len(s.stack); n < cap(s.stack) {
 		// Reuse the key slice of the last object closed at this depth.
 		s.stack = s.stack[:n+1]
-		s.stack[n] = frame{object: object, keys: s.stack[n].keys[:0]}
+		s.stack[n] = frame{object: object, keys: s.stack[n].keys[:0], shape: sh, start: s.pos}
 	} else {
-		s.stack = append(s.stack, frame{object: object})
+		s.stack = append(s.stack, frame{object: object, shape: sh, start: s.pos})
 	}
 	defer func() { s.stack = s.stack[:len(s.stack)-1] }()
 	// Nested containers may grow the stack and move it: the frame is
@@ -170,6 +199,7 @@ func (s *scanner) container(object bool) error {
 	s.skipSpace()
 	if s.pos < len(s.data) && s.data[s.pos] == closing {
 		s.pos++
+		s.missing(depth)
 		return nil
 	}
 	for n := 0; ; n++ {
@@ -179,7 +209,11 @@ func (s *scanner) container(object bool) error {
 			}
 		} else {
 			s.stack[depth].index = n
-			if err := s.element(); err != nil {
+			var elem *shape
+			if sh != nil {
+				elem = sh.elem
+			}
+			if err := s.element(elem); err != nil {
 				return err
 			}
 		}
@@ -192,6 +226,7 @@ func (s *scanner) container(object bool) error {
 			s.skipSpace()
 		case s.data[s.pos] == closing:
 			s.pos++
+			s.missing(depth)
 			return nil
 		default:
 			return s.errorf("unexpected %s: expected ',' or '%c'", s.describe(), closing)
@@ -216,32 +251,102 @@ func (s *scanner) member(depth int) error {
 		return s.errorf("key %q appears twice in the object", k)
 	}
 	f.key, f.inValue = string(k), true
+	sh := s.memberShape(f, k, start)
 	s.skipSpace()
 	if s.pos >= len(s.data) || s.data[s.pos] != ':' {
 		return s.errorf("unexpected %s: expected ':' after the object key", s.describe())
 	}
 	s.pos++
 	if s.top == nil || depth != 0 {
-		return s.element()
+		return s.element(sh)
 	}
 	// f may move while the value is read (nested containers grow the
 	// stack): the key is taken first.
 	key := f.key
 	s.skipSpace()
 	start = s.pos
-	if err := s.element(); err != nil {
+	if err := s.element(sh); err != nil {
 		return err
 	}
 	s.top[key] = s.data[start:s.pos:s.pos]
 	return nil
 }
 
-func (s *scanner) element() error {
+func (s *scanner) element(sh *shape) error {
 	s.skipSpace()
 	if s.pos >= len(s.data) {
 		return s.errorf("unexpected end of input: expected a JSON value")
 	}
-	return s.value()
+	return s.value(sh)
+}
+
+// memberShape returns the shape of the member k of the object f, and
+// reports a key f's struct does not have (start is the key's offset).
+func (s *scanner) memberShape(f *frame, k []byte, start int) *shape {
+	switch {
+	case f.shape == nil:
+		return nil
+	case f.shape.kind == kindMap:
+		return f.shape.elem
+	case f.shape.kind != kindObject:
+		return nil
+	}
+	fd, ok := f.shape.fields[string(k)]
+	if !ok {
+		f.inValue = false
+		if len(s.probs) < maxProblems {
+			s.report(start, "unknown field %q", k)
+			s.probs[len(s.probs)-1].soft = true
+		}
+		f.inValue = true
+		return nil
+	}
+	switch {
+	case fd.bit < 0:
+	case fd.bit < 64:
+		f.have |= 1 << fd.bit
+	default:
+		if f.haveMore == nil {
+			f.haveMore = map[int]bool{}
+		}
+		f.haveMore[fd.bit] = true
+	}
+	return fd.shape
+}
+
+// missing reports the required fields the struct object at depth,
+// just closed, did not have.
+func (s *scanner) missing(depth int) {
+	f := &s.stack[depth]
+	if f.shape == nil || f.shape.kind != kindObject {
+		return
+	}
+	for bit, name := range f.shape.required {
+		if bit < 64 && f.have&(1<<bit) != 0 || bit >= 64 && f.haveMore[bit] {
+			continue
+		}
+		if len(s.probs) >= maxProblems {
+			return
+		}
+		f.inValue = false
+		s.report(f.start, "missing")
+		e := s.probs[len(s.probs)-1]
+		e.soft = true
+		if e.Path == "" {
+			e.Path = name
+		} else {
+			e.Path += "." + name
+		}
+	}
+}
+
+// report notes a shape problem at offset pos, under the current path.
+func (s *scanner) report(pos int, format string, args ...any) {
+	if len(s.probs) >= maxProblems {
+		return
+	}
+	line, col := jsonpos.LineCol(s.data, int64(pos))
+	s.probs = append(s.probs, &Error{Offset: pos, Line: line, Col: col, Path: s.path(), Msg: fmt.Sprintf(format, args...)})
 }
 
 // str reads a string and returns its value when want is set (a slice of

@@ -50,5 +50,3 @@
 // digest is checked against the one the image config lists
 // (go run ./bench/unpack compares it with tar -xzf).
 package image
-
-//go:generate go run ./internal/genschema ../../schemas/lock.schema.json

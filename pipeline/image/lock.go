@@ -16,7 +16,8 @@ import (
 	"github.com/gpuattest/gpuattest/internal/limits"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
-	"github.com/gpuattest/gpuattest/internal/jsonpos"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
+	"github.com/gpuattest/gpuattest/internal/problem"
 )
 
 // LockFileName is the name of the lock file, written beside the pipeline.
@@ -32,31 +33,31 @@ const KindLock = "Lock"
 // resolved to digests.
 type Lock struct {
 	// APIVersion is LockAPIVersion.
-	APIVersion string `json:"apiVersion" jsonschema:"enum=gpuattest.dev/v1"`
+	APIVersion string `json:"apiVersion"`
 	// Kind is KindLock.
-	Kind string `json:"kind" jsonschema:"enum=Lock"`
+	Kind string `json:"kind"`
 	// Images holds one entry per image of the pipeline, sorted by name.
-	Images []LockEntry `json:"images" jsonschema:"description=one entry per image of the pipeline (sorted by name)"`
+	Images []LockEntry `json:"images"`
 }
 
 // LockEntry records how one image of the pipeline was resolved.
 type LockEntry struct {
 	// Name is the image's key under images: in the pipeline.
-	Name string `json:"name" jsonschema:"minLength=1,description=the image's key under images: in the pipeline"`
+	Name string `json:"name"`
 	// Reference is the source as the pipeline writes it.
-	Reference string `json:"reference" jsonschema:"minLength=1,description=the image source as the pipeline writes it"`
+	Reference string `json:"reference"`
 	// IndexDigest is the multi-platform index's digest, when the reference
 	// pointed at one.
-	IndexDigest string `json:"index_digest,omitempty" jsonschema:"pattern=^sha256:[a-f0-9]{64}$,description=digest of the multi-platform index the reference pointed at"`
+	IndexDigest string `json:"index_digest,omitempty"`
 	// ManifestDigest is the platform's manifest digest (for docker-archive
 	// sources, the image ID).
-	ManifestDigest string `json:"manifest_digest" jsonschema:"pattern=^sha256:[a-f0-9]{64}$,description=digest of the platform's image manifest (for docker-archive sources the image ID)"`
+	ManifestDigest string `json:"manifest_digest"`
 	// ConfigDigest is the image's config digest (its image ID).
-	ConfigDigest string `json:"config_digest,omitempty" jsonschema:"pattern=^sha256:[a-f0-9]{64}$,description=digest of the image config (the image ID)"`
+	ConfigDigest string `json:"config_digest,omitempty"`
 	// Platform is the platform resolved for (linux/amd64).
-	Platform string `json:"platform" jsonschema:"minLength=1,description=platform the index was resolved for (os/arch)"`
+	Platform string `json:"platform"`
 	// ResolvedAt is when the reference was resolved.
-	ResolvedAt time.Time `json:"resolved_at" jsonschema:"description=when the reference was resolved (RFC 3339)"`
+	ResolvedAt time.Time `json:"resolved_at"`
 }
 
 // EntryFor returns the lock entry recording r under name.
@@ -129,62 +130,23 @@ func ReadLock(path string) (*Lock, error) {
 
 var digestRE = lazyregexp.New(`^sha256:[a-f0-9]{64}$`)
 
-// ParseLock decodes and validates a lock document; filename names it in
-// errors. Every problem is reported at once, with its line:col (syntax) or
-// field path.
+// maxLockDepth is the deepest nesting a lock file may have; it needs
+// three.
+const maxLockDepth = 16
+
+// lockHint ends the problems of a lock file.
+const lockHint = "regenerate it with `gpuattest lock --update PIPELINE`"
+
+// ParseLock decodes and validates a lock document the way gpuattest reads
+// every document (strictly, then Validate); filename names it in errors.
+// Every problem is reported at once, in a problem.List, with its line:col
+// (syntax, shape) or field path.
 func ParseLock(data []byte, filename string) (*Lock, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var l Lock
-	if err := dec.Decode(&l); err != nil {
-		return nil, jsonErr(data, filename, err)
-	}
-	if off := dec.InputOffset(); len(bytes.TrimSpace(data[off:])) > 0 {
-		lead := len(data[off:]) - len(bytes.TrimLeft(data[off:], " \t\r\n"))
-		line, col := jsonpos.LineCol(data, off+int64(lead))
-		return nil, fmt.Errorf("%s:%d:%d: unexpected data after the lock document", filename, line, col)
-	}
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s: %s", filename, field, fmt.Sprintf(format, args...)))
-	}
-	if l.APIVersion != LockAPIVersion {
-		bad("apiVersion", "%q: expected %q", l.APIVersion, LockAPIVersion)
-	}
-	if l.Kind != KindLock {
-		bad("kind", "%q: expected %q", l.Kind, KindLock)
-	}
-	seen := map[string]int{}
-	for i, e := range l.Images {
-		p := fmt.Sprintf("images[%d]", i)
-		if e.Name == "" {
-			bad(p+".name", "missing")
-		} else if j, dup := seen[e.Name]; dup {
-			bad(p+".name", "%q already locked by images[%d]", e.Name, j)
-		} else {
-			seen[e.Name] = i
-		}
-		if _, err := ParseSource(e.Reference); err != nil {
-			bad(p+".reference", "%v", err)
-		}
-		if !digestRE.MatchString(e.ManifestDigest) {
-			bad(p+".manifest_digest", "%q: expected sha256:<64 hex digits>", e.ManifestDigest)
-		}
-		if e.IndexDigest != "" && !digestRE.MatchString(e.IndexDigest) {
-			bad(p+".index_digest", "%q: expected sha256:<64 hex digits>", e.IndexDigest)
-		}
-		if e.ConfigDigest != "" && !digestRE.MatchString(e.ConfigDigest) {
-			bad(p+".config_digest", "%q: expected sha256:<64 hex digits>", e.ConfigDigest)
-		}
-		if e.Platform == "" {
-			bad(p+".platform", "missing")
-		}
-		if e.ResolvedAt.IsZero() {
-			bad(p+".resolved_at", "missing")
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("invalid lock file: %w\nhint: regenerate it with `gpuattest lock --update PIPELINE`", errors.Join(errs...))
+	probs := jsonstrict.Read(filename, data, maxLockDepth, &l)
+	if len(probs) > 0 {
+		probs[len(probs)-1].Hint = lockHint
+		return nil, probs
 	}
 	if l.Images == nil {
 		l.Images = []LockEntry{}
@@ -192,13 +154,46 @@ func ParseLock(data []byte, filename string) (*Lock, error) {
 	return &l, nil
 }
 
-// jsonErr names the line:col of a JSON decoding error.
-func jsonErr(data []byte, filename string, err error) error {
-	line, col, ok := jsonpos.OfError(data, err)
-	if !ok {
-		return fmt.Errorf("%s: %w", filename, err)
+// Validate returns every problem of a decoded lock, each with its field
+// path (images[1].manifest_digest).
+func (l *Lock) Validate() problem.List {
+	var v problem.List
+	if l.APIVersion != LockAPIVersion {
+		v.Add("apiVersion", "", "%q: expected %q", l.APIVersion, LockAPIVersion)
 	}
-	return fmt.Errorf("%s:%d:%d: %w", filename, line, col, err)
+	if l.Kind != KindLock {
+		v.Add("kind", "", "%q: expected %q", l.Kind, KindLock)
+	}
+	seen := map[string]int{}
+	for i, e := range l.Images {
+		p := fmt.Sprintf("images[%d]", i)
+		if e.Name == "" {
+			v.Add(p+".name", "", "missing")
+		} else if j, dup := seen[e.Name]; dup {
+			v.Add(p+".name", "", "%q already locked by images[%d]", e.Name, j)
+		} else {
+			seen[e.Name] = i
+		}
+		if _, err := ParseSource(e.Reference); err != nil {
+			v.Add(p+".reference", "", "%v", err)
+		}
+		if !digestRE.MatchString(e.ManifestDigest) {
+			v.Add(p+".manifest_digest", "", "%q: expected sha256:<64 hex digits>", e.ManifestDigest)
+		}
+		if e.IndexDigest != "" && !digestRE.MatchString(e.IndexDigest) {
+			v.Add(p+".index_digest", "", "%q: expected sha256:<64 hex digits>", e.IndexDigest)
+		}
+		if e.ConfigDigest != "" && !digestRE.MatchString(e.ConfigDigest) {
+			v.Add(p+".config_digest", "", "%q: expected sha256:<64 hex digits>", e.ConfigDigest)
+		}
+		if e.Platform == "" {
+			v.Add(p+".platform", "", "missing")
+		}
+		if e.ResolvedAt.IsZero() {
+			v.Add(p+".resolved_at", "", "missing")
+		}
+	}
+	return v
 }
 
 // Marshal returns the lock as indented JSON with a trailing newline, entries

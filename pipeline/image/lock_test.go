@@ -9,20 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuattest/gpuattest/internal/schema/schematest"
-
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 const lockSchemaFile = "../../schemas/lock.schema.json"
-
-// TestLockSchemaUpToDate fails when the checked-in schema differs from what
-// the Go types generate.
-func TestLockSchemaUpToDate(t *testing.T) {
-	t.Parallel()
-	schematest.CheckGenerated(t, lockSchemaFile, LockSchemaJSON, "./pipeline/image")
-}
 
 func compileLockSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
@@ -37,10 +28,10 @@ func compileLockSchema(t *testing.T) *jsonschema.Schema {
 	}
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
-	if err := c.AddResource(LockSchemaID, doc); err != nil {
+	if err := c.AddResource("https://gpuattest.dev/schemas/lock.schema.json", doc); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Compile(LockSchemaID)
+	s, err := c.Compile("https://gpuattest.dev/schemas/lock.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,9 +114,9 @@ func TestParseLockErrors(t *testing.T) {
 		doc  string
 		want []string
 	}{
-		{name: "syntax", doc: "{\n  \"apiVersion\": \"gpuattest.dev/v1\",\n  \"kind\": \"Lock\"\n  \"images\": []\n}", want: []string{"gpuattest.lock:4:3: invalid character"}},
-		{name: "type", doc: "{\"apiVersion\": \"gpuattest.dev/v1\", \"kind\": \"Lock\",\n \"images\": {}}", want: []string{"gpuattest.lock:2:12: json: cannot unmarshal object"}},
-		{name: "trailing data", doc: "{\"apiVersion\": \"gpuattest.dev/v1\", \"kind\": \"Lock\", \"images\": []}\n\n  {}", want: []string{"gpuattest.lock:3:3: unexpected data after the lock document"}},
+		{name: "syntax", doc: "{\n  \"apiVersion\": \"gpuattest.dev/v1\",\n  \"kind\": \"Lock\"\n  \"images\": []\n}", want: []string{"gpuattest.lock:4:3: kind: unexpected character '\"': expected ',' or '}'"}},
+		{name: "type", doc: "{\"apiVersion\": \"gpuattest.dev/v1\", \"kind\": \"Lock\",\n \"images\": {}}", want: []string{"gpuattest.lock:2:12: images: expected an array, got an object"}},
+		{name: "trailing data", doc: "{\"apiVersion\": \"gpuattest.dev/v1\", \"kind\": \"Lock\", \"images\": []}\n\n  {}", want: []string{"gpuattest.lock:3:3: unexpected character '{' after the top-level value"}},
 		{name: "unknown field", doc: `{"apiVersion": "gpuattest.dev/v1", "kind": "Lock", "images": [], "pipeline_digest": "x"}`, want: []string{`unknown field "pipeline_digest"`}},
 		{name: "every field problem at once", doc: `{"apiVersion": "v2", "kind": "Pipeline", "images": [
 			{"name": "a", "reference": "ubuntu:22.04", "manifest_digest": "sha256:abc", "platform": "linux/amd64", "resolved_at": "2026-01-01T00:00:00Z"},
@@ -139,8 +130,8 @@ func TestParseLockErrors(t *testing.T) {
 				`gpuattest.lock: images[1].reference: image source "": empty`,
 				`gpuattest.lock: images[1].index_digest: "md5:x"`,
 				`gpuattest.lock: images[1].platform: missing`,
-				`gpuattest.lock: images[2].name: missing`,
-				`gpuattest.lock: images[2].resolved_at: missing`,
+				`gpuattest.lock:4:4: images[2].name: missing`,
+				`gpuattest.lock:4:4: images[2].resolved_at: missing`,
 				"hint: regenerate it with `gpuattest lock --update PIPELINE`",
 			}},
 	}

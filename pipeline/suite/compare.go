@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/internal/limits"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
+	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/internal/problem"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
@@ -108,14 +110,21 @@ func readSampleSetError(path, what string, err error) error {
 
 // parseSampleSet parses b, read from path, as LoadSampleSet does.
 func parseSampleSet(path string, b []byte) (*SampleSet, error) {
+	top, err := jsonstrict.CheckObject(b, maxResultsDepth)
+	if err != nil {
+		var je *jsonstrict.Error
+		if errors.As(err, &je) {
+			return nil, problem.List{je.Problem(path)}
+		}
+		return nil, err
+	}
 	var head struct {
 		Schema string `json:"schema"`
 	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, jsonSyntaxError(path, b, err)
-	}
-	if err := checkDuplicateKeys(path, b); err != nil {
-		return nil, err
+	if raw, ok := top["schema"]; ok {
+		if err := json.Unmarshal(raw, &head.Schema); err != nil {
+			return nil, problem.List{{File: path, Path: "schema", Message: "expected a string"}}
+		}
 	}
 	switch head.Schema {
 	case ResultsSchemaID:
@@ -131,8 +140,10 @@ func parseSampleSet(path string, b []byte) (*SampleSet, error) {
 			Hardware Hardware     `json:"hardware"`
 			Cases    []SampleCase `json:"cases"`
 		}
+		// Benchmark and baseline files carry more than the samples
+		// (their hardware, stats): only these fields are read.
 		if err := json.Unmarshal(b, &f); err != nil {
-			return nil, jsonSyntaxError(path, b, err)
+			return nil, problem.List{{File: path, Message: err.Error(), Hint: "expected a " + head.Schema + " file"}}
 		}
 		kind := "benchmark"
 		if head.Schema == BaselineSchemaID {
@@ -142,15 +153,16 @@ func parseSampleSet(path string, b []byte) (*SampleSet, error) {
 		first := map[string]int{}
 		for i, c := range f.Cases {
 			if c.Name == "" {
-				return nil, fmt.Errorf("%s: /cases/%d: no name", path, i)
+				return nil, problem.List{{File: path, Path: fmt.Sprintf("cases[%d].name", i), Message: "empty: expected the case's name"}}
 			}
 			if j, dup := first[c.Name]; dup {
-				return nil, fmt.Errorf("%s: /cases/%d: duplicate case name %q (first at /cases/%d)\nhint: one case, one name: a second copy would replace the first's samples", path, i, c.Name, j)
+				return nil, problem.List{{File: path, Path: fmt.Sprintf("cases[%d].name", i), Message: fmt.Sprintf("duplicate case name %q (first at cases[%d])", c.Name, j),
+					Hint: "one case, one name: a second copy would replace the first's samples"}}
 			}
 			first[c.Name] = i
 			for k, v := range c.SamplesNS {
 				if !(v > 0) {
-					return nil, fmt.Errorf("%s: /cases/%d/samples_ns/%d: %v is not a positive duration", path, i, k, v)
+					return nil, problem.List{{File: path, Path: fmt.Sprintf("cases[%d].samples_ns[%d]", i, k), Message: fmt.Sprintf("%v is not a positive duration", v)}}
 				}
 			}
 			if len(c.SamplesNS) > 0 {

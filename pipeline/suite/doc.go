@@ -11,5 +11,3 @@
 // (TestDetails, BenchmarkDetails, BurninDetails, ProfileDetails) that the
 // run record and the attestation reuse.
 package suite
-
-//go:generate go run ./internal/genschema ../../schemas/results.schema.json

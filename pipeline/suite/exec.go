@@ -191,12 +191,23 @@ func writeStepFile(s *step.Context, name, kind string, fill func(io.Writer) erro
 	return stepFile(s, p, kind)
 }
 
-// writeBytesToStep writes b into the step directory as name.
+// writeBytesToStep writes b into the step directory as name, described
+// from b (the copy is not read back).
 func writeBytesToStep(s *step.Context, name, kind string, b []byte) (step.File, error) {
-	return writeStepFile(s, name, kind, func(w io.Writer) error {
-		_, err := w.Write(b)
-		return err
-	})
+	if err := os.MkdirAll(s.StepDir, 0o755); err != nil {
+		return step.File{}, err
+	}
+	p := filepath.Join(s.StepDir, name)
+	if err := atomicfile.Write(p, b, 0o644); err != nil {
+		return step.File{}, err
+	}
+	sum := sha256.Sum256(b)
+	runDir := filepath.Dir(filepath.Dir(s.StepDir))
+	rel, err := filepath.Rel(runDir, p)
+	if err != nil {
+		rel = p
+	}
+	return step.File{Path: filepath.ToSlash(rel), SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b)), Kind: kind}, nil
 }
 
 func resultsKind(r *Results) string {

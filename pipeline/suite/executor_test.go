@@ -83,7 +83,7 @@ func TestTestExecutor(t *testing.T) {
 			"out/j.xml", false, step.Failed, "", []string{"y failed: boom"}},
 		{"missing results", `true`, "r.json", false, "", "does not exist", nil},
 		{"stale results are not reused", `true`, "r.json", true, "", "does not exist", nil},
-		{"invalid results", `echo '{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"gpu","cases":[]}' > r.json`, "r.json", false, "", "/backend", nil},
+		{"invalid results", `echo '{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"gpu","cases":[]}' > r.json`, "r.json", false, "", `backend: "gpu": expected cuda or cpu`, nil},
 		{"no cases", `echo '{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"cpu","cases":[]}' > r.json`, "r.json", false, "", "hold no case", nil},
 		{"crash without results", `exit 3`, "r.json", false, "", "exited 3", nil},
 	}

@@ -2,24 +2,14 @@ package suite
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/gpuattest/gpuattest/internal/jsonpos"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
-	"github.com/gpuattest/gpuattest/internal/schema"
-
-	"github.com/invopop/jsonschema"
-	sjs "github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 )
 
 // ResultsSchemaID is the value of a results file's "schema" field.
@@ -37,22 +27,22 @@ const (
 // and gpuattest judges. Its JSON form is schemas/results.schema.json.
 type Results struct {
 	// Schema identifies the format: ResultsSchemaID.
-	Schema string `json:"schema" jsonschema:"enum=https://gpuattest.dev/results/v1"`
+	Schema string `json:"schema"`
 	// Tool names the program that wrote the file, with its version.
-	Tool string `json:"tool" jsonschema:"minLength=1"`
+	Tool string `json:"tool"`
 	// Backend is where the kernels ran: cuda or cpu.
-	Backend string `json:"backend" jsonschema:"enum=cuda,enum=cpu"`
+	Backend string `json:"backend"`
 	// Device is the GPU model the cases ran on; omitted on cpu.
 	Device string `json:"device,omitempty"`
 	// DeviceUUID is the UUID of the GPU the cases ran on, as NVML names it
 	// ("GPU-..."), so telemetry can judge that GPU; omitted on cpu.
-	DeviceUUID string `json:"device_uuid,omitempty" jsonschema:"pattern=^GPU-[0-9a-f-]+$"`
+	DeviceUUID string `json:"device_uuid,omitempty"`
 	// DevicePCIBusID is that GPU's PCI bus id as the CUDA driver gives it
 	// (e.g. "0000:3B:00.0"; NVML writes the domain with 8 digits).
 	DevicePCIBusID string `json:"device_pci_bus_id,omitempty"`
 	// DeviceOrdinal is the CUDA device ordinal the suite opened, among the
 	// devices CUDA_VISIBLE_DEVICES leaves visible.
-	DeviceOrdinal *int `json:"device_ordinal,omitempty" jsonschema:"minimum=0"`
+	DeviceOrdinal *int `json:"device_ordinal,omitempty"`
 	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES as the suite saw it, when
 	// set.
 	CUDAVisibleDevices string `json:"cuda_visible_devices,omitempty"`
@@ -78,29 +68,29 @@ type Results struct {
 // Case is one test or benchmark case.
 type Case struct {
 	// Name identifies the case, e.g. "vector_add/n=1048576/seed=1".
-	Name string `json:"name" jsonschema:"minLength=1"`
+	Name string `json:"name"`
 	// Kernel is the kernel the case exercises.
 	Kernel string `json:"kernel,omitempty"`
 	// Status is passed, failed, skipped or error.
-	Status string `json:"status" jsonschema:"enum=passed,enum=failed,enum=skipped,enum=error"`
+	Status string `json:"status"`
 	// Message says why, when the case did not pass.
 	Message string `json:"message,omitempty"`
 	// Correctness compares the output with the reference.
 	Correctness *Correctness `json:"correctness,omitempty"`
 	// SamplesNS are the raw per-iteration times in nanoseconds, after warmup.
-	SamplesNS []float64 `json:"samples_ns,omitempty" jsonschema:"description=raw per-iteration times in nanoseconds after warmup"`
+	SamplesNS []float64 `json:"samples_ns,omitempty"`
 	// Flops is the floating-point operations of one iteration.
-	Flops float64 `json:"flops,omitempty" jsonschema:"minimum=0"`
+	Flops float64 `json:"flops,omitempty"`
 	// Bytes is the memory traffic of one iteration.
-	Bytes float64 `json:"bytes,omitempty" jsonschema:"minimum=0"`
+	Bytes float64 `json:"bytes,omitempty"`
 	// Config holds the case's parameters as strings.
 	Config map[string]string `json:"config,omitempty"`
 	// OutputSHA256 is the hex sha256 of the output tensor's bytes; burn-in
 	// compares it between iterations.
-	OutputSHA256 string `json:"output_sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	OutputSHA256 string `json:"output_sha256,omitempty"`
 	// DeviceMemoryUsedBytes is the device memory in use after the case
 	// (cuda backend), zero when not measured.
-	DeviceMemoryUsedBytes int64 `json:"device_memory_used_bytes,omitempty" jsonschema:"minimum=0"`
+	DeviceMemoryUsedBytes int64 `json:"device_memory_used_bytes,omitempty"`
 	// Stop says why sampling stopped, for adaptive repeats
 	// (GPUATTEST_REPEATS=auto).
 	Stop *Stop `json:"stop,omitempty"`
@@ -167,37 +157,37 @@ const (
 // compared with the first.
 type Sustained struct {
 	// DurationSeconds is the duration asked for.
-	DurationSeconds float64 `json:"duration_s" jsonschema:"exclusiveMinimum=0"`
+	DurationSeconds float64 `json:"duration_s"`
 	// ElapsedSeconds is the wall time of the loop.
-	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	ElapsedSeconds float64 `json:"elapsed_s"`
 	// BusySeconds is the time the device (or the threads) spent in
 	// kernels, summed over threads on cpu.
-	BusySeconds float64 `json:"busy_s" jsonschema:"minimum=0"`
+	BusySeconds float64 `json:"busy_s"`
 	// DutyCycle is the busy share of the loop's wall time (per thread on
 	// cpu), from 0 to 1.
-	DutyCycle float64 `json:"duty_cycle" jsonschema:"minimum=0,maximum=1"`
+	DutyCycle float64 `json:"duty_cycle"`
 	// Timing is how busy time was measured: cuda_events or steady_clock.
-	Timing string `json:"timing" jsonschema:"enum=cuda_events,enum=steady_clock"`
+	Timing string `json:"timing"`
 	// Threads is the number of worker threads (cpu).
-	Threads int `json:"threads,omitempty" jsonschema:"minimum=0"`
+	Threads int `json:"threads,omitempty"`
 	// CPUSeconds is the CPU time the process used in the loop (cpu): less
 	// than BusySeconds on a machine shared with other work.
-	CPUSeconds *float64 `json:"cpu_s,omitempty" jsonschema:"minimum=0"`
+	CPUSeconds *float64 `json:"cpu_s,omitempty"`
 	// Iterations is the number of rounds, each launching every case once
 	// (summed over threads on cpu).
-	Iterations int64 `json:"iterations" jsonschema:"minimum=0"`
+	Iterations int64 `json:"iterations"`
 	// OutputsChecked is the number of repeats whose output was compared
 	// with the first repeat's; Mismatches how many differed.
-	OutputsChecked int64 `json:"outputs_checked" jsonschema:"minimum=0"`
-	Mismatches     int64 `json:"mismatches" jsonschema:"minimum=0"`
+	OutputsChecked int64 `json:"outputs_checked"`
+	Mismatches     int64 `json:"mismatches"`
 	// Consistent is true when no output differed and the loop ran to the
 	// end.
 	Consistent bool `json:"consistent"`
 	// Check is how outputs were compared: "bytes" (every byte, cpu) or
 	// "checksum64" (a 64-bit checksum computed on the device, cuda).
-	Check string `json:"check" jsonschema:"enum=bytes,enum=checksum64"`
+	Check string `json:"check"`
 	// MemoryIntervalSeconds is how often Memory was sampled.
-	MemoryIntervalSeconds float64 `json:"memory_interval_s,omitempty" jsonschema:"minimum=0"`
+	MemoryIntervalSeconds float64 `json:"memory_interval_s,omitempty"`
 	// Memory are the process's memory samples over the loop.
 	Memory []MemorySample `json:"memory,omitempty"`
 	// Error says why the loop stopped early or did not run.
@@ -207,26 +197,26 @@ type Sustained struct {
 // MemorySample is one memory reading of a sustained run.
 type MemorySample struct {
 	// ElapsedSeconds is the time since the loop started.
-	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	ElapsedSeconds float64 `json:"elapsed_s"`
 	// Iteration is the number of rounds completed by then.
-	Iteration int64 `json:"iteration" jsonschema:"minimum=0"`
+	Iteration int64 `json:"iteration"`
 	// HostRSSBytes is the process's resident set size.
-	HostRSSBytes int64 `json:"host_rss_bytes,omitempty" jsonschema:"minimum=0"`
+	HostRSSBytes int64 `json:"host_rss_bytes,omitempty"`
 	// DeviceUsedBytes is the device memory in use (device-wide, cuda).
-	DeviceUsedBytes int64 `json:"device_used_bytes,omitempty" jsonschema:"minimum=0"`
+	DeviceUsedBytes int64 `json:"device_used_bytes,omitempty"`
 }
 
 // CaseSustained is one case's account in a sustained run.
 type CaseSustained struct {
 	// Repeats counts the case's launches, the first (checked against the
 	// reference) included.
-	Repeats int64 `json:"repeats" jsonschema:"minimum=0"`
+	Repeats int64 `json:"repeats"`
 	// Mismatches counts the repeats whose output differed from the first;
 	// FirstMismatch is the earliest (1 is the first repeat).
-	Mismatches    int64 `json:"mismatches" jsonschema:"minimum=0"`
-	FirstMismatch int64 `json:"first_mismatch,omitempty" jsonschema:"minimum=0"`
+	Mismatches    int64 `json:"mismatches"`
+	FirstMismatch int64 `json:"first_mismatch,omitempty"`
 	// BusySeconds is the time spent in this case's kernels.
-	BusySeconds float64 `json:"busy_s" jsonschema:"minimum=0"`
+	BusySeconds float64 `json:"busy_s"`
 }
 
 // Stop reasons of adaptive repeats.
@@ -242,17 +232,17 @@ const (
 // Stop says why a case with adaptive repeats stopped sampling.
 type Stop struct {
 	// Reason is precision, max_time or max_samples.
-	Reason string `json:"reason" jsonschema:"enum=precision,enum=max_time,enum=max_samples"`
+	Reason string `json:"reason"`
 	// ElapsedSeconds is how long the case sampled.
-	ElapsedSeconds float64 `json:"elapsed_s" jsonschema:"minimum=0"`
+	ElapsedSeconds float64 `json:"elapsed_s"`
 }
 
 // Correctness compares a kernel's output with its reference.
 type Correctness struct {
-	MaxAbsError  float64 `json:"max_abs_error" jsonschema:"minimum=0"`
-	MeanAbsError float64 `json:"mean_abs_error" jsonschema:"minimum=0"`
+	MaxAbsError  float64 `json:"max_abs_error"`
+	MeanAbsError float64 `json:"mean_abs_error"`
 	Correlation  float64 `json:"correlation"`
-	Tolerance    float64 `json:"tolerance" jsonschema:"minimum=0"`
+	Tolerance    float64 `json:"tolerance"`
 }
 
 // Counts tallies case statuses.
@@ -281,31 +271,6 @@ func (r *Results) Count() Counts {
 	}
 	return c
 }
-
-// ResultsSchema returns the JSON Schema of the results format, as checked
-// in at schemas/results.schema.json.
-func ResultsSchema() *jsonschema.Schema {
-	r := &jsonschema.Reflector{}
-	s := r.Reflect(&Results{})
-	s.ID = "https://gpuattest.dev/schemas/results.schema.json"
-	s.Title = "gpuattest results"
-	s.Description = "Test and benchmark results written by the gpuattest kernel harness (or any suite) and judged by gpuattest."
-	return s
-}
-
-// ResultsSchemaJSON returns ResultsSchema as indented JSON with a final
-// newline: the bytes of schemas/results.schema.json.
-func ResultsSchemaJSON() ([]byte, error) {
-	return schema.Marshal(ResultsSchema())
-}
-
-var compiled = sync.OnceValues(func() (*sjs.Schema, error) {
-	b, err := ResultsSchemaJSON()
-	if err != nil {
-		return nil, err
-	}
-	return schema.Compile("results.schema.json", b)
-})
 
 // Formats accepted by ReadResultsFormat.
 const (
@@ -364,223 +329,27 @@ func sniff(path string, b []byte) string {
 	return FormatGpuattest
 }
 
+// maxResultsDepth is the deepest nesting of objects and arrays a results
+// file may have; the format needs four.
+const maxResultsDepth = 32
+
+// resultsHint ends the problems of a results file.
+const resultsHint = "expected a gpuattest results JSON object (schemas/results.schema.json)"
+
+// parseResultsJSON reads a results file the one way gpuattest reads a
+// document: strict syntax and shape (jsonstrict.Decode), then Validate.
 func parseResultsJSON(path string, b []byte) (*Results, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, fmt.Errorf("%s: empty results file\nhint: expected a gpuattest results JSON object (schemas/results.schema.json)", path)
-	}
-	var generic any
-	if err := json.Unmarshal(blankSamples(b), &generic); err != nil {
-		return nil, jsonSyntaxError(path, b, err)
-	}
-	if err := checkDuplicateKeys(path, b); err != nil {
-		return nil, err
-	}
-	sch, err := compiled()
-	if err != nil {
-		return nil, fmt.Errorf("compiling the results schema: %w", err)
-	}
-	// Numbers must be float64 for the validator; json.Unmarshal into any
-	// already did that.
-	skipNumericSamples(generic)
-	if err := sch.Validate(generic); err != nil {
-		return nil, schemaError(path, err)
+		return nil, fmt.Errorf("%s: empty results file\nhint: %s", path, resultsHint)
 	}
 	var r Results
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, jsonSyntaxError(path, b, err)
+	probs := jsonstrict.Read(path, b, maxResultsDepth, &r)
+	if len(probs) > 0 {
+		if probs[len(probs)-1].Hint == "" {
+			probs[len(probs)-1].Hint = resultsHint
+		}
+		return nil, probs
 	}
 	r.Format = FormatGpuattest
-	seen := map[string]int{}
-	for i, c := range r.Cases {
-		if j, ok := seen[c.Name]; ok {
-			return nil, fmt.Errorf("%s: /cases/%d/name: %q repeats /cases/%d\nhint: case names must be unique within a file", path, i, c.Name, j)
-		}
-		seen[c.Name] = i
-		for k, v := range c.SamplesNS {
-			if !(v > 0) {
-				return nil, fmt.Errorf("%s: /cases/%d/samples_ns/%d: %v is not a positive duration", path, i, k, v)
-			}
-		}
-	}
 	return &r, nil
-}
-
-// blankSamples returns b, or a copy of it in which the contents of every
-// `"samples_ns":[...]` array made only of number characters are spaces:
-// the generic decode that feeds the schema then skips them (the schema
-// asks only that they be numbers, which the typed decode of b checks, and
-// the duration check after it). Offsets are kept, so a syntax error is
-// reported where it is in b. A million samples a side cost compare 0.6 s
-// of CPU to decode twice.
-func blankSamples(b []byte) []byte {
-	key := []byte(`"samples_ns":[`)
-	if !bytes.Contains(b, key) {
-		return b
-	}
-	out := bytes.Clone(b)
-	for i := 0; ; {
-		j := bytes.Index(out[i:], key)
-		if j < 0 {
-			return out
-		}
-		start := i + j + len(key)
-		end := start
-		for end < len(out) && strings.IndexByte("0123456789.eE+-, \t\r\n", out[end]) >= 0 {
-			end++
-		}
-		if end < len(out) && out[end] == ']' {
-			for k := start; k < end; k++ {
-				out[k] = ' '
-			}
-		}
-		i = end
-	}
-}
-
-// skipNumericSamples empties every cases[].samples_ns array of a decoded
-// results file whose items are all numbers, the one thing the schema asks
-// of them (the typed decode and the positive-duration check then read
-// them): validating a million samples a side cost compare 0.4 s of CPU.
-// An array holding anything else is left for the schema to report.
-func skipNumericSamples(doc any) {
-	top, _ := doc.(map[string]any)
-	cases, _ := top["cases"].([]any)
-	for _, c := range cases {
-		m, _ := c.(map[string]any)
-		xs, ok := m["samples_ns"].([]any)
-		if !ok {
-			continue
-		}
-		numeric := true
-		for _, x := range xs {
-			if _, ok := x.(float64); !ok {
-				numeric = false
-				break
-			}
-		}
-		if numeric {
-			m["samples_ns"] = []any{}
-		}
-	}
-}
-
-// jsonSyntaxError turns an encoding/json error into file:line:col.
-func jsonSyntaxError(path string, b []byte, err error) error {
-	line, col, ok := jsonpos.OfError(b, err)
-	if !ok {
-		return fmt.Errorf("%s: %v\nhint: expected a gpuattest results JSON object", path, err)
-	}
-	return fmt.Errorf("%s:%d:%d: %v\nhint: expected a gpuattest results JSON object", path, line, col, err)
-}
-
-// schemaError flattens a validation error into one line per leaf problem,
-// each with its JSON pointer.
-func schemaError(path string, err error) error {
-	var ve *sjs.ValidationError
-	if !errors.As(err, &ve) {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	var lines []string
-	var walk func(e *sjs.ValidationError)
-	walk = func(e *sjs.ValidationError) {
-		if len(e.Causes) == 0 {
-			loc := "/" + strings.Join(e.InstanceLocation, "/")
-			lines = append(lines, fmt.Sprintf("%s: %s: %s", path, loc, leafMessage(e)))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return fmt.Errorf("%s\nhint: see schemas/results.schema.json", strings.Join(lines, "\n"))
-}
-
-func leafMessage(e *sjs.ValidationError) string {
-	return e.ErrorKind.LocalizedString(message.NewPrinter(language.English))
-}
-
-// checkDuplicateKeys refuses an object that names a key twice: encoding/json
-// would keep the last value silently, so a second "status": "passed" could
-// hide a "failed". The error has the key's line:col and JSON pointer. b
-// must be valid JSON (syntax errors are left to the parse).
-func checkDuplicateKeys(path string, b []byte) error {
-	// jsonstrict scans without allocating per value; only a document it
-	// refuses is walked again here for the JSON pointer of the repeat.
-	// encoding/json refuses nesting past 10,000 levels before this runs.
-	if jsonstrict.Check(b, 10_001) == nil {
-		return nil
-	}
-	type frame struct {
-		obj   bool
-		keys  map[string]bool
-		isKey bool   // the next token of an object is a key
-		ptr   string // JSON pointer of this container
-		key   string // the key of the member being read
-		idx   int
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var stack []*frame
-	for {
-		start := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // io.EOF, or a syntax error reported elsewhere
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			stack = stack[:len(stack)-1]
-			continue
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.obj && top.isKey {
-			k, _ := tok.(string)
-			if top.keys[k] {
-				return duplicateKeyError(path, b, start, k, top.ptr)
-			}
-			top.keys[k] = true
-			top.isKey, top.key = false, k
-			continue
-		}
-		d, container := tok.(json.Delim)
-		// A member's pointer is made only for containers: building one
-		// per scalar cost gigabytes on a 300,000-case file.
-		var ptr string
-		if top != nil {
-			if top.obj {
-				top.isKey = true
-				if container {
-					ptr = top.ptr + "/" + pointerEscaper.Replace(top.key)
-				}
-			} else {
-				if container {
-					ptr = top.ptr + "/" + strconv.Itoa(top.idx)
-				}
-				top.idx++
-			}
-		}
-		if container {
-			stack = append(stack, &frame{obj: d == '{', keys: map[string]bool{}, isKey: d == '{', ptr: ptr})
-		}
-	}
-}
-
-// pointerEscaper escapes a key for a JSON pointer (RFC 6901).
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
-// duplicateKeyError says where key k repeats in the object at ptr; start
-// is the offset of the token before it.
-func duplicateKeyError(path string, b []byte, start int64, k, ptr string) error {
-	off := start
-	for off < int64(len(b)) && strings.IndexByte(" \t\r\n,", b[off]) >= 0 {
-		off++
-	}
-	line, col := jsonpos.LineCol(b, off)
-	if ptr == "" {
-		ptr = "/"
-	}
-	return fmt.Errorf("%s:%d:%d: duplicate key %q in %s\nhint: each key may appear once; a JSON reader keeps only the last value, so a repeated key can hide the first", path, line, col, k, ptr)
 }

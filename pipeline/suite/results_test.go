@@ -7,14 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuattest/gpuattest/internal/schema/schematest"
-
 	"github.com/google/go-cmp/cmp"
 )
-
-func TestResultsSchemaUpToDate(t *testing.T) {
-	schematest.CheckGenerated(t, "../../schemas/results.schema.json", ResultsSchemaJSON, "./pipeline/suite")
-}
 
 func TestReadResultsJSON(t *testing.T) {
 	t.Parallel()
@@ -96,14 +90,14 @@ func TestReadResultsErrors(t *testing.T) {
 	}{
 		{"missing", filepath.Join(dir, "nope.json"), "", []string{"does not exist", "hint:"}},
 		{"empty", write("empty.json", "  \n"), "", []string{"empty results file"}},
-		{"syntax", write("syntax.json", "{\n  \"schema\": \"x\",\n  \"tool\" \"t\"\n}"), "", []string{"syntax.json:3:10:", "invalid character"}},
-		{"wrong type", write("type.json", head+`{"name": "a", "status": "passed", "samples_ns": "fast"}]}`), "", []string{"/cases/0/samples_ns", "array"}},
-		{"bad status", write("status.json", head+`{"name": "a", "status": "ok"}]}`), "", []string{"/cases/0/status", "passed"}},
-		{"unknown field", write("unknown.json", head+`{"name": "a", "status": "passed", "sampels_ns": [1]}]}`), "", []string{"/cases/0", "sampels_ns"}},
-		{"wrong schema id", write("id.json", `{"schema": "v0", "tool": "t", "backend": "cpu", "cases": []}`), "", []string{"/schema"}},
+		{"syntax", write("syntax.json", "{\n  \"schema\": \"x\",\n  \"tool\" \"t\"\n}"), "", []string{"syntax.json:3:10:", "expected ':' after the object key"}},
+		{"wrong type", write("type.json", head+`{"name": "a", "status": "passed", "samples_ns": "fast"}]}`), "", []string{"cases[0].samples_ns: expected an array, got a string"}},
+		{"bad status", write("status.json", head+`{"name": "a", "status": "ok"}]}`), "", []string{"cases[0].status: \"ok\": expected passed, failed, skipped or error"}},
+		{"unknown field", write("unknown.json", head+`{"name": "a", "status": "passed", "sampels_ns": [1]}]}`), "", []string{"cases[0]: unknown field \"sampels_ns\""}},
+		{"wrong schema id", write("id.json", `{"schema": "v0", "tool": "t", "backend": "cpu", "cases": []}`), "", []string{`schema: "v0": expected https://gpuattest.dev/results/v1`}},
 		{"missing backend", write("nobackend.json", `{"schema": "https://gpuattest.dev/results/v1", "tool": "t", "cases": []}`), "", []string{"backend"}},
-		{"duplicate case", write("dup.json", head+`{"name": "a", "status": "passed"}, {"name": "a", "status": "passed"}]}`), "", []string{`/cases/1/name: "a" repeats /cases/0`}},
-		{"zero sample", write("zero.json", head+`{"name": "a", "status": "passed", "samples_ns": [3, 0]}]}`), "", []string{"/cases/0/samples_ns/1"}},
+		{"duplicate case", write("dup.json", head+`{"name": "a", "status": "passed"}, {"name": "a", "status": "passed"}]}`), "", []string{`cases[1].name: "a" repeats cases[0]`}},
+		{"zero sample", write("zero.json", head+`{"name": "a", "status": "passed", "samples_ns": [3, 0]}]}`), "", []string{"cases[0].samples_ns[1]: 0 is not a positive duration"}},
 		{"xml root", write("html.xml", "<html><body/></html>"), "", []string{"html.xml:1:", "root element <html>", "testsuites"}},
 		{"xml syntax", write("broken.xml", "<testsuites>\n<testsuite>\n<testcase name='a'>\n</testsuites>"), "", []string{"broken.xml:4:"}},
 		{"xml no name", write("noname.xml", "<testsuite><testcase classname='x'/></testsuite>"), "", []string{"testcase 1 has no name"}},

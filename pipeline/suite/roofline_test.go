@@ -130,7 +130,7 @@ func TestDuplicateCaseNamesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := LoadSampleSet(cand, "candidate")
-	if err == nil || !strings.Contains(err.Error(), `/cases/1: duplicate case name "k" (first at /cases/0)`) {
+	if err == nil || !strings.Contains(err.Error(), `cases[1].name: duplicate case name "k" (first at cases[0])`) {
 		t.Fatalf("duplicate case accepted: %v", err)
 	}
 	set := &SampleSet{Kind: "benchmark", Cases: []SampleCase{{Name: "k", SamplesNS: []float64{1990}}, {Name: "k", SamplesNS: []float64{1000}}}}
