@@ -66,17 +66,17 @@ func DecodeDocument(path string, data []byte, what string, out any) (*Document, 
 		return nil, at(pos.Line, pos.Column, "", "more than one YAML document: expected exactly one %s", what)
 	}
 	if probs := s.tags(docs[0]); len(probs) > 0 {
-		return nil, probs.sorted()
+		return nil, probs.Sorted()
 	}
 	var probs Problems
 	s.pos[""] = nodePos(docs[0])
 	if !s.check(docs[0], rv.Elem().Type(), "", &probs) {
-		return nil, probs.sorted()
+		return nil, probs.Sorted()
 	}
 	if err := yaml.NodeToValue(docs[0], out); err != nil {
-		return nil, append(probs, s.yamlError(err)).sorted()
+		return nil, append(probs, s.yamlError(err)).Sorted()
 	}
-	return &Document{src: s}, probs.sorted()
+	return &Document{src: s}, probs.Sorted()
 }
 
 // Problem returns a problem placed at the value of the field at path
@@ -93,5 +93,3 @@ func (d *Document) Has(path string) bool { return d.src.has(path) }
 // the wrong type (its value was dropped).
 func (d *Document) Malformed(path string) bool { return d.src.bad[path] }
 
-// Sorted returns ps ordered by position.
-func (ps Problems) Sorted() Problems { return ps.sorted() }

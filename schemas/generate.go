@@ -11,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 
@@ -25,6 +26,7 @@ const (
 	HardwareID  = "https://gpuattest.dev/schemas/hardware.schema.json"
 	PredicateID = "https://gpuattest.dev/schemas/predicate.schema.json"
 	PolicyID    = "https://gpuattest.dev/schemas/policy.schema.json"
+	FleetID     = "https://gpuattest.dev/schemas/fleet.schema.json"
 )
 
 // Generators maps each schema's file name in this folder to the function
@@ -36,6 +38,37 @@ var Generators = map[string]func() ([]byte, error){
 	"hardware.schema.json":  Hardware,
 	"predicate.schema.json": Predicate,
 	"policy.schema.json":    Policy,
+	"fleet.schema.json":     Fleet,
+}
+
+// Fleet generates the schema of a fleet file (YAML field names): each
+// class's targets pinned to the known architectures, its gres to a typed
+// GPU gres.
+func Fleet() ([]byte, error) {
+	r := &jsonschema.Reflector{FieldNameTag: "yaml", ExpandedStruct: true, Mapper: specScalarRef}
+	s := r.Reflect(&fleet.Spec{})
+	for _, t := range specScalars {
+		if ref, _ := json.Marshal(s); bytes.Contains(ref, []byte(`"#/$defs/`+t.Name()+`"`)) {
+			s.Definitions[t.Name()] = specScalar(t)
+		}
+	}
+	s.ID = FleetID
+	s.Title = "gpuattest fleet"
+	s.Description = "Where a pipeline's GPU steps run: the engine, the shared directory and one entry per node class (apiVersion " + pipeline.APIVersion + ")."
+	if c, ok := s.Definitions["Class"]; ok {
+		if t, ok := c.Properties.Get("targets"); ok {
+			enum := make([]any, len(pipeline.Architectures))
+			for i, a := range pipeline.Architectures {
+				enum[i] = a
+			}
+			t.Items = &jsonschema.Schema{Type: "string", Enum: enum}
+			t.UniqueItems = true
+		}
+		if g, ok := c.Properties.Get("gres"); ok {
+			g.Pattern = fleet.GresPattern
+		}
+	}
+	return marshal(s)
 }
 
 // Pipeline generates the schema of a pipeline file (YAML field names).

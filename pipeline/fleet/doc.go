@@ -7,4 +7,3 @@
 // time limit.
 package fleet
 
-//go:generate go run ./internal/genschema ../../schemas/fleet.schema.json

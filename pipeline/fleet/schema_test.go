@@ -7,18 +7,10 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
-	"github.com/gpuattest/gpuattest/internal/schema/schematest"
-	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 const schemaFile = "../../schemas/fleet.schema.json"
-
-// TestSchemaUpToDate fails when the checked-in schema differs from what
-// the Go types generate.
-func TestSchemaUpToDate(t *testing.T) {
-	schematest.CheckGenerated(t, schemaFile, fleet.SchemaJSON, "./pipeline/fleet")
-}
 
 // TestSchemaAcceptsTheExample validates testdata/fleet.yaml against the
 // checked-in schema, and refuses a class with a count-only gres.
@@ -33,10 +25,10 @@ func TestSchemaAcceptsTheExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(fleet.SchemaID, doc); err != nil {
+	if err := c.AddResource("https://gpuattest.dev/schemas/fleet.schema.json", doc); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Compile(fleet.SchemaID)
+	s, err := c.Compile("https://gpuattest.dev/schemas/fleet.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,9 +75,13 @@ const (
 	MaxGPUsPerNode = 64
 )
 
+// GresPattern is the form of a class's gres: gpu:TYPE:COUNT (a typed
+// GPU gres; Slurm refuses count-only ones for typed devices).
+const GresPattern = `^gpu:([A-Za-z0-9_.-]{1,64}):([0-9]{1,3})$`
+
 var (
 	classNameRE  = lazyregexp.New(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	gresRE       = lazyregexp.New(`^gpu:([A-Za-z0-9_.-]{1,64}):([0-9]{1,3})$`)
+	gresRE       = lazyregexp.New(GresPattern)
 	constraintRE = lazyregexp.New(`^[A-Za-z0-9_.&|,!()\[\]*-]{1,256}$`)
 	featureRE    = lazyregexp.New(`sm_[0-9]{2,3}[af]?`)
 )
