@@ -19,7 +19,10 @@ import (
 )
 
 // fleetPipeline builds once (a fake fatbin and a harness) and runs one
-// GPU step on every node.
+// GPU step on every node, which fails if it can read a job key beside its
+// work tree (../job.key, where one was staged before) or under $HOME
+// (fleetSetup sets HOME to the directory that holds the shared one, as a
+// cluster with shared home directories does).
 const fleetPipeline = `apiVersion: gpuattest.dev/v1
 kind: Pipeline
 name: fleet-demo
@@ -31,7 +34,7 @@ steps:
   - id: check
     gpu: true
     needs: [build]
-    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel
+    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! { cat ../job.key; grep -rs "PRIVATE KEY" "$HOME"; } 2>/dev/null | grep -q PRIVATE
 `
 
 // fleetFile is a two-class fleet on the test cluster's one node.
@@ -62,6 +65,7 @@ func fleetSetup(t *testing.T) string {
 	t.Setenv("GPUATTEST_FLEET_POLL", "300ms")
 	t.Setenv("GPUATTEST_PASSWORD", "")
 	dir := t.TempDir()
+	t.Setenv("HOME", dir)
 	shared := filepath.Join(dir, "shared")
 	for _, d := range []string{"proj", "shared"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -122,7 +126,7 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 			t.Errorf("run --fleet output lacks %q:\n%s", want, out)
 		}
 	}
-	shared, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "*", "job.key"))
+	shared, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "keys", "*.key"))
 	if len(shared) != 0 {
 		t.Errorf("job keys left on the shared directory after the jobs ended: %v", shared)
 	}
@@ -337,7 +341,7 @@ func TestFleetInterruptCancelsTheJobs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "run", "nodes")); !os.IsNotExist(err) {
 		t.Errorf("run/nodes exists after an interrupt (%v): nothing was collected", err)
 	}
-	if keys, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "*", "job.key")); len(keys) != 0 {
+	if keys, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "keys", "*.key")); len(keys) != 0 {
 		t.Errorf("job keys left after the jobs were cancelled: %v", keys)
 	}
 }
