@@ -65,6 +65,9 @@ type JobResult struct {
 	Detail    string `json:"detail,omitempty"`
 	Simulated bool   `json:"simulated,omitempty"`
 	Source    string `json:"source,omitempty"`
+	// GPU describes the node's GPUs as its bundle records them:
+	// "2x NVIDIA H100 80GB HBM3 (9.0)", simulated ones said so.
+	GPU string `json:"gpu,omitempty"`
 }
 
 // Rejected is a node bundle that counts for no job.
@@ -254,7 +257,7 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 			row.Detail = fmt.Sprintf("%d node bundles for the job: %s", len(ns), strings.Join(sources[j.Name], ", "))
 		default:
 			n := ns[0]
-			row.JobID, row.Node, row.Simulated, row.Source = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0]
+			row.JobID, row.Node, row.Simulated, row.Source, row.GPU = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0], GPUSummary(n.Hardware)
 			row.Verdict, row.Detail = VerdictPassed, ""
 			passed[j.Name] = n
 			if problem := checkNode(&j, n, o); problem != "" {
@@ -319,6 +322,33 @@ func (r *Report) checkCoverage(d *Dispatch, passed map[string]*Node) {
 		}
 		r.Coverage = append(r.Coverage, c)
 	}
+}
+
+// GPUSummary describes the GPUs of a hardware record, one entry per
+// model and compute capability: "2x NVIDIA H100 80GB HBM3 (9.0)",
+// followed by ", simulated" for a simulated record; "" for none.
+func GPUSummary(h *hardware.Record) string {
+	if h == nil || len(h.GPUs) == 0 {
+		return ""
+	}
+	var order []string
+	count := map[string]int{}
+	for _, g := range h.GPUs {
+		k := g.Name + " (" + g.ComputeCapability + ")"
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%dx %s", count[k], k)
+	}
+	out := strings.Join(parts, ", ")
+	if h.Simulated {
+		out += ", simulated"
+	}
+	return out
 }
 
 // targetCC is the compute capability of a target: sm_90a is 9.0.
