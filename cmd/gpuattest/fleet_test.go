@@ -500,6 +500,12 @@ func TestFleetInterruptCancelsTheJobs(t *testing.T) {
 	if st := fleetState(t, dir); st["done"] != false {
 		t.Errorf("fleet record done = %v after an interrupt, want false", st["done"])
 	}
+	// report of the uncollected run: the jobs' last known states.
+	code, rout := fleetCLI(t, dir, "report", "run", "--markdown", "-")
+	if code != 0 || !strings.Contains(rout, "gpuattest fleet-demo: NOT COLLECTED") || !strings.Contains(rout, "**not collected**") ||
+		!regexp.MustCompile(`\| a100-0 \| a100 \| [^|]+ \| [0-9]+ \| – \| \*\*[a-z]+\*\* \|`).MatchString(rout) {
+		t.Errorf("report of an interrupted fleet run: exit %d, want the jobs' last states, not collected\n%s", code, rout)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "run", "nodes")); !os.IsNotExist(err) {
 		t.Errorf("run/nodes exists after an interrupt (%v): nothing was collected", err)
 	}

@@ -56,7 +56,7 @@ func Report(ctx context.Context, dir string) (*report.Report, error) {
 				Verdict: strings.ToLower(string(j.Status.State)), Reason: j.Status.Reason})
 		}
 		if rep.Verdict.Passed {
-			rep.Verdict = report.Verdict{State: "running", Reason: "the dispatch is not collected: gpuattest fleet collect " + dir}
+			rep.Verdict = report.Verdict{State: "not collected", Reason: "the dispatch was not collected: its jobs may still run, or were cancelled; gpuattest fleet collect " + dir + " waits for them and collects"}
 		}
 		return rep, nil
 	}
@@ -94,4 +94,3 @@ func Report(ctx context.Context, dir string) (*report.Report, error) {
 	}
 	return rep, nil
 }
-
