@@ -92,4 +92,3 @@ func (d *Document) Has(path string) bool { return d.src.has(path) }
 // Malformed reports whether the field at path was already reported as
 // the wrong type (its value was dropped).
 func (d *Document) Malformed(path string) bool { return d.src.bad[path] }
-

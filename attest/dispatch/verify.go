@@ -48,6 +48,9 @@ type Report struct {
 	Problems []string `json:"problems,omitempty"`
 	// SimulatedAccepted is true when simulated GPUs were accepted.
 	SimulatedAccepted bool `json:"simulatedAccepted,omitempty"`
+	// Artifacts counts the artifacts checked against the dispatch's
+	// subjects (Options.Artifacts).
+	Artifacts int `json:"artifacts"`
 
 	subjectFailed bool
 }
@@ -62,6 +65,9 @@ type JobResult struct {
 	Detail    string `json:"detail,omitempty"`
 	Simulated bool   `json:"simulated,omitempty"`
 	Source    string `json:"source,omitempty"`
+	// GPU describes the node's GPUs as its bundle records them:
+	// "2x NVIDIA H100 80GB HBM3 (9.0)", simulated ones said so.
+	GPU string `json:"gpu,omitempty"`
 }
 
 // Rejected is a node bundle that counts for no job.
@@ -79,6 +85,23 @@ type Options struct {
 	// subject of the dispatch must be one of them (or the manifest).
 	Files    map[string]string
 	Manifest string
+	// Artifacts are files given to check (verify --bundle ... ARTIFACT):
+	// each one's sha256 must be that of a subject of the dispatch.
+	// RequireArtifacts fails the verification when none is given.
+	Artifacts        []verify.Artifact
+	RequireArtifacts bool
+}
+
+// HasDispatch reports whether a fleet dispatch is among entries, by the
+// predicate type of their statements as read, unverified: a release
+// with one verifies with VerifyEntries.
+func HasDispatch(entries []verify.Entry) bool {
+	for _, e := range entries {
+		if st, err := sign.UnverifiedStatement(e.Data); err == nil && st.PredicateType == PredicateType {
+			return true
+		}
+	}
+	return false
 }
 
 // VerifyEntries is Verify for bundles as a registry or an OCI layout
@@ -113,8 +136,10 @@ func VerifyEntries(ctx context.Context, entries []verify.Entry, owner []verify.O
 	return r, nil
 }
 
-// checkFiles checks the dispatch's subjects against the files read.
+// checkFiles checks the dispatch's subjects against the files read, and
+// the artifacts given against its subjects.
 func (r *Report) checkFiles(st *attest.Statement, o Options) {
+	r.checkArtifacts(st, o)
 	if o.Files == nil {
 		return
 	}
@@ -129,6 +154,26 @@ func (r *Report) checkFiles(st *attest.Statement, o Options) {
 		}
 		if got, ok := o.Files[sub.Name]; !ok || got != want {
 			r.Problems = append(r.Problems, fmt.Sprintf("subject %s (sha256:%s) is not a file of the release read", sub.Name, want))
+			r.subjectFailed = true
+		}
+	}
+}
+
+// checkArtifacts checks that each artifact given is a subject of the
+// dispatch, by its sha256.
+func (r *Report) checkArtifacts(st *attest.Statement, o Options) {
+	r.Artifacts = len(o.Artifacts)
+	if len(o.Artifacts) == 0 && o.RequireArtifacts {
+		r.Problems = append(r.Problems, "no artifact given, and artifacts are required\nhint: name the released files after the bundles")
+		r.subjectFailed = true
+	}
+	subjects := map[string]bool{}
+	for _, sub := range st.Subject {
+		subjects[sub.Digest["sha256"]] = true
+	}
+	for _, a := range o.Artifacts {
+		if !subjects[a.SHA256] {
+			r.Problems = append(r.Problems, fmt.Sprintf("artifact %s (sha256:%s) is not a subject of the dispatch", a.Name, a.SHA256))
 			r.subjectFailed = true
 		}
 	}
@@ -212,7 +257,7 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 			row.Detail = fmt.Sprintf("%d node bundles for the job: %s", len(ns), strings.Join(sources[j.Name], ", "))
 		default:
 			n := ns[0]
-			row.JobID, row.Node, row.Simulated, row.Source = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0]
+			row.JobID, row.Node, row.Simulated, row.Source, row.GPU = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0], GPUSummary(n.Hardware)
 			row.Verdict, row.Detail = VerdictPassed, ""
 			passed[j.Name] = n
 			if problem := checkNode(&j, n, o); problem != "" {
@@ -277,6 +322,33 @@ func (r *Report) checkCoverage(d *Dispatch, passed map[string]*Node) {
 		}
 		r.Coverage = append(r.Coverage, c)
 	}
+}
+
+// GPUSummary describes the GPUs of a hardware record, one entry per
+// model and compute capability: "2x NVIDIA H100 80GB HBM3 (9.0)",
+// followed by ", simulated" for a simulated record; "" for none.
+func GPUSummary(h *hardware.Record) string {
+	if h == nil || len(h.GPUs) == 0 {
+		return ""
+	}
+	var order []string
+	count := map[string]int{}
+	for _, g := range h.GPUs {
+		k := g.Name + " (" + g.ComputeCapability + ")"
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%dx %s", count[k], k)
+	}
+	out := strings.Join(parts, ", ")
+	if h.Simulated {
+		out += ", simulated"
+	}
+	return out
 }
 
 // targetCC is the compute capability of a target: sm_90a is 9.0.

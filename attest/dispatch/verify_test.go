@@ -311,3 +311,42 @@ func TestVerifyEntries(t *testing.T) {
 		t.Errorf("two dispatches: %v, %+v", err, r)
 	}
 }
+
+// TestVerifyArtifacts: each artifact given must be a subject of the
+// dispatch (exit 11 otherwise), and with RequireArtifacts one must be
+// given; HasDispatch tells a fleet release's bundles from others.
+func TestVerifyArtifacts(t *testing.T) {
+	f := newFixture(t)
+	owner := []verify.Option{verify.WithKey(f.ownerPub, "release.pub")}
+	entries := append([]verify.Entry{f.entry}, f.good(t)...)
+	if !dispatch.HasDispatch(entries) || dispatch.HasDispatch(f.good(t)) || dispatch.HasDispatch([]verify.Entry{{Source: "x", Data: []byte("not json")}}) {
+		t.Errorf("HasDispatch: true for the dispatch and its nodes, false for the nodes alone and for garbage expected")
+	}
+	tests := []struct {
+		name     string
+		arts     []verify.Artifact
+		require  bool
+		want     verify.Failure
+		wantProb string
+	}{
+		{name: "a subject", arts: []verify.Artifact{{Name: "kernels.fatbin", SHA256: strings.Repeat("ab", 32)}}, want: verify.FailureNone},
+		{name: "not a subject", arts: []verify.Artifact{{Name: "other.bin", SHA256: strings.Repeat("ef", 32)}}, want: verify.FailureSubject,
+			wantProb: "artifact other.bin (sha256:" + strings.Repeat("ef", 32) + ") is not a subject of the dispatch"},
+		{name: "none, not required", want: verify.FailureNone},
+		{name: "none, required", require: true, want: verify.FailureSubject, wantProb: "no artifact given, and artifacts are required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := dispatch.VerifyEntries(t.Context(), entries, owner, dispatch.Options{Artifacts: tt.arts, RequireArtifacts: tt.require})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Failure != tt.want || r.Verified != (tt.want == verify.FailureNone) || r.Artifacts != len(tt.arts) {
+				t.Errorf("failure %v, verified %v, artifacts %d; want failure %v, %d artifacts; problems %v", r.Failure, r.Verified, r.Artifacts, tt.want, len(tt.arts), r.Problems)
+			}
+			if tt.wantProb != "" && !strings.Contains(strings.Join(r.Problems, "\n"), tt.wantProb) {
+				t.Errorf("problems %q lack %q", r.Problems, tt.wantProb)
+			}
+		})
+	}
+}

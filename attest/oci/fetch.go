@@ -24,7 +24,8 @@ type Fetched struct {
 // Fetch reads the release ref names and its bundle referrers as Verify
 // does, within the size bounds of v, but leaves the bundles unverified:
 // for a verification whose bundles are signed by different keys, such as
-// a fleet dispatch and its node bundles (attest/dispatch).
+// a fleet dispatch and its node bundles (attest/dispatch). WithTimeout
+// bounds it as it bounds Verify.
 func Fetch(ctx context.Context, v *verify.Verifier, ref string, opts ...Option) (*Fetched, error) {
 	o, err := applyOptions(opts)
 	if err != nil {
@@ -33,6 +34,13 @@ func Fetch(ctx context.Context, v *verify.Verifier, ref string, opts ...Option) 
 	if v == nil {
 		return nil, errors.New("fetch: nil verifier")
 	}
+	ctx, cancel := o.withDeadline(ctx, timeoutSource(ref, o))
+	defer cancel()
+	f, err := fetchRef(ctx, v, ref, o)
+	return f, timedOut(ctx, err)
+}
+
+func fetchRef(ctx context.Context, v *verify.Verifier, ref string, o *options) (*Fetched, error) {
 	st, err := newStage("", "")
 	if err != nil {
 		return nil, err

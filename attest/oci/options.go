@@ -248,6 +248,8 @@ type Criteria struct {
 	Bundles int
 	// Criteria are the Verifier's criteria for the fetched artifacts.
 	Criteria []verify.Criterion
+	// Entries are the bundles fetched, not yet verified.
+	Entries []verify.Entry
 }
 
 // WithCriteria calls f with the criteria once the bundles are fetched

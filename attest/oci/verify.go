@@ -66,6 +66,10 @@ type Result struct {
 	// LayoutDir is where the OCI layout copy was written (WithLayoutTo),
 	// empty when nothing was.
 	LayoutDir string `json:"layout_dir,omitempty"`
+	// Entries are the bundle referrers read, in digest order: a caller
+	// tells a release whose bundles need another verification (a fleet
+	// dispatch, attest/dispatch) by them.
+	Entries []verify.Entry `json:"-"`
 }
 
 // Verify fetches the release ref names (a registry reference, or
@@ -139,7 +143,7 @@ func verifyRef(ctx context.Context, v *verify.Verifier, ref string, o *options) 
 		return nil, err
 	}
 	res := &Result{Ref: ref, Source: src.name() + "@" + f.id.String(), Digest: f.id.String(), Referrers: f.how,
-		Files: f.files, NotFetched: f.notFetched, Skipped: f.skipped, SkippedCount: f.skippedCount}
+		Files: f.files, NotFetched: f.notFetched, Skipped: f.skipped, SkippedCount: f.skippedCount, Entries: f.entries}
 	if res.Files == nil {
 		res.Files = []File{}
 	}
@@ -213,7 +217,7 @@ func fetch(ctx context.Context, src source, v *verify.Verifier, st *stage, o *op
 		for _, l := range f.manifest.Layers {
 			claimed = append(claimed, verify.Artifact{Name: l.Annotations[AnnotationTitle], SHA256: l.Digest.Hex})
 		}
-		o.criteria(Criteria{Source: release, Bundles: len(f.entries), Criteria: v.Criteria(append(claimed, manifest))})
+		o.criteria(Criteria{Source: release, Bundles: len(f.entries), Criteria: v.Criteria(append(claimed, manifest)), Entries: f.entries})
 	}
 	f.checked = v.CheckBundles(ctx, f.entries)
 	if !f.checked.Covers(manifest) {

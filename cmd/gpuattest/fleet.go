@@ -96,7 +96,7 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	stderr := c.ErrOrStderr()
 	// The build part: once, here, unsigned (the dispatch signs its outputs).
 	bf := *f
-	bf.sign, bf.out, bf.resume = &signFlags{}, filepath.Join(out, "build"), ""
+	bf.sign, bf.out, bf.resume = &signFlags{}, filepath.Join(out, dispatch.BuildDir), ""
 	var prog *progress
 	if !f.quiet {
 		prog = newProgress(stderr, build, progressOptions{})
@@ -343,6 +343,8 @@ func newFleetVerifyCmd() *cobra.Command {
 			"then every node bundle in RUNDIR/nodes against the key the dispatch delegated to its\n" +
 			"job: a bundle signed by any other key, the owner's included, counts for no job. Every\n" +
 			"pinned target must be covered by a job that passed on GPUs of its compute capability.\n\n" +
+			"gpuattest verify --bundle FILE... or verify REF does the same for a fleet release; this\n" +
+			"command also reads a collected run directory.\n\n" +
 			"Exit status: 0 verified, 10 the dispatch's signature, 11 a subject of the dispatch is\n" +
 			"not a file of the release read, 12 a job missing, duplicated,\n" +
 			"foreign, failed or on the wrong hardware, or a target not covered (named), 2 bad input.",
@@ -359,25 +361,16 @@ func newFleetVerifyCmd() *cobra.Command {
 				return withCode(exitUsage, err)
 			}
 			var r *ad.Report
+			source := args[0]
 			if st, serr := os.Stat(args[0]); serr == nil && st.IsDir() {
 				r, err = dispatch.VerifyDir(c.Context(), args[0], owner, allowSimulated)
 			} else {
-				r, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry)
+				r, source, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry)
 			}
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			if output == "json" {
-				if err := writeJSON(c.OutOrStdout(), r); err != nil {
-					return err
-				}
-			} else {
-				printFleetReport(c.OutOrStdout(), r)
-			}
-			if code := verifyExit(r.Failure); code != exitOK {
-				return silentExit(code)
-			}
-			return nil
+			return renderFleet(c.OutOrStdout(), output, r, source, false)
 		},
 	}
 	fl := c.Flags()
@@ -395,24 +388,26 @@ func newFleetVerifyCmd() *cobra.Command {
 
 // verifyFleetRef reads the release ref names, with its bundle referrers,
 // and verifies the dispatch among them, its subjects against the files.
-func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSimulated bool, rf *registryFlags) (*ad.Report, error) {
+// It returns the report and the release read (REPOSITORY@sha256:...).
+func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSimulated bool, rf *registryFlags) (*ad.Report, string, error) {
 	opts, err := rf.options()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	v, err := verify.New(append(append([]verify.Option{}, owner...), verify.WithPredicateType(ad.PredicateType))...)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	fetched, err := oci.Fetch(c.Context(), v, ref, opts...)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	files := map[string]string{}
 	for _, f := range fetched.Files {
 		files[f.Name] = f.SHA256
 	}
-	return ad.VerifyEntries(c.Context(), fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest})
+	r, err := ad.VerifyEntries(c.Context(), fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest})
+	return r, fetched.Source, err
 }
 
 // ownerOptions are the options that verify a dispatch's signature: the

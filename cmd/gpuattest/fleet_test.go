@@ -12,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
@@ -19,7 +24,10 @@ import (
 )
 
 // fleetPipeline builds once (a fake fatbin and a harness) and runs one
-// GPU step on every node.
+// GPU step on every node, which fails if it can read a job key beside its
+// work tree (../job.key, where one was staged before) or under $HOME
+// (fleetSetup sets HOME to the directory that holds the shared one, as a
+// cluster with shared home directories does).
 const fleetPipeline = `apiVersion: gpuattest.dev/v1
 kind: Pipeline
 name: fleet-demo
@@ -31,7 +39,7 @@ steps:
   - id: check
     gpu: true
     needs: [build]
-    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel
+    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! { cat ../job.key; grep -rs "PRIVATE KEY" "$HOME"; } 2>/dev/null | grep -q PRIVATE
 `
 
 // fleetFile is a two-class fleet on the test cluster's one node.
@@ -62,6 +70,7 @@ func fleetSetup(t *testing.T) string {
 	t.Setenv("GPUATTEST_FLEET_POLL", "300ms")
 	t.Setenv("GPUATTEST_PASSWORD", "")
 	dir := t.TempDir()
+	t.Setenv("HOME", dir)
 	shared := filepath.Join(dir, "shared")
 	for _, d := range []string{"proj", "shared"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -122,7 +131,7 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 			t.Errorf("run --fleet output lacks %q:\n%s", want, out)
 		}
 	}
-	shared, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "*", "job.key"))
+	shared, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "keys", "*.key"))
 	if len(shared) != 0 {
 		t.Errorf("job keys left on the shared directory after the jobs ended: %v", shared)
 	}
@@ -133,6 +142,28 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 	for _, job := range []string{"a100-0", "h100-0"} {
 		if !strings.Contains(out, job) {
 			t.Errorf("verify does not list job %s:\n%s", job, out)
+		}
+	}
+	// report: the build's report with one row per node, in the HTML and
+	// the Markdown.
+	code, out = fleetCLI(t, dir, "report", "run", "--markdown", "-")
+	if code != 0 || !strings.Contains(out, "### Fleet") ||
+		!regexp.MustCompile(`\| a100-0 \| a100 \| node1 \| [0-9]+ \| 1x [^|]*A100[^|]* \(8\.0\), simulated \| passed \|`).MatchString(out) ||
+		!regexp.MustCompile(`\| h100-0 \| h100 \| node1 \| [0-9]+ \| 1x [^|]*H100[^|]* \(9\.0\), simulated \| passed \|`).MatchString(out) {
+		t.Errorf("report run --markdown -: exit %d, want a row per node\n%s", code, out)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "run", "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{"a100-0", "h100-0"} {
+		if !regexp.MustCompile(`<tr data-job="` + job + `"><td><code>` + job + `</code></td><td>[a-z0-9]+</td><td>node1</td><td>[0-9]+</td><td>1x [^<]*simulated</td><td class="good">passed</td>`).Match(page) {
+			t.Errorf("report.html has no passed row for %s", job)
+		}
+	}
+	for _, bad := range []string{" href=", " src=", "<script", "<link", "url("} {
+		if bytes.Contains(page, []byte(bad)) {
+			t.Errorf("report.html holds %q: it must link to nothing outside itself", bad)
 		}
 	}
 	// Simulated GPUs are refused unless allowed.
@@ -154,6 +185,54 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 	}
 	if code, out = fleetCLI(t, dir, "fleet", "verify", host+"/kernels:v1", "--key", "proj/p.yaml"); code != exitUsage {
 		t.Errorf("fleet verify REF with a file that is not a key: exit %d, want %d\n%s", code, exitUsage, out)
+	}
+	// Plain verify recognises the dispatch among the bundles: from the
+	// registry, from an OCI layout copy and from the bundle files, with
+	// every job, its node and its verdict.
+	layoutDir := filepath.Join(dir, "layout")
+	copyToLayout(t, host+"/kernels:v1", layoutDir)
+	for _, ref := range []string{host + "/kernels:v1", "oci-layout:" + layoutDir} {
+		code, out = fleetCLI(t, dir, "verify", ref, "--key", "rel.pub", "--allow-simulated")
+		if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") || !strings.Contains(out, "Verifying a fleet release from ") ||
+			!regexp.MustCompile(`(?m)^  a100-0 +a100 +[0-9]+ +node1 +passed`).MatchString(out) || !regexp.MustCompile(`(?m)^  h100-0 +h100 +[0-9]+ +node1 +passed`).MatchString(out) {
+			t.Errorf("verify %s: exit %d, want 0 listing both jobs passed on node1\n%s", ref, code, out)
+		}
+		if strings.Contains(out, "against these criteria") {
+			t.Errorf("verify %s prints the validation policy's criteria for a fleet release:\n%s", ref, out)
+		}
+	}
+	if code, out = fleetCLI(t, dir, "verify", host+"/kernels:v1", "--key", "rel.pub"); code != exitPolicy || !strings.Contains(out, "the GPUs were simulated") {
+		t.Errorf("verify REF without --allow-simulated: exit %d, want %d naming the simulated GPUs\n%s", code, exitPolicy, out)
+	}
+	released, _ := filepath.Glob(filepath.Join(dir, "run", "release", "out", "kernels.fatbin"))
+	if len(released) != 1 {
+		t.Fatalf("released fatbin: %v", released)
+	}
+	bundles := []string{"verify", "--bundle", "run/dispatch.intoto.jsonl", "--bundle", "run/nodes/a100-0.intoto.jsonl", "--bundle", "run/nodes/h100-0.intoto.jsonl", "--key", "rel.pub", "--allow-simulated"}
+	code, out = fleetCLI(t, dir, append(bundles, "-o", "json", released[0])...)
+	var got struct {
+		ad.Report
+		ExitCode int `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != 0 || got.ExitCode != 0 || !got.Verified || got.Artifacts != 1 || len(got.Jobs) != 2 ||
+		got.Jobs[0].Job != "a100-0" || got.Jobs[0].Node != "node1" || got.Jobs[0].JobID == "" || got.Jobs[1].Verdict != ad.VerdictPassed {
+		t.Errorf("verify --bundle -o json: exit %d, %v\n%s", code, err, out)
+	}
+	if code, out = fleetCLI(t, dir, append(bundles, "proj/p.yaml")...); code != exitSubject || !strings.Contains(out, "artifact proj/p.yaml (sha256:") {
+		t.Errorf("verify --bundle with a file that is not a subject: exit %d, want %d naming it\n%s", code, exitSubject, out)
+	}
+	if code, out = fleetCLI(t, dir, append(bundles, "--policy", "builtin:cpu-tier")...); code != exitUsage || !strings.Contains(out, "replace the policy") {
+		t.Errorf("verify --bundle --policy of a fleet release: exit %d, want %d\n%s", code, exitUsage, out)
+	}
+	code, out = fleetCLI(t, dir, "verify", "--bundle", "run/dispatch.intoto.jsonl", "--bundle", "run/nodes/a100-0.intoto.jsonl", "--key", "rel.pub", "--allow-simulated")
+	if code != exitPolicy || !strings.Contains(out, "FAIL job h100-0 (class h100): missing") || !regexp.MustCompile(`(?m)^  a100-0 +a100 +[0-9]+ +node1 +passed`).MatchString(out) {
+		t.Errorf("verify --bundle without h100-0's bundle: exit %d, want %d naming the job\n%s", code, exitPolicy, out)
+	}
+	// A node bundle re-signed with the release key counts for no job.
+	resigned := resignNode(t, dir, "run/nodes/h100-0.intoto.jsonl", "rel.key")
+	code, out = fleetCLI(t, dir, "verify", "--bundle", "run/dispatch.intoto.jsonl", "--bundle", "run/nodes/a100-0.intoto.jsonl", "--bundle", resigned, "--key", "rel.pub", "--allow-simulated")
+	if code != exitPolicy || !strings.Contains(out, "FAIL job h100-0 (class h100): missing") || !strings.Contains(out, "not signed by the key the dispatch delegated to it") {
+		t.Errorf("verify --bundle with h100-0's bundle re-signed by the release key: exit %d, want %d\n%s", code, exitPolicy, out)
 	}
 	// A node bundle duplicated counts twice for its job (exit 12).
 	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "a100-0.intoto.jsonl"))
@@ -229,10 +308,97 @@ func TestFleetNodeFailuresAreNamed(t *testing.T) {
 	if code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated"); code != exitPolicy {
 		t.Errorf("verify: exit %d, want %d\n%s", code, exitPolicy, out)
 	}
+	code, out = fleetCLI(t, dir, "report", "run", "--markdown", "-")
+	if code != 0 || !strings.Contains(out, "gpuattest fleet-demo: FAILED") ||
+		!regexp.MustCompile(`\| a100-0 \| a100 \| node1 \| [0-9]+ \| 1x [^|]*A100[^|]* \| \*\*failed\*\* \| on node node1: step check `).MatchString(out) ||
+		!regexp.MustCompile(`\| h100-0 \| h100 \| node1 \| [0-9]+ \| [^|]* \| \*\*failed\*\* \| on node node1: refusing to run: staged file work/out/kernels.fatbin has sha256`).MatchString(out) {
+		t.Errorf("report of the failed fleet: exit %d, want both nodes failed with their reasons\n%s", code, out)
+	}
 	host := registrytest.StartInProcess(t, nil)
 	if code, out = fleetCLI(t, dir, "fleet", "push", "run", host+"/kernels:v1"); code != exitFailed || !strings.Contains(out, "refusing to push run: the release failed: job a100-0") {
 		t.Errorf("push of a failed release: exit %d, want %d naming the failure\n%s", code, exitFailed, out)
 	}
+}
+
+// copyToLayout copies the release ref names and its referrers from the
+// registry into an OCI image layout in dir, as pull --to writes one.
+func copyToLayout(t *testing.T, ref, dir string) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(r name.Reference) v1.Hash {
+		desc, err := remote.Get(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := desc.Image()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WriteImage(img); err != nil {
+			t.Fatal(err)
+		}
+		m, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.AppendDescriptor(v1.Descriptor{MediaType: desc.MediaType, Size: desc.Size, Digest: desc.Digest, ArtifactType: m.ArtifactType}); err != nil {
+			t.Fatal(err)
+		}
+		return desc.Digest
+	}
+	h := add(r)
+	idx, err := remote.Referrers(r.Context().Digest(h.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) == 0 {
+		t.Fatalf("%s has no referrers", ref)
+	}
+	for _, d := range im.Manifests {
+		add(r.Context().Digest(d.Digest.String()))
+	}
+}
+
+// resignNode signs the statement of the node bundle file with the key in
+// keyFile and writes it beside dir's run directory; it returns its path.
+func resignNode(t *testing.T, dir, file, keyFile string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sign.UnverifiedStatement(bytes.TrimSpace(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := sign.LoadPrivateKey(filepath.Join(dir, keyFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sign.NewKeySigner(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, err := s.Sign(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "resigned.intoto.jsonl")
+	if err := sign.WriteJSONL(out, [][]byte{nb}); err != nil {
+		t.Fatal(err)
+	}
+	return "resigned.intoto.jsonl"
 }
 
 // fleetState reads the coordinator's record in dir/run.
@@ -334,10 +500,16 @@ func TestFleetInterruptCancelsTheJobs(t *testing.T) {
 	if st := fleetState(t, dir); st["done"] != false {
 		t.Errorf("fleet record done = %v after an interrupt, want false", st["done"])
 	}
+	// report of the uncollected run: the jobs' last known states.
+	code, rout := fleetCLI(t, dir, "report", "run", "--markdown", "-")
+	if code != 0 || !strings.Contains(rout, "gpuattest fleet-demo: NOT COLLECTED") || !strings.Contains(rout, "**not collected**") ||
+		!regexp.MustCompile(`\| a100-0 \| a100 \| [^|]+ \| [0-9]+ \| – \| \*\*[a-z]+\*\* \|`).MatchString(rout) {
+		t.Errorf("report of an interrupted fleet run: exit %d, want the jobs' last states, not collected\n%s", code, rout)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "run", "nodes")); !os.IsNotExist(err) {
 		t.Errorf("run/nodes exists after an interrupt (%v): nothing was collected", err)
 	}
-	if keys, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "jobs", "*", "job.key")); len(keys) != 0 {
+	if keys, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "keys", "*.key")); len(keys) != 0 {
 		t.Errorf("job keys left after the jobs were cancelled: %v", keys)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
 	"github.com/gpuattest/gpuattest/pipeline/report"
 	"github.com/spf13/cobra"
 )
@@ -35,6 +36,12 @@ a step timeline, build facts, every benchmark case's samples against its
 reference or baseline, burn-in series, GPU telemetry and the attestation
 subjects. --markdown FILE writes a compact summary for pull requests and
 job summaries; --png-dir DIR writes the charts as PNG files.
+
+For the run directory of a run --fleet, the report is the build's (it ran
+on this machine) with a Fleet section first: one row per node, with its
+job, class, node name, Slurm job ID, GPUs, verdict and reason (the node
+bundles checked against the dispatch as collect checks them; gpuattest
+verify also checks the dispatch's signature).
 
 With --bundle it verifies the bundle first, exactly as gpuattest verify does
 (same flags), and renders only what verified, with the criteria and their
@@ -70,7 +77,12 @@ Exit status: 0 written, 1 error, 2 usage; with --bundle 10, 11, 12 as verify.`,
 				return usageErr("--key, --policy and the identity flags verify a bundle: give --bundle FILE")
 			}
 			var err error
-			if rep, err = report.FromRunDir(args[0]); err != nil {
+			if dispatch.IsRunDir(args[0]) {
+				rep, err = dispatch.Report(c.Context(), args[0])
+			} else {
+				rep, err = report.FromRunDir(args[0])
+			}
+			if err != nil {
 				return withCode(exitFailed, err)
 			}
 			if f.html == "" {

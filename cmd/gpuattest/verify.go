@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpuattest/gpuattest/attest"
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
@@ -84,8 +85,23 @@ the manifest; files are bounded by --max-layer-size and --max-total-size,
 requests by --registry-connect-timeout, --registry-idle-timeout and
 --registry-timeout.
 
+A release made by run --fleet holds a signed fleet dispatch among its
+bundles; verify (--bundle FILE... or REF) recognises it and applies the
+dispatch's checks instead of the policy, as fleet verify does: the
+dispatch is signed by --key or the identity; each node bundle is signed
+by the key the dispatch delegated to its job and carries the job's nonce
+(a bundle signed by any other key, the release key included, counts for
+no job); every job reports exactly once; each node's GPUs match its
+class; every pinned target is covered. It prints every job with its
+Slurm job ID, node and verdict; each ARTIFACT must be a subject of the
+dispatch. --policy, --sign-key and --vsa-out are refused for such a
+release, and with --predicate-type set to another type the dispatch is
+not looked for.
+
 Exit codes: 0 verified, 1 error, 10 signature or identity, 11 subject
-mismatch, 12 policy failed (predicate type included), 130 interrupted.`,
+mismatch, 12 policy failed (predicate type included; for a fleet release
+a job missing, duplicated, foreign, failed or on the wrong hardware, or a
+target not covered, named), 130 interrupted.`,
 	}
 	rf := addRegistryFlags(c)
 	rf.addReadFlags(c)
@@ -122,6 +138,13 @@ func (f *verifyFlags) addFlags(c *cobra.Command, prefix string) {
 	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", limits.Human(verify.DefaultMaxPredicateSize), prefix+"largest signed statement (predicate and subjects) to verify, such as 16MiB")
 	fl.Uint64Var(&f.maxPolicyCost, "max-policy-cost", policy.DefaultCostLimit, prefix+"most the policy may cost over all bundles, in CEL cost units")
 	fl.BoolVar(&f.requireArtifacts, "require-artifacts", false, prefix+"fail (exit 11) when no ARTIFACT is given; without it verify says \"0 artifacts checked\"")
+}
+
+// fleetRelease reports whether entries are a fleet release's, to verify
+// with the dispatch's checks: a dispatch is among them and the predicate
+// type asked for is the default.
+func (f *verifyFlags) fleetRelease(entries []verify.Entry) bool {
+	return f.predicateType == attest.ValidationPredicateType && ad.HasDispatch(entries)
 }
 
 // keyless reports whether an identity flag is set.
@@ -231,6 +254,9 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	in, err := f.inputs(ctx, args)
 	if err != nil {
 		return inputError(ctx, err)
+	}
+	if f.fleetRelease(in.entries) {
+		return verifyFleetBundles(c, f, in)
 	}
 	w := c.OutOrStdout()
 	if *f.output == "text" {

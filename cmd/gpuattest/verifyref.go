@@ -46,6 +46,9 @@ func runVerifyRef(c *cobra.Command, f *verifyFlags, rf *registryFlags, args []st
 	w := c.OutOrStdout()
 	if *f.output == "text" {
 		opts = append(opts, oci.WithCriteria(func(cr oci.Criteria) {
+			if !dest.any() && f.fleetRelease(cr.Entries) {
+				return // verified below, with the dispatch's checks
+			}
 			fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", cr.Bundles, textsafe.Line(cr.Source))
 			printVerifyCriteria(w, cr.Criteria)
 			fmt.Fprintln(w)
@@ -60,6 +63,12 @@ func runVerifyRef(c *cobra.Command, f *verifyFlags, rf *registryFlags, args []st
 	res, err := awaitRef(c.Context(), v, ref, opts, dest.any())
 	if err != nil {
 		return err
+	}
+	if !dest.any() && f.fleetRelease(res.Entries) {
+		// A fleet release: no bundle of the validation type names the
+		// manifest, so no file was fetched; read it again for the
+		// dispatch's checks.
+		return verifyFleetRelease(c, f, ref, rf)
 	}
 	return renderRef(w, *f.output, res)
 }

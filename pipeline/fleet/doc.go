@@ -6,4 +6,3 @@
 // entry per node class with its selectors, the targets it covers and its
 // time limit.
 package fleet
-

@@ -37,6 +37,7 @@ func (r *Report) WriteMarkdown(w io.Writer, opts ...MarkdownOption) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
 	r.mdVerdict(p)
+	r.mdFleet(p)
 	r.mdSteps(p)
 	r.mdBenchmarks(p)
 	r.mdBurnins(p)
@@ -76,6 +77,45 @@ func (r *Report) mdVerdict(p mdPrint) {
 		}
 		p("\n")
 	}
+}
+
+// mdFleet writes a fleet run's dispatch: one row per node.
+func (r *Report) mdFleet(p mdPrint) {
+	f := r.Fleet
+	if f == nil {
+		return
+	}
+	state := "every job passed"
+	switch {
+	case !f.Collected:
+		state = "**not collected**: the scheduler's last known states"
+	case !f.Passed:
+		state = "**failed**"
+	}
+	p("### Fleet\n\ndispatch `%s`", mdCode(f.Dispatch))
+	if f.Cluster != "" {
+		p(" on %s", md(f.Cluster))
+	}
+	p(": %s\n\n| job | class | node | job ID | GPU | verdict | reason |\n|---|---|---|---|---|---|---|\n", state)
+	for _, n := range f.Nodes {
+		v := md(n.Verdict)
+		if n.Verdict != "passed" {
+			v = "**" + v + "**"
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", md(n.Job), md(n.Class), dash(md(n.Node)), dash(md(n.JobID)), dash(md(n.GPU)), v, md(firstLine(n.Reason)))
+	}
+	p("\n")
+}
+
+// mdCode makes s safe inside a Markdown code span.
+func mdCode(s string) string { return strings.ReplaceAll(textsafe.Line(s), "`", "'") }
+
+// dash is s, or "–" when s is empty.
+func dash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
 }
 
 // mdSteps writes the step table, failures first.

@@ -58,6 +58,43 @@ type Report struct {
 	SubjectsNote string
 	// Verification is what a bundle report verified; nil for a run.
 	Verification *Verification
+	// Fleet is a fleet run's dispatch, one row per node; nil for a run
+	// on one machine. The rest of the report is then the build's, which
+	// ran once on the submitting machine.
+	Fleet *Fleet
+}
+
+// Fleet is a fleet run's dispatch (run --fleet) and its nodes.
+type Fleet struct {
+	// Dispatch is the dispatch's ID; DispatchDigest its statement's.
+	Dispatch, DispatchDigest string
+	// Cluster names the cluster: engine, name and version.
+	Cluster string
+	// Collected is false while the jobs run or were never collected; the
+	// rows then show the scheduler's last known states.
+	Collected bool
+	// Passed is true when every job reported once, signed by its key,
+	// passed on its class's hardware, and every target is covered.
+	Passed bool
+	// Nodes has one row per job of the dispatch, in its order.
+	Nodes []FleetNode
+	// Problems are the dispatch's failures, one line each.
+	Problems []string
+}
+
+// FleetNode is one job of a dispatch and the node it ran on.
+type FleetNode struct {
+	// Job is CLASS-INDEX; Class its node class.
+	Job, Class string
+	// Node is the node's name; JobID the scheduler's job ID.
+	Node, JobID string
+	// GPU describes the node's GPUs from its bundle (count, name,
+	// compute capability, simulated).
+	GPU string
+	// Verdict is passed, failed, missing or duplicate (or the
+	// scheduler's state when not collected); Reason says why it did not
+	// pass.
+	Verdict, Reason string
 }
 
 // Verdict is a run's outcome.

@@ -150,3 +150,58 @@ func TestHTMLSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetSection: a fleet run's report has one row per node (job,
+// class, node, job ID, GPU, verdict, reason) in the HTML and the
+// Markdown, with every string from the bundles shown as text and nothing
+// linked outside the page.
+func TestFleetSection(t *testing.T) {
+	const hostile = `<img src=x onerror=alert(1)>|*[x](https://evil.example)`
+	rep := fixtureReport(t, reportfixture.Options{})
+	rep.Fleet = &report.Fleet{Dispatch: "20261126-1", DispatchDigest: "sha256:" + strings.Repeat("ab", 32), Cluster: "slurm cluster gpuattest 22.05.8", Collected: true,
+		Nodes: []report.FleetNode{
+			{Job: "a100-0", Class: "a100", Node: "node1", JobID: "17", GPU: "1x NVIDIA A100-SXM4-40GB (8.0), simulated", Verdict: "passed"},
+			{Job: "h100-0", Class: "h100", Node: hostile, JobID: "18", Verdict: "failed", Reason: "on node x: step check failed: " + hostile},
+			{Job: "h100-1", Class: "h100", Verdict: "missing", Reason: "no node bundle signed by the job's key; slurm says FAILED"},
+		},
+		Problems: []string{"job h100-0 (class h100): failed: " + hostile}}
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	checkInert(t, b.Bytes())
+	for _, want := range []string{
+		`data-section="fleet"`,
+		`<tr data-job="a100-0"><td><code>a100-0</code></td><td>a100</td><td>node1</td><td>17</td><td>1x NVIDIA A100-SXM4-40GB (8.0), simulated</td><td class="good">passed</td><td></td></tr>`,
+		`<tr data-job="h100-1"><td><code>h100-1</code></td><td>h100</td><td>–</td><td>–</td><td>–</td><td class="muted">missing</td><td>no node bundle signed by the job&#39;s key; slurm says FAILED</td></tr>`,
+		"&lt;img src=x onerror=alert(1)&gt;",
+		`<span class="pill bad">failed</span>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"<img", " href=", "url("} {
+		if strings.Contains(page, bad) {
+			t.Errorf("HTML holds %q", bad)
+		}
+	}
+	b.Reset()
+	if err := rep.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"### Fleet\n\ndispatch `20261126-1` on slurm cluster gpuattest 22.05.8: **failed**\n\n| job | class | node | job ID | GPU | verdict | reason |\n",
+		"| a100-0 | a100 | node1 | 17 | 1x NVIDIA A100-SXM4-40GB (8.0), simulated | passed |  |\n",
+		"| h100-1 | h100 | – | – | – | **missing** | no node bundle signed by the job's key; slurm says FAILED |\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "<img") || strings.Contains(md, "](https://") || strings.Contains(md, "|*[x]") {
+		t.Errorf("Markdown carries the node name as markup:\n%s", md)
+	}
+}

@@ -287,7 +287,7 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool) 
 // signed.
 func (s *State) removeKeys() {
 	for _, j := range s.Jobs {
-		_ = os.Remove(filepath.Join(s.Dispatch, "jobs", j.Name, KeyFile))
+		_ = os.Remove(KeyPath(s.Dispatch, j.Name))
 	}
 }
 

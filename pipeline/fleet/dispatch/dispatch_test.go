@@ -131,7 +131,10 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("jobs %+v", d.Jobs)
 	}
 	for _, j := range d.Jobs {
-		key := filepath.Join(prep.Dir, "jobs", j.Name, "job.key")
+		key := dispatch.KeyPath(prep.Dir, j.Name)
+		if _, err := os.Stat(filepath.Join(prep.Dir, "jobs", j.Name, "job.key")); err == nil {
+			t.Errorf("job %s: a key staged in the job's directory, beside its work tree", j.Name)
+		}
 		fi, err := os.Stat(key)
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("job key %s: %v, mode %v; want 0600", key, err, fi.Mode())

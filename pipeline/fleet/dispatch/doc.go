@@ -11,12 +11,18 @@
 //	bin/gpuattest             the gpuattest the nodes run
 //	work/...                  the staged work tree: source and build outputs
 //	logs/                     the jobs' stdout and stderr
-//	jobs/<job>/job.key        the job's private key (0600; deleted when the job ends)
+//	keys/<job>.key            the job's private key (0600 in a 0700 directory; deleted when the job ends)
 //	jobs/<job>/work/          the node's own copy of the work tree
 //	jobs/<job>/run/           the node's run directory (resumed after a requeue)
 //	jobs/<job>/step           the step the node is running
 //	jobs/<job>/node.intoto.jsonl   the node's bundle, signed with the job key
 //
-// The job key lives outside the work tree the steps run in and no
-// variable names it: no step can reach it, as with run --key.
+// The node reads its job key before it runs anything. The key lives
+// outside the job's directory and the work tree the steps run in, no
+// variable names it, and HOME is moved when the key lies under it; it
+// stays on the shared directory only so that a requeued job can sign.
+// The docker and bwrap runners mount the work tree alone, so their steps
+// cannot reach it; a step on the host runner runs as the job's user with
+// no sandbox, and one that walks the shared directory by path can (see
+// docs/fleet.md).
 package dispatch

@@ -89,7 +89,10 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 		return nil, fmt.Errorf("the dispatch %s has no job %q", d.ID, n.Job)
 	}
 	jdir := filepath.Join(n.Dir, "jobs", job.Name)
-	keyPath := filepath.Join(jdir, KeyFile)
+	// The key is read now, before anything runs; the node holds it in
+	// memory and the file stays, outside every directory a step is given,
+	// only so that a requeued job can sign.
+	keyPath := KeyPath(n.Dir, job.Name)
 	signer, err := jobSigner(keyPath, job)
 	if err != nil {
 		return nil, err
@@ -193,7 +196,11 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 		}
 	}
 	runDir := filepath.Join(jdir, "run")
-	opts := []run.Option{run.WithGPUSource(src), run.WithBaseEnv(withoutKey(n.Env, keyPath, jdir)), run.WithLogger(n.Logger),
+	env, err := stepEnv(n.Env, filepath.Dir(keyPath), jdir)
+	if err != nil {
+		return err
+	}
+	opts := []run.Option{run.WithGPUSource(src), run.WithBaseEnv(env), run.WithLogger(n.Logger),
 		run.WithProgress(stepWriter(filepath.Join(jdir, StepFile)))}
 	if n.Version != "" {
 		opts = append(opts, run.WithVersion(n.Version))
@@ -302,6 +309,28 @@ func checkedCopy(dir, work string, files []ad.File) error {
 		}
 	}
 	return nil
+}
+
+// stepEnv is the environment the steps start from: env without any
+// variable that names the keys' directory or the job's, and with HOME
+// moved to jdir/home when the keys' directory lies inside it (a shared
+// home directory), so that no step finds a key under $HOME.
+func stepEnv(env []string, keys, jdir string) ([]string, error) {
+	out := withoutKey(env, keys, jdir)
+	for i, kv := range out {
+		home, ok := strings.CutPrefix(kv, "HOME=")
+		if !ok || home == "" {
+			continue
+		}
+		if rel, err := filepath.Rel(home, keys); err == nil && filepath.IsLocal(rel) {
+			h := filepath.Join(jdir, "home")
+			if err := os.MkdirAll(h, 0o700); err != nil {
+				return nil, err
+			}
+			out[i] = "HOME=" + h
+		}
+	}
+	return out, nil
 }
 
 // withoutKey drops every variable that names the job key or its

@@ -36,9 +36,15 @@ const (
 	DispatchFile = "dispatch.intoto.jsonl"
 	NodeFile     = "node.intoto.jsonl"
 	JobScript    = "job.sh"
-	KeyFile      = "job.key"
-	StepFile     = "step"
+	// KeysDir holds the job keys, KEYS/<job>.key (see KeyPath).
+	KeysDir  = "keys"
+	StepFile = "step"
 )
+
+// KeyPath is where job's private key is staged in the dispatch
+// directory dir: KEYS/<job>.key, beside the jobs' directories rather than
+// in them, so that no step finds it next to its work tree (../job.key).
+func KeyPath(dir, job string) string { return filepath.Join(dir, KeysDir, job+".key") }
 
 // Bounds of what is staged.
 const (
@@ -237,7 +243,10 @@ func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, error) {
 			if err := os.MkdirAll(jdir, 0o700); err != nil {
 				return nil, err
 			}
-			if err := atomicfile.WriteNew(filepath.Join(jdir, KeyFile), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+			if err := os.MkdirAll(filepath.Join(dir, KeysDir), 0o700); err != nil {
+				return nil, err
+			}
+			if err := atomicfile.WriteNew(KeyPath(dir, name), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 				return nil, err
 			}
 			jobs = append(jobs, ad.Job{

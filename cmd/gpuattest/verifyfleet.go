@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
+	"github.com/spf13/cobra"
+)
+
+// A release made by run --fleet holds a dispatch among its bundles:
+// verify (--bundle FILE... or REF) recognises it and applies the
+// dispatch's checks (attest/dispatch) instead of the policy, as fleet
+// verify does.
+
+// fleetOutput is the JSON output of a fleet release's verification
+// (verify and fleet verify).
+type fleetOutput struct {
+	*ad.Report
+	// Source is where the bundles were read.
+	Source   string `json:"source,omitempty"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// fleetMode checks that verify's flags make sense for a fleet release
+// (the dispatch's checks replace the policy, and no VSA is signed).
+func (f *verifyFlags) fleetMode() error {
+	switch {
+	case f.policyPath != "":
+		return usageErr("--policy: the bundles hold a fleet dispatch, whose checks replace the policy\nhint: drop --policy; the dispatch's jobs, their keys, hardware and target coverage are checked")
+	case f.signKey != "" || f.vsaOut != "":
+		return usageErr("--sign-key and --vsa-out: no VSA is signed for a fleet dispatch yet\nhint: drop them; verify prints every job and its verdict")
+	}
+	return nil
+}
+
+// verifyFleetBundles verifies the bundles read by verify --bundle, which
+// hold a dispatch, with the artifacts given.
+func verifyFleetBundles(c *cobra.Command, f *verifyFlags, in verifyInputs) error {
+	if err := f.fleetMode(); err != nil {
+		return err
+	}
+	owner, err := f.ownerOptions()
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	r, err := ad.VerifyEntries(c.Context(), in.entries, owner, ad.Options{AllowSimulated: f.allowSimulated, Artifacts: in.arts, RequireArtifacts: f.requireArtifacts})
+	if err != nil {
+		return inputError(c.Context(), err)
+	}
+	return renderFleet(c.OutOrStdout(), *f.output, r, textsafe.Line(strings.Join(f.bundles(), ", ")), true)
+}
+
+// verifyFleetRelease verifies the release ref names, whose bundle
+// referrers hold a dispatch: the dispatch and node bundles among them,
+// and the dispatch's subjects against the files served.
+func verifyFleetRelease(c *cobra.Command, f *verifyFlags, ref string, rf *registryFlags) error {
+	if err := f.fleetMode(); err != nil {
+		return err
+	}
+	owner, err := f.ownerOptions()
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	r, source, err := verifyFleetRef(c, ref, owner, f.allowSimulated, rf)
+	if err != nil {
+		return inputError(c.Context(), err)
+	}
+	return renderFleet(c.OutOrStdout(), *f.output, r, source, false)
+}
+
+// renderFleet prints a fleet release's report (text or json) and returns
+// the exit error its failure maps to.
+func renderFleet(w io.Writer, output string, r *ad.Report, source string, artifacts bool) error {
+	code := verifyExit(r.Failure)
+	if output == "json" {
+		if err := writeJSON(w, fleetOutput{Report: r, Source: source, ExitCode: code}); err != nil {
+			return err
+		}
+	} else {
+		if source != "" {
+			fmt.Fprintf(w, "Verifying a fleet release from %s: its dispatch, then every job's node bundle\n", source)
+		}
+		printFleetReport(w, r)
+		if artifacts {
+			if r.Artifacts == 0 {
+				fmt.Fprintf(w, "Note: %s (no ARTIFACT given: no file was compared with the dispatch's subjects)\n", verify.NoArtifacts)
+			} else {
+				fmt.Fprintf(w, "%d artifact(s) checked against the dispatch's subjects\n", r.Artifacts)
+			}
+		}
+		if code != exitOK {
+			fmt.Fprintf(w, "Verification FAILED (exit %d)\n", code)
+		}
+	}
+	if code != exitOK {
+		return silentExit(code)
+	}
+	return nil
+}
