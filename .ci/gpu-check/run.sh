@@ -75,15 +75,17 @@ if [ $simulated = 0 ]; then
 	# without the PTX JIT the burn-in's checksum kernel fails (error 221)
 	# while validate passes.
 	for lib in libcuda.so.1 libnvidia-ml.so.1 libnvidia-ptxjitcompiler.so.1; do
-		if ! ldconfig -p 2>/dev/null | grep -q "$lib"; then
+		if ! (ldconfig -p 2>/dev/null || true) | grep -F "$lib" >/dev/null; then
 			echo "run.sh: $lib not found (ldconfig -p): the NVIDIA driver's user-space libraries are missing" >&2
 			echo "hint: install the driver's libraries (nvidia-utils / libnvidia-compute of the driver's version), or set LD_LIBRARY_PATH" >&2
 			exit 3
 		fi
 	done
 fi
-have=$(ldd --version 2>/dev/null | head -n1 | grep -o '[0-9]*\.[0-9]*$')
-need=$(sed 's/GLIBC_//' glibc-floor 2>/dev/null) # written when the bundle was built
+# Neither probe may end the script: ldd is cut short by head (SIGPIPE
+# under pipefail), and a bundle without glibc-floor has no floor to check.
+have=$( (ldd --version 2>/dev/null || true) | sed -n '1s/.* \([0-9]*\.[0-9]*\)$/\1/p')
+need=$(sed 's/GLIBC_//' glibc-floor 2>/dev/null || true) # written when the bundle was built
 if [ -n "$have" ] && [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n1)" != "$need" ]; then
 	echo "run.sh: this machine has glibc $have; the bundle needs $need or newer (it was built on a newer system)" >&2
 	echo "hint: build the bundle on a system with glibc <= $have (make gpu-check-bundle), or run on a newer OS" >&2
