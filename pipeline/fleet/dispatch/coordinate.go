@@ -124,6 +124,25 @@ func TimeLimit(p *pipeline.Pipeline) func(*fleet.Class) time.Duration {
 	}
 }
 
+// markCancelled records every job that had not ended as cancelled by
+// the coordinator (or, when the cancel failed, says so), so the record
+// left after Ctrl-C or a timeout never shows a cancelled job as pending
+// or running. The node it ran on, if any, is kept.
+func (s *State) markCancelled(cancelErr error) {
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		if j.Status.State.Final() {
+			continue
+		}
+		if cancelErr != nil {
+			j.Status.Reason = "the coordinator stopped waiting and could not cancel it: " + cancelErr.Error()
+			continue
+		}
+		j.Status.Raw, j.Status.State = string(j.Status.State), fleet.Cancelled
+		j.Status.Reason = "cancelled by the coordinator (interrupted or timed out)"
+	}
+}
+
 // IDs are the scheduler IDs of every job.
 func (s *State) IDs() []string {
 	ids := make([]string, len(s.Jobs))
@@ -192,6 +211,7 @@ func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout 
 		if pollCtx.Err() != nil {
 			cerr := e.Cancel(context.WithoutCancel(ctx), s.IDs())
 			s.removeKeys()
+			s.markCancelled(cerr)
 			_ = s.Save(outDir)
 			if ctx.Err() != nil {
 				return errors.Join(ctx.Err(), cerr)

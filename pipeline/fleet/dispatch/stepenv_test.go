@@ -1,9 +1,13 @@
 package dispatch
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/gpuattest/gpuattest/pipeline/fleet"
 )
 
 // TestStepEnv: the steps' environment names neither the keys' directory
@@ -32,5 +36,29 @@ func TestStepEnv(t *testing.T) {
 				t.Errorf("stepEnv = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestMarkCancelled: after Ctrl-C or a timeout, the record shows every
+// job that had not ended as cancelled by the coordinator, never as
+// pending or running; an ended job keeps its state, and a failed cancel
+// is said.
+func TestMarkCancelled(t *testing.T) {
+	s := &State{Jobs: []JobState{
+		{Name: "a100-0", Status: fleet.Status{ID: "1", State: fleet.Running, Node: "n1"}},
+		{Name: "h100-0", Status: fleet.Status{ID: "2", State: fleet.Pending}},
+		{Name: "h100-1", Status: fleet.Status{ID: "3", State: fleet.Completed}},
+	}}
+	s.markCancelled(nil)
+	if got := s.Jobs[0].Status; got.State != fleet.Cancelled || got.Raw != string(fleet.Running) || got.Node != "n1" || !strings.Contains(got.Reason, "cancelled by the coordinator") {
+		t.Errorf("running job: %+v", got)
+	}
+	if s.Jobs[1].Status.State != fleet.Cancelled || s.Jobs[2].Status.State != fleet.Completed {
+		t.Errorf("states %s, %s", s.Jobs[1].Status.State, s.Jobs[2].Status.State)
+	}
+	s = &State{Jobs: []JobState{{Name: "a100-0", Status: fleet.Status{ID: "1", State: fleet.Running}}}}
+	s.markCancelled(errors.New("scancel: connection refused"))
+	if got := s.Jobs[0].Status; got.State != fleet.Running || !strings.Contains(got.Reason, "could not cancel it") {
+		t.Errorf("after a failed cancel: %+v", got)
 	}
 }
