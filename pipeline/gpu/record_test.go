@@ -41,9 +41,9 @@ func TestDecode(t *testing.T) {
 		{"tampered", func(s string) string {
 			return strings.Replace(s, `"power_limit_watts":700`, `"power_limit_watts":500`, 1)
 		}, "does not match its content"},
-		{"bad digest", func(s string) string { return strings.Replace(s, `"digest":"sha256:`, `"digest":"md5:`, 1) }, "/digest"},
+		{"bad digest", func(s string) string { return strings.Replace(s, `"digest":"sha256:`, `"digest":"md5:`, 1) }, "digest: "},
 		{"unknown field", func(s string) string { return strings.Replace(s, `"simulated":true`, `"simulated":true,"extra":1`, 1) }, "extra"},
-		{"zero as string", func(s string) string { return strings.Replace(s, `"index":0`, `"index":"0"`, 1) }, "/gpus/0/index"},
+		{"zero as string", func(s string) string { return strings.Replace(s, `"index":0`, `"index":"0"`, 1) }, "gpus[0].index"},
 		{"not json", func(string) string { return "{" }, "hardware record"},
 	}
 	for _, tt := range tests {
