@@ -2,7 +2,6 @@ package oci
 
 import (
 	"context"
-	"errors"
 
 	"github.com/gpuattest/gpuattest/attest/verify"
 )
@@ -27,33 +26,16 @@ type Fetched struct {
 // a fleet dispatch and its node bundles (attest/dispatch). WithTimeout
 // bounds it as it bounds Verify.
 func Fetch(ctx context.Context, v *verify.Verifier, ref string, opts ...Option) (*Fetched, error) {
-	o, err := applyOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	if v == nil {
-		return nil, errors.New("fetch: nil verifier")
-	}
-	ctx, cancel := o.withDeadline(ctx, timeoutSource(ref, o))
-	defer cancel()
-	f, err := fetchRef(ctx, v, ref, o)
-	return f, timedOut(ctx, err)
-}
-
-func fetchRef(ctx context.Context, v *verify.Verifier, ref string, o *options) (*Fetched, error) {
-	st, err := newStage("", "")
-	if err != nil {
-		return nil, err
-	}
-	defer st.discard()
-	src, err := openSource(ctx, ref, o)
-	if err != nil {
-		return nil, err
-	}
-	defer src.close()
-	f, err := fetch(ctx, src, v, st, o)
-	if err != nil {
-		return nil, err
-	}
-	return &Fetched{Source: src.name() + "@" + f.id.String(), Digest: f.id.String(), Files: f.files, Entries: f.entries}, nil
+	return withRef(ctx, v, ref, opts, "fetch", func(ctx context.Context, o *options) (*Fetched, error) {
+		st, err := newStage("", "")
+		if err != nil {
+			return nil, err
+		}
+		defer st.discard()
+		f, name, err := readRef(ctx, v, ref, o, st)
+		if err != nil {
+			return nil, err
+		}
+		return &Fetched{Source: name + "@" + f.id.String(), Digest: f.id.String(), Files: f.files, Entries: f.entries}, nil
+	})
 }

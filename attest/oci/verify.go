@@ -103,17 +103,42 @@ type Result struct {
 // limits) or the verified files could not be written; a failed
 // verification is a Result whose Report says why.
 func Verify(ctx context.Context, v *verify.Verifier, ref string, opts ...Option) (*Result, error) {
+	return withRef(ctx, v, ref, opts, "verify", func(ctx context.Context, o *options) (*Result, error) {
+		return verifyRef(ctx, v, ref, o)
+	})
+}
+
+// withRef applies opts and runs do for ref (what names the call in an
+// error) within the overall registry timeout, reporting a timeout as
+// the TimeoutError naming what ref reads.
+func withRef[T any](ctx context.Context, v *verify.Verifier, ref string, opts []Option, what string, do func(context.Context, *options) (T, error)) (T, error) {
+	var zero T
 	o, err := applyOptions(opts)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	if v == nil {
-		return nil, errors.New("verify: nil verifier")
+		return zero, errors.New(what + ": nil verifier")
 	}
 	ctx, cancel := o.withDeadline(ctx, timeoutSource(ref, o))
 	defer cancel()
-	res, err := verifyRef(ctx, v, ref, o)
+	res, err := do(ctx, o)
 	return res, timedOut(ctx, err)
+}
+
+// readRef opens ref and reads the release into st (as fetch does): what
+// was read, and the name of the source it came from.
+func readRef(ctx context.Context, v *verify.Verifier, ref string, o *options, st *stage) (*fetched, string, error) {
+	src, err := openSource(ctx, ref, o)
+	if err != nil {
+		return nil, "", err
+	}
+	defer src.close()
+	f, err := fetch(ctx, src, v, st, o)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, src.name(), nil
 }
 
 // timeoutSource names what ref reads, for the overall timeout's error.
@@ -133,16 +158,11 @@ func verifyRef(ctx context.Context, v *verify.Verifier, ref string, o *options) 
 		return nil, err
 	}
 	defer st.discard()
-	src, err := openSource(ctx, ref, o)
+	f, name, err := readRef(ctx, v, ref, o, st)
 	if err != nil {
 		return nil, err
 	}
-	defer src.close()
-	f, err := fetch(ctx, src, v, st, o)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Ref: ref, Source: src.name() + "@" + f.id.String(), Digest: f.id.String(), Referrers: f.how,
+	res := &Result{Ref: ref, Source: name + "@" + f.id.String(), Digest: f.id.String(), Referrers: f.how,
 		Files: f.files, NotFetched: f.notFetched, Skipped: f.skipped, SkippedCount: f.skippedCount, Entries: f.entries}
 	if res.Files == nil {
 		res.Files = []File{}

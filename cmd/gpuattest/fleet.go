@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,13 +16,11 @@ import (
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
-	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/slurm"
 	"github.com/gpuattest/gpuattest/pipeline/run"
-	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/spf13/cobra"
 )
 
@@ -289,7 +288,7 @@ func newFleetNodeCmd() *cobra.Command {
 			host, _ := os.Hostname()
 			n := dispatch.Node{
 				Dir: args[0], Job: fmt.Sprintf("%s-%d", args[1], idx),
-				JobID: cmpOr(os.Getenv("SLURM_ARRAY_JOB_ID")+taskSuffix(os.Getenv("SLURM_ARRAY_TASK_ID")), os.Getenv("SLURM_JOB_ID")), NodeName: cmpOr(os.Getenv("SLURMD_NODENAME"), host),
+				JobID: cmp.Or(os.Getenv("SLURM_ARRAY_JOB_ID")+taskSuffix(os.Getenv("SLURM_ARRAY_TASK_ID")), os.Getenv("SLURM_JOB_ID")), NodeName: cmp.Or(os.Getenv("SLURMD_NODENAME"), host),
 				GPUSource: src, Simulate: os.Getenv(dispatch.SimulateEnv) == "1",
 				Env: os.Environ(), Version: buildVersion().Version,
 			}
@@ -408,43 +407,6 @@ func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSi
 	}
 	r, err := ad.VerifyEntries(c.Context(), fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest})
 	return r, fetched.Source, err
-}
-
-// ownerOptions are the options that verify a dispatch's signature: the
-// owner's key, or a trusted root and a certificate identity.
-func (f *verifyFlags) ownerOptions() ([]verify.Option, error) {
-	var opts []verify.Option
-	if f.keyPath != "" {
-		pub, err := sign.LoadPublicKey(f.keyPath)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, verify.WithKey(pub, f.keyPath))
-	} else {
-		opts = append(opts, verify.WithCertificateIdentity(f.san, f.sanRE, f.issuer, f.issuerRE))
-	}
-	if f.trustedRoot != "" {
-		data, err := limits.ReadFile(f.trustedRoot, maxTrustedRoot, "trusted root")
-		var tr *root.TrustedRoot
-		if err == nil {
-			tr, err = root.NewTrustedRootFromJSON(data)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading trusted root: %w", f.trustedRoot, err)
-		}
-		opts = append(opts, verify.WithTrustedRoot(tr, f.trustedRoot))
-	}
-	return opts, nil
-}
-
-// cmpOr returns the first of ss that is not empty.
-func cmpOr(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // taskSuffix is "_TASK" for an array task's index, "" otherwise.

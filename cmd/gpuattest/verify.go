@@ -179,6 +179,34 @@ func (f *verifyFlags) checkMaterial() error {
 	return nil
 }
 
+// ownerOptions are the trust material of the verify flags: the key, or a
+// certificate identity, and the trusted root when given. They verify a
+// dispatch's signature, and verify's bundles (verifierOptions).
+func (f *verifyFlags) ownerOptions() ([]verify.Option, error) {
+	var opts []verify.Option
+	if f.keyPath != "" {
+		pub, err := sign.LoadPublicKey(f.keyPath)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, verify.WithKey(pub, f.keyPath))
+	} else {
+		opts = append(opts, verify.WithCertificateIdentity(f.san, f.sanRE, f.issuer, f.issuerRE))
+	}
+	if f.trustedRoot != "" {
+		data, err := limits.ReadFile(f.trustedRoot, maxTrustedRoot, "trusted root")
+		var tr *root.TrustedRoot
+		if err == nil {
+			tr, err = root.NewTrustedRootFromJSON(data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading trusted root: %w", f.trustedRoot, err)
+		}
+		opts = append(opts, verify.WithTrustedRoot(tr, f.trustedRoot))
+	}
+	return opts, nil
+}
+
 // verifier loads the key, trusted root and policy the flags name and
 // builds the verifier.
 func (f *verifyFlags) verifier() (*verify.Verifier, error) {
@@ -200,26 +228,11 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 	if f.allowSimulated {
 		opts = append(opts, verify.WithSimulatedAllowed())
 	}
-	if f.keyPath != "" {
-		pub, err := sign.LoadPublicKey(f.keyPath)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, verify.WithKey(pub, f.keyPath))
-	} else {
-		opts = append(opts, verify.WithCertificateIdentity(f.san, f.sanRE, f.issuer, f.issuerRE))
+	trust, err := f.ownerOptions()
+	if err != nil {
+		return nil, err
 	}
-	if f.trustedRoot != "" {
-		data, err := limits.ReadFile(f.trustedRoot, maxTrustedRoot, "trusted root")
-		var tr *root.TrustedRoot
-		if err == nil {
-			tr, err = root.NewTrustedRootFromJSON(data)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading trusted root: %w", f.trustedRoot, err)
-		}
-		opts = append(opts, verify.WithTrustedRoot(tr, f.trustedRoot))
-	}
+	opts = append(opts, trust...)
 	if f.policyPath != "" {
 		p, err := policy.Open(f.policyPath, f.allowSimulated)
 		if err != nil {

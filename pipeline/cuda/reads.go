@@ -2,10 +2,10 @@ package cuda
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -136,16 +136,14 @@ func (b *Build) reads(ctx context.Context, s *step.Context, env []string, jobs [
 	deps := make([][]string, len(jobs))
 	errs := make([]error, len(jobs))
 	forEach(b.Jobs, len(jobs), func(i int) {
-		var so limitedBuffer
-		var se bytes.Buffer
-		so.max = MaxDepOutput
+		so, se := limitedBuffer{max: MaxDepOutput}, limitedBuffer{max: 64 << 10}
 		args := DepArgs(jobs[i])
-		res, err := s.Runner.Run(ctx, &runner.Command{Args: args, Dir: s.WorkDir, Env: env, Stdout: &so, Stderr: &limitedWriter{w: &se, n: 64 << 10}, Image: s.Image})
+		res, err := s.Runner.Run(ctx, &runner.Command{Args: args, Dir: s.WorkDir, Env: env, Stdout: &so, Stderr: &se, Image: s.Image})
 		switch {
 		case err != nil:
 			errs[i] = fmt.Errorf("listing the files nvcc reads for %s: %w", jobs[i].Source, err)
 		case res.ExitCode != 0:
-			errs[i] = fmt.Errorf("listing the files nvcc reads for %s: %s exited %d: %s", jobs[i].Source, shellQuote(args), res.ExitCode, strings.TrimSpace(se.String()))
+			errs[i] = fmt.Errorf("listing the files nvcc reads for %s: %s exited %d: %s", jobs[i].Source, shellQuote(args), res.ExitCode, strings.TrimSpace(se.buf.String()))
 		case so.over:
 			errs[i] = fmt.Errorf("listing the files nvcc reads for %s: more than %d bytes of dependency output", jobs[i].Source, MaxDepOutput)
 		default:
@@ -163,21 +161,6 @@ func (b *Build) reads(ctx context.Context, s *step.Context, env []string, jobs [
 		paths = append(paths, cc)
 	}
 	return hashReads(s.WorkDir, s.Runner.Name() == "host", paths)
-}
-
-// limitedWriter passes on at most n bytes.
-type limitedWriter struct {
-	w io.Writer
-	n int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	if l.n > 0 {
-		k := min(len(p), l.n)
-		l.w.Write(p[:k])
-		l.n -= k
-	}
-	return len(p), nil
 }
 
 // ccbin is the value of -ccbin / --compiler-bindir in flags, or "".
@@ -253,13 +236,6 @@ func hashRead(root *os.Root, dir, abs string, host bool) (step.Read, error) {
 	return step.Read{Path: filepath.ToSlash(abs), SHA256: sum}, nil
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // keyFacts are what a cuda-build's cache key covers beyond its spec and
 // inputs: the toolchain its runner finds, host compiler included.
 type keyFacts struct {
@@ -287,7 +263,7 @@ func (b *Build) CacheKeyFacts(ctx context.Context, s *step.Context) (any, error)
 	if tc.NVCCSHA256 == "" || (tc.HostCompiler != "" && !inTree && tc.HostCompilerSHA256 == "") {
 		return nil, errors.New("the toolchain's digests are incomplete")
 	}
-	return keyFacts{NVCC: tc.NVCCSHA256, NVCCBinary: tc.NVCCBinarySHA256, Tools: tc.Tools, HostCompiler: cmpOr(tc.HostCompilerPath, tc.HostCompiler), HostSHA256: tc.HostCompilerSHA256}, nil
+	return keyFacts{NVCC: tc.NVCCSHA256, NVCCBinary: tc.NVCCBinarySHA256, Tools: tc.Tools, HostCompiler: cmp.Or(tc.HostCompilerPath, tc.HostCompiler), HostSHA256: tc.HostCompilerSHA256}, nil
 }
 
 var _ step.KeyFacter = (*Build)(nil)

@@ -71,12 +71,9 @@ func checkReads(m *manifest, w *workTree) string {
 		if filepath.IsAbs(filepath.FromSlash(r.Path)) {
 			sum, _, err = digest.File(filepath.FromSlash(r.Path))
 		} else {
-			var e entry
-			if e, _, err = w.inspect(r.Path); err == nil {
-				var f step.File
-				if f, err = w.file(e); err == nil {
-					sum = f.SHA256
-				}
+			var f step.File
+			if f, err = w.current(step.File{Path: r.Path}); err == nil {
+				sum = f.SHA256
 			}
 		}
 		switch {
