@@ -65,9 +65,6 @@ func Parse(path string, data []byte, opts ...LoadOption) (*Pipeline, error) {
 		return nil, fmt.Errorf("resolving %s: %w", path, err)
 	}
 	src := newSource(path, data)
-	if err := src.bounded(); err != nil {
-		return nil, err
-	}
 	p, probs := src.decode()
 	var l *layout
 	if p != nil {
@@ -150,10 +147,55 @@ func parentPath(p string) string {
 	return ""
 }
 
+// pipelineDoc is how a pipeline file is named in the problems of reading it.
+var pipelineDoc = docKind{
+	noun: "pipeline", file: "pipeline file", doc: "pipeline document",
+	emptyHint: "start with apiVersion: " + APIVersion + " and kind: " + KindPipeline,
+	multiHint: "put each pipeline in its own file",
+}
+
 func (s *source) decode() (*Pipeline, Problems) {
+	body, probs := s.document(pipelineDoc)
+	if probs != nil {
+		return nil, probs
+	}
+	var p Pipeline
+	if !s.into(body, &p, &probs) {
+		return nil, probs
+	}
+	return &p, probs
+}
+
+// docKind names a kind of YAML document in the problems of reading one.
+type docKind struct {
+	noun      string // "pipeline": what the file holds
+	file      string // "pipeline file": the file itself
+	doc       string // "pipeline document": what an empty file lacks
+	emptyHint string // for an empty file
+	multiHint string // for a file of several documents
+}
+
+// document reads s as exactly one YAML document of kind k, within the
+// size and flow-nesting bounds (the parser's memory grows steeply with
+// nesting, so they are checked before it runs) and with no tags, and
+// returns its body.
+func (s *source) document(k docKind) (ast.Node, Problems) {
+	at := func(line, col int, hint, format string, args ...any) Problems {
+		return Problems{s.at(&token.Position{Line: line, Column: col}, "", hint, format, args...)}
+	}
+	switch {
+	case len(s.data) > limits.PipelineBytes:
+		return nil, Problems{{File: s.path, Line: 1, Col: 1, Message: (&limits.TooLargeError{Name: s.path, What: k.noun, Limit: limits.PipelineBytes}).Error()}}
+	case !utf8.Valid(s.data):
+		line, col := invalidUTF8(s.data)
+		return nil, at(line, col, "save the file as UTF-8; YAML is Unicode text", "invalid UTF-8: a %s must be UTF-8 text", k.file)
+	}
+	if line, col := limits.CheckYAMLNesting(s.data, limits.YAMLNesting); line > 0 {
+		return nil, at(line, col, "a "+k.noun+" needs a few levels; this looks generated or hostile",
+			"flow collections ([...] and {...}) nested deeper than %d", limits.YAMLNesting)
+	}
 	if len(bytes.TrimSpace(s.data)) == 0 {
-		return nil, Problems{{File: s.path, Line: 1, Col: 1, Message: "empty file: expected a pipeline document",
-			Hint: "start with apiVersion: " + APIVersion + " and kind: " + KindPipeline}}
+		return nil, Problems{{File: s.path, Line: 1, Col: 1, Message: "empty file: expected a " + k.doc, Hint: k.emptyHint}}
 	}
 	file, err := parser.ParseBytes(s.data, 0, parser.AllowDuplicateMapKey())
 	if err != nil {
@@ -167,45 +209,31 @@ func (s *source) decode() (*Pipeline, Problems) {
 	}
 	switch {
 	case len(docs) == 0:
-		return nil, Problems{{File: s.path, Line: 1, Col: 1, Message: "no YAML document: expected a pipeline"}}
+		return nil, Problems{{File: s.path, Line: 1, Col: 1, Message: "no YAML document: expected a " + k.noun}}
 	case len(docs) > 1:
 		pos := docs[1].GetToken().Position
-		return nil, Problems{{File: s.path, Line: pos.Line, Col: pos.Column, Message: "more than one YAML document: expected exactly one pipeline",
-			Snippet: snippet(s.lines, pos.Line, pos.Column), Hint: "put each pipeline in its own file"}}
+		return nil, at(pos.Line, pos.Column, k.multiHint, "more than one YAML document: expected exactly one %s", k.noun)
 	}
 	if probs := s.tags(docs[0]); len(probs) > 0 {
 		return nil, probs
 	}
-	var probs Problems
-	s.pos[""] = nodePos(docs[0])
-	if !s.check(docs[0], reflect.TypeOf(Pipeline{}), "", &probs) {
-		return nil, probs
-	}
-	// check pruned every node it reported, so what is left decodes and the
-	// semantic pass can report the rest in the same run.
-	var p Pipeline
-	if err := yaml.NodeToValue(docs[0], &p); err != nil {
-		return nil, append(probs, s.yamlError(err))
-	}
-	return &p, probs
+	return docs[0], nil
 }
 
-// bounded refuses a document past the size or flow-nesting bounds before
-// the YAML parser sees it: its memory grows steeply with nesting.
-func (s *source) bounded() error {
-	if len(s.data) > limits.PipelineBytes {
-		return Problems{{File: s.path, Line: 1, Col: 1, Message: (&limits.TooLargeError{Name: s.path, What: "pipeline", Limit: limits.PipelineBytes}).Error()}}
+// into checks body against the type out points to, reporting every
+// problem into probs, and decodes into out what is left: check prunes
+// every node it reported, so the caller's semantic pass can report the
+// rest in the same run. It reports whether anything decoded.
+func (s *source) into(body ast.Node, out any, probs *Problems) bool {
+	s.pos[""] = nodePos(body)
+	if !s.check(body, reflect.TypeOf(out).Elem(), "", probs) {
+		return false
 	}
-	if !utf8.Valid(s.data) {
-		line, col := invalidUTF8(s.data)
-		return Problems{s.at(&token.Position{Line: line, Column: col}, "", "save the file as UTF-8; YAML is Unicode text",
-			"invalid UTF-8: a pipeline file must be UTF-8 text")}
+	if err := yaml.NodeToValue(body, out); err != nil {
+		*probs = append(*probs, s.yamlError(err))
+		return false
 	}
-	if line, col := limits.CheckYAMLNesting(s.data, limits.YAMLNesting); line > 0 {
-		return Problems{s.at(&token.Position{Line: line, Column: col}, "", "a pipeline needs a few levels; this looks generated or hostile",
-			"flow collections ([...] and {...}) nested deeper than %d", limits.YAMLNesting)}
-	}
-	return nil
+	return true
 }
 
 // invalidUTF8 is the 1-based line and column (in characters) of the

@@ -1,16 +1,6 @@
 package pipeline
 
-import (
-	"bytes"
-	"reflect"
-	"unicode/utf8"
-
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
-	"github.com/goccy/go-yaml/token"
-	"github.com/gpuattest/gpuattest/internal/limits"
-)
+import "reflect"
 
 // Document is a YAML file other than a pipeline (a fleet file) decoded
 // with a pipeline's rules: no tags, no merge keys, no unknown fields or
@@ -33,48 +23,12 @@ func DecodeDocument(path string, data []byte, what string, out any) (*Document, 
 		panic("pipeline.DecodeDocument: out must point to a struct")
 	}
 	s := newSource(path, data)
-	at := func(line, col int, hint, format string, args ...any) Problems {
-		return Problems{s.at(&token.Position{Line: line, Column: col}, "", hint, format, args...)}
-	}
-	switch {
-	case len(data) > limits.PipelineBytes:
-		return nil, Problems{{File: path, Line: 1, Col: 1, Message: (&limits.TooLargeError{Name: path, What: what, Limit: limits.PipelineBytes}).Error()}}
-	case !utf8.Valid(data):
-		line, col := invalidUTF8(data)
-		return nil, at(line, col, "save the file as UTF-8", "invalid UTF-8: a %s must be UTF-8 text", what)
-	case len(bytes.TrimSpace(data)) == 0:
-		return nil, at(1, 1, "", "empty file: expected a %s", what)
-	}
-	if line, col := limits.CheckYAMLNesting(data, limits.YAMLNesting); line > 0 {
-		return nil, at(line, col, "", "flow collections ([...] and {...}) nested deeper than %d", limits.YAMLNesting)
-	}
-	file, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
-	if err != nil {
-		return nil, Problems{s.yamlError(err)}
-	}
-	var docs []ast.Node
-	for _, d := range file.Docs {
-		if d != nil && d.Body != nil {
-			docs = append(docs, d.Body)
-		}
-	}
-	switch {
-	case len(docs) == 0:
-		return nil, at(1, 1, "", "no YAML document: expected a %s", what)
-	case len(docs) > 1:
-		pos := docs[1].GetToken().Position
-		return nil, at(pos.Line, pos.Column, "", "more than one YAML document: expected exactly one %s", what)
-	}
-	if probs := s.tags(docs[0]); len(probs) > 0 {
+	body, probs := s.document(docKind{noun: what, file: what, doc: what, multiHint: "put each " + what + " in its own file"})
+	if probs != nil {
 		return nil, probs.Sorted()
 	}
-	var probs Problems
-	s.pos[""] = nodePos(docs[0])
-	if !s.check(docs[0], rv.Elem().Type(), "", &probs) {
+	if !s.into(body, out, &probs) {
 		return nil, probs.Sorted()
-	}
-	if err := yaml.NodeToValue(docs[0], out); err != nil {
-		return nil, append(probs, s.yamlError(err)).Sorted()
 	}
 	return &Document{src: s}, probs.Sorted()
 }
