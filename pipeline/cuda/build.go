@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +20,21 @@ type Build struct {
 	Jobs int
 
 	mu         sync.Mutex
-	toolchains map[string]*Toolchain // by runner, image and flags
+	toolchains map[string]*Toolchain        // by runner, image, environment and flags
+	imageEnvs  map[string]map[string]string // an image's nvcc variables, by image and environment
+}
+
+// memoKey names what a probe of s's toolchain depends on: the runner,
+// the image, the environment nvcc runs with and the flags. Two steps of
+// one run that agree on all of it find the same toolchain, so it is
+// probed (a container started, for an image step) once.
+func memoKey(s *step.Context, env []string) string {
+	h := sha256.New()
+	for _, kv := range env {
+		h.Write([]byte(kv))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%T\x00%s\x00%x\x00%s", s.Runner, s.Image.ManifestDigest(), h.Sum(nil), strings.Join(s.Step.Flags, "\x00"))
 }
 
 var _ step.Executor = (*Build)(nil)
@@ -106,7 +121,7 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 	if det.Output == "" {
 		det.Output = pipeline.OutputFatbin
 	}
-	env, cleared, err := nvccEnv(ctx, s)
+	env, cleared, err := b.nvccEnv(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +201,7 @@ func StepIndex(p *pipeline.Pipeline, s *pipeline.Step) int {
 // s.Image), taken once per runner, image and flags; nil, with a warning
 // in the log, when it cannot be taken.
 func (b *Build) fingerprint(ctx context.Context, s *step.Context, env []string) *Toolchain {
-	key := fmt.Sprintf("%T\x00%s\x00%s", s.Runner, s.Image.ManifestDigest(), strings.Join(s.Step.Flags, "\x00"))
+	key := memoKey(s, env)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if tc, ok := b.toolchains[key]; ok {

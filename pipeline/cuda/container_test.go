@@ -52,9 +52,21 @@ func TestBuildInImage(t *testing.T) {
 			Env: env, Stdout: io.Discard, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
 		ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 		defer cancel()
-		out, err := (&cuda.Build{}).Execute(ctx, sc)
+		// As the engine does on a cache miss: the key's facts, then the
+		// build, on one executor. The image's nvcc variables are read by
+		// one container, not one per question.
+		cr := &countingRunner{Runner: r}
+		sc.Runner = cr
+		b := &cuda.Build{}
+		if _, err := b.CacheKeyFacts(ctx, sc); err != nil {
+			t.Fatalf("%s: cache key facts: %v", r.Name(), err)
+		}
+		out, err := b.Execute(ctx, sc)
 		if err != nil {
 			t.Fatalf("%s: %v", r.Name(), err)
+		}
+		if want := map[bool]int{true: 0, false: 1}[pinned.IsZero()]; cr.envProbes != want {
+			t.Errorf("%s: the image's nvcc environment was read %d times, want %d", r.Name(), cr.envProbes, want)
 		}
 		det := out.Details.(*cuda.BuildDetails)
 		if out.Status != step.Passed {
@@ -111,4 +123,18 @@ func TestBuildInImage(t *testing.T) {
 			t.Errorf("bwrap build differs from the host build:\n%s\nwant\n%s", got, want)
 		}
 	})
+}
+
+// countingRunner passes every command to Runner and counts the reads of
+// an image's nvcc environment (sh probing NVCC_PREPEND_FLAGS).
+type countingRunner struct {
+	runner.Runner
+	envProbes int
+}
+
+func (c *countingRunner) Run(ctx context.Context, cmd *runner.Command) (*runner.Result, error) {
+	if len(cmd.Args) == 3 && cmd.Args[0] == "sh" && strings.Contains(cmd.Args[2], "NVCC_PREPEND_FLAGS+set") {
+		c.envProbes++
+	}
+	return c.Runner.Run(ctx, cmd)
 }

@@ -18,15 +18,17 @@ var clearedVars = []string{"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"}
 
 // nvccEnv returns the environment nvcc runs with for step s (its own with
 // clearedVars emptied) and what those variables held, in the step's
-// environment or in its image's.
-func nvccEnv(ctx context.Context, s *step.Context) ([]string, map[string]string, error) {
+// environment or in its image's. An image's variables are read once per
+// image and environment in a run: the cache key's facts and the build
+// itself ask for them, and each read starts a container.
+func (b *Build) nvccEnv(ctx context.Context, s *step.Context) ([]string, map[string]string, error) {
 	env, cleared := clearEnv(s.Env)
 	if s.Image.IsZero() {
 		return env, cleared, nil
 	}
 	// The image's own ENV counts too: record it (the explicit empty
 	// values in env override it).
-	fromImage, err := imageNVCCEnv(ctx, s.Runner, s.Image, s.WorkDir, s.Env)
+	fromImage, err := b.imageEnv(ctx, s)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the image's nvcc environment: %w", err)
 	}
@@ -39,6 +41,25 @@ func nvccEnv(ctx context.Context, s *step.Context) ([]string, map[string]string,
 		}
 	}
 	return env, cleared, nil
+}
+
+// imageEnv is imageNVCCEnv for s, read once per image and environment.
+func (b *Build) imageEnv(ctx context.Context, s *step.Context) (map[string]string, error) {
+	key := fmt.Sprintf("%T\x00%s\x00%s", s.Runner, s.Image.ManifestDigest(), strings.Join(s.Env, "\x00"))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m, ok := b.imageEnvs[key]; ok {
+		return m, nil
+	}
+	m, err := imageNVCCEnv(ctx, s.Runner, s.Image, s.WorkDir, s.Env)
+	if err != nil {
+		return nil, err
+	}
+	if b.imageEnvs == nil {
+		b.imageEnvs = map[string]map[string]string{}
+	}
+	b.imageEnvs[key] = m
+	return m, nil
 }
 
 // clearEnv removes the variables in clearedVars from env, then sets each

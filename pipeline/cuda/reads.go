@@ -251,7 +251,7 @@ type keyFacts struct {
 // included), so that no cached build is restored for another toolchain.
 // It fails when they cannot be taken; the step then runs uncached.
 func (b *Build) CacheKeyFacts(ctx context.Context, s *step.Context) (any, error) {
-	env, _, err := nvccEnv(ctx, s)
+	env, _, err := b.nvccEnv(ctx, s)
 	if err != nil {
 		return nil, err
 	}
