@@ -7,11 +7,15 @@
 //     rounds' ratios are printed too; peak RSS is the child's ru_maxrss);
 //  2. 100 bundles + 100 artifacts: one gpuattest verify call over a JSONL
 //     of all bundles vs 100 cosign calls, one per bundle;
-//  3. start-up: `gpuattest version` and a minimal Go program (the floor on
-//     this machine at this time), 15 rounds alternating, and the rounds'
-//     ratio (issue 22: at most 4x; the single verify at most 0.2x cosign).
+//  3. start-up: `gpuattest version`, a program that links only attest/
+//     (bench/verify/attestonly, the floor of a verify-only binary) and a
+//     minimal Go program (the floor on this machine at this time), 15
+//     rounds, wall and CPU time, the rounds' ratios, and a sum of
+//     gpuattest's package inits (GODEBUG=inittrace=1).
 //
-// It prints a table. Run from the module root:
+// It prints a table, then issue 22's goals with this run's figures, each
+// PASS or MISS: version at most 4x the minimal program, the single verify
+// at most 0.2x cosign (stretch: 0.1x). Run from the module root:
 //
 //	go run ./bench/verify [-runs 5] [-gpuattest BIN] [-cosign BIN]
 //
@@ -27,6 +31,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -36,7 +41,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/gpuattest/gpuattest/attest/hardware"
 	"go/build"
 	"os"
 	"os/exec"
@@ -47,6 +51,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/attest/sign"
 )
 
@@ -77,7 +82,8 @@ func main() {
 
 type measure struct {
 	wall   time.Duration
-	maxRSS int64 // KiB
+	cpu    time.Duration // user + system time of the process
+	maxRSS int64         // KiB
 }
 
 // timeCmd runs argv runs times and returns the median wall time and the
@@ -86,74 +92,95 @@ func timeCmd(ctx context.Context, runs int, dir string, env []string, argv ...st
 	var walls []time.Duration
 	var rss int64
 	for range runs {
-		wall, maxRSS, err := timeOnce(ctx, dir, env, argv)
+		m, err := timeOnce(ctx, dir, env, argv)
 		if err != nil {
 			return measure{}, err
 		}
-		walls = append(walls, wall)
-		rss = max(rss, maxRSS)
+		walls = append(walls, m.wall)
+		rss = max(rss, m.maxRSS)
 	}
 	slices.Sort(walls)
 	return measure{wall: walls[len(walls)/2], maxRSS: rss}, nil
 }
 
-// timeOnce runs argv once, which must exit 0, and returns its wall time
-// and peak RSS (KiB).
-func timeOnce(ctx context.Context, dir string, env []string, argv []string) (time.Duration, int64, error) {
+// timeOnce runs argv once, which must exit 0, and returns its wall time,
+// CPU time and peak RSS (KiB).
+func timeOnce(ctx context.Context, dir string, env []string, argv []string) (measure, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	wall := time.Since(start)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		return measure{}, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
 	}
-	var rss int64
+	m := measure{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss
+		m.maxRSS = ru.Maxrss
 	}
-	return wall, rss, nil
+	return m, nil
 }
 
-// timePair times a and b in runs rounds, after one untimed call of each;
-// the rounds alternate which goes first, so that both see the machine as
-// it is then. It returns each one's median and the median and range of
-// the rounds' ratios a/b.
+// timePair times a and b in runs rounds (timeRounds) and returns each
+// one's medians and the rounds' ratios a/b.
 func timePair(ctx context.Context, runs int, dir string, env []string, a, b []string) (ma, mb measure, r ratio, err error) {
-	for _, argv := range [][]string{a, b} {
-		if _, _, err := timeOnce(ctx, dir, env, argv); err != nil {
-			return ma, mb, r, err
+	ms, rs, err := timeRounds(ctx, runs, dir, env, a, b)
+	if err != nil {
+		return ma, mb, r, err
+	}
+	return ms[0], ms[1], rs[0], nil
+}
+
+// timeRounds times every command in runs rounds, after one untimed call
+// of each; each round calls them all, the first of a round rotating, so
+// that all see the machine as it is then. It returns each one's median
+// wall and CPU time and largest peak RSS, and, for each but the last,
+// the rounds' ratios of its wall time to the last command's.
+func timeRounds(ctx context.Context, runs int, dir string, env []string, cmds ...[]string) ([]measure, []ratio, error) {
+	for _, argv := range cmds {
+		if _, err := timeOnce(ctx, dir, env, argv); err != nil {
+			return nil, nil, err
 		}
 	}
-	var wa, wb []time.Duration
+	walls := make([][]time.Duration, len(cmds))
+	cpus := make([][]time.Duration, len(cmds))
+	ms := make([]measure, len(cmds))
+	rs := make([]ratio, len(cmds)-1)
 	for i := range runs {
-		first, second := a, b
-		if i%2 == 1 {
-			first, second = b, a
+		round := make([]measure, len(cmds))
+		for k := range cmds {
+			j := (i + k) % len(cmds)
+			m, err := timeOnce(ctx, dir, env, cmds[j])
+			if err != nil {
+				return nil, nil, err
+			}
+			round[j] = m
 		}
-		var w [2]time.Duration
-		var rss [2]int64
-		for j, argv := range [][]string{first, second} {
-			if w[j], rss[j], err = timeOnce(ctx, dir, env, argv); err != nil {
-				return ma, mb, r, err
+		last := round[len(cmds)-1].wall
+		for j, m := range round {
+			walls[j], cpus[j] = append(walls[j], m.wall), append(cpus[j], m.cpu)
+			ms[j].maxRSS = max(ms[j].maxRSS, m.maxRSS)
+			if j < len(rs) {
+				rs[j].rounds = append(rs[j].rounds, float64(m.wall)/float64(last))
 			}
 		}
-		if i%2 == 1 {
-			w[0], w[1], rss[0], rss[1] = w[1], w[0], rss[1], rss[0]
-		}
-		wa, wb = append(wa, w[0]), append(wb, w[1])
-		ma.maxRSS, mb.maxRSS = max(ma.maxRSS, rss[0]), max(mb.maxRSS, rss[1])
-		r.rounds = append(r.rounds, float64(w[0])/float64(w[1]))
 	}
-	slices.Sort(wa)
-	slices.Sort(wb)
-	slices.Sort(r.rounds)
-	ma.wall, mb.wall = wa[len(wa)/2], wb[len(wb)/2]
-	return ma, mb, r, nil
+	for j := range cmds {
+		slices.Sort(walls[j])
+		slices.Sort(cpus[j])
+		ms[j].wall, ms[j].cpu = walls[j][runs/2], cpus[j][runs/2]
+	}
+	for j := range rs {
+		slices.Sort(rs[j].rounds)
+	}
+	return ms, rs, nil
 }
 
 // ratio is the per-round ratios of a timePair, sorted.
 type ratio struct{ rounds []float64 }
+
+// median is the median of the rounds' ratios.
+func (r ratio) median() float64 { return r.rounds[len(r.rounds)/2] }
 
 // String is the median ratio, with the middle half of the rounds' range.
 func (r ratio) String() string {
@@ -303,28 +330,125 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 		return err
 	}
 	printComparison(runs, n, cosignVersion(cosignBin), g1, c1, gN, cN)
-	fmt.Printf("single verify, gpuattest / cosign wall, the tools alternating: %s\n", single)
+	fmt.Printf("single verify, gpuattest / cosign wall, the tools alternating: %s\n\n", single)
 	fmt.Println(startup)
-	fmt.Println("goal for the single verify: at most 0.20x cosign")
+	printGoals(startup, single)
 	return nil
 }
 
-// measureStartup times 15 rounds of gpuattest version and a minimal Go
-// program, alternating (timePair), and says what their medians and the
-// rounds' ratios are, against the goal of issue 22: at most 4x the
+// startup is what measureStartup found.
+type startup struct {
+	version, attestOnly, minimal measure
+	// ratio and attestRatio are the rounds' ratios of gpuattest version
+	// and of the attest-only program to the minimal program.
+	ratio, attestRatio ratio
+	// inits sums gpuattest version's package inits (GODEBUG=inittrace=1).
+	inits string
+}
+
+// measureStartup times 15 rounds of gpuattest version, a program that
+// links only attest/ (bench/verify/attestonly: the floor of a verify-only
+// binary) and a minimal Go program, the first of each round rotating
+// (timeRounds), against the goal of issue 22: version at most 4x the
 // minimal program on the same host (absolute times differ about 5x
 // between hosts of this kind).
-func measureStartup(ctx context.Context, dir string, env []string, gpuattestBin string) (string, error) {
+func measureStartup(ctx context.Context, dir string, env []string, gpuattestBin string) (startup, error) {
 	floor, err := minimalProgram(dir)
 	if err != nil {
-		return "", err
+		return startup{}, err
 	}
-	ver, fl, r, err := timePair(ctx, 15, dir, env, []string{gpuattestBin, "version"}, []string{floor})
+	attestOnly := filepath.Join(dir, "attestonly")
+	if out, err := exec.Command("go", "build", "-trimpath", "-o", attestOnly, "./bench/verify/attestonly").CombinedOutput(); err != nil {
+		return startup{}, fmt.Errorf("building bench/verify/attestonly: %v\n%s", err, out)
+	}
+	ms, rs, err := timeRounds(ctx, 15, dir, env, []string{gpuattestBin, "version"}, []string{attestOnly}, []string{floor})
 	if err != nil {
-		return "", err
+		return startup{}, err
 	}
-	return fmt.Sprintf("start-up, 15 rounds alternating: gpuattest version %s, a minimal Go program %s; version / minimal: %s (goal: at most 4x)",
-		ver.wall.Round(100*time.Microsecond), fl.wall.Round(100*time.Microsecond), r), nil
+	s := startup{version: ms[0], attestOnly: ms[1], minimal: ms[2], ratio: rs[0], attestRatio: rs[1]}
+	s.inits, err = initSummary(ctx, dir, env, gpuattestBin)
+	return s, err
+}
+
+// initSummary runs gpuattest version with GODEBUG=inittrace=1 and sums
+// its package inits: how many, their clock and allocations, and the five
+// slowest (one run: the clocks are as noisy as the machine).
+func initSummary(ctx context.Context, dir string, env []string, bin string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, "version")
+	cmd.Dir, cmd.Env = dir, append(slices.Clone(env), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s version: %v\n%s", bin, err, out)
+	}
+	type pkgInit struct {
+		name string
+		ms   float64
+	}
+	var inits []pkgInit
+	var total float64
+	var allocs int
+	for line := range strings.Lines(string(out)) {
+		// init PKG @0.5 ms, 0.1 ms clock, 9216 bytes, 3 allocs
+		f := strings.Fields(line)
+		if len(f) != 11 || f[0] != "init" {
+			continue
+		}
+		var ms float64
+		var n int
+		fmt.Sscan(f[4], &ms)
+		fmt.Sscan(f[9], &n)
+		inits = append(inits, pkgInit{f[1], ms})
+		total += ms
+		allocs += n
+	}
+	slices.SortFunc(inits, func(a, b pkgInit) int { return cmp.Compare(b.ms, a.ms) })
+	var top []string
+	for _, p := range inits[:min(5, len(inits))] {
+		top = append(top, fmt.Sprintf("%s %.2f ms", p.name, p.ms))
+	}
+	return fmt.Sprintf("%d package inits, %.1f ms clock, %d allocations; slowest: %s",
+		len(inits), total, allocs, strings.Join(top, ", ")), nil
+}
+
+// String prints the start-up figures.
+func (s startup) String() string {
+	row := func(name string, m measure) string {
+		return fmt.Sprintf("  %-42s wall %8s  CPU %8s\n", name,
+			m.wall.Round(100*time.Microsecond), m.cpu.Round(100*time.Microsecond))
+	}
+	return "start-up, 15 rounds, the first of each round rotating (medians; CPU is user + system):\n" +
+		row("gpuattest version", s.version) +
+		row("attest/... only (bench/verify/attestonly)", s.attestOnly) +
+		row("a minimal Go program", s.minimal) +
+		fmt.Sprintf("  version / minimal: %s\n", s.ratio) +
+		fmt.Sprintf("  attest/... only / minimal: %s\n", s.attestRatio) +
+		fmt.Sprintf("  CPU time, version / minimal: %.2fx\n", float64(s.version.cpu)/float64(s.minimal.cpu)) +
+		"  gpuattest version: " + s.inits
+}
+
+// printGoals prints issue 22's start-up goals with this run's figures,
+// each PASS or MISS: the median of the rounds' ratios decides.
+func printGoals(s startup, single ratio) {
+	goal := func(name string, got, limit float64) {
+		verdict := "PASS"
+		if got > limit {
+			verdict = "MISS"
+		}
+		fmt.Printf("  %-50s %6.2fx  %s\n", fmt.Sprintf(name, limit), got, verdict)
+	}
+	fmt.Printf("\ngoals (issue 22) on this host, load average %s:\n", loadAverage())
+	goal("gpuattest version <= %.0fx a minimal Go program", s.ratio.median(), 4)
+	goal("single verify <= %.2fx cosign", single.median(), 0.2)
+	goal("stretch: single verify <= %.2fx cosign", single.median(), 0.1)
+}
+
+// loadAverage is /proc/loadavg's three load averages, or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 // minimalProgram builds a Go program that prints one line, the floor of

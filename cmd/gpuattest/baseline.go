@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpuattest/gpuattest/internal/textsafe"
-	"github.com/gpuattest/gpuattest/pipeline/suite"
+	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
 )
 
@@ -41,7 +41,7 @@ Later benchmark steps (baseline: + gate:) and gpuattest compare gate on it.`,
 		if outFile == "" {
 			return usageErr("baseline save needs --out FILE")
 		}
-		b, err := suite.SaveBaseline(args[0], stepID)
+		b, err := run.SaveBaseline(args[0], stepID)
 		if err != nil {
 			return withCode(exitFailed, err)
 		}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
-	"github.com/gpuattest/gpuattest/pipeline/suite"
 	"github.com/spf13/cobra"
 )
 
@@ -62,25 +62,21 @@ is an error, never a skip), 2 usage.`,
 		if err != nil {
 			return usageErr("--threshold: %v", err)
 		}
-		opts := []suite.CompareOption{suite.WithThreshold(thr), suite.WithAlpha(alpha)}
-		if allowMismatch {
-			opts = append(opts, suite.AllowHardwareMismatch())
-		}
 		if alpha <= 0 || alpha >= 1 {
 			return usageErr("--alpha %v: expected a level between 0 and 1, such as 0.01", alpha)
 		}
 		if thr >= 1 {
 			return usageErr("--threshold %s: expected a slowdown below 100%%", threshold)
 		}
-		base, err := suite.LoadSampleSet(baseline, "baseline")
+		base, err := run.LoadSampleSet(baseline, "baseline")
 		if err != nil {
 			return withCode(exitFailed, err)
 		}
-		cand, err := suite.LoadSampleSet(candidate, "candidate")
+		cand, err := run.LoadSampleSet(candidate, "candidate")
 		if err != nil {
 			return withCode(exitFailed, err)
 		}
-		rep, err := suite.Compare(base, cand, opts...)
+		rep, err := run.Compare(base, cand, thr, alpha, allowMismatch)
 		if err != nil {
 			return withCode(exitFailed, fmt.Errorf("comparing: %w", err))
 		}
@@ -109,7 +105,7 @@ is an error, never a skip), 2 usage.`,
 
 // renderCompare prints the report; every string from the results files
 // (paths, hardware, case names, reasons) goes through textsafe.
-func renderCompare(w io.Writer, rep *suite.Report) error {
+func renderCompare(w io.Writer, rep *run.CompareReport) error {
 	safe := textsafe.Line
 	fmt.Fprintf(w, "baseline:  %s (%s: %s)\n", safe(rep.Baseline.Path), safe(rep.Baseline.Kind), safe(rep.Baseline.Hardware.String()))
 	fmt.Fprintf(w, "candidate: %s (%s: %s)\n", safe(rep.Candidate.Path), safe(rep.Candidate.Kind), safe(rep.Candidate.Hardware.String()))
@@ -143,7 +139,7 @@ func renderCompare(w io.Writer, rep *suite.Report) error {
 		}
 	}
 	var parts []string
-	for _, v := range []stats.Verdict{stats.Same, stats.Faster, stats.Slower, stats.Ambiguous, suite.Missing, suite.New} {
+	for _, v := range []stats.Verdict{stats.Same, stats.Faster, stats.Slower, stats.Ambiguous, run.Missing, run.New} {
 		if n := rep.Counts[v]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, v))
 		}
@@ -160,7 +156,7 @@ func renderCompare(w io.Writer, rep *suite.Report) error {
 // allowed, and returns the message that says so, with the samples each
 // case is missing; "" when there is nothing to say. A report refused for
 // its hardware has failed already and says why itself.
-func gateAmbiguous(rep *suite.Report, allow bool) string {
+func gateAmbiguous(rep *run.CompareReport, allow bool) string {
 	n := rep.Counts[stats.Ambiguous]
 	if n == 0 || rep.HardwareRefused {
 		return ""

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/run"
 )
 
 // nvmlLibraryEnv names the NVML library to load instead of
@@ -47,7 +47,7 @@ Environment:
 		if err != nil {
 			return withCode(exitUsage, err)
 		}
-		rec, err := gpu.Collect(c.Context(), gpu.WithSource(src))
+		rec, err := run.Hardware(c.Context(), src)
 		if err != nil {
 			return withCode(exitFailed, err)
 		}
@@ -61,11 +61,8 @@ Environment:
 
 // gpuSource is the device source this process uses: simulated GPUs when
 // GPUATTEST_FAKE_GPU is set, the real NVML otherwise.
-func gpuSource() (gpu.Source, error) {
-	if fake := os.Getenv(gpu.FakeGPUEnv); fake != "" {
-		return gpu.SourceFromEnv(fake)
-	}
-	return gpu.NVML(os.Getenv(nvmlLibraryEnv)), nil
+func gpuSource() (run.GPUSource, error) {
+	return run.GPUSourceFor(os.Getenv(run.FakeGPUEnv), os.Getenv(nvmlLibraryEnv))
 }
 
 // printRecord renders the record as text: a banner when simulated, host
@@ -73,7 +70,7 @@ func gpuSource() (gpu.Source, error) {
 func printRecord(w io.Writer, rec *hardware.Record) error {
 	var b strings.Builder
 	if rec.Simulated {
-		b.WriteString("SIMULATED: these GPUs come from " + gpu.FakeGPUEnv + " (go-nvml mock servers), not from hardware\n\n")
+		b.WriteString("SIMULATED: these GPUs come from " + run.FakeGPUEnv + " (go-nvml mock servers), not from hardware\n\n")
 	}
 	h := rec.Host
 	host := orDash(h.CPUModel)

@@ -11,14 +11,14 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/run"
 )
 
 func init() { verbs = append(verbs, newInspectCmd) }
 
 // inspectResult is the JSON form of one inspected file.
 type inspectResult struct {
-	*cuda.Inspection
+	*run.Inspection
 	// Problem is set when --targets was given and the file does not match.
 	Problem string `json:"problem,omitempty"`
 }
@@ -54,7 +54,7 @@ func newInspectCmd() *cobra.Command {
 		var results []inspectResult
 		failed := false
 		for _, f := range args {
-			in, err := cuda.Inspect(c.Context(), nil, f, cuda.WithEnv(os.Environ()))
+			in, err := run.Inspect(c.Context(), f, os.Environ())
 			if err != nil {
 				return withCode(exitFailed, err)
 			}

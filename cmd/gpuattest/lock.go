@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/image"
+	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
 )
 
@@ -20,12 +20,12 @@ func init() { verbs = append(verbs, newLockCmd) }
 
 // lockReport is the -o json output of gpuattest lock.
 type lockReport struct {
-	Pipeline string          `json:"pipeline"`
-	Lock     string          `json:"lock"`
-	Written  bool            `json:"written"`
-	Changes  []image.Change  `json:"changes,omitempty"`
-	Problems []image.Problem `json:"problems,omitempty"`
-	OK       bool            `json:"ok"`
+	Pipeline string            `json:"pipeline"`
+	Lock     string            `json:"lock"`
+	Written  bool              `json:"written"`
+	Changes  []run.LockChange  `json:"changes,omitempty"`
+	Problems []run.LockProblem `json:"problems,omitempty"`
+	OK       bool              `json:"ok"`
 }
 
 func newLockCmd() *cobra.Command {
@@ -44,7 +44,7 @@ func newLockCmd() *cobra.Command {
 	out := outputFlag(c)
 	update := c.Flags().Bool("update", false, "re-resolve every image, replacing existing entries")
 	check := c.Flags().Bool("check", false, "only check the lock against the pipeline and the image sources; write nothing")
-	platform := c.Flags().String("platform", image.DefaultPlatform, "platform to resolve multi-platform indexes for")
+	platform := c.Flags().String("platform", run.DefaultPlatform, "platform to resolve multi-platform indexes for")
 	root := rootFlag(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
@@ -65,8 +65,8 @@ func newLockCmd() *cobra.Command {
 			}
 			return withCode(exitUsage, err)
 		}
-		lockPath := image.LockPath(file)
-		existing, err := image.ReadLock(lockPath)
+		lockPath := run.LockPath(file)
+		existing, err := run.ReadLock(lockPath)
 		if errors.Is(err, fs.ErrNotExist) {
 			existing, err = nil, nil
 		}
@@ -77,20 +77,19 @@ func newLockCmd() *cobra.Command {
 			fmt.Fprintf(c.ErrOrStderr(), "gpuattest: replacing an invalid lock: %v\n", err)
 			existing = nil
 		}
-		opts := []image.Option{image.WithBaseDir(p.Dir), image.WithPlatform(*platform), image.WithPipelineFile(file)}
 		rep := lockReport{Pipeline: file, Lock: lockPath}
 		if *check {
-			return lockCheck(c, *out, p, existing, opts, rep)
+			return lockCheck(c, *out, p, existing, *platform, rep)
 		}
-		return lockWrite(c, *out, p, existing, *update, opts, rep)
+		return lockWrite(c, *out, p, existing, *update, *platform, rep)
 	}
 	return c
 }
 
 // lockCheck runs the release gate of lock --check and renders it.
-func lockCheck(c *cobra.Command, out string, p *pipeline.Pipeline, existing *image.Lock, opts []image.Option, rep lockReport) error {
+func lockCheck(c *cobra.Command, out string, p *pipeline.Pipeline, existing *run.Lock, platform string, rep lockReport) error {
 	w := c.OutOrStdout()
-	rep.Problems = image.CheckLock(c.Context(), p.Images, existing, opts...)
+	rep.Problems = run.CheckLock(c.Context(), p, existing, rep.Pipeline, platform)
 	rep.OK = len(rep.Problems) == 0
 	if out == "json" {
 		if err := writeJSON(w, rep); err != nil {
@@ -114,9 +113,9 @@ func lockCheck(c *cobra.Command, out string, p *pipeline.Pipeline, existing *ima
 
 // lockWrite resolves the pipeline's images, writes the lock when it
 // changed and renders what changed.
-func lockWrite(c *cobra.Command, out string, p *pipeline.Pipeline, existing *image.Lock, update bool, opts []image.Option, rep lockReport) error {
+func lockWrite(c *cobra.Command, out string, p *pipeline.Pipeline, existing *run.Lock, update bool, platform string, rep lockReport) error {
 	w := c.OutOrStdout()
-	lock, changes, err := image.LockImages(c.Context(), p.Images, existing, update, opts...)
+	lock, changes, err := run.LockImages(c.Context(), p, existing, update, rep.Pipeline, platform)
 	rep.Changes = changes
 	if err != nil {
 		return withCode(exitFailed, fmt.Errorf("locking %s: %w\nhint: %s was not changed", rep.Pipeline, err, rep.Lock))

@@ -2,6 +2,7 @@ package collect
 
 import (
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"path/filepath"
 	"strings"
 
@@ -116,7 +117,7 @@ func (c *collector) testCases(s *pipeline.Step, sr *rundir.Step) ([]suite.CaseSt
 	if rest, ok := strings.CutPrefix(f.Path, "steps/"+s.ID+"/"); ok {
 		name = rest
 	}
-	p := filepath.Join(c.dir, "steps", s.ID, filepath.FromSlash(name))
+	p := layout.StepFile(c.dir, s.ID, name)
 	r, err := suite.ReadResultsFormat(p, sr.Test.Format)
 	if err != nil {
 		return nil, fmt.Errorf("step %s: reading its cases for the test-result statement: %w", s.ID, err)

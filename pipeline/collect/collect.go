@@ -4,6 +4,7 @@ package collect
 
 import (
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"os"
 	"path"
 	"path/filepath"
@@ -169,8 +170,8 @@ func (c *collector) step(s *pipeline.Step) error {
 			c.run.Sources = append(c.run.Sources, attest.FileDigest{Path: p, SHA256: r.SHA256, Step: s.ID, Kind: kind})
 		}
 	}
-	for _, log := range []string{"stdout.log", "stderr.log"} {
-		rel := path.Join("steps", s.ID, log)
+	for _, log := range []string{layout.StdoutLog, layout.StderrLog} {
+		rel := layout.StepRel(s.ID, log)
 		if sum, _, err := digest.File(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
 			c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
 		}
@@ -215,8 +216,8 @@ func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
 		c.reproSeen = true
 		c.reproAll = c.reproAll && d.Reproducibility.Reproducible
 	}
-	if sum, _, err := digest.File(filepath.Join(c.dir, "steps", s.ID, "repro.json")); err == nil {
-		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: path.Join("steps", s.ID, "repro.json"), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
+	if sum, _, err := digest.File(layout.StepFile(c.dir, s.ID, layout.ReproFile)); err == nil {
+		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: layout.StepRel(s.ID, layout.ReproFile), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"io"
 	"io/fs"
 	"os"
@@ -77,7 +78,7 @@ func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []st
 		if err != nil {
 			return nil, err
 		}
-		if err := atomicfile.Write(filepath.Join(s.StepDir, "repro.json"), append(data, '\n'), 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(s.StepDir, layout.ReproFile), append(data, '\n'), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -95,8 +96,8 @@ func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []st
 // outputs.
 func reproSkips(s *step.Context, tmp string, outputs []string) []string {
 	skip := []string{tmp, s.StepDir}
-	if stepsDir := filepath.Dir(s.StepDir); s.StepDir != "" && filepath.Base(stepsDir) == "steps" {
-		skip = append(skip, filepath.Dir(stepsDir)) // the whole run directory
+	if layout.InStepsDir(s.StepDir) {
+		skip = append(skip, filepath.Dir(filepath.Dir(s.StepDir))) // the whole run directory
 	}
 	for _, o := range outputs {
 		skip = append(skip, filepath.Join(s.WorkDir, filepath.FromSlash(o)))

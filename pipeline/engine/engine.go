@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"sort"
@@ -128,7 +129,7 @@ func (e *run) prepare(ctx context.Context) error {
 		return fmt.Errorf("resolving run directory: %w", err)
 	}
 	e.abs = abs
-	if err := os.MkdirAll(filepath.Join(e.dir, "steps"), 0o755); err != nil {
+	if err := os.MkdirAll(layout.Steps(e.dir), 0o755); err != nil {
 		return fmt.Errorf("creating run directory: %w", err)
 	}
 	if hw := e.o.hardware; hw != nil {
@@ -136,10 +137,10 @@ func (e *run) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("encoding the hardware record: %w", err)
 		}
-		if err := atomicfile.Write(filepath.Join(e.dir, "hardware.json"), raw, 0o644); err != nil {
+		if err := atomicfile.Write(layout.Hardware(e.dir), raw, 0o644); err != nil {
 			return err
 		}
-		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: "hardware.json"}
+		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: layout.HardwareFile}
 	}
 	if e.o.toolchain != nil && !(rec.Toolchain != nil && e.buildsKept()) {
 		rec.Toolchain = e.o.toolchain(ctx)
@@ -158,7 +159,7 @@ func (e *run) prepare(ctx context.Context) error {
 			e.cache = &cache{dir: dir}
 		}
 	}
-	e.rec = newRecorder(filepath.Join(e.dir, "run.json"), rec)
+	e.rec = newRecorder(layout.Record(e.dir), rec)
 	return e.rec.flush()
 }
 
@@ -531,7 +532,7 @@ func (l *stepLogs) Close() {
 // prepareStep makes the step's directory and logs, picks its runner,
 // resolves its workdir and image, and builds its environment.
 func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord) (*step.Context, *stepLogs, error) {
-	stepDir := filepath.Join(e.abs, "steps", s.ID)
+	stepDir := layout.StepDir(e.abs, s.ID)
 	if err := os.RemoveAll(stepDir); err != nil {
 		return nil, nil, fmt.Errorf("clearing %s: %w", stepDir, err)
 	}
@@ -540,10 +541,10 @@ func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord)
 	}
 	logs := &stepLogs{}
 	var err error
-	if logs.stdout, err = os.Create(filepath.Join(stepDir, "stdout.log")); err != nil {
+	if logs.stdout, err = os.Create(filepath.Join(stepDir, layout.StdoutLog)); err != nil {
 		return nil, logs, err
 	}
-	if logs.stderr, err = os.Create(filepath.Join(stepDir, "stderr.log")); err != nil {
+	if logs.stderr, err = os.Create(filepath.Join(stepDir, layout.StderrLog)); err != nil {
 		return nil, logs, err
 	}
 	r, ok := e.o.runners[s.Runner]

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"path/filepath"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"sync"
 	"time"
 
@@ -114,16 +114,16 @@ type StepRecord struct {
 
 // ReadRecord reads run.json from a run directory.
 func ReadRecord(dir string) (*Record, error) {
-	data, err := limits.ReadFile(filepath.Join(dir, "run.json"), limits.RecordBytes, "run record")
+	data, err := limits.ReadFile(layout.Record(dir), limits.RecordBytes, "run record")
 	if err != nil {
 		return nil, fmt.Errorf("reading run record: %w", err)
 	}
 	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%s: invalid run record: %w", filepath.Join(dir, "run.json"), err)
+		return nil, fmt.Errorf("%s: invalid run record: %w", layout.Record(dir), err)
 	}
 	if r.Schema != RecordSchema {
-		return nil, fmt.Errorf("%s: schema %q: expected %s", filepath.Join(dir, "run.json"), r.Schema, RecordSchema)
+		return nil, fmt.Errorf("%s: schema %q: expected %s", layout.Record(dir), r.Schema, RecordSchema)
 	}
 	return &r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,7 +16,7 @@ import (
 )
 
 // TelemetryFile is the name of the telemetry file in a step's directory.
-const TelemetryFile = "telemetry.jsonl"
+const TelemetryFile = layout.TelemetryFile
 
 // Monitor runs preflight before, and telemetry around, the gpu: true steps
 // of a run, for one source and the record collected from it. Its methods

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 )
 
 // Chart geometry, in CSS pixels.
@@ -32,7 +33,7 @@ func (h *History) WriteHTML(w io.Writer) error {
 		svg, ms := seriesSVG(s)
 		charts = append(charts, chart{Series: s, SVG: template.HTML(svg), Marks: ms})
 	}
-	return page.Execute(w, map[string]any{"H": h, "Charts": charts, "ThresholdPct": h.Threshold * 100})
+	return page().Execute(w, map[string]any{"H": h, "Charts": charts, "ThresholdPct": h.Threshold * 100})
 }
 
 type markView struct {
@@ -138,9 +139,13 @@ func timeUnit(maxNS float64) (float64, string) {
 	return 1, "ns"
 }
 
-var page = template.Must(template.New("history").Funcs(template.FuncMap{
-	"pct": func(f float64) string { return fmt.Sprintf("%.1f %%", f) },
-}).Parse(`<!DOCTYPE html>
+// page is the HTML page's template, parsed on first use: every gpuattest
+// command links this package, and parsing it when the process starts
+// would cost each of them (gpuattest version included) about 0.1 ms.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("history").Funcs(template.FuncMap{
+		"pct": func(f float64) string { return fmt.Sprintf("%.1f %%", f) },
+	}).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -187,3 +192,4 @@ Steps between consecutive releases larger than {{pct .ThresholdPct}} are marked 
 </body>
 </html>
 `))
+})

@@ -16,7 +16,7 @@ import (
 )
 
 // AttestationsFile is the name of the signed bundles in a run directory.
-const AttestationsFile = "attestations.intoto.jsonl"
+const AttestationsFile = rundir.AttestationsFile
 
 // Attestation is what Attest signed.
 type Attestation struct {

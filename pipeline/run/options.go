@@ -22,22 +22,21 @@ type Event = engine.Event
 type Option func(*options) error
 
 type options struct {
-	out, resume string
-	jobs        int
-	noCache     bool
-	cacheDir    string
-	locked      bool
-	version     string
-	logger      *slog.Logger
-	progress    func(Event)
-	gpuSource   gpu.Source
-	signer      *sign.Signer
-	keyFile     string
-	baseEnv     []string
-	warn        func(string)
-	registry    []oci.Option
-	source      *source.Info
-	runners     []runner.Runner
+	// engine are the engine's own options (run directory, resume, jobs,
+	// cache, version, logger, progress), passed through as given.
+	engine []engine.Option
+	// runDirs counts the options that named a run directory (WithOutDir,
+	// WithResume): at most one may.
+	runDirs   int
+	locked    bool
+	gpuSource gpu.Source
+	signer    *sign.Signer
+	keyFile   string
+	baseEnv   []string
+	warn      func(string)
+	registry  []oci.Option
+	source    *source.Info
+	runners   []runner.Runner
 }
 
 // WithRunners makes rs available to the steps, each under its Name,
@@ -62,35 +61,51 @@ func WithSource(info *source.Info) Option {
 	return func(o *options) error { o.source = info; return nil }
 }
 
-// WithOutDir writes the run into dir (default .gpuattest/runs/<time>-<name>).
+// withEngine is an Option that passes eo to the engine.
+func withEngine(eo engine.Option) Option {
+	return func(o *options) error { o.engine = append(o.engine, eo); return nil }
+}
+
+// WithOutDir writes the run into dir (default .gpuattest/runs/<time>-<name>;
+// an empty dir leaves the default).
 func WithOutDir(dir string) Option {
-	return func(o *options) error { o.out = dir; return nil }
-}
-
-// WithResume continues the run in dir.
-func WithResume(dir string) Option {
-	return func(o *options) error { o.resume = dir; return nil }
-}
-
-// WithJobs runs at most n steps at once.
-func WithJobs(n int) Option {
+	if dir == "" {
+		return func(*options) error { return nil }
+	}
 	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("%w: jobs %d: expected 1 or more", ErrInvalid, n)
-		}
-		o.jobs = n
-		return nil
+		o.runDirs++
+		return withEngine(engine.WithOutDir(dir))(o)
 	}
 }
 
-// WithoutCache runs every build step, reading and writing no cache.
-func WithoutCache() Option {
-	return func(o *options) error { o.noCache = true; return nil }
+// WithResume continues the run in dir (empty: none).
+func WithResume(dir string) Option {
+	if dir == "" {
+		return func(*options) error { return nil }
+	}
+	return func(o *options) error {
+		o.runDirs++
+		return withEngine(engine.WithResume(dir))(o)
+	}
 }
 
-// WithCacheDir keeps the build cache in dir.
+// WithJobs runs at most n steps at once (default: the number of CPUs).
+func WithJobs(n int) Option {
+	if n < 1 {
+		return func(*options) error { return fmt.Errorf("%w: jobs %d: expected 1 or more", ErrInvalid, n) }
+	}
+	return withEngine(engine.WithJobs(n))
+}
+
+// WithoutCache runs every build step, reading and writing no cache.
+func WithoutCache() Option { return withEngine(engine.WithoutCache()) }
+
+// WithCacheDir keeps the build cache in dir (empty: the default).
 func WithCacheDir(dir string) Option {
-	return func(o *options) error { o.cacheDir = dir; return nil }
+	if dir == "" {
+		return func(*options) error { return nil }
+	}
+	return withEngine(engine.WithCacheDir(dir))
 }
 
 // WithLocked refuses floating image tags and a missing or stale lock, as
@@ -100,25 +115,23 @@ func WithLocked() Option {
 }
 
 // WithVersion names the gpuattest version the run records (and the build
-// cache keys on).
+// cache keys on); empty leaves the engine's default.
 func WithVersion(v string) Option {
-	return func(o *options) error { o.version = v; return nil }
+	if v == "" {
+		return func(*options) error { return nil }
+	}
+	return withEngine(engine.WithVersion(v))
 }
 
 // WithLogger receives the run's diagnostics; nil discards them.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l == nil {
-			l = slog.New(slog.DiscardHandler)
-		}
-		o.logger = l
-		return nil
-	}
-}
+func WithLogger(l *slog.Logger) Option { return withEngine(engine.WithLogger(l)) }
 
 // WithProgress receives an Event as steps start, are skipped and finish.
 func WithProgress(f func(Event)) Option {
-	return func(o *options) error { o.progress = f; return nil }
+	if f == nil {
+		return func(*options) error { return nil }
+	}
+	return withEngine(engine.WithProgress(f))
 }
 
 // WithWarnings receives warnings meant for the user before the run starts

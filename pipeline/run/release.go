@@ -3,9 +3,9 @@ package run
 import (
 	"context"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"os"
 	"path"
-	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -91,7 +91,7 @@ func copyOf(rd *rundir.Run, a attest.FileDigest) string {
 				continue
 			}
 			if a.Path == fp || strings.HasSuffix(a.Path, "/"+fp) {
-				p := filepath.Join(rd.StepDir(st.ID), "outputs", filepath.FromSlash(fp))
+				p := layout.Output(rd.StepDir(st.ID), fp)
 				if _, err := os.Lstat(p); err == nil {
 					return p
 				}

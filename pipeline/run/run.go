@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -51,13 +49,13 @@ func Load(path, root string) (*pipeline.Pipeline, error) {
 // be carried out or attested; a run whose steps failed is a Result that
 // did not pass.
 func Pipeline(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Result, error) {
-	o := options{jobs: runtime.NumCPU(), logger: slog.New(slog.DiscardHandler), warn: func(string) {}}
+	o := options{warn: func(string) {}}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
-	if o.out != "" && o.resume != "" {
+	if o.runDirs > 1 {
 		return nil, fmt.Errorf("%w: an output directory and a run to resume both name a run directory: give one", ErrInvalid)
 	}
 	if o.signer != nil {
@@ -95,26 +93,9 @@ func Pipeline(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Resul
 
 // engineOptions turns o and what p needs into the engine's options.
 func (o *options) engineOptions(ctx context.Context, p *pipeline.Pipeline) ([]engine.Option, error) {
-	opts := append(executors(o.registry), engine.WithJobs(o.jobs), engine.WithLogger(o.logger),
+	opts := append(executors(o.registry),
 		engine.WithCacheCheck(func(sr *engine.StepRecord) error { _, err := rundir.DecodeStep(sr); return err }))
-	if o.version != "" {
-		opts = append(opts, engine.WithVersion(o.version))
-	}
-	if o.out != "" {
-		opts = append(opts, engine.WithOutDir(o.out))
-	}
-	if o.resume != "" {
-		opts = append(opts, engine.WithResume(o.resume))
-	}
-	if o.noCache {
-		opts = append(opts, engine.WithoutCache())
-	}
-	if o.cacheDir != "" {
-		opts = append(opts, engine.WithCacheDir(o.cacheDir))
-	}
-	if o.progress != nil {
-		opts = append(opts, engine.WithProgress(o.progress))
-	}
+	opts = append(opts, o.engine...)
 	base := o.baseEnv
 	if base == nil {
 		base = os.Environ()

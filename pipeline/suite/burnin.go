@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"io/fs"
 	"math"
 	"os"
@@ -40,8 +41,8 @@ const MinPowerShare = 0.85
 const minTrendIterations = 3
 
 // telemetryFile is the engine's telemetry for a gpu: true step, in the
-// step directory (pipeline/gpu.TelemetryFile).
-const telemetryFile = "telemetry.jsonl"
+// step directory (pipeline/rundir/layout).
+const telemetryFile = layout.TelemetryFile
 
 // Burnin executes burnin steps. Every invocation of the command gets
 // GPUATTEST_DURATION, the seconds of the burn-in still to run (with

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,7 +91,7 @@ func (b Benchmark) fetchRelease(ctx context.Context, s *step.Context) (*Referenc
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, "", fmt.Errorf("step %s: reference.release %s: verified, but no files were written to %s", s.Step.ID, ref.Release, dir)
 	}
-	rel.Dir = filepath.ToSlash(filepath.Join("steps", s.Step.ID, ReferenceReleaseDir))
+	rel.Dir = layout.StepRel(s.Step.ID, ReferenceReleaseDir)
 	s.Logger.Info("reference release verified", "step", s.Step.ID, "release", rel.Source, "files", len(rel.Files))
 	return rel, dir, nil
 }
@@ -107,7 +108,7 @@ func recheckRelease(s *step.Context, files []recordedFile) error {
 	}
 	var bj *recordedFile
 	for i := range files {
-		if files[i].name == "benchmark.json" {
+		if files[i].name == layout.BenchmarkFile {
 			bj = &files[i]
 		}
 	}
