@@ -157,7 +157,9 @@ func (c *Cluster) WaitPods(ctx context.Context, ns, selector string, done func([
 
 // Running is a WaitPods condition: at least n pods, each Running.
 func Running(n int) func([]Pod) bool {
-	return func(pods []Pod) bool { return countPhase(pods, "Running") >= n && countPhase(pods, "Running") == len(pods) }
+	return func(pods []Pod) bool {
+		return countPhase(pods, "Running") >= n && countPhase(pods, "Running") == len(pods)
+	}
 }
 
 func countPhase(pods []Pod, phase string) int {
