@@ -100,6 +100,7 @@ type kubeRun struct {
 func startKubeRun(t *testing.T, a100GPUs int, extraEnv ...string) *kubeRun {
 	t.Helper()
 	c := k8stest.Shared(t)
+	untaint(t, c)
 	reg := registrytest.StartDocker(t)
 	r := &kubeRun{t: t, c: c, dir: t.TempDir(), handled: map[string]bool{}, done: make(chan error, 1)}
 	r.keyRoot = filepath.Join(r.dir, "mnt")
@@ -137,6 +138,32 @@ func startKubeRun(t *testing.T, a100GPUs int, extraEnv ...string) *kubeRun {
 		}
 	})
 	return r
+}
+
+// untaint removes the taints of the cluster's nodes. The API server
+// taints a new node node.kubernetes.io/not-ready, and the node-lifecycle
+// controller that lifts the taint once kwok makes the node Ready does not
+// run in k8stest's control plane.
+func untaint(t *testing.T, c *k8stest.Cluster) {
+	t.Helper()
+	for _, n := range kubeNodes {
+		var node struct {
+			Spec struct {
+				Taints []map[string]any `json:"taints"`
+			} `json:"spec"`
+		}
+		path := "/api/v1/nodes/" + n.Name
+		if err := c.Admin.Do(t.Context(), http.MethodGet, path, nil, &node); err != nil {
+			t.Fatal(err)
+		}
+		if len(node.Spec.Taints) == 0 {
+			continue
+		}
+		t.Logf("node %s: removing taints %v", n.Name, node.Spec.Taints)
+		if err := c.Admin.Do(t.Context(), http.MethodPatch, path, map[string]any{"spec": map[string]any{"taints": nil}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // env is the environment of every process the test runs.
@@ -325,6 +352,7 @@ func TestKubeFleetEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run --fleet: exit %d\n%s", code, out)
 	}
+	t.Logf("run --fleet:\n%s", out)
 	for _, want := range []string{"3 job(s) submitted to kubernetes cluster", "namespace " + r.c.Namespace + " on https://127.0.0.1:", "fleet dispatch: PASSED",
 		"target sm_80    a100-0, a100-1", "target sm_90    h100-0"} {
 		if !strings.Contains(out, want) {
@@ -374,6 +402,7 @@ func TestKubeFleetUnschedulable(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, "Insufficient nvidia.com/gpu") || !strings.Contains(out, "fleet dispatch: FAILED") {
 		t.Fatalf("run --fleet with a class asking 16 GPUs a node: exit %d, want %d naming Insufficient nvidia.com/gpu\n%s", code, exitFailed, out)
 	}
+	t.Logf("run --fleet:\n%s", out)
 	for _, o := range r.record().Cluster.Objects {
 		if o.Class == "a100" {
 			if err := r.gone(ctx, "/apis/batch/v1/namespaces/"+r.c.Namespace+"/jobs/"+o.Name); err != nil {
@@ -394,6 +423,7 @@ func TestKubeFleetEvicted(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
 		t.Fatalf("run --fleet with a100-1 evicted once: exit %d\n%s", code, out)
 	}
+	t.Logf("run --fleet:\n%s", out)
 	for _, j := range r.record().Jobs {
 		if want := map[string]int{"a100-1": 1}[j.Name]; j.Status.Restarts != want {
 			t.Errorf("job %s: %d restarts, want %d", j.Name, j.Status.Restarts, want)
