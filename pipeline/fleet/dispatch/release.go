@@ -271,4 +271,3 @@ func kubeCommands(script, class string) (node, signCmd []string) {
 func kubeScript(id string) string {
 	return fmt.Sprintf("#!/bin/sh\n# gpuattest fleet job of dispatch %s (Kubernetes): the node container pulls\n# the staged dispatch by digest ($%s), checks it and runs the GPU steps;\n# the sign container signs its report with the job key.\nexec gpuattest fleet node --release \"$%s\" \"$1\"\n", id, ReleaseEnv, ReleaseEnv)
 }
-

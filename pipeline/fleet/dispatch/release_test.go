@@ -240,4 +240,3 @@ func ownerSigner(t *testing.T) *sign.Signer {
 	}
 	return s
 }
-
