@@ -98,6 +98,11 @@ type kubeRun struct {
 // node), and starts gpuattest run --fleet with the restricted user's
 // kubeconfig.
 func startKubeRun(t *testing.T, a100GPUs int, extraEnv ...string) *kubeRun {
+	return startKubeRunArgs(t, a100GPUs, extraEnv)
+}
+
+// startKubeRunArgs is startKubeRun with further arguments to run.
+func startKubeRunArgs(t *testing.T, a100GPUs int, extraEnv []string, runArgs ...string) *kubeRun {
 	t.Helper()
 	c := k8stest.Shared(t)
 	untaint(t, c)
@@ -123,21 +128,31 @@ func startKubeRun(t *testing.T, a100GPUs int, extraEnv ...string) *kubeRun {
 	if code, out := r.gpuattest("key", "generate", "--output-key-prefix", "rel", "--no-password"); code != 0 {
 		t.Fatalf("key generate: exit %d\n%s", code, out)
 	}
-	r.cmd = exec.Command(filepath.Join(r.bin, "gpuattest"), "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run",
-		"--simulate-gpus", "--timeout", "3m", "--kubeconfig", c.Restricted.Kubeconfig)
+	args := []string{"run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run",
+		"--simulate-gpus", "--timeout", "3m", "--kubeconfig", c.Restricted.Kubeconfig}
+	r.start(extraEnv, append(args, runArgs...)...)
+	return r
+}
+
+// start starts gpuattest with args as the run's process (serve waits for
+// it), with extraEnv added to its environment.
+func (r *kubeRun) start(extraEnv []string, args ...string) {
+	t := r.t
+	r.cmd = exec.Command(filepath.Join(r.bin, "gpuattest"), args...)
+	r.out.Reset()
 	r.cmd.Dir, r.cmd.Stdout, r.cmd.Stderr = r.dir, &r.out, &r.out
 	r.cmd.Env = append(r.env(), append([]string{"GPUATTEST_FLEET_POLL=300ms"}, extraEnv...)...)
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { r.done <- r.cmd.Wait() }()
+	cmd := r.cmd
+	go func() { r.done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		if r.cmd.ProcessState == nil {
-			_ = r.cmd.Process.Kill()
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
 			<-r.done
 		}
 	})
-	return r
 }
 
 // untaint removes the taints of the cluster's nodes. The API server
@@ -468,5 +483,48 @@ func TestKubeFleetInterrupt(t *testing.T) {
 	}
 	if _, err := r.c.WaitPods(ctx, r.c.Namespace, "gpuattest.dev/class", func(p []k8stest.Pod) bool { return len(p) == 0 }); err != nil {
 		t.Errorf("pods left after Ctrl-C: %v", err)
+	}
+}
+
+// TestKubeFleetDetach: run --detach submits and exits; fleet collect,
+// with the same kubeconfig, waits for the jobs and collects the bundles
+// from the registry.
+func TestKubeFleetDetach(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	r := startKubeRunArgs(t, 8, nil, "--detach")
+	if code, out := r.serve(ctx); code != 0 || !strings.Contains(out, "detached; collect it with: gpuattest fleet collect run") {
+		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
+	}
+	r.start(nil, "fleet", "collect", "run", "--kubeconfig", r.c.Restricted.Kubeconfig)
+	if code, out := r.serve(ctx); code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
+		t.Fatalf("fleet collect: exit %d\n%s", code, out)
+	}
+	if st := r.record(); !st.Done {
+		t.Errorf("the record is not done after collect")
+	}
+}
+
+// TestKubeFleetTimeout: --timeout cancels as Ctrl-C does: the Jobs and
+// Secrets are deleted and run fails.
+func TestKubeFleetTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	r := startKubeRunArgs(t, 8, nil, "--timeout", "3s")
+	var err error
+	select {
+	case err = <-r.done: // nobody plays the kubelet: the pods stay Running
+	case <-ctx.Done():
+		t.Fatalf("run --fleet --timeout 3s did not stop\n%s", r.out.String())
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailed || !strings.Contains(r.out.String(), "did not finish in time") {
+		t.Errorf("run --fleet --timeout 3s: %v, want exit %d\n%s", err, exitFailed, r.out.String())
+	}
+	for _, o := range r.record().Cluster.Objects {
+		for _, path := range []string{"/apis/batch/v1/namespaces/" + r.c.Namespace + "/jobs/" + o.Name, "/api/v1/namespaces/" + r.c.Namespace + "/secrets/" + o.Name} {
+			if err := r.gone(ctx, path); err != nil {
+				t.Error(err)
+			}
+		}
 	}
 }
