@@ -93,7 +93,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(prep.Release, reg.Host+"/staging@sha256:") || prep.Dispatch.Fleet.Namespace != "gpu" || prep.Dispatch.Fleet.Server != "https://127.0.0.1:6443" {
+	if !strings.HasPrefix(prep.Release, reg.Host+"/staging@sha256:") || prep.Dispatch.Fleet.Namespace != "gpu" || prep.Dispatch.Fleet.Server != "https://127.0.0.1:6443" || prep.Dispatch.Fleet.Registry != reg.Host+"/staging" {
 		t.Fatalf("release %q, fleet %+v", prep.Release, prep.Dispatch.Fleet)
 	}
 	for _, f := range prep.Dispatch.Staged {

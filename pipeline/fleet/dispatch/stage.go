@@ -180,6 +180,9 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		JobScript: "sha256:" + hex.EncodeToString(sum[:]),
 		Staged:    st.files,
 	}
+	if kube {
+		d.Fleet.Registry = s.Fleet.Kubernetes.Registry
+	}
 	if d.Jobs, err = jobKeys(dir, s.Fleet); err != nil {
 		return nil, err
 	}
