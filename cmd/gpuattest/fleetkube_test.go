@@ -90,8 +90,12 @@ type kubeRun struct {
 	done     chan error
 	mu       sync.Mutex
 	handled  map[string]bool
-	// evict, when set, is the job (class-index) whose first pod is evicted.
-	evict string
+	// evict, when set, is the job (class-index) whose first pod is
+	// evicted; no other pod is run until its retry is Running, so that
+	// every other pod of its class still holds its node and the retry
+	// lands on a node of its own (anti-affinity does not count pods that
+	// ended).
+	evict, retry string
 }
 
 // startKubeRun writes the project and fleet file (a100GPUS per A100
@@ -226,14 +230,35 @@ func (r *kubeRun) serve(ctx context.Context) (int, string) {
 		if err != nil {
 			continue
 		}
-		for _, p := range pods {
-			if p.Phase != "Running" || r.handled[p.Name] {
-				continue
-			}
+		for _, p := range r.next(pods) {
 			r.handled[p.Name] = true
 			r.runPod(ctx, p)
 		}
 	}
+}
+
+// next are the Running pods to run now, in order: with an eviction to
+// make, the victim alone; while its retry is not Running, none.
+func (r *kubeRun) next(pods []k8stest.Pod) []k8stest.Pod {
+	var run []k8stest.Pod
+	for _, p := range pods {
+		if p.Phase != "Running" || r.handled[p.Name] {
+			continue
+		}
+		job := p.Labels["gpuattest.dev/class"] + "-" + p.Env["GPUATTEST_FLEET_INDEX"]
+		switch {
+		case r.evict != "" && job == r.evict:
+			return []k8stest.Pod{p}
+		case r.retry != "" && job == r.retry:
+			r.retry = ""
+			return append([]k8stest.Pod{p}, run...)
+		}
+		run = append(run, p)
+	}
+	if r.evict != "" || r.retry != "" {
+		return nil
+	}
+	return run
 }
 
 // podContainers are the containers of a pod as its spec gives them.
@@ -257,7 +282,7 @@ func (r *kubeRun) runPod(ctx context.Context, p k8stest.Pod) {
 	t := r.t
 	job := p.Labels["gpuattest.dev/class"] + "-" + p.Env["GPUATTEST_FLEET_INDEX"]
 	if job == r.evict {
-		r.evict = ""
+		r.evict, r.retry = "", job
 		if err := r.c.FailPod(ctx, p.Namespace, p.Name, "Evicted", "The node was low on resource: memory."); err != nil {
 			t.Fatal(err)
 		}
