@@ -553,3 +553,24 @@ func TestKubeFleetTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeFleetForbidden: an identity that may not create Secrets gets
+// the API server's refusal with the Role it needs, and nothing is left.
+func TestKubeFleetForbidden(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c := k8stest.Shared(t)
+	u, err := c.NewUser(ctx, c.Namespace, []k8stest.PolicyRule{{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "get", "delete"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startKubeRunArgs(t, 8, nil, "--kubeconfig", u.Kubeconfig)
+	code, out := r.serve(ctx)
+	if code != exitFailed || !strings.Contains(out, "forbidden") || !strings.Contains(out, "hint: in the namespace, the identity needs") {
+		t.Fatalf("run --fleet as a user that may not create Secrets: exit %d, want %d with the hint\n%s", code, exitFailed, out)
+	}
+	var jobs struct{ Items []any }
+	if err := c.Admin.Do(ctx, http.MethodGet, "/apis/batch/v1/namespaces/"+c.Namespace+"/jobs", nil, &jobs); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("jobs left: %v %v", jobs.Items, err)
+	}
+}

@@ -246,7 +246,7 @@ func (e *Engine) Submit(ctx context.Context, req fleet.Request) ([]fleet.Handle,
 func hint(err error) string {
 	switch {
 	case apierrors.IsForbidden(err):
-		return "\nhint: the identity needs create, get, list, watch and delete on jobs and secrets, get and list on pods and events, in the namespace (docs/fleet.md, Running on Kubernetes)"
+		return "\nhint: in the namespace, the identity needs create, get, delete and patch on jobs and secrets, and get and list on pods and events: the Role in docs/fleet.md (Running on Kubernetes)"
 	case apierrors.IsAlreadyExists(err):
 		return "\nhint: a Job of this dispatch is there already; delete it or dispatch again"
 	case apierrors.IsNotFound(err):
