@@ -62,7 +62,9 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	// first, the loop re-PATCHes until both hold.
 	return poll(ctx, "node "+n.Name+" to be Ready with its GPUs", nil, func(ctx context.Context) error {
 		var node struct {
-			Spec   struct{ Taints []struct{ Key, Effect string } }
+			Spec struct {
+				Taints []struct{ Key, Effect string }
+			}
 			Status struct {
 				Allocatable map[string]string
 				Conditions  []struct{ Type, Status string }
