@@ -259,6 +259,9 @@ func (cp *controlPlane) startControllers(ctx context.Context, cmPort, schedPort 
 		"--kubeconfig="+kubeconfig, "--leader-elect=false",
 		"--controllers="+strings.Join(controllers, ","),
 		"--use-service-account-credentials=false",
+		// kwok's heartbeats come every 20-45 s; a node is never
+		// declared lost during a test.
+		"--node-monitor-grace-period=10m", "--node-startup-grace-period=10m",
 		"--root-ca-file="+cp.pki.files["ca"],
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(cmPort),
 		"--cert-dir="+filepath.Join(cp.dir, "kube-controller-manager"))
@@ -297,10 +300,12 @@ func (cp *controlPlane) startControllers(ctx context.Context, cmPort, schedPort 
 // controllers are the controller-manager's controllers the harness runs,
 // by their long names: Jobs and their pods, deletion by ownerReference,
 // each namespace's default service account (pods are refused without
-// it), and ttlSecondsAfterFinished. No node-lifecycle controller: kwok's
-// nodes are never tainted unreachable.
+// it), ttlSecondsAfterFinished, and the node lifecycle (it lifts the
+// node.kubernetes.io/not-ready taint the apiserver puts on a new node
+// once kwok reports it Ready).
 var controllers = []string{
 	"job-controller",
+	"node-lifecycle-controller",
 	"garbage-collector-controller",
 	"serviceaccount-controller",
 	"ttl-after-finished-controller",

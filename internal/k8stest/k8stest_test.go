@@ -2,9 +2,11 @@ package k8stest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -133,8 +135,16 @@ func TestServeAndStop(t *testing.T) {
 	}
 	procs := slices.Clone(c.cp.procs)
 	started := time.Since(began)
+	var rss []string
+	total := 0
+	for _, p := range procs {
+		kb := vmRSS(p.cmd.Process.Pid)
+		total += kb
+		rss = append(rss, fmt.Sprintf("%s %d MB", p.name, kb>>10))
+	}
 	stop()
-	t.Logf("start %.1f s, start to teardown %.1f s", started.Seconds(), time.Since(began).Seconds())
+	t.Logf("start %.1f s, start to teardown %.1f s; resident after start: %d MB (%s)",
+		started.Seconds(), time.Since(began).Seconds(), total>>10, strings.Join(rss, ", "))
 	var names []string
 	for _, p := range procs {
 		names = append(names, p.name)
@@ -147,5 +157,108 @@ func TestServeAndStop(t *testing.T) {
 	}
 	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
 		t.Errorf("%s remains after stop: %v", c.Dir, err)
+	}
+}
+
+// vmRSS is the resident set of pid in KiB (0 when unknown).
+func vmRSS(pid int) int {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return kb
+		}
+	}
+	return 0
+}
+
+// TestStart: Start gives a cluster whose kubeconfig reaches the
+// apiserver (its CA and token), which reports the version built, and
+// whose namespace exists.
+func TestStart(t *testing.T) {
+	c := Start(t)
+	ctx := testContext(t)
+	data, err := os.ReadFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc struct {
+		Clusters []struct {
+			Cluster struct {
+				Server string
+				CA     []byte `json:"certificate-authority-data"`
+			}
+		}
+		Users    []struct{ User struct{ Token string } }
+		Contexts []struct{ Context struct{ Namespace string } }
+	}
+	if err := json.Unmarshal(data, &kc); err != nil || len(kc.Clusters) != 1 || len(kc.Users) != 1 || len(kc.Contexts) != 1 {
+		t.Fatalf("kubeconfig %s: %v\n%s", c.Kubeconfig, err, data)
+	}
+	cl, err := newClient(kc.Clusters[0].Cluster.Server, kc.Clusters[0].Cluster.CA, "admin", kc.Users[0].User.Token, c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ GitVersion string }
+	if err := cl.Do(ctx, http.MethodGet, "/version", nil, &v); err != nil || v.GitVersion != KubernetesVersion {
+		t.Errorf("GET /version with the kubeconfig's credentials: %+v, %v; want %s", v, err, KubernetesVersion)
+	}
+	if ns := kc.Contexts[0].Context.Namespace; ns != c.Namespace {
+		t.Errorf("kubeconfig namespace %q, want %q", ns, c.Namespace)
+	}
+	if err := cl.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+c.Namespace, nil, nil); err != nil {
+		t.Error(err)
+	}
+	bad, _ := newClient(c.Server, c.CA, "nobody", "not-a-token", "")
+	if err := bad.Do(ctx, http.MethodGet, "/api/v1/namespaces", nil, nil); !IsStatus(err, http.StatusUnauthorized) {
+		t.Errorf("an unknown token: %v, want 401", err)
+	}
+}
+
+// TestServeReportsAComponentThatExits: when a component exits during
+// the start, Serve says which, with the tail of its log, stops the rest
+// and removes its directory. Runs everywhere: the binaries are scripts.
+func TestServeReportsAComponentThatExits(t *testing.T) {
+	bin := t.TempDir()
+	for _, b := range binaries {
+		script := "#!/bin/sh\necho \"" + b + ": cannot start: flag provided but not defined\" >&2\nexit 3\n"
+		if err := os.WriteFile(filepath.Join(bin, b), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range stageFiles {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(bin, "kwok-stages", s)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "kwok-stages", s), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("GPUATTEST_K8S_BIN", bin)
+	dir := filepath.Join(t.TempDir(), "cluster")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Serve(dir)
+	if err == nil {
+		t.Fatal("Serve started a cluster whose etcd exits")
+	}
+	for _, want := range []string{"waiting for etcd's /health: etcd exited (exit status 3)", "etcd: cannot start: flag provided but not defined"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", "etcd.log")); err != nil {
+		t.Errorf("the log of a directory the caller gave is kept: %v", err)
+	}
+}
+
+// TestBinSaysHowToBuild: without the binaries, Bin names what is missing
+// and how to build it.
+func TestBinSaysHowToBuild(t *testing.T) {
+	t.Setenv("GPUATTEST_K8S_BIN", t.TempDir())
+	_, err := Bin()
+	if err == nil || !strings.Contains(err.Error(), "no executable kube-apiserver") || !strings.Contains(err.Error(), "bash .ci/k8s") {
+		t.Errorf("Bin() error %v, want it to name kube-apiserver and .ci/k8s", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 )
 
@@ -37,7 +38,8 @@ func GPUNode(name, product string, gpus int) Node {
 
 // AddNode creates n, has its capacity and allocatable (32 CPUs, 256 GiB,
 // 110 pods and n.GPUs nvidia.com/gpu) PATCHed through nodes/status, and
-// waits until kwok has made it Ready with that many GPUs allocatable.
+// waits until kwok has made it Ready with that many GPUs allocatable and
+// the node lifecycle controller has lifted the not-ready taint.
 func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	if n.Name == "" || n.GPUs < 0 {
 		return fmt.Errorf("k8stest: node %+v: want a name and GPUs >= 0", n)
@@ -60,6 +62,9 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	// first, the loop re-PATCHes until both hold.
 	return poll(ctx, "node "+n.Name+" to be Ready with its GPUs", nil, func(ctx context.Context) error {
 		var node struct {
+			Spec struct {
+				Taints []struct{ Key, Effect string }
+			}
 			Status struct {
 				Allocatable map[string]string
 				Conditions  []struct{ Type, Status string }
@@ -74,11 +79,15 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 			}
 			return fmt.Errorf("allocatable %v", node.Status.Allocatable)
 		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == "Ready" && cond.Status == "True" {
-				return nil
-			}
+		ready := slices.ContainsFunc(node.Status.Conditions, func(c struct{ Type, Status string }) bool {
+			return c.Type == "Ready" && c.Status == "True"
+		})
+		if !ready {
+			return fmt.Errorf("not Ready: %v", node.Status.Conditions)
 		}
-		return fmt.Errorf("not Ready: %v", node.Status.Conditions)
+		if len(node.Spec.Taints) > 0 {
+			return fmt.Errorf("still tainted %v", node.Spec.Taints)
+		}
+		return nil
 	})
 }
