@@ -109,7 +109,6 @@ func startKubeRun(t *testing.T, a100GPUs int, extraEnv ...string) *kubeRun {
 func startKubeRunArgs(t *testing.T, a100GPUs int, extraEnv []string, runArgs ...string) *kubeRun {
 	t.Helper()
 	c := k8stest.Shared(t)
-	untaint(t, c)
 	reg := registrytest.StartDocker(t)
 	r := &kubeRun{t: t, c: c, dir: t.TempDir(), handled: map[string]bool{}, done: make(chan error, 1)}
 	r.keyRoot = filepath.Join(r.dir, "mnt")
@@ -157,32 +156,6 @@ func (r *kubeRun) start(extraEnv []string, args ...string) {
 			<-r.done
 		}
 	})
-}
-
-// untaint removes the taints of the cluster's nodes. The API server
-// taints a new node node.kubernetes.io/not-ready, and the node-lifecycle
-// controller that lifts the taint once kwok makes the node Ready does not
-// run in k8stest's control plane.
-func untaint(t *testing.T, c *k8stest.Cluster) {
-	t.Helper()
-	for _, n := range kubeNodes {
-		var node struct {
-			Spec struct {
-				Taints []map[string]any `json:"taints"`
-			} `json:"spec"`
-		}
-		path := "/api/v1/nodes/" + n.Name
-		if err := c.Admin.Do(t.Context(), http.MethodGet, path, nil, &node); err != nil {
-			t.Fatal(err)
-		}
-		if len(node.Spec.Taints) == 0 {
-			continue
-		}
-		t.Logf("node %s: removing taints %v", n.Name, node.Spec.Taints)
-		if err := c.Admin.Do(t.Context(), http.MethodPatch, path, map[string]any{"spec": map[string]any{"taints": nil}}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // env is the environment of every process the test runs.
