@@ -115,25 +115,20 @@ type Release struct {
 // pulls the staged dispatch by digest, runs the job as RunNode does
 // (every staged file checked against the dispatch, the GPU steps run,
 // never holding the job key) and writes the unsigned predicate to
-// ReportDir/ReportFile for SignNode. A node that fails still reports
-// why, and ReportNode returns ErrNodeFailed.
+// ReportDir/ReportFile for SignNode. A node that fails, or cannot pull
+// the dispatch, still reports why, and ReportNode returns ErrNodeFailed.
 func ReportNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
-	if !strings.Contains(r.Ref, "@sha256:") {
-		return nil, fmt.Errorf("the staged dispatch %q is not named by digest", r.Ref)
-	}
-	dir := filepath.Join(r.Work, "dispatch")
-	if _, err := oci.PullFiles(ctx, r.Ref, dir, nil, r.Options...); err != nil {
-		return nil, fmt.Errorf("pulling the staged dispatch: %w", err)
-	}
-	n.Dir, n.Job = dir, fmt.Sprintf("%s-%d", r.Class, r.Index)
-	l, err := loadDispatch(filepath.Join(dir, DispatchFile), n.Job)
+	pred, runErr, err := reportNode(ctx, &n, r)
 	if err != nil {
-		return nil, err
-	}
-	// No step may name the key's path, though this container has none.
-	pred, runErr, err := n.execute(ctx, l, filepath.Join(r.KeyDir, strconv.Itoa(r.Index)+".key"))
-	if err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err // stopped: report nothing; the pod ends anyway
+		}
+		// The node could not start (the registry, a dispatch without the
+		// job): it still reports why, and the sign container signs that.
+		now := time.Now().UTC()
+		pred = &ad.Node{Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Result: ad.ResultFailed, Reason: err.Error(),
+			Steps: []ad.Step{}, StartedAt: now, FinishedAt: now}
+		runErr = err
 	}
 	b, err := json.Marshal(pred)
 	if err != nil {
@@ -143,9 +138,28 @@ func ReportNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 		return nil, fmt.Errorf("writing the node's report: %w", err)
 	}
 	if runErr != nil {
-		return pred, fmt.Errorf("%w: job %s on %s: %w", ErrNodeFailed, n.Job, n.NodeName, runErr)
+		return pred, fmt.Errorf("%w: job %s-%d on %s: %w", ErrNodeFailed, r.Class, r.Index, n.NodeName, runErr)
 	}
 	return pred, nil
+}
+
+// reportNode pulls the staged dispatch and runs the job: the predicate,
+// why the node failed, and an error when it could not run at all.
+func reportNode(ctx context.Context, n *Node, r Release) (*ad.Node, error, error) {
+	if !strings.Contains(r.Ref, "@sha256:") {
+		return nil, nil, fmt.Errorf("the staged dispatch %q is not named by digest", r.Ref)
+	}
+	dir := filepath.Join(r.Work, "dispatch")
+	if _, err := oci.PullFiles(ctx, r.Ref, dir, nil, r.Options...); err != nil {
+		return nil, nil, fmt.Errorf("pulling the staged dispatch: %w", err)
+	}
+	n.Dir, n.Job = dir, fmt.Sprintf("%s-%d", r.Class, r.Index)
+	l, err := loadDispatch(filepath.Join(dir, DispatchFile), n.Job)
+	if err != nil {
+		return nil, nil, err
+	}
+	// No step may name the key's path, though this container has none.
+	return n.execute(ctx, l, filepath.Join(r.KeyDir, strconv.Itoa(r.Index)+".key"))
 }
 
 // reportPoll is how often SignNode looks for the node's report.

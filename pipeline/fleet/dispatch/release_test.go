@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -239,4 +240,20 @@ func ownerSigner(t *testing.T) *sign.Signer {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestReportNodeCannotPull: a node container that cannot pull the
+// dispatch still reports why, for the sign container to sign.
+func TestReportNodeCannotPull(t *testing.T) {
+	reg := registrytest.StartDocker(t)
+	report := t.TempDir()
+	ref := reg.Host + "/staging@sha256:" + strings.Repeat("0", 64)
+	pred, err := dispatch.ReportNode(t.Context(), dispatch.Node{NodeName: "n1"}, dispatch.Release{Ref: ref, Class: "a100", Index: 0, Work: t.TempDir(), ReportDir: report, KeyDir: t.TempDir()})
+	if !errors.Is(err, dispatch.ErrNodeFailed) || pred == nil || pred.Result != ad.ResultFailed || !strings.Contains(pred.Reason, "pulling the staged dispatch") {
+		t.Fatalf("ReportNode of a release that is not there: %+v, %v", pred, err)
+	}
+	b, err := os.ReadFile(filepath.Join(report, dispatch.ReportFile))
+	if err != nil || !strings.Contains(string(b), `"result":"failed"`) {
+		t.Errorf("report %s, %v", b, err)
+	}
 }
