@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -98,7 +99,9 @@ func newFleetSignCmd() *cobra.Command {
 			"checks that its key is the one the dispatch delegated to job CLASS-$" + fleet.IndexEnv + ",\n" +
 			"waits for the node container's report in " + fleet.ReportMount + ", signs it and pushes the\n" +
 			"node bundle to the staging repository.\n\n" +
-			"Exit status: 0 the node passed, 1 it failed (its bundle says why), 2 bad input.",
+			"Exit status: 0 the node passed, 1 it failed (its bundle says why), 2 bad input (a\n" +
+			"key that is not the job's), 3 the registry failed or it was stopped: the Job runs\n" +
+			"the index again (its podFailurePolicy fails the index at once on 1 and 2).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			idx, err := strconv.Atoi(os.Getenv(fleet.IndexEnv))
@@ -125,10 +128,15 @@ func newFleetSignCmd() *cobra.Command {
 			if pred != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s-%d on %s: %s; node bundle pushed\n", args[0], idx, n.NodeName, pred.Result)
 			}
-			if err != nil {
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, dispatch.ErrNodeFailed):
 				return withCode(exitFailed, err)
+			case errors.Is(err, dispatch.ErrRegistry) || c.Context().Err() != nil:
+				return withCode(exitRetry, err) // the index may run again
 			}
-			return nil
+			return withCode(exitUsage, err) // a key or dispatch that will not change
 		},
 	}
 	c.Flags().StringVar(&release, "release", "", "the staged dispatch by digest ($"+dispatch.ReleaseEnv+" when omitted)")

@@ -33,6 +33,10 @@ const ReleaseEnv = "GPUATTEST_FLEET_RELEASE"
 // ReportFile is the node's unsigned report in fleet.ReportMount.
 const ReportFile = "node.json"
 
+// ErrRegistry is wrapped by SignNode's error when the registry could not
+// be read or written: another attempt may pass.
+var ErrRegistry = errors.New("the staging registry failed")
+
 // NodeTag is the tag of job's node bundle in the staging repository:
 // the dispatch's ID and the job's name, so that neither the referrers
 // API nor its tag fallback is needed.
@@ -180,7 +184,7 @@ func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 	}
 	dir := filepath.Join(r.Work, "dispatch")
 	if _, err := oci.PullFiles(ctx, r.Ref, dir, []string{DispatchFile}, r.Options...); err != nil {
-		return nil, fmt.Errorf("pulling the dispatch: %w", err)
+		return nil, fmt.Errorf("%w: pulling the dispatch: %w", ErrRegistry, err)
 	}
 	job := fmt.Sprintf("%s-%d", r.Class, r.Index)
 	l, err := loadDispatch(filepath.Join(dir, DispatchFile), job)
@@ -252,7 +256,7 @@ func pushNode(ctx context.Context, file, ref string, opts []oci.Option) error {
 		return err
 	}
 	if _, err := oci.Push(ctx, ref, rel, nil, opts...); err != nil {
-		return fmt.Errorf("pushing the node bundle to %s: %w", ref, err)
+		return fmt.Errorf("%w: pushing the node bundle to %s: %w", ErrRegistry, ref, err)
 	}
 	return nil
 }
