@@ -50,7 +50,7 @@ type Spec struct {
 	// Kubernetes is the Kubernetes engine's settings.
 	Kubernetes *Kubernetes `yaml:"kubernetes,omitempty" json:"kubernetes,omitempty" jsonschema:"description=the Kubernetes engine's settings (engine: kubernetes)"`
 	// PollInterval is the least time between two queue polls.
-	PollInterval pipeline.Duration `yaml:"pollInterval,omitempty" json:"pollInterval,omitempty" jsonschema:"description=least time between two squeue calls (10s when omitted; 1s at least)"`
+	PollInterval pipeline.Duration `yaml:"pollInterval,omitempty" json:"pollInterval,omitempty" jsonschema:"description=least time between two polls of the scheduler: squeue calls or API reads (10s on Slurm and 5s on Kubernetes when omitted; 1s at least)"`
 	Classes      []Class           `yaml:"classes" json:"classes" jsonschema:"minItems=1"`
 
 	// Path is the file the spec was read from.
