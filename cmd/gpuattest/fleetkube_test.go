@@ -35,8 +35,9 @@ var kubeNodes = []k8stest.Node{
 	k8stest.GPUNode("gpu-h100-0", h100Product, 8),
 }
 
-// kubePipeline's GPU step fails if its environment names a key or the
-// key mount, or if it can read the key mount or a service-account token.
+// kubePipeline's GPU step fails if its environment, its parent's (the
+// node process) or pid 1's names a key or the key mount, or if it can
+// read the key mount or a service-account token.
 const kubePipeline = `apiVersion: gpuattest.dev/v1
 kind: Pipeline
 name: fleet-demo
@@ -48,7 +49,7 @@ steps:
   - id: check
     gpu: true
     needs: [build]
-    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! env | grep -qi -e "PRIVATE KEY" -e /var/run/gpuattest/keys -e %KEYROOT% && ! cat /var/run/gpuattest/keys/*.key /var/run/secrets/kubernetes.io/serviceaccount/token 2>/dev/null
+    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! env | grep -qi -e "PRIVATE KEY" -e /var/run/gpuattest/keys -e %KEYROOT% && ! cat /var/run/gpuattest/keys/*.key /var/run/secrets/kubernetes.io/serviceaccount/token 2>/dev/null && ! grep -qs -e "PRIVATE KEY" -e gpuattest/keys -e %KEYROOT% /proc/1/environ /proc/$PPID/environ
 `
 
 // kubeFleet is the same two classes as fleetFile, for Kubernetes: both
