@@ -69,6 +69,13 @@ type Fleet struct {
 	Digest    string `json:"digest"`
 	Engine    string `json:"engine"`
 	Partition string `json:"partition,omitempty"`
+	// Server (without credentials) and Namespace name the Kubernetes
+	// cluster and namespace the jobs go to; Registry the OCI repository
+	// the dispatch is staged through. Provenance only: verify does not
+	// depend on the engine.
+	Server    string `json:"server,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Registry  string `json:"registry,omitempty"`
 }
 
 // File is a staged file.
@@ -89,6 +96,9 @@ type Job struct {
 	// feature expression.
 	Gres       string `json:"gres"`
 	Constraint string `json:"constraint,omitempty"`
+	// Product is the class's nvidia.com/gpu.product node label
+	// (Kubernetes).
+	Product string `json:"product,omitempty"`
 	// Distinct says the class's jobs run on distinct nodes.
 	Distinct bool `json:"distinct,omitempty"`
 	// Targets are the pinned targets the job covers.

@@ -256,3 +256,48 @@ func TestVerifyRefusesOtherArtifacts(t *testing.T) {
 		t.Errorf("pull into a non-empty directory: err = %v", err)
 	}
 }
+
+// TestPullFiles: the files of a release, all or some, by digest from
+// docker-registry, with no bundle; a file the registry serves changed is
+// refused and nothing is written.
+func TestPullFiles(t *testing.T) {
+	t.Parallel()
+	d := registrytest.StartDocker(t)
+	f := newFixture(t, 3, 4096)
+	res, err := oci.Push(ctx(t), d.Host+"/stage:x", f.rel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "all")
+	got, err := oci.PullFiles(ctx(t), res.Ref, out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != f.rel.Digest() || len(got.Files) != 3 {
+		t.Errorf("pulled %+v", got)
+	}
+	for name, b := range f.content {
+		if have, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(name))); err != nil || !bytes.Equal(have, b) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	one := f.rel.Files()[0].Name
+	some := filepath.Join(t.TempDir(), "some")
+	if got, err := oci.PullFiles(ctx(t), res.Ref, some, []string{one}); err != nil || len(got.Files) != 1 || got.Files[0].Name != one {
+		t.Errorf("pulling %s alone: %+v, %v", one, got, err)
+	}
+	if _, err := oci.PullFiles(ctx(t), res.Ref, filepath.Join(t.TempDir(), "x"), []string{"nope"}); err == nil {
+		t.Error("pulling a file the release does not have: no error")
+	}
+	blob := d.BlobPath("sha256:" + f.rel.Files()[1].SHA256)
+	if err := os.WriteFile(blob, bytes.Repeat([]byte("x"), 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	if _, err := oci.PullFiles(ctx(t), res.Ref, bad, nil); err == nil || !strings.Contains(err.Error(), "the manifest names") {
+		t.Errorf("changed blob: err = %v", err)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("a refused pull left %s: %v", bad, err)
+	}
+}

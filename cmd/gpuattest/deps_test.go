@@ -36,6 +36,7 @@ var cmdMayImport = []string{
 	"pipeline/fleet",
 	"pipeline/fleet/dispatch",
 	"pipeline/fleet/slurm",
+	"pipeline/fleet/kube",
 	"pipeline/history", // history
 }
 

@@ -32,15 +32,18 @@ type fleetFlags struct {
 	timeout  time.Duration
 	detach   bool
 	simulate bool
+	kube     kubeFlags
+	registry *registryFlags
 }
 
 // addFleetFlags adds --fleet and its companions to run.
 func addFleetFlags(c *cobra.Command) *fleetFlags {
 	f := &fleetFlags{}
-	c.Flags().StringVar(&f.file, "fleet", "", "run the gpu: true steps on every node of every class of this fleet file (Slurm), under a signed dispatch")
+	c.Flags().StringVar(&f.file, "fleet", "", "run the gpu: true steps on every node of every class of this fleet file (Slurm or Kubernetes, as its engine says), under a signed dispatch")
 	c.Flags().DurationVar(&f.timeout, "timeout", 0, "with --fleet: cancel the jobs and fail after this long (default: no limit)")
 	c.Flags().BoolVar(&f.detach, "detach", false, "with --fleet: submit and exit; 'gpuattest fleet collect RUNDIR' waits and collects later")
 	c.Flags().BoolVar(&f.simulate, "simulate-gpus", false, "with --fleet: each node simulates its GPUs from its class's gres type (GPUATTEST_FAKE_GPU), labelled simulated; for tests and demos")
+	f.kube.add(c)
 	return f
 }
 
@@ -53,7 +56,7 @@ func newFleetCmd() *cobra.Command {
 			"its node bundles, 'verify' checks a collected dispatch, and 'node' is what each\n" +
 			"job runs on its node (the job script calls it).",
 	}
-	c.AddCommand(newFleetNodeCmd(), newFleetCollectCmd(), newFleetVerifyCmd(), newFleetPushCmd())
+	c.AddCommand(newFleetNodeCmd(), newFleetSignCmd(), newFleetCollectCmd(), newFleetVerifyCmd(), newFleetPushCmd())
 	return c
 }
 
@@ -114,6 +117,7 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 		printRunSummary(c.OutOrStdout(), res)
 		return withCode(exitFailed, errors.New("the build failed: nothing was dispatched"))
 	}
+	f.fleet.registry = f.registry
 	return dispatchFleet(c, p, spec, signer, res.Dir, out, f.fleet, f.quiet)
 }
 
@@ -125,14 +129,24 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 	if err != nil {
 		return err
 	}
-	prep, err := dispatch.Prepare(ctx, dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer,
-		ReleaseDir: filepath.Join(out, dispatch.ReleaseDir)})
-	if err != nil {
-		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
-	}
-	e, err := engineFor(spec.Engine, spec.Partition, spec.PollInterval.D)
+	e, err := engineFor(engineConfig{name: spec.Engine, partition: spec.Partition, poll: spec.PollInterval.D, kube: spec.Kubernetes, flags: ff.kube})
 	if err != nil {
 		return withCode(exitUsage, err)
+	}
+	stage := dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer,
+		ReleaseDir: filepath.Join(out, dispatch.ReleaseDir)}
+	if spec.Kubernetes != nil {
+		if stage.Cluster, err = e.Describe(ctx); err != nil {
+			return withCode(exitFailed, fmt.Errorf("describing the cluster: %w", err))
+		}
+		stage.StageDir = filepath.Join(out, "stage")
+		if stage.Registry, err = ff.registry.options(); err != nil {
+			return err
+		}
+	}
+	prep, err := dispatch.Prepare(ctx, stage)
+	if err != nil {
+		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
 	}
 	st, err := dispatch.Submit(ctx, e, spec, prep, dispatch.TimeLimit(p), ff.simulate, out)
 	if err != nil {
@@ -140,6 +154,9 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 	}
 	w := c.OutOrStdout()
 	fmt.Fprintf(w, "dispatch %s: %d job(s) submitted to %s cluster %s (%s %s)\n", prep.Dispatch.ID, len(st.Jobs), st.Cluster.Engine, st.Cluster.Name, st.Cluster.Engine, st.Cluster.Version)
+	if st.Cluster.Namespace != "" {
+		fmt.Fprintf(w, "namespace %s on %s; staged as %s\n", st.Cluster.Namespace, st.Cluster.Server, st.Release)
+	}
 	if ff.simulate {
 		fmt.Fprintln(w, "hardware: SIMULATED on every node (--simulate-gpus); not real GPUs")
 	}
@@ -147,13 +164,13 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 		fmt.Fprintf(w, "detached; collect it with: gpuattest fleet collect %s\n", out)
 		return nil
 	}
-	return waitAndCollect(c, e, st, out, ff.timeout, ff.simulate, quiet)
+	return waitAndCollect(c, e, st, out, ff.timeout, ff.simulate, quiet, ff.registry)
 }
 
 // waitAndCollect waits for the jobs with a progress line per change on
 // stderr (none when quiet), collects the node bundles and prints one row
 // per job.
-func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out string, timeout time.Duration, simulated, quiet bool) error {
+func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out string, timeout time.Duration, simulated, quiet bool, rf *registryFlags) error {
 	w := c.ErrOrStderr()
 	last := map[string]string{}
 	err := dispatch.Wait(c.Context(), e, st, out, timeout, func(s *dispatch.State) {
@@ -175,7 +192,11 @@ func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out st
 	case err != nil:
 		return withCode(exitFailed, err)
 	}
-	col, err := dispatch.Collect(context.WithoutCancel(c.Context()), st, out, simulated)
+	opts, err := rf.options()
+	if err != nil {
+		return err
+	}
+	col, err := dispatch.Collect(context.WithoutCancel(c.Context()), st, out, simulated, opts...)
 	if err != nil {
 		return withCode(exitFailed, err)
 	}
@@ -244,42 +265,58 @@ func printFleetReport(w io.Writer, r *ad.Report) {
 	}
 }
 
+// engineConfig is what engineFor needs: the fleet file's (or the
+// record's) engine settings and the command line's.
+type engineConfig struct {
+	name, partition string
+	poll            time.Duration
+	kube            *fleet.Kubernetes
+	flags           kubeFlags
+}
+
 // engineFor builds the engine a fleet file or a fleet record names.
-func engineFor(name, partition string, poll time.Duration) (fleet.Engine, error) {
-	switch name {
-	case "slurm":
-		var opts []slurm.Option
-		if poll > 0 {
-			opts = append(opts, slurm.WithPollInterval(poll))
-		} else {
-			// 10 s: a 64-job squeue --json costs about 40 ms of CPU.
-			opts = append(opts, slurm.WithPollInterval(10*time.Second))
+func engineFor(ec engineConfig) (fleet.Engine, error) {
+	poll := ec.poll
+	if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: %w", v, err)
 		}
-		if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: %w", v, err)
-			}
-			opts = append(opts, slurm.WithPollInterval(d))
-		}
-		return slurm.New(partition, opts...)
+		poll = d
 	}
-	return nil, fmt.Errorf("unknown fleet engine %q: expected slurm", name)
+	switch ec.name {
+	case "slurm":
+		if poll == 0 {
+			poll = 10 * time.Second // a 64-job squeue --json costs about 40 ms of CPU
+		}
+		return slurm.New(ec.partition, slurm.WithPollInterval(poll))
+	case "kubernetes":
+		return kubeEngine(ec, poll)
+	}
+	return nil, fmt.Errorf("unknown fleet engine %q: expected slurm or kubernetes", ec.name)
 }
 
 func newFleetNodeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "node DISPATCH-DIR CLASS",
+	var release string
+	var registry *registryFlags
+	c := &cobra.Command{
+		Use:   "node (DISPATCH-DIR CLASS | --release REF CLASS)",
 		Short: "Run one job of a dispatch on this node (the job script calls it)",
 		Long: "node runs the GPU steps of the dispatch in DISPATCH-DIR as job CLASS-$" + fleet.IndexEnv + ",\n" +
 			"after checking every staged file against the dispatch, and signs the node's bundle\n" +
 			"with the job's key, which it then deletes. A requeued job resumes its run.\n\n" +
+			"With --release (Kubernetes: the pod's node container) it pulls the staged dispatch\n" +
+			"from the registry by digest instead, checks and runs it the same way, and writes its\n" +
+			"unsigned report to " + fleet.ReportMount + " for 'gpuattest fleet sign', which alone holds the key.\n\n" +
 			"Exit status: 0 the node passed, 1 it failed (its bundle says why), 2 bad input.",
-		Args: cobra.ExactArgs(2),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			idx, err := strconv.Atoi(os.Getenv(fleet.IndexEnv))
 			if err != nil {
 				return usageErr("$%s is %q: expected the job's index (the fleet's job script runs this command)", fleet.IndexEnv, os.Getenv(fleet.IndexEnv))
+			}
+			if (release != "") != (len(args) == 1) {
+				return usageErr("give DISPATCH-DIR and CLASS, or --release REF and CLASS")
 			}
 			src, err := gpuSource()
 			if err != nil {
@@ -287,11 +324,14 @@ func newFleetNodeCmd() *cobra.Command {
 			}
 			host, _ := os.Hostname()
 			n := dispatch.Node{
-				Dir: args[0], Job: fmt.Sprintf("%s-%d", args[1], idx),
 				JobID: cmp.Or(os.Getenv("SLURM_ARRAY_JOB_ID")+taskSuffix(os.Getenv("SLURM_ARRAY_TASK_ID")), os.Getenv("SLURM_JOB_ID")), NodeName: cmp.Or(os.Getenv("SLURMD_NODENAME"), host),
 				GPUSource: src, Simulate: os.Getenv(dispatch.SimulateEnv) == "1",
 				Env: os.Environ(), Version: buildVersion().Version,
 			}
+			if release != "" {
+				return reportNode(c, n, release, args[0], idx, registry)
+			}
+			n.Dir, n.Job = args[0], fmt.Sprintf("%s-%d", args[1], idx)
 			res, err := dispatch.RunNode(c.Context(), n)
 			if res != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s on %s: %s; bundle %s\n", n.Job, n.NodeName, res.Node.Result, res.Bundle)
@@ -302,11 +342,16 @@ func newFleetNodeCmd() *cobra.Command {
 			return nil
 		},
 	}
+	c.Flags().StringVar(&release, "release", "", "the staged dispatch in the fleet's registry, by digest (REPOSITORY@sha256:...); Kubernetes")
+	registry = addRegistryFlags(c)
+	return c
 }
 
 func newFleetCollectCmd() *cobra.Command {
 	var timeout time.Duration
 	var simulated, quiet bool
+	var kf kubeFlags
+	var registry *registryFlags
 	c := &cobra.Command{
 		Use:   "collect RUNDIR",
 		Short: "Wait for a detached dispatch and collect its node bundles",
@@ -316,13 +361,16 @@ func newFleetCollectCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			e, err := engineFor(st.Cluster.Engine, st.Cluster.Partition, 0)
+			e, err := engineFor(engineConfig{name: st.Cluster.Engine, partition: st.Cluster.Partition, flags: kf,
+				kube: &fleet.Kubernetes{Namespace: st.Cluster.Namespace}})
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			return waitAndCollect(c, e, st, args[0], timeout, simulated || st.Simulated, quiet)
+			return waitAndCollect(c, e, st, args[0], timeout, simulated || st.Simulated, quiet, registry)
 		},
 	}
+	kf.add(c)
+	registry = addRegistryFlags(c)
 	c.Flags().DurationVar(&timeout, "timeout", 0, "cancel the jobs and fail after this long (default: no limit)")
 	c.Flags().BoolVar(&simulated, "allow-simulated", false, "accept simulated GPUs")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")

@@ -7,16 +7,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/internal/k8stest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(kubeMain{m}, map[string]func(){
 		"gpuattest": func() { os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})
 }
+
+// kubeMain runs the tests with one Kubernetes control plane for the
+// package (k8stest.Main), started by the first test that asks for it.
+type kubeMain struct{ m *testing.M }
+
+func (k kubeMain) Run() int { return k8stest.Main(k.m, kubeNodes...) }
 
 // TestScripts runs the end-to-end CLI scripts in testdata/script.
 func TestScripts(t *testing.T) {

@@ -39,7 +39,7 @@ job summaries; --png-dir DIR writes the charts as PNG files.
 
 For the run directory of a run --fleet, the report is the build's (it ran
 on this machine) with a Fleet section first: one row per node, with its
-job, class, node name, Slurm job ID, GPUs, verdict and reason (the node
+job, class, node name, job ID (Slurm's, or a Kubernetes Job/index), GPUs, verdict and reason (the node
 bundles checked against the dispatch as collect checks them; gpuattest
 verify also checks the dispatch's signature).
 

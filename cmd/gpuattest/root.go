@@ -21,6 +21,7 @@ const (
 	exitOK      = 0
 	exitFailed  = 1
 	exitUsage   = 2
+	exitRetry   = 3  // fleet sign: the registry failed; the job may run again
 	exitSig     = 10 // verify: signature or identity
 	exitSubject = 11 // verify: subject mismatch
 	exitPolicy  = 12 // verify: policy failed

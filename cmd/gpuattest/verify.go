@@ -93,7 +93,7 @@ by the key the dispatch delegated to its job and carries the job's nonce
 (a bundle signed by any other key, the release key included, counts for
 no job); every job reports exactly once; each node's GPUs match its
 class; every pinned target is covered. It prints every job with its
-Slurm job ID, node and verdict; each ARTIFACT must be a subject of the
+scheduler job ID, node and verdict; each ARTIFACT must be a subject of the
 dispatch. --policy, --sign-key and --vsa-out are refused for such a
 release, and with --predicate-type set to another type the dispatch is
 not looked for.

@@ -37,6 +37,7 @@ var pipelineFloors = map[string]int{
 	"pipeline/suite":          3,
 	"pipeline/engine":         3,
 	"pipeline/fleet/slurm":    3,
+	"pipeline/fleet/kube":     3,
 	"pipeline/rundir":         4,
 	"pipeline/collect":        5,
 	"pipeline/report":         5,

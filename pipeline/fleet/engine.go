@@ -11,7 +11,8 @@ import (
 // index per node) fits it too: a Request covers every node of one class,
 // and Submit returns one Handle per node, addressed by its index.
 type Engine interface {
-	// Name is the engine's name as fleet.yaml spells it: "slurm".
+	// Name is the engine's name as fleet.yaml spells it: "slurm" or
+	// "kubernetes".
 	Name() string
 	// Submit submits the jobs of one class, one per node (req.Count of
 	// them), and returns their handles in index order. On an error no
@@ -41,6 +42,10 @@ type Selectors struct {
 	Constraint string `json:"constraint,omitempty"`
 	// Distinct asks that no two jobs of the class share a node.
 	Distinct bool `json:"distinct,omitempty"`
+	// Product is the value of the nodes' ProductLabel (Kubernetes).
+	Product string `json:"product,omitempty"`
+	// Labels are further labels the nodes must carry (Kubernetes).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Request is the jobs of one class: the same command on Count nodes,
@@ -74,6 +79,50 @@ type Request struct {
 	// job per node otherwise. Each job still has its own Handle and
 	// finds its index in IndexEnv.
 	Array bool
+
+	// Dispatch is the dispatch's ID: engines label or name the jobs with
+	// it.
+	Dispatch string
+	// Command is what each job runs in the fleet's image, for engines
+	// without a shared directory (Kubernetes), instead of Script: the
+	// node side that pulls the staged dispatch, checks it and runs the
+	// GPU steps. It is never given the job keys.
+	Command []string
+	// SignCommand runs beside Command, in a process of its own (a second
+	// container of the pod): the only one given the job's key, at
+	// KeyMount/<index>.key. It signs and publishes what Command reported
+	// in ReportMount.
+	SignCommand []string
+	// Keys are the jobs' private keys (PEM), by index, for engines that
+	// deliver the keys themselves (Kubernetes: one Secret per class).
+	Keys [][]byte
+}
+
+// Paths in a job's container on engines that run images (Kubernetes).
+const (
+	// KeyMount is the directory of the job keys, <index>.key, mounted
+	// read-only into the SignCommand's container alone.
+	KeyMount = "/var/run/gpuattest/keys"
+	// ReportMount is the directory Command writes its report to and
+	// SignCommand reads it from.
+	ReportMount = "/var/run/gpuattest/report"
+)
+
+// Environment of a job on engines that run images, besides IndexEnv.
+const (
+	// NodeEnv carries the name of the node the job runs on.
+	NodeEnv = "GPUATTEST_FLEET_NODE"
+	// JobEnv carries the scheduler's name of the job (the Kubernetes
+	// Job); with the index it makes the Handle.ID.
+	JobEnv = "GPUATTEST_FLEET_JOB"
+)
+
+// Finisher is implemented by engines that hold something for a dispatch
+// after its jobs ended (Kubernetes: the Secrets of the job keys, a Job
+// left with an unschedulable pod). The coordinator calls Finish once
+// every job ended, before it collects.
+type Finisher interface {
+	Finish(ctx context.Context, ids []string) error
 }
 
 // IndexEnv is the variable that carries a job's index within its class.
@@ -86,6 +135,12 @@ type Handle struct {
 	// Class and Index say which job of the dispatch it is.
 	Class string `json:"class"`
 	Index int    `json:"index"`
+	// Object, UID and Manifest name the scheduler object that holds the
+	// job, where the engine submits one per class (Kubernetes: the Job's
+	// name and UID and the sha256 of the manifest submitted).
+	Object   string `json:"object,omitempty"`
+	UID      string `json:"uid,omitempty"`
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // State is a job's state as the fleet sees it.
@@ -150,4 +205,20 @@ type Cluster struct {
 	Version string `json:"version,omitempty"`
 	// Partition is where jobs go, when the engine has partitions.
 	Partition string `json:"partition,omitempty"`
+	// Server is the API server's URL, without credentials (Kubernetes).
+	Server string `json:"server,omitempty"`
+	// Namespace is where the jobs go (Kubernetes).
+	Namespace string `json:"namespace,omitempty"`
+	// Objects are the scheduler objects submitted, one per class
+	// (Kubernetes Jobs), with their UIDs and manifest digests.
+	Objects []Object `json:"objects,omitempty"`
+}
+
+// Object is a scheduler object the coordinator submitted.
+type Object struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	Class    string `json:"class"`
+	UID      string `json:"uid"`
+	Manifest string `json:"manifest"`
 }

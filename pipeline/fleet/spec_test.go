@@ -43,6 +43,45 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestSameFileBothEngines: one fleet file names the fields of both
+// engines; its engine field picks which are checked and used, and the
+// classes' selectors and models are the same either way.
+func TestSameFileBothEngines(t *testing.T) {
+	const classes = "sharedDir: /shared\nkubernetes:\n  namespace: gpu\n  image: reg.example/gpuattest@sha256:" + "0000000000000000000000000000000000000000000000000000000000000000" + "\n  registry: reg.example/team/staging\n" +
+		"classes:\n  - name: a100\n    gres: gpu:a100:8\n    product: NVIDIA-A100-SXM4-80GB\n    nodes: 2\n    targets: [sm_80]\n" +
+		"  - name: h100\n    product: NVIDIA-H100-80GB-HBM3\n    gpus: 8\n    gres: gpu:h100:8\n    targets: [sm_90]\n"
+	var got [][]fleet.Selectors
+	for _, engine := range []string{"slurm", "kubernetes"} {
+		s, err := fleet.Parse("fleet.yaml", []byte("apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: "+engine+"\n"+classes))
+		if err != nil {
+			t.Fatalf("engine %s: %v", engine, err)
+		}
+		var sel []fleet.Selectors
+		for _, c := range s.Classes {
+			sel = append(sel, c.Selectors)
+		}
+		got = append(got, sel)
+		if s.Classes[0].Model() != "a100" || s.Classes[1].Model() != "h100" {
+			t.Errorf("engine %s: models %q, %q", engine, s.Classes[0].Model(), s.Classes[1].Model())
+		}
+	}
+	if diff := cmp.Diff(got[0], got[1]); diff != "" {
+		t.Errorf("selectors differ between engines (-slurm +kubernetes):\n%s", diff)
+	}
+	want := fleet.Selectors{GPUType: "a100", GPUs: 8, Distinct: true, Product: "NVIDIA-A100-SXM4-80GB"}
+	if diff := cmp.Diff(want, got[1][0]); diff != "" {
+		t.Errorf("a100 selectors (-want +got):\n%s", diff)
+	}
+	k, err := fleet.Parse("f.yaml", []byte("apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: kubernetes\nkubernetes: {image: i, registry: r.example/s}\n"+
+		"classes:\n  - {name: h, product: NVIDIA-H100-80GB-HBM3, gpus: 2, targets: [sm_90]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := k.Classes[0]; c.Model() != "H100" || c.Selectors.GPUs != 2 {
+		t.Errorf("product-only class: model %q, gpus %d; want H100, 2", c.Model(), c.Selectors.GPUs)
+	}
+}
+
 func TestParseProblems(t *testing.T) {
 	const head = "apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: slurm\nsharedDir: /shared\n"
 	tests := []struct {
@@ -52,13 +91,12 @@ func TestParseProblems(t *testing.T) {
 	}{
 		{
 			name: "every problem at once",
-			in: "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nengine: kubernetes\nsharedDir: shared/dir\nclasses:\n" +
+			in: "apiVersion: gpuattest.dev/v1\nkind: Pipeline\nengine: nomad\nsharedDir: shared/dir\nclasses:\n" +
 				"  - name: H100\n    gres: gpu:8\n    targets: [sm_9]\n" +
 				"  - name: a100\n    gres: gpu:a100:0\n    nodes: 0\n    targets: []\n    timeLimit: 30s\n",
 			want: []string{
 				"2:7 kind: kind \"Pipeline\": expected Fleet",
-				"3:9 engine: unknown engine \"kubernetes\"",
-				"4:12 sharedDir: expected a clean absolute path",
+				"3:9 engine: unknown engine \"nomad\"",
 				"6:11 classes[0].name: expected [a-z0-9][a-z0-9-]*",
 				"7:11 classes[0].gres: expected gpu:TYPE:COUNT",
 				"8:15 classes[0].targets[0]: expected sm_<compute capability>",
@@ -84,8 +122,40 @@ func TestParseProblems(t *testing.T) {
 			want: []string{
 				"1:1 apiVersion: missing apiVersion",
 				"1:1 engine: missing engine",
-				"1:1 sharedDir: missing sharedDir",
 				"1:1 classes: a fleet needs at least one class",
+			},
+		},
+		{
+			name: "slurm needs its fields",
+			in:   "apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: slurm\nclasses:\n  - name: a\n    product: NVIDIA-A100-SXM4-80GB\n    gpus: 8\n    targets: [sm_80]\n",
+			want: []string{
+				"1:1 sharedDir: missing sharedDir",
+				"5:9 classes[0].gres: missing classes[0].gres",
+			},
+		},
+		{
+			name: "kubernetes block missing",
+			in:   "apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: kubernetes\nclasses:\n  - name: a\n    gres: gpu:a100:8\n    targets: [sm_80]\n",
+			want: []string{
+				"1:1 kubernetes: engine: kubernetes needs a kubernetes: block",
+				"5:9 classes[0].product: missing classes[0].product",
+			},
+		},
+		{
+			name: "kubernetes problems",
+			in: "apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: kubernetes\nkubernetes:\n  namespace: Bad_NS\n  registry: reg.example/x:tag\n  scheduleTimeout: 1s\n" +
+				"classes:\n  - name: a\n    product: has space\n    gres: gpu:a100:8\n    gpus: 4\n    nodeLabels: {nvidia.com/gpu.product: x, bad/key/x: y}\n    targets: [sm_80]\n" +
+				"  - name: b\n    product: NVIDIA-H100-80GB-HBM3\n    targets: [sm_90]\n",
+			want: []string{
+				"4:1 kubernetes.image: missing kubernetes.image",
+				"5:14 kubernetes.namespace: expected a DNS label",
+				"6:13 kubernetes.registry: expected REGISTRY/REPOSITORY",
+				"7:20 kubernetes.scheduleTimeout: expected at least 10s",
+				"10:14 classes[0].product: expected a label value",
+				"12:11 classes[0].gpus: but gres",
+				"13:42 classes[0].nodeLabels.nvidia.com/gpu.product: is the class's product",
+				"13:56 classes[0].nodeLabels.bad/key/x: expected a Kubernetes label key",
+				"15:9 classes[1].gpus: gives no GPU count",
 			},
 		},
 		{name: "tag", in: head + "classes: !!str x\n", want: []string{"5:10 : YAML tag !!str"}},

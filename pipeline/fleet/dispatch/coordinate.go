@@ -11,6 +11,7 @@ import (
 	"time"
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -51,6 +52,12 @@ type State struct {
 	Jobs []JobState `json:"jobs"`
 	// Done is true once every job ended and the bundles were collected.
 	Done bool `json:"done"`
+	// Release is the staged dispatch in the fleet's registry, by digest
+	// (Kubernetes): the node bundles come back to its repository.
+	Release string `json:"release,omitempty"`
+	// Cleanup says what the engine could not clean up once the jobs
+	// ended (a Secret left).
+	Cleanup string `json:"cleanup,omitempty"`
 }
 
 // JobState is one job in the coordinator's record.
@@ -73,18 +80,16 @@ func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepare
 	if err != nil {
 		return nil, fmt.Errorf("describing the cluster: %w", err)
 	}
-	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Cluster: cluster, JobScript: prep.Dispatch.JobScript, Simulated: simulate, SubmittedAt: time.Now().UTC()}
+	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Cluster: cluster, JobScript: prep.Dispatch.JobScript, Simulated: simulate,
+		SubmittedAt: time.Now().UTC(), Release: prep.Release}
 	for i := range spec.Classes {
 		c := &spec.Classes[i]
-		env := map[string]string{}
-		if simulate {
-			env[SimulateEnv] = "1"
+		req, err := request(prep, c, timeLimit(c), simulate)
+		if err != nil {
+			_ = e.Cancel(context.WithoutCancel(ctx), st.IDs())
+			return nil, err
 		}
-		hs, err := e.Submit(ctx, fleet.Request{
-			Name: "gpuattest-" + c.Name, Class: c.Name, Selectors: c.Selectors, Count: c.Nodes,
-			Script: filepath.Join(prep.Dir, JobScript), Args: []string{c.Name}, Env: env,
-			TimeLimit: timeLimit(c), Requeue: true, LogDir: filepath.Join(prep.Dir, "logs"),
-		})
+		hs, err := e.Submit(ctx, req)
 		if err != nil {
 			_ = e.Cancel(context.WithoutCancel(ctx), st.IDs())
 			return nil, err
@@ -93,12 +98,52 @@ func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepare
 			st.Jobs = append(st.Jobs, JobState{Name: fmt.Sprintf("%s-%d", c.Name, h.Index), Class: c.Name, Index: h.Index, ID: h.ID,
 				Status: fleet.Status{ID: h.ID, State: fleet.Pending}})
 		}
+		if len(hs) > 0 && hs[0].Object != "" {
+			st.Cluster.Objects = append(st.Cluster.Objects, fleet.Object{Kind: "Job", Name: hs[0].Object, Class: c.Name, UID: hs[0].UID, Manifest: hs[0].Manifest})
+		}
+	}
+	if prep.Release != "" {
+		st.removeKeys() // they are in the engine's Secrets now
 	}
 	if err := st.Save(outDir); err != nil {
 		_ = e.Cancel(context.WithoutCancel(ctx), st.IDs())
 		return nil, err
 	}
 	return st, nil
+}
+
+// request is the Request of class c: on a shared directory the job
+// script with the class as its argument; through a registry (Kubernetes)
+// the node and sign commands, the staged dispatch's reference and the
+// class's job keys.
+func request(prep *Prepared, c *fleet.Class, limit time.Duration, simulate bool) (fleet.Request, error) {
+	env := map[string]string{}
+	if simulate {
+		env[SimulateEnv] = "1"
+	}
+	req := fleet.Request{
+		Name: "gpuattest-" + c.Name, Class: c.Name, Selectors: c.Selectors, Count: c.Nodes, Dispatch: prep.Dispatch.ID,
+		Script: filepath.Join(prep.Dir, JobScript), Args: []string{c.Name}, Env: env,
+		TimeLimit: limit, Requeue: true, LogDir: filepath.Join(prep.Dir, "logs"),
+	}
+	if prep.Release == "" {
+		return req, nil
+	}
+	script, err := limits.ReadFile(filepath.Join(prep.Dir, JobScript), 64<<10, "job script")
+	if err != nil {
+		return req, err
+	}
+	env[ReleaseEnv] = prep.Release
+	req.Script, req.Args, req.LogDir = "", nil, ""
+	req.Command, req.SignCommand = kubeCommands(string(script), c.Name)
+	for i := range c.Nodes {
+		key, err := limits.ReadFile(KeyPath(prep.Dir, fmt.Sprintf("%s-%d", c.Name, i)), 64<<10, "job key")
+		if err != nil {
+			return req, err
+		}
+		req.Keys = append(req.Keys, key)
+	}
+	return req, nil
 }
 
 // TimeLimit is a class's job time limit: its timeLimit, or the sum of the
@@ -241,6 +286,13 @@ func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout 
 			}
 			done = done && j.Status.State.Final()
 		}
+		if done {
+			if f, ok := e.(fleet.Finisher); ok {
+				if err := f.Finish(context.WithoutCancel(ctx), s.IDs()); err != nil {
+					s.Cleanup = err.Error()
+				}
+			}
+		}
 		if err := s.Save(outDir); err != nil {
 			return err
 		}
@@ -263,11 +315,12 @@ type Collected struct {
 }
 
 // Collect copies the dispatch and every node bundle from the shared
-// directory into outDir (dispatch.intoto.jsonl, nodes/<job>.intoto.jsonl),
+// directory (from the fleet's registry, for a dispatch staged there, by
+// NodeTag; opts reach it) into outDir (dispatch.intoto.jsonl, nodes/<job>.intoto.jsonl),
 // checks every bundle against the dispatch, and marks the record done.
 // A job without a bundle is reported missing with the scheduler's state
 // and reason.
-func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool) (*Collected, error) {
+func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, opts ...oci.Option) (*Collected, error) {
 	disp, err := limits.ReadFile(filepath.Join(s.Dispatch, DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return nil, err
@@ -280,7 +333,12 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool) 
 	}
 	out := &Collected{}
 	for _, j := range s.Jobs {
-		b, err := limits.ReadFile(filepath.Join(s.Dispatch, "jobs", j.Name, NodeFile), 64<<20, "node bundle")
+		var b []byte
+		if s.Release != "" {
+			b, err = fetchNode(ctx, s, j.Name, opts)
+		} else {
+			b, err = limits.ReadFile(filepath.Join(s.Dispatch, "jobs", j.Name, NodeFile), 64<<20, "node bundle")
+		}
 		if err != nil {
 			reason := string(j.Status.State)
 			if j.Status.Reason != "" {

@@ -25,4 +25,13 @@
 // cannot reach it; a step on the host runner runs as the job's user with
 // no sandbox, and one that walks the shared directory by path can (see
 // docs/fleet.md).
+//
+// On Kubernetes (a fleet with a kubernetes: block) the same directory is
+// made under the run directory, without bin/gpuattest (the pod image
+// holds it), and pushed to the fleet's registry as one release; each
+// pod's node container pulls it by digest and runs ReportNode, and its
+// sign container, the only one given the class's Secret of job keys,
+// runs SignNode and pushes the node bundle back under NodeTag (see
+// release.go). The keys leave the run directory once the Secrets hold
+// them.
 package dispatch

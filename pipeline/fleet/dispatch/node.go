@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest"
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -62,69 +63,36 @@ type NodeResult struct {
 // bundle that says it failed (preflight, a step, a staged file).
 var ErrNodeFailed = errors.New("the node failed")
 
-// RunNode is the node side of a job: it reads the dispatch and its job's
-// key, copies the staged work tree into the job's own directory checking
-// every file against the dispatch's digest, runs the pipeline's GPU part
-// there (resuming its run directory after a requeue), signs the node
-// bundle with the job key and deletes the key. A node that fails still
-// signs a bundle that says why, and RunNode returns ErrNodeFailed.
+// RunNode is the node side of a job on a shared directory (Slurm): it
+// reads the dispatch and its job's key, copies the staged work tree into
+// the job's own directory checking every file against the dispatch's
+// digest, runs the pipeline's GPU part there (resuming its run directory
+// after a requeue), signs the node bundle with the job key and deletes
+// the key. A node that fails still signs a bundle that says why, and
+// RunNode returns ErrNodeFailed. (On Kubernetes, ReportNode and SignNode
+// split this between two containers; only the transport differs.)
 func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
-	if n.Logger == nil {
-		n.Logger = slog.New(slog.DiscardHandler)
-	}
-	data, err := limits.ReadFile(filepath.Join(n.Dir, DispatchFile), 64<<20, "dispatch")
+	l, err := loadDispatch(filepath.Join(n.Dir, DispatchFile), n.Job)
 	if err != nil {
 		return nil, err
 	}
-	stmt, err := sign.UnverifiedStatement(data)
-	if err != nil {
-		return nil, fmt.Errorf("reading the dispatch: %w", err)
-	}
-	d, err := ad.Decode(stmt)
-	if err != nil {
-		return nil, err
-	}
-	job := d.Job(n.Job)
-	if job == nil {
-		return nil, fmt.Errorf("the dispatch %s has no job %q", d.ID, n.Job)
-	}
-	jdir := filepath.Join(n.Dir, "jobs", job.Name)
 	// The key is read now, before anything runs; the node holds it in
 	// memory and the file stays, outside every directory a step is given,
 	// only so that a requeued job can sign.
-	keyPath := KeyPath(n.Dir, job.Name)
-	signer, err := jobSigner(keyPath, job)
+	keyPath := KeyPath(n.Dir, l.job.Name)
+	signer, err := jobSigner(keyPath, l.job)
 	if err != nil {
 		return nil, err
 	}
-	digest, err := ad.Digest(stmt)
+	pred, runErr, err := n.execute(ctx, l, keyPath)
 	if err != nil {
 		return nil, err
 	}
-	if n.Engine == "" {
-		n.Engine = d.Fleet.Engine
-	}
-	pred := &ad.Node{Dispatch: digest, Job: job.Name, Nonce: job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName,
-		StartedAt: time.Now().UTC(), Steps: []ad.Step{}}
-	runErr := n.run(ctx, d, job, jdir, keyPath, pred)
-	pred.FinishedAt = time.Now().UTC()
-	if ctx.Err() != nil {
-		// Cancelled or preempted: sign nothing; a requeue resumes.
-		return nil, fmt.Errorf("job %s stopped: %w", job.Name, ctx.Err())
-	}
-	pred.Result = ad.ResultPassed
-	if runErr != nil {
-		pred.Result, pred.Reason = ad.ResultFailed, runErr.Error()
-	}
-	node, err := pred.Statement(stmt.Subject)
+	b, err := signNode(ctx, signer, l, pred)
 	if err != nil {
 		return nil, err
 	}
-	b, err := signer.Sign(ctx, node)
-	if err != nil {
-		return nil, fmt.Errorf("signing the node bundle: %w", err)
-	}
-	out := filepath.Join(jdir, NodeFile)
+	out := filepath.Join(n.Dir, "jobs", l.job.Name, NodeFile)
 	if err := sign.WriteJSONL(out, [][]byte{b}); err != nil {
 		return nil, err
 	}
@@ -134,9 +102,79 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 	}
 	res := &NodeResult{Bundle: out, Node: pred}
 	if runErr != nil {
-		return res, fmt.Errorf("%w: job %s on %s: %w", ErrNodeFailed, job.Name, n.NodeName, runErr)
+		return res, fmt.Errorf("%w: job %s on %s: %w", ErrNodeFailed, l.job.Name, n.NodeName, runErr)
 	}
 	return res, nil
+}
+
+// loaded is a dispatch as a node read it, unverified: the node checks
+// only that its key is the one the dispatch delegated to its job, and
+// verify checks the owner's signature.
+type loaded struct {
+	stmt   *attest.Statement
+	d      *ad.Dispatch
+	job    *ad.Job
+	digest string
+}
+
+// loadDispatch reads the dispatch file at path and finds job in it.
+func loadDispatch(path, job string) (*loaded, error) {
+	data, err := limits.ReadFile(path, 64<<20, "dispatch")
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{}
+	if l.stmt, err = sign.UnverifiedStatement(data); err != nil {
+		return nil, fmt.Errorf("reading the dispatch: %w", err)
+	}
+	if l.d, err = ad.Decode(l.stmt); err != nil {
+		return nil, err
+	}
+	if l.job = l.d.Job(job); l.job == nil {
+		return nil, fmt.Errorf("the dispatch %s has no job %q", l.d.ID, job)
+	}
+	if l.digest, err = ad.Digest(l.stmt); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// execute runs the job in its directory and returns the predicate to
+// sign and why the node failed (nil when it passed); the error is for a
+// cancelled or preempted job, which signs nothing (a requeue resumes).
+// keyPath is where the job key is, which no step may name.
+func (n *Node) execute(ctx context.Context, l *loaded, keyPath string) (*ad.Node, error, error) {
+	if n.Logger == nil {
+		n.Logger = slog.New(slog.DiscardHandler)
+	}
+	if n.Engine == "" {
+		n.Engine = l.d.Fleet.Engine
+	}
+	pred := &ad.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName,
+		StartedAt: time.Now().UTC(), Steps: []ad.Step{}}
+	runErr := n.run(ctx, l.d, l.job, filepath.Join(n.Dir, "jobs", l.job.Name), keyPath, pred)
+	pred.FinishedAt = time.Now().UTC()
+	if ctx.Err() != nil {
+		return nil, nil, fmt.Errorf("job %s stopped: %w", l.job.Name, ctx.Err())
+	}
+	pred.Result = ad.ResultPassed
+	if runErr != nil {
+		pred.Result, pred.Reason = ad.ResultFailed, runErr.Error()
+	}
+	return pred, runErr, nil
+}
+
+// signNode signs pred as the node statement of l's job.
+func signNode(ctx context.Context, signer *sign.Signer, l *loaded, pred *ad.Node) ([]byte, error) {
+	node, err := pred.Statement(l.stmt.Subject)
+	if err != nil {
+		return nil, err
+	}
+	b, err := signer.Sign(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("signing the node bundle: %w", err)
+	}
+	return b, nil
 }
 
 // jobSigner loads the job's key and checks it is the one the dispatch
@@ -229,12 +267,15 @@ func digestOf(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// simulated is the simulated GPU source of a job: its gres type, as
+// simulated is the simulated GPU source of a job: its gres type (its
+// GPU model without one), as
 // many devices as CUDA_VISIBLE_DEVICES reaches (the job's GPU count
 // without it).
 func simulated(job *ad.Job, env []string) (gpu.Source, error) {
-	parts := strings.Split(job.Gres, ":")
-	typ := parts[1]
+	typ := strings.ToLower(job.GPUModel)
+	if parts := strings.Split(job.Gres, ":"); len(parts) == 3 {
+		typ = parts[1]
+	}
 	count := job.GPUs
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "CUDA_VISIBLE_DEVICES="); ok {

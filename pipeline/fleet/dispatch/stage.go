@@ -68,6 +68,14 @@ type Stage struct {
 	// ReleaseDir, when set, receives a copy of every released file
 	// (RUNDIR/release/NAME), for Push.
 	ReleaseDir string
+	// StageDir is where the dispatch directory is made when the fleet
+	// has no shared directory (Kubernetes): it is then pushed to the
+	// fleet's registry. Registry are the options that reach it.
+	StageDir string
+	Registry []oci.Option
+	// Cluster is the cluster the jobs go to, as the engine describes it;
+	// the dispatch names its server and namespace.
+	Cluster fleet.Cluster
 }
 
 // Prepared is a signed and staged dispatch.
@@ -81,6 +89,9 @@ type Prepared struct {
 	Subjects []attest.Subject
 	// Bundle is the signed dispatch (one Sigstore bundle).
 	Bundle []byte
+	// Release is the staged dispatch in the fleet's registry, by digest
+	// (Kubernetes); empty on a shared directory.
+	Release string
 }
 
 // Prepare stages the work tree, the build outputs, the job script, the
@@ -90,6 +101,12 @@ type Prepared struct {
 func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 	id := time.Now().UTC().Format("20060102-150405") + "-" + randomHex(4)
 	dir := filepath.Join(s.Fleet.SharedDir, id)
+	if s.Fleet.Kubernetes != nil {
+		if s.StageDir == "" {
+			return nil, errors.New("staging for Kubernetes: no staging directory")
+		}
+		dir = filepath.Join(s.StageDir, id)
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the dispatch directory: %w\nhint: sharedDir must be writable here and on every node", err)
 	}
@@ -124,11 +141,17 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		return nil, err
 	}
 	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
-	if err := st.file(s.Binary, "bin/gpuattest", 0o755); err != nil {
-		return nil, err
+	kube := s.Fleet.Kubernetes != nil
+	if !kube {
+		if err := st.file(s.Binary, "bin/gpuattest", 0o755); err != nil {
+			return nil, err
+		}
 	}
 	script := fmt.Sprintf("#!/bin/sh\n# gpuattest fleet job of dispatch %s: the node side runs the GPU steps\n# and signs the node's bundle with the job's key.\nexec %s fleet node %s \"$1\"\n",
 		id, shellQuote(filepath.Join(dir, "bin", "gpuattest")), shellQuote(dir))
+	if kube {
+		script = kubeScript(id) // the pods' image holds gpuattest
+	}
 	if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
 		return nil, err
 	}
@@ -153,9 +176,12 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		CreatedAt: time.Now().UTC(),
 		Pipeline:  ad.Ref{Name: s.Pipeline.Name, Path: filepath.ToSlash(rel), Digest: s.Pipeline.Digest},
 		Source:    st.source,
-		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Partition: s.Fleet.Partition},
+		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Partition: s.Fleet.Partition, Server: s.Cluster.Server, Namespace: s.Cluster.Namespace},
 		JobScript: "sha256:" + hex.EncodeToString(sum[:]),
 		Staged:    st.files,
+	}
+	if kube {
+		d.Fleet.Registry = s.Fleet.Kubernetes.Registry
 	}
 	if d.Jobs, err = jobKeys(dir, s.Fleet); err != nil {
 		return nil, err
@@ -175,7 +201,13 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 	if err := sign.WriteJSONL(filepath.Join(dir, DispatchFile), [][]byte{b}); err != nil {
 		return nil, err
 	}
-	return &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b}, nil
+	prep := &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b}
+	if kube {
+		if prep.Release, err = pushStaged(ctx, dir, s.Fleet.Kubernetes.Registry, d, s.Registry); err != nil {
+			return nil, err
+		}
+	}
+	return prep, nil
 }
 
 // releaseOf is the OCI release of the staged outputs; with copyTo set it
@@ -251,7 +283,7 @@ func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, error) {
 			}
 			jobs = append(jobs, ad.Job{
 				Name: name, Class: c.Name, Index: i,
-				Gres: c.Gres, Constraint: c.Constraint, Distinct: c.Selectors.Distinct,
+				Gres: c.Gres, Constraint: c.Constraint, Product: c.Product, Distinct: c.Selectors.Distinct,
 				Targets: c.Targets, GPUModel: c.Model(), ComputeCapability: c.ComputeCapability(), GPUs: c.Selectors.GPUs,
 				Nonce: randomHex(32), PublicKey: string(pub),
 			})
