@@ -303,6 +303,9 @@ func (t *table) burninGPU(g suite.BurninGPU) {
 	if g.ThrottleShare != nil {
 		parts = append(parts, fmt.Sprintf("slowed %.0f %%", 100**g.ThrottleShare))
 	}
+	if g.Utilization != nil {
+		parts = append(parts, fmt.Sprintf("NVML utilization %.0f %% (median of %d)", 100**g.Utilization, g.UtilizationSamples))
+	}
 	if g.Error != "" {
 		parts = append(parts, g.Error)
 	}
@@ -352,14 +355,45 @@ func (t *table) telemetry(id string, s *gpu.Summary) {
 	}
 	t.row("health", id+" Xid", xids, "")
 	for _, h := range s.GPUs {
-		t.row("health", fmt.Sprintf("%s gpu %d ECC/remap", id, h.Index), fmt.Sprintf("double-bit %s -> %s, uncorrectable remapped rows %s -> %s, remap pending %s, failed %s",
-			u64(h.DoubleBitBefore), u64(h.DoubleBitAfter), intp(h.RemappedRowsBefore), intp(h.RemappedRowsAfter), boolp(h.RemapPendingAfter), boolp(h.RemapFailedAfter)), "")
+		t.row("health", fmt.Sprintf("%s gpu %d ECC/remap", id, h.Index), fmt.Sprintf("double-bit %s -> %s, corrected %s -> %s, uncorrectable remapped rows %s -> %s, remap pending %s, failed %s",
+			u64(h.DoubleBitBefore), u64(h.DoubleBitAfter), u64(h.CorrectedBefore), u64(h.CorrectedAfter), intp(h.RemappedRowsBefore), intp(h.RemappedRowsAfter), boolp(h.RemapPendingAfter), boolp(h.RemapFailedAfter)), "")
+		if v := linksText(h); v != "" {
+			t.row("health", fmt.Sprintf("%s gpu %d links/thermal", id, h.Index), v, "")
+		}
 	}
 	tel := fmt.Sprintf("%d samples of GPUs %v", s.Samples, s.JudgedGPUs)
 	if len(s.Verdict.Reasons) > 0 {
 		tel += "; " + strings.Join(s.Verdict.Reasons, "; ")
 	}
+	for _, n := range s.Notes {
+		tel += "; note: " + n
+	}
 	t.row("health", id+" telemetry", tel, string(s.Verdict.Status))
+}
+
+// linksText is one GPU's PCIe link (seen of supported), NVLinks (active
+// before -> after, error totals' rise) and hottest core and HBM
+// temperature against its thresholds.
+func linksText(h gpu.Health) string {
+	var parts []string
+	if p := h.PCIe; p != nil {
+		parts = append(parts, fmt.Sprintf("PCIe Gen%s x%s seen of Gen%s x%s", intp(p.GenSeen), intp(p.WidthSeen), intp(p.MaxGen), intp(p.MaxWidth)))
+	}
+	if n := h.NVLink; n != nil {
+		parts = append(parts, fmt.Sprintf("NVLink %d -> %d active, CRC %s -> %s, replay %s -> %s, recovery %s -> %s", len(n.ActiveBefore), len(n.ActiveAfter),
+			u64(n.CRCBefore), u64(n.CRCAfter), u64(n.ReplayBefore), u64(n.ReplayAfter), u64(n.RecoveryBefore), u64(n.RecoveryAfter)))
+	}
+	if th := h.Thermal; th != nil {
+		parts = append(parts, fmt.Sprintf("core max %s C (slowdown %s C), HBM max %s C (limit %s C)", u32(th.GPUMaxC), u32(th.SlowdownC), u32(th.MemMaxC), u32(th.MemLimitC)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func u32(p *uint32) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatUint(uint64(*p), 10)
 }
 
 // sweepText says how much memory a sweep covered: of the free memory

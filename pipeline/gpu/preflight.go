@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -41,6 +42,7 @@ const (
 	CheckPersistence       = "persistence"
 	CheckFabric            = "fabric"
 	CheckComputeMode       = "compute-mode"
+	CheckXidHistory        = "xid-history"
 )
 
 // Check is one preflight check on one GPU (GPU set) or on the machine.
@@ -68,6 +70,12 @@ type Live struct {
 	Simulated bool `json:"simulated"`
 	// GPUs are in NVML index order.
 	GPUs []LiveGPU `json:"gpus"`
+	// KernelXids are the Xids the driver logged in the kernel log since
+	// boot (see ReadKernelXids), of every GPU; nil when it was not read.
+	KernelXids []KernelXid `json:"kernel_xids,omitempty"`
+	// KernelLog says why the kernel log was not read, when it was not
+	// (not readable, or a simulated source given none).
+	KernelLog string `json:"kernel_log,omitempty"`
 }
 
 // LiveGPU is the live state of one GPU.
@@ -169,6 +177,16 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 			}
 		}
 		live.GPUs = append(live.GPUs, g)
+	}
+	if path := kernelLogPath(src); path == "" {
+		live.KernelLog = noSimulatedLog
+	} else if kl, err := ReadKernelXids(path); err != nil {
+		live.KernelLog = err.Error()
+	} else {
+		live.KernelXids = kl.Xids
+		if live.KernelXids == nil {
+			live.KernelXids = []KernelXid{}
+		}
 	}
 	return live, nil
 }
@@ -352,6 +370,9 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 		}
 		if haveLive {
 			p.computeMode(g, lg.ComputeMode)
+		}
+		if live != nil {
+			p.xidHistory(g, live)
 		}
 		switch {
 		case spec.RequirePersistence:
@@ -700,4 +721,55 @@ func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, Chec
 		return
 	}
 	add(CheckComputeCapability, g, CheckFailed, seen, required, fmt.Sprintf("seen %s, required a GPU that runs %s (no SASS for this major version and no PTX at or below %s)", seen, strings.Join(names, ", "), ccString(cc)))
+}
+
+// xidHistory reports the Xids the driver logged for g since boot: none
+// passes, any warns, naming the fatal ones. It warns and does not fail:
+// a reset may have cleared what a fatal Xid reported, and only a reboot
+// clears the log; telemetry fails a step on an Xid during it. When the
+// kernel log was not readable the check says why (warned).
+func (p *preflightRun) xidHistory(g *hardware.GPU, live *Live) {
+	if live.KernelXids == nil && live.KernelLog == noSimulatedLog {
+		return // a simulated source given no kernel log has no history
+	}
+	if live.KernelXids == nil {
+		p.add(CheckXidHistory, g, CheckWarned, "not read", "none since boot", "Xids since boot not known: "+live.KernelLog)
+		return
+	}
+	var seen []string
+	fatal := 0
+	for _, x := range live.KernelXids {
+		if g.PCIBusID == "" || !samePCI(x.PCIBusID, g.PCIBusID) {
+			continue
+		}
+		if x.Fatal {
+			fatal++
+		}
+		if len(seen) < 8 {
+			seen = append(seen, fmt.Sprintf("Xid %d (%s) at %s after boot", x.Xid, XidDescription(x.Xid), x.SinceBoot.Round(time.Second)))
+		}
+	}
+	if len(seen) == 0 {
+		p.add(CheckXidHistory, g, CheckPassed, "none since boot", "none since boot", "")
+		return
+	}
+	msg := fmt.Sprintf("the driver logged Xids for this GPU since boot (%d fatal): %s (hint: sudo dmesg | grep -i xid; a fatal one needs the GPU reset and checked)", fatal, strings.Join(seen, "; "))
+	p.add(CheckXidHistory, g, CheckWarned, strings.Join(seen, "; "), "none since boot", msg)
+}
+
+// noSimulatedLog is Live.KernelLog for a simulated source given no
+// kernel log.
+const noSimulatedLog = "simulated GPUs: no kernel log given"
+
+// kernelLogPath is the kernel log Probe and telemetry read for src:
+// KmsgPath for the real NVML, what SetKernelLog gave a simulated source
+// (none by default: the machine's own log says nothing about simulated
+// GPUs).
+func kernelLogPath(src Source) string {
+	if s, ok := src.(*Simulated); ok {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.kmsg
+	}
+	return KmsgPath
 }

@@ -354,9 +354,14 @@ func TestTelemetryBadPath(t *testing.T) {
 
 func TestFatalXids(t *testing.T) {
 	t.Parallel()
-	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154}
+	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 144, 145, 146, 147, 148, 149, 150, 154}
 	if diff := cmp.Diff(want, FatalXids()); diff != "" {
 		t.Error(diff)
+	}
+	for x, name := range map[uint64]string{144: "NVLINK_SAW_ERROR", 147: "NVLINK_TREX_ERROR", 150: "NVLINK_MSE_ERROR"} {
+		if d := XidDescription(x); !strings.Contains(d, name) {
+			t.Errorf("Xid %d: %q does not name %s", x, d, name)
+		}
 	}
 	if XidFatal(13) || !XidFatal(79) || XidDescription(9999) != "Xid 9999" {
 		t.Error("xid table wrong")

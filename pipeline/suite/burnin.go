@@ -36,6 +36,16 @@ const DefaultMinDutyCycle = 0.95
 // provokes the power, VRM and cooling faults that appear at TDP.
 const MinPowerShare = 0.85
 
+// MinNVMLUtilization is the median NVML utilization a GPU must show in a
+// burn-in on the cuda backend: NVML counts the time a kernel ran on the
+// GPU, independently of the harness's own duty cycle, so a harness that
+// counts idle time as busy is caught.
+const MinNVMLUtilization = 0.90
+
+// minUtilSamples is the fewest utilization samples the median is judged
+// on.
+const minUtilSamples = 3
+
 // minTrendIterations is the fewest iterations a memory slope is judged on.
 const minTrendIterations = 3
 
@@ -188,6 +198,10 @@ type BurninGPU struct {
 	// power at least MinPowerShare of the limit, or the power cap seen;
 	// nil when not judged (not the cuda backend, or no power readings).
 	Loaded *bool `json:"loaded,omitempty"`
+	// Utilization is the median of NVML's utilization samples (0-1) and
+	// UtilizationSamples their count: the cross-check of DutyCycle.
+	Utilization        *float64 `json:"nvml_utilization,omitempty"`
+	UtilizationSamples int      `json:"nvml_utilization_samples,omitempty"`
 }
 
 // Trend is a least-squares line through a per-iteration series (in a
@@ -652,12 +666,14 @@ type telemetryLine struct {
 	PowerWatts   *float64 `json:"power_watts"`
 	Throttled    bool     `json:"throttled"`
 	PowerCapped  bool     `json:"power_capped"`
+	Utilization  *float64 `json:"utilization_gpu_pct"`
 }
 
 // gpuSamples are one GPU's telemetry samples in a burn-in.
 type gpuSamples struct {
 	n, throttled, capped int
 	tmin, tmax, pmax     *float64
+	util                 []float64 // NVML utilization, 0-1
 }
 
 func (g *gpuSamples) add(l telemetryLine) {
@@ -667,6 +683,9 @@ func (g *gpuSamples) add(l telemetryLine) {
 	}
 	if l.PowerCapped {
 		g.capped++
+	}
+	if l.Utilization != nil {
+		g.util = append(g.util, *l.Utilization/100)
 	}
 	if l.TemperatureC != nil {
 		t := float64(*l.TemperatureC)
@@ -802,6 +821,7 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 		g.Samples, g.TempMinC, g.TempMaxC, g.PowerMaxWatts = s.n, s.tmin, s.tmax, s.pmax
 		g.PowerCappedShare = ptrFloat(float64(s.capped) / float64(s.n))
 		g.ThrottleShare = ptrFloat(float64(s.throttled) / float64(s.n))
+		br.utilization(g, s)
 		if d.Backend != "cuda" || g.PowerMaxWatts == nil || g.PowerLimitWatts == nil || *g.PowerLimitWatts <= 0 {
 			continue
 		}
@@ -812,6 +832,32 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 				*g.Index, g.UUID, *g.PowerMaxWatts, 100**g.PowerMaxWatts / *g.PowerLimitWatts, *g.PowerLimitWatts, 100*MinPowerShare))
 		}
 	}
+}
+
+// utilization records the median of g's NVML utilization samples s and,
+// on the cuda backend, fails a GPU whose median stays under
+// MinNVMLUtilization: its kernels did not keep it busy, whatever the
+// harness's duty cycle says.
+func (br *burnRun) utilization(g *BurninGPU, s *gpuSamples) {
+	if len(s.util) == 0 {
+		return
+	}
+	u := slices.Clone(s.util)
+	slices.Sort(u)
+	med := u[len(u)/2]
+	if len(u)%2 == 0 {
+		med = (u[len(u)/2-1] + u[len(u)/2]) / 2
+	}
+	g.Utilization, g.UtilizationSamples = ptrFloat(med), len(u)
+	if br.d.Backend != "cuda" || len(u) < minUtilSamples || med >= MinNVMLUtilization {
+		return
+	}
+	duty := "no duty cycle of its own"
+	if g.DutyCycle != nil {
+		duty = fmt.Sprintf("the harness reports a %.0f %% duty cycle", 100**g.DutyCycle)
+	}
+	br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): NVML saw it busy a median %.0f %% of the time over %d samples (expected >= %.0f %%) while %s: the burn-in did not keep the GPU busy (hint: another process, a stalled host thread, or a harness that counts waiting as work)",
+		*g.Index, g.UUID, 100*med, len(u), 100*MinNVMLUtilization, duty))
 }
 
 func ptrInt(v int) *int { return &v }

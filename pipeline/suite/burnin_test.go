@@ -193,6 +193,8 @@ func TestBurninTelemetry(t *testing.T) {
 	sim.Device(1).GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 71, nvml.SUCCESS }
 	sim.SetClockEventReasons(1, nvml.ClocksEventReasonSwPowerCap)
 	sim.SetClockEventReasons(0, nvml.ClocksEventReasonSwPowerCap)
+	sim.SetUtilization(0, 100)
+	sim.SetUtilization(1, 100)
 	rec, err := gpu.Collect(t.Context(), gpu.WithSource(sim))
 	if err != nil {
 		t.Fatal(err)
@@ -312,6 +314,7 @@ func TestBurninEveryGPUPower(t *testing.T) {
 			mw = 300_000
 		}
 		sim.Device(i).GetPowerUsageFunc = func() (uint32, nvml.Return) { return mw, nvml.SUCCESS }
+		sim.SetUtilization(i, 100)
 	}
 	rec, err := gpu.Collect(t.Context(), gpu.WithSource(sim))
 	if err != nil {
@@ -360,5 +363,50 @@ func TestBurninEveryGPUPower(t *testing.T) {
 	sim.SetClockEventReasons(5, nvml.ClocksEventReasonSwPowerCap)
 	if d := burn(t); d.GPUs[5].Loaded == nil || !*d.GPUs[5].Loaded || *d.GPUs[5].PowerCappedShare == 0 {
 		t.Errorf("gpu 5 at its power cap: %+v", d.GPUs[5])
+	}
+}
+
+// NVML's utilization cross-checks the harness's duty cycle: on the
+// simulated 8-GPU node, GPU 2 whose kernels NVML sees running 40 % of
+// the time fails by index and UUID although the harness reports it busy;
+// the others, at 98 %, pass (SIMULATED: dgxh100 mock).
+func TestBurninNVMLUtilization(t *testing.T) {
+	t.Parallel()
+	sim, err := gpu.Simulate("h100:8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		sim.Device(i).GetPowerUsageFunc = func() (uint32, nvml.Return) { return 690_000, nvml.SUCCESS }
+		sim.SetUtilization(i, map[bool]uint32{true: 40, false: 98}[i == 2])
+	}
+	rec, err := gpu.Collect(t.Context(), gpu.WithSource(sim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uuids []string
+	for _, g := range rec.GPUs {
+		uuids = append(uuids, g.UUID)
+	}
+	s := sustainedStep(t, "300ms", "SUS_BACKEND=cuda", "SUS_DEVICES="+strings.Join(uuids, ","))
+	s.Hardware = rec
+	tel, err := gpu.StartTelemetry(t.Context(), sim, filepath.Join(s.StepDir, gpu.TelemetryFile), 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Burnin{}.Execute(t.Context(), s)
+	if _, err := tel.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("gpu 2 (%s): NVML saw it busy a median 40 %% of the time", uuids[2])
+	if out.Status != step.Failed || !strings.Contains(out.Reason, want) || strings.Count(out.Reason, "NVML saw it busy") != 1 {
+		t.Errorf("status %s %q; want failed: %s", out.Status, out.Reason, want)
+	}
+	d := out.Details.(*BurninDetails)
+	if g := d.GPUs[0]; g.Utilization == nil || *g.Utilization != 0.98 || g.UtilizationSamples < minUtilSamples {
+		t.Errorf("gpu 0: %+v", g)
 	}
 }
