@@ -179,4 +179,3 @@ func TestReadKernelXidsBounded(t *testing.T) {
 		t.Error("samePCI wrong")
 	}
 }
-
