@@ -306,6 +306,9 @@ func (t *table) burninGPU(g suite.BurninGPU) {
 	if g.Utilization != nil {
 		parts = append(parts, fmt.Sprintf("NVML utilization %.0f %% (median of %d)", 100**g.Utilization, g.UtilizationSamples))
 	}
+	if m := g.DeviceMemory; m != nil && m.SlopePerIteration != nil {
+		parts = append(parts, fmt.Sprintf("device memory %+.0f B/sample (NVML)", *m.SlopePerIteration))
+	}
 	if g.Error != "" {
 		parts = append(parts, g.Error)
 	}

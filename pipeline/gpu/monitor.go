@@ -51,8 +51,9 @@ type PreflightReport struct {
 // code the pipeline's builds embed (p.Targets, with PTX for the highest
 // unless every cuda-build step sets ptx: false) and s.Memory. The error
 // is a *PreflightError naming every failed check, or a bad-input error
-// naming the field.
-func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string) (any, error) {
+// naming the field. opts go to Preflight (WithToolkit: the build's CUDA
+// release).
+func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string, opts ...PreflightOption) (any, error) {
 	live, err := Probe(ctx, m.src)
 	if err != nil && !errors.Is(err, ErrNoGPU) {
 		return nil, fmt.Errorf("probing GPUs before step %s: %w", s.ID, err)
@@ -65,7 +66,7 @@ func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeli
 			sub.GPUs = append(sub.GPUs, g)
 		}
 	}
-	checks, err := Preflight(&sub, p.Preflight, BuildCode(p.Targets, embedsPTX(p)), s.Memory, live)
+	checks, err := Preflight(&sub, p.Preflight, BuildCode(p.Targets, embedsPTX(p)), s.Memory, live, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("step %s: %w", s.ID, err)
 	}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/attest/hardware"
@@ -318,15 +319,19 @@ func parseVersion(s string) ([]int, bool) {
 // fall back to the record with a warning when live is nil. The error is
 // for bad input only (a bad minDriver, target or memory size), naming the
 // field; failed checks are in the result (see Err).
-func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory pipeline.Size, live *Live) ([]Check, error) {
+func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory pipeline.Size, live *Live, opts ...PreflightOption) ([]Check, error) {
 	if spec == nil {
 		spec = &pipeline.Preflight{}
+	}
+	var o preflightOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	in, err := parsePreflightInputs(spec, embedded, memory)
 	if err != nil {
 		return nil, err
 	}
-	p := &preflightRun{rec: rec, spec: spec}
+	p := &preflightRun{rec: rec, spec: spec, toolkit: o.toolkit}
 	if !p.gpus() {
 		return p.out, nil
 	}
@@ -348,13 +353,13 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 			continue
 		}
 		if len(in.codes) > 0 {
-			checkCC(g, in.codes, p.add)
+			checkCC(g, in.codes, p.add, p.ptxTooNew)
 		}
 		p.ecc(g)
 		p.memoryHealth(g)
 		p.mig(g)
 		if haveLive && lg.Lost != "" {
-			p.add(CheckGPU, g, CheckFailed, "lost", "reachable", "NVML reports the GPU lost or needing a reset ("+lg.Lost+") (hint: nvidia-smi -i "+strconv.Itoa(g.Index)+"; reset the GPU or reboot)")
+			p.add(CheckGPU, g, CheckFailed, "lost", "reachable", "NVML reports the GPU"+uuidText(cmp.Or(g.UUID, lg.UUID))+" lost or needing a reset ("+lg.Lost+") (hint: nvidia-smi -i "+strconv.Itoa(g.Index)+"; reset the GPU or reboot)")
 			continue
 		}
 		if haveLive && lg.UUID != "" && g.UUID != "" && lg.UUID != g.UUID {
@@ -417,9 +422,56 @@ func parsePreflightInputs(spec *pipeline.Preflight, embedded []string, memory pi
 
 // preflightRun collects the checks of one Preflight call.
 type preflightRun struct {
-	rec  *hardware.Record
-	spec *pipeline.Preflight
-	out  []Check
+	rec     *hardware.Record
+	spec    *pipeline.Preflight
+	toolkit string // the build's CUDA release, "" when unknown
+	out     []Check
+}
+
+// PreflightOption configures Preflight.
+type PreflightOption func(*preflightOptions)
+
+type preflightOptions struct{ toolkit string }
+
+// WithToolkit says which CUDA release ("12.4") built the code, so that
+// a GPU that must JIT-compile its PTX on a driver of an older CUDA
+// version fails: the driver cannot load PTX newer than itself
+// (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). An empty release checks nothing.
+func WithToolkit(release string) PreflightOption {
+	return func(o *preflightOptions) { o.toolkit = release }
+}
+
+// ToolkitRelease returns the CUDA release of a run record's toolchain
+// fingerprint (pipeline/cuda.Toolchain, or its JSON decoded into a map
+// when a run is resumed): its "release" field, "" when it has none.
+func ToolkitRelease(toolchain any) string {
+	if toolchain == nil {
+		return ""
+	}
+	raw, err := json.Marshal(toolchain)
+	if err != nil {
+		return ""
+	}
+	var tc struct {
+		Release string `json:"release"`
+	}
+	if json.Unmarshal(raw, &tc) != nil {
+		return ""
+	}
+	return tc.Release
+}
+
+// ptxTooNew says why the driver cannot JIT-compile PTX the build's
+// toolkit wrote: the toolkit is a newer CUDA release than the driver
+// supports; "" when it can, or when either version is unknown.
+func (p *preflightRun) ptxTooNew() string {
+	tk, ok1 := parseVersion(p.toolkit)
+	drv, ok2 := parseVersion(p.rec.CUDADriverVersion)
+	if !ok1 || !ok2 || compareVersions(tk[:min(2, len(tk))], drv[:min(2, len(drv))]) <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("the build's PTX comes from CUDA %s but the driver %s supports CUDA %s and cannot JIT-compile newer PTX (CUDA_ERROR_UNSUPPORTED_PTX_VERSION) (hint: install a driver for CUDA %s or newer, or build SASS for this GPU's target)",
+		p.toolkit, cmp.Or(p.rec.DriverVersion, "here"), p.rec.CUDADriverVersion, p.toolkit)
 }
 
 // add records one check (of gpu, or of the machine when gpu is nil); an
@@ -683,7 +735,7 @@ func (p *preflightRun) persistence(g *hardware.GPU) {
 // checkCC decides whether g can run the build's code: exact SASS, SASS of
 // a lower minor of the same major (binary compatibility), or else PTX the
 // driver JIT-compiles (warned).
-func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, CheckStatus, string, string, string)) {
+func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, CheckStatus, string, string, string), ptxTooNew func() string) {
 	var names []string
 	for _, c := range codes {
 		names = append(names, c.name)
@@ -714,6 +766,10 @@ func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, Chec
 	}
 	if compat != nil {
 		add(CheckComputeCapability, g, CheckPassed, seen, required, fmt.Sprintf("%s SASS runs on %s via binary compatibility", compat.name, ccString(cc)))
+		return
+	}
+	if jit != nil && ptxTooNew() != "" {
+		add(CheckComputeCapability, g, CheckFailed, seen, required, fmt.Sprintf("no SASS for cc %s, so the driver must JIT-compile PTX %s: %s", ccString(cc), jit.name, ptxTooNew()))
 		return
 	}
 	if jit != nil {

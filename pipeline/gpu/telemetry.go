@@ -935,7 +935,7 @@ func (t *Telemetry) judged(device string) []int {
 func verdict(s *Summary) Verdict {
 	var reasons []string
 	if s.EventsLost != "" {
-		reasons = append(reasons, s.EventsLost+": a GPU fell off the bus or needs a reset (hint: nvidia-smi shows which; its results are void)")
+		reasons = append(reasons, s.EventsLost+": "+lostGPUs(s.GPUs))
 	}
 	judged := map[int]bool{}
 	for _, i := range s.JudgedGPUs {
@@ -972,12 +972,35 @@ func verdict(s *Summary) Verdict {
 	return Verdict{Status: VerdictPassed}
 }
 
+// uuidText is " (UUID)", or "" when the UUID is unknown.
+func uuidText(uuid string) string {
+	if uuid == "" {
+		return ""
+	}
+	return " (" + uuid + ")"
+}
+
+// lostGPUs names the watched GPUs found lost at stop, by index and UUID,
+// after an event wait said a GPU is lost (NVML does not say which).
+func lostGPUs(gpus []Health) string {
+	var lost []string
+	for _, h := range gpus {
+		if h.Lost != "" {
+			lost = append(lost, fmt.Sprintf("gpu %d%s", h.Index, uuidText(h.UUID)))
+		}
+	}
+	if len(lost) == 0 {
+		return "a GPU fell off the bus or needs a reset, and none of the watched GPUs answered so at stop (hint: nvidia-smi shows which; its results are void)"
+	}
+	return "lost: " + strings.Join(lost, ", ") + " fell off the bus or need a reset (hint: nvidia-smi -q -i UUID; their results are void)"
+}
+
 // healthReasons are what fails a step in h: lost, new double-bit ECC
 // errors, row-remap failure, and remapReasons.
 func healthReasons(h Health) []string {
 	var reasons []string
 	if h.Lost != "" {
-		reasons = append(reasons, fmt.Sprintf("gpu %d: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, h.Lost, h.Index))
+		reasons = append(reasons, fmt.Sprintf("gpu %d%s: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, uuidText(h.UUID), h.Lost, h.Index))
 	}
 	switch {
 	case h.DoubleBitBefore != nil && h.DoubleBitAfter != nil && *h.DoubleBitAfter > *h.DoubleBitBefore:

@@ -202,7 +202,15 @@ type BurninGPU struct {
 	// UtilizationSamples their count: the cross-check of DutyCycle.
 	Utilization        *float64 `json:"nvml_utilization,omitempty"`
 	UtilizationSamples int      `json:"nvml_utilization_samples,omitempty"`
+	// DeviceMemory is the trend of the GPU's used memory as NVML reports
+	// it (the whole device, whoever allocated it), per telemetry sample,
+	// over the samples between the first and last tenth (allocation and
+	// release); its series is thinned to at most maxTrendPoints points.
+	DeviceMemory *Trend `json:"device_memory,omitempty"`
 }
+
+// maxTrendPoints bounds a trend series kept in the results.
+const maxTrendPoints = 512
 
 // Trend is a least-squares line through a per-iteration series (in a
 // sustained run, a series of memory samples).
@@ -667,6 +675,7 @@ type telemetryLine struct {
 	Throttled    bool     `json:"throttled"`
 	PowerCapped  bool     `json:"power_capped"`
 	Utilization  *float64 `json:"utilization_gpu_pct"`
+	MemoryUsed   *int64   `json:"memory_used_bytes"`
 }
 
 // gpuSamples are one GPU's telemetry samples in a burn-in.
@@ -674,6 +683,7 @@ type gpuSamples struct {
 	n, throttled, capped int
 	tmin, tmax, pmax     *float64
 	util                 []float64 // NVML utilization, 0-1
+	mem                  []int64   // NVML used memory
 }
 
 func (g *gpuSamples) add(l telemetryLine) {
@@ -686,6 +696,9 @@ func (g *gpuSamples) add(l telemetryLine) {
 	}
 	if l.Utilization != nil {
 		g.util = append(g.util, *l.Utilization/100)
+	}
+	if l.MemoryUsed != nil {
+		g.mem = append(g.mem, *l.MemoryUsed)
 	}
 	if l.TemperatureC != nil {
 		t := float64(*l.TemperatureC)
@@ -822,6 +835,7 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 		g.PowerCappedShare = ptrFloat(float64(s.capped) / float64(s.n))
 		g.ThrottleShare = ptrFloat(float64(s.throttled) / float64(s.n))
 		br.utilization(g, s)
+		br.deviceLeak(g, s)
 		if d.Backend != "cuda" || g.PowerMaxWatts == nil || g.PowerLimitWatts == nil || *g.PowerLimitWatts <= 0 {
 			continue
 		}
@@ -858,6 +872,36 @@ func (br *burnRun) utilization(g *BurninGPU, s *gpuSamples) {
 	}
 	br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): NVML saw it busy a median %.0f %% of the time over %d samples (expected >= %.0f %%) while %s: the burn-in did not keep the GPU busy (hint: another process, a stalled host thread, or a harness that counts waiting as work)",
 		*g.Index, g.UUID, 100*med, len(u), 100*MinNVMLUtilization, duty))
+}
+
+// deviceLeak fits a line through g's NVML used-memory samples s (the
+// device's memory, not what the harness process sees of it), leaving
+// out the first and last tenth where the burn-in allocates and frees,
+// and fails a slope above the leak tolerance per sample.
+func (br *burnRun) deviceLeak(g *BurninGPU, s *gpuSamples) {
+	cut := max(1, len(s.mem)/10)
+	if len(s.mem)-2*cut < minTrendIterations {
+		return
+	}
+	mid := s.mem[cut : len(s.mem)-cut]
+	ys := make([]float64, len(mid))
+	for i, v := range mid {
+		ys[i] = float64(v)
+	}
+	slope, ok := Slope(ys)
+	if !ok {
+		return
+	}
+	step := (len(mid) + maxTrendPoints - 1) / maxTrendPoints
+	var kept []int64
+	for i := 0; i < len(mid); i += step {
+		kept = append(kept, mid[i])
+	}
+	g.DeviceMemory = &Trend{Series: kept, SlopePerIteration: &slope}
+	if slope > float64(br.tol) {
+		br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): NVML's used device memory rises by %.0f bytes per telemetry sample over %d samples (tolerance %d): leak",
+			*g.Index, g.UUID, slope, len(mid), br.tol))
+	}
 }
 
 func ptrInt(v int) *int { return &v }

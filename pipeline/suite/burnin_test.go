@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,5 +409,53 @@ func TestBurninNVMLUtilization(t *testing.T) {
 	d := out.Details.(*BurninDetails)
 	if g := d.GPUs[0]; g.Utilization == nil || *g.Utilization != 0.98 || g.UtilizationSamples < minUtilSamples {
 		t.Errorf("gpu 0: %+v", g)
+	}
+}
+
+// Leak detection reads the device's memory as NVML reports it: on the
+// simulated 8-GPU node, GPU 6's used memory grows by 64 MiB per sample
+// during the burn-in (another allocation the harness process does not
+// see) and it fails by index and UUID; the others, flat, pass.
+func TestBurninDeviceMemoryLeakFromNVML(t *testing.T) {
+	t.Parallel()
+	sim, err := gpu.Simulate("h100:8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grown atomic.Int64
+	base := sim.Device(6).GetMemoryInfo_v2Func
+	sim.Device(6).GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		m, ret := base()
+		m.Used += uint64(grown.Add(64 << 20))
+		return m, ret
+	}
+	rec, err := gpu.Collect(t.Context(), gpu.WithSource(sim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uuids []string
+	for _, g := range rec.GPUs {
+		uuids = append(uuids, g.UUID)
+	}
+	s := sustainedStep(t, "400ms", "SUS_DEVICES="+strings.Join(uuids, ","))
+	s.Hardware = rec
+	tel, err := gpu.StartTelemetry(t.Context(), sim, filepath.Join(s.StepDir, gpu.TelemetryFile), 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Burnin{}.Execute(t.Context(), s)
+	if _, err := tel.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("gpu 6 (%s): NVML's used device memory rises by", uuids[6])
+	if out.Status != step.Failed || !strings.Contains(out.Reason, want) || strings.Count(out.Reason, "used device memory rises") != 1 {
+		t.Errorf("status %s %q; want failed: %s", out.Status, out.Reason, want)
+	}
+	d := out.Details.(*BurninDetails)
+	if g := d.GPUs[0].DeviceMemory; g == nil || g.SlopePerIteration == nil || *g.SlopePerIteration != 0 || len(g.Series) < minTrendIterations {
+		t.Errorf("gpu 0 device memory trend: %+v", g)
 	}
 }
