@@ -371,3 +371,44 @@ func TestFakeDriverAutoNeverFallsBackOnAGPUMachine(t *testing.T) {
 		t.Errorf("auto without a GPU record: exit %d, stderr:\n%s", fallback.code, fallback.stderr)
 	}
 }
+
+// Grids are sized from the GPU: the SM count times the occupancy
+// calculator's blocks per SM (an H100's 132 SMs, 8 blocks of 256
+// threads each, on the fake driver), capped by the work, and each case
+// records sm_count, blocks_per_sm, grid and block. Before, reduce_sum
+// ran a fixed 256x256 grid (24 % of an H100's thread slots).
+func TestFakeDriverGridFromSMCount(t *testing.T) {
+	t.Parallel()
+	args := []string{"--repeats", "2", "--n", "1048576", "--gemm", "64", "--rows", "64", "--cols", "64"}
+	for _, tc := range []struct {
+		sms, grid string
+	}{{"132", "1056"}, {"2", "16"}} {
+		r := runFake(t, []string{"FAKE_CUDA_SMS=" + tc.sms}, args...)
+		if r.code != 0 {
+			t.Fatalf("%s SMs: exit %d\n%s", tc.sms, r.code, r.stderr)
+		}
+		for _, c := range r.results.Cases {
+			want := map[string]string{"sm_count": tc.sms, "blocks_per_sm": "8"}
+			switch c.Kernel {
+			case "vector_add", "reduce_sum":
+				want["grid"], want["block"] = tc.grid, "256"
+			case "sgemm":
+				want["grid"], want["block"], want["waves"] = "4x4", "16x16", "1"
+			case "softmax":
+				want["grid"], want["block"] = "64", "256"
+			}
+			for k, v := range want {
+				if c.Config[k] != v {
+					t.Errorf("%s SMs, %s: config[%s] = %q, want %q (config %v)", tc.sms, c.Name, k, c.Config[k], v, c.Config)
+				}
+			}
+			if c.Status != "passed" {
+				t.Errorf("%s SMs, %s: %s %q", tc.sms, c.Name, c.Status, c.Message)
+			}
+		}
+	}
+	cpu := runHarness(t, nil, append([]string{"--backend", "cpu", "--kernels", "reduce_sum"}, args...)...)
+	if c := cpu.results.Cases[0]; c.Config["grid"] != "256" || c.Config["sm_count"] != "" {
+		t.Errorf("cpu backend reduce_sum config %v, want its fixed grid 256 and no sm_count", c.Config)
+	}
+}

@@ -425,7 +425,11 @@ std::vector<float> random_vec(size_t n, Rng& r) {
 
 // Kernel launch geometry shared by the CUDA backend and the CPU mirror.
 const int kReduceBlock = 256;
+// kReduceGrid is the CPU backend's reduce grid (the cuda backend sizes
+// its grid from the GPU: see CudaCase::resident_grid), kMaxReduceGrid
+// the most partial sums the second pass adds.
 const int kReduceGrid = 256;
+const int kMaxReduceGrid = 8192;
 
 // An sgemm larger than this checks a sample of kRefRows output rows
 // against the fp64 reference (a full one costs M*N*K fp64 operations on
@@ -765,6 +769,10 @@ struct CudaError : std::runtime_error {
 // with: never a device allocation (the first page is unmapped).
 const cu::CUdeviceptr kBadPointer = 0x100;
 
+// kDefaultBlocksPerSM is the blocks per SM a grid is sized for when the
+// driver has no occupancy calculator.
+const int kDefaultBlocksPerSM = 4;
+
 class Cuda {
  public:
   cu::Api api;
@@ -773,6 +781,7 @@ class Cuda {
   Device info;
   cu::CUdeviceptr flush = 0;
   size_t flush_bytes = 0;
+  int sms = 1;  // multiprocessors (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
 
   // open loads the driver and creates a context on the ordinal-th visible
   // device (the driver applies CUDA_VISIBLE_DEVICES); on failure it
@@ -823,6 +832,7 @@ class Cuda {
     sym(api.cuEventElapsedTime, "cuEventElapsedTime");
     sym(api.cuGetErrorString, "cuGetErrorString");
     sym(api.cuGetErrorName, "cuGetErrorName", false);
+    sym(api.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", false);
     if (!ok) return false;
     cu::CUresult rc = api.cuInit(0);
     if (rc != 0) {
@@ -857,6 +867,8 @@ class Cuda {
       char bus[64] = {0};
       if (api.cuDeviceGetPCIBusId && api.cuDeviceGetPCIBusId(bus, sizeof bus - 1, dev) == 0) info.pci_bus_id = bus;
       check(api.cuCtxCreate(&ctx, 0, dev), "cuCtxCreate");
+      check(api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute(SM count)");
+      sms = std::max(1, sms);
       int l2 = 0;
       check(api.cuDeviceGetAttribute(&l2, cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute(L2)");
       flush_bytes = std::max<size_t>(size_t(l2) * 2, size_t(8) << 20);
@@ -889,6 +901,16 @@ class Cuda {
     if (rc == 0) return true;
     why = err(rc);
     return false;
+  }
+  // blocks_per_sm is how many blocks of fn with block threads and smem
+  // bytes of dynamic shared memory one SM holds at once (the driver's
+  // occupancy calculator); kDefaultBlocksPerSM where the driver lacks it.
+  int blocks_per_sm(cu::CUfunction fn, int block, size_t smem) {
+    int n = 0;
+    if (api.cuOccupancyMaxActiveBlocksPerMultiprocessor &&
+        api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, block, smem) == 0 && n > 0)
+      return n;
+    return kDefaultBlocksPerSM;
   }
   long long mem_used() {
     size_t free_b = 0, total = 0;
@@ -937,6 +959,9 @@ struct CudaCase {
   cu::CUdeviceptr out = 0;
   size_t out_n = 0;
   std::function<void()> launch;
+  // stream is where launches go (the legacy default stream, nullptr,
+  // unless a stream was created).
+  cu::CUstream stream = nullptr;
 
   explicit CudaCase(Cuda& c) : c(c) {}
   ~CudaCase() {
@@ -968,22 +993,24 @@ struct CudaCase {
     out_n = p.out_n;
     dout = out = alloc(p.out_n * sizeof(float));
     const std::string& k = p.kernel;
+    res.config["sm_count"] = std::to_string(c.sms);
     if (k == "vector_add") {
       int n = int(p.out_n);
-      unsigned grid = unsigned(std::min<long>((n + 255) / 256, 65535L * 8));
+      unsigned grid = resident_grid(256, 0, (long(n) + 255) / 256, res);
       launch = [this, n, grid]() mutable {
         void* args[] = {&din[0], &din[1], &out, &n};
-        c.check(c.api.cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(vector_add)");
+        c.check(c.api.cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, stream, args, nullptr), "cuLaunchKernel(vector_add)");
       };
     } else if (k == "reduce_sum") {
-      partial = alloc(size_t(kReduceGrid) * sizeof(float));
       int n = int(p.in[0].size());
-      launch = [this, n]() mutable {
-        int g = kReduceGrid;
+      int g = int(resident_grid(kReduceBlock, 0, std::min<long>((long(n) + kReduceBlock - 1) / kReduceBlock, kMaxReduceGrid), res));
+      partial = alloc(size_t(g) * sizeof(float));
+      launch = [this, n, g]() mutable {
+        int pg = g;
         void* a1[] = {&din[0], &partial, &n};
-        c.check(c.api.cuLaunchKernel(fn, kReduceGrid, 1, 1, kReduceBlock, 1, 1, 0, nullptr, a1, nullptr), "cuLaunchKernel(reduce_sum pass 1)");
-        void* a2[] = {&partial, &out, &g};
-        c.check(c.api.cuLaunchKernel(fn, 1, 1, 1, kReduceBlock, 1, 1, 0, nullptr, a2, nullptr), "cuLaunchKernel(reduce_sum pass 2)");
+        c.check(c.api.cuLaunchKernel(fn, unsigned(g), 1, 1, kReduceBlock, 1, 1, 0, stream, a1, nullptr), "cuLaunchKernel(reduce_sum pass 1)");
+        void* a2[] = {&partial, &out, &pg};
+        c.check(c.api.cuLaunchKernel(fn, 1, 1, 1, kReduceBlock, 1, 1, 0, stream, a2, nullptr), "cuLaunchKernel(reduce_sum pass 2)");
       };
     } else if (k == "sgemm") {
       int n = o.gemm;
@@ -992,16 +1019,46 @@ struct CudaCase {
         float alpha = 1.0f, beta = 0.0f;
         void* args[] = {&M, &N, &K, &alpha, &din[0], &din[1], &beta, &out};
         unsigned g = unsigned((n + 15) / 16);
-        c.check(c.api.cuLaunchKernel(fn, g, g, 1, 16, 16, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(sgemm)");
+        c.check(c.api.cuLaunchKernel(fn, g, g, 1, 16, 16, 1, 0, stream, args, nullptr), "cuLaunchKernel(sgemm)");
       };
+      // One thread per output element: the grid is the problem's; the
+      // config says how many waves of resident blocks it makes.
+      const long tiles = long((n + 15) / 16) * long((n + 15) / 16);
+      fixed_grid(tiles, 256, 0, std::to_string((n + 15) / 16) + "x" + std::to_string((n + 15) / 16), "16x16", res);
     } else if (k == "softmax") {
       int rows = o.rows, cols = o.cols;
       launch = [this, rows, cols]() mutable {
         const unsigned block = 256;
         void* args[] = {&din[0], &out, &rows, &cols};
-        c.check(c.api.cuLaunchKernel(fn, unsigned(rows), 1, 1, block, 1, 1, block * sizeof(float), nullptr, args, nullptr), "cuLaunchKernel(softmax)");
+        c.check(c.api.cuLaunchKernel(fn, unsigned(rows), 1, 1, block, 1, 1, block * sizeof(float), stream, args, nullptr), "cuLaunchKernel(softmax)");
       };
+      fixed_grid(rows, 256, 256 * sizeof(float), std::to_string(rows), "256", res);
     }
+  }
+
+  // resident_grid sizes a grid-stride kernel's grid from the GPU: as many
+  // blocks of block threads as its SMs hold at once (SM count times the
+  // occupancy calculator's blocks per SM), no more than work blocks, and
+  // records sm_count, blocks_per_sm, grid and block in res's config.
+  unsigned resident_grid(int block, size_t smem, long work, CaseResult& res) {
+    const int per_sm = c.blocks_per_sm(fn, block, smem);
+    const long grid = std::max(1L, std::min(long(c.sms) * per_sm, work));
+    res.config["blocks_per_sm"] = std::to_string(per_sm);
+    res.config["grid"] = std::to_string(grid);
+    res.config["block"] = std::to_string(block);
+    return unsigned(grid);
+  }
+
+  // fixed_grid records a kernel whose grid the problem fixes (one block
+  // per tile or row): the grid, the blocks per SM and the waves of
+  // resident blocks it takes.
+  void fixed_grid(long blocks, int threads, size_t smem, const std::string& grid, const std::string& block, CaseResult& res) {
+    const int per_sm = c.blocks_per_sm(fn, threads, smem);
+    const long resident = long(c.sms) * per_sm;
+    res.config["blocks_per_sm"] = std::to_string(per_sm);
+    res.config["grid"] = grid;
+    res.config["block"] = block;
+    res.config["waves"] = std::to_string((blocks + resident - 1) / resident);
   }
 
   // inject_illegal_address launches the kernel with an invalid output

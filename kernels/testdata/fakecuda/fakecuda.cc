@@ -44,6 +44,10 @@
 //   FAKE_CUDA_HANG=KERNEL[@P]    after a launch of KERNEL (on physical device
 //                                P only, with @P) every synchronising call
 //                                of that device blocks forever (a hung GPU)
+//   FAKE_CUDA_SMS=N              every device's multiprocessor count (default
+//                                2); cuOccupancyMaxActiveBlocksPerMultiprocessor
+//                                answers 2048 threads per SM over the block
+//                                size, at most 32 blocks (an H100's limits)
 //   FAKE_CUDA_INIT_ERROR=RC      cuInit returns RC (e.g. 802,
 //                                CUDA_ERROR_SYSTEM_NOT_READY: an HGX node
 //                                whose fabric manager has not started)
@@ -100,6 +104,7 @@ struct State {
   int hang_device = -1;
   std::set<int> hung;  // devices whose next synchronisation never returns
   long long kernel_ns = 0;
+  int sms = 2;
 };
 
 State& st() {
@@ -206,6 +211,7 @@ void parse_env(State& s) {
     s.hang_kernel = v;
   }
   if (const char* e = std::getenv("FAKE_CUDA_KERNEL_NS")) s.kernel_ns = std::atoll(e);
+  if (const char* e = std::getenv("FAKE_CUDA_SMS")) s.sms = std::max(1, std::atoi(e));
 }
 
 // valid reports whether [p, p+n) lies inside one allocation.
@@ -392,12 +398,19 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
 CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
   FAKE_GUARD();
   switch (attr) {
-    case 16: *v = 2; break;         // SM count
+    case 16: *v = s.sms; break;     // SM count
     case 38: *v = 50 << 20; break;  // L2 cache size
     case 75: *v = 9; break;         // compute capability major
     case 76: *v = 0; break;
     default: return kInvalidValue;
   }
+  return kSuccess;
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, void* f, int block, size_t) {
+  FAKE_GUARD();
+  if (!f || block <= 0 || block > 1024) return kInvalidValue;
+  *n = std::min(32, 2048 / block);
   return kSuccess;
 }
 
