@@ -59,6 +59,8 @@ HANDLE(CUmodule)
 HANDLE(CUfunction)
 HANDLE(CUstream)
 HANDLE(CUevent)
+HANDLE(CUgraph)
+HANDLE(CUgraphExec)
 template <> struct M<CUuuid> { using type = cu::CUuuid; };
 template <class R, class... A> struct M<R (*)(A...)> { using type = typename M<R>::type (*)(typename M<A>::type...); };
 
@@ -69,6 +71,8 @@ static_assert(cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == CU_DEVICE_ATTR
 static_assert(cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
 static_assert(cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
 static_assert(cu::CU_EVENT_DEFAULT == CU_EVENT_DEFAULT);
+static_assert(cu::CU_STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING);
+static_assert(cu::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 static_assert(cu::CU_EVENT_BLOCKING_SYNC == CU_EVENT_BLOCKING_SYNC);
 static_assert(cu::CU_EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING);
 `)

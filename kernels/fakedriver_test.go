@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -410,5 +411,67 @@ func TestFakeDriverGridFromSMCount(t *testing.T) {
 	cpu := runHarness(t, nil, append([]string{"--backend", "cpu", "--kernels", "reduce_sum"}, args...)...)
 	if c := cpu.results.Cases[0]; c.Config["grid"] != "256" || c.Config["sm_count"] != "" {
 		t.Errorf("cpu backend reduce_sum config %v, want its fixed grid 256 and no sm_count", c.Config)
+	}
+}
+
+// The timed batch runs as one CUDA graph (the fake driver models stream
+// capture, instantiation and graph launches: a captured launch keeps
+// copies of its arguments, a graph launch runs them), after a warm-up of
+// at least 200 ms or three batches within 2 % of each other; the config
+// records both. --no-graph launches the batch directly.
+func TestFakeDriverGraphAndTimedWarmup(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "graphs")
+	r := runFake(t, []string{"FAKE_CUDA_GRAPH_LOG=" + log}, "--repeats", "3", "--n", "65536", "--gemm", "64", "--rows", "64", "--cols", "64")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("no graph was launched: %v", err)
+	}
+	launched := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var nodes int
+		var kernel string
+		if _, err := fmt.Sscanf(l, "graph %d %s", &nodes, &kernel); err != nil {
+			t.Fatalf("graph log line %q: %v", l, err)
+		}
+		launched[fmt.Sprintf("%s/%d", kernel, nodes)]++
+	}
+	for _, c := range r.results.Cases {
+		if c.Status != "passed" || c.Config["graph"] != "true" {
+			t.Errorf("%s: %s %q, graph %q", c.Name, c.Status, c.Message, c.Config["graph"])
+		}
+		nodes := c.Config["batch"]
+		if c.Kernel == "reduce_sum" { // two launches per run
+			n, _ := strconv.Atoi(nodes)
+			nodes = strconv.Itoa(2 * n)
+		}
+		// Every sample and warm-up batch is one graph launch.
+		warm, _ := strconv.Atoi(c.Config["warmup_batches"])
+		if got := launched[c.Kernel+"/"+nodes]; got < 3+warm || warm < 1 {
+			t.Errorf("%s: %d graph launches of %s nodes, want the 3 samples and %d warm-up batches (log %v)", c.Name, got, nodes, warm, launched)
+		}
+		ms, err := strconv.ParseFloat(c.Config["warmup_ms"], 64)
+		switch c.Config["warmup_stop"] {
+		case "time":
+			if err != nil || ms < 200 {
+				t.Errorf("%s: warm-up stopped on time after %s ms", c.Name, c.Config["warmup_ms"])
+			}
+		case "stable":
+			if err != nil || warm < 3 {
+				t.Errorf("%s: warm-up stable after %d batches", c.Name, warm)
+			}
+		default:
+			t.Errorf("%s: warmup_stop %q", c.Name, c.Config["warmup_stop"])
+		}
+	}
+	direct := runFake(t, []string{"FAKE_CUDA_GRAPH_LOG=" + log + ".direct"}, "--repeats", "2", "--kernels", "vector_add", "--n", "65536", "--no-graph", "--warmup-ms", "0")
+	if c := direct.results.Cases[0]; direct.code != 0 || c.Config["graph"] != "false: --no-graph" || c.Config["warmup_ms"] != "" {
+		t.Errorf("--no-graph --warmup-ms 0: exit %d, config %v", direct.code, c.Config)
+	}
+	if _, err := os.Stat(log + ".direct"); err == nil {
+		t.Error("--no-graph launched a graph")
 	}
 }

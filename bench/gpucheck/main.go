@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -226,6 +227,18 @@ func (t *table) benchmark(r *rundir.Run) {
 			continue
 		}
 		v := fmt.Sprintf("median %.1f us, %.1f GFLOP/s, %.1f GB/s", c.Stats.Median/1e3, c.GFLOPS, c.GBPS)
+		if g := c.Config["grid"]; g != "" {
+			v += fmt.Sprintf(", grid %s on %s SMs", g, dash(c.Config["sm_count"]))
+		}
+		if w := c.Config["warmup_stop"]; w != "" {
+			v += fmt.Sprintf(", warm-up %s ms (%s)", c.Config["warmup_ms"], w)
+		}
+		if c.Config["graph"] == "true" {
+			v += ", CUDA graph"
+		}
+		if k := c.Clocks; k != nil {
+			v += "; " + clocksText(k)
+		}
 		roof := ""
 		if rf := c.Roofline; rf != nil {
 			switch {
@@ -372,6 +385,26 @@ func (t *table) telemetry(id string, s *gpu.Summary) {
 		tel += "; note: " + n
 	}
 	t.row("health", id+" telemetry", tel, string(s.Verdict.Status))
+}
+
+// clocksText is a case's SM and memory clocks and clock-event reasons
+// around its samples.
+func clocksText(k *suite.CaseClocks) string {
+	span := func(lo, hi *uint32) string {
+		if lo == nil || hi == nil {
+			return "-"
+		}
+		if *lo == *hi {
+			return strconv.FormatUint(uint64(*lo), 10)
+		}
+		return fmt.Sprintf("%d-%d", *lo, *hi)
+	}
+	var rs []string
+	for r, n := range k.Reasons {
+		rs = append(rs, fmt.Sprintf("%s %d", r, n))
+	}
+	slices.Sort(rs)
+	return fmt.Sprintf("SM %s MHz, memory %s MHz over %d samples, reasons: %s", span(k.SMMinMHz, k.SMMaxMHz), span(k.MemMinMHz, k.MemMaxMHz), k.Samples, dash(strings.Join(rs, ", ")))
 }
 
 // linksText is one GPU's PCIe link (seen of supported), NVLinks (active

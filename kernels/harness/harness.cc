@@ -64,6 +64,9 @@ const char* kKernels[] = {"vector_add", "reduce_sum", "sgemm", "softmax"};
 // resolve about 0.5 us, so a microsecond kernel is launched N times back
 // to back per sample and the sample is the per-launch mean.
 const double kMinSampleNs = 100e3;
+// kWarmStable is how close three warm-up batches must be to end the
+// warm-up before --warmup-ms: (max - min) / min.
+const double kWarmStable = 0.02;
 const long kMaxBatch = 1L << 16;
 
 struct Options {
@@ -105,6 +108,10 @@ struct Options {
   long long memsweep_max = 0;  // --memsweep-max BYTES: at most this much (0: no cap)
   bool flush = true;
   long batch = 0;  // cuda: launches per sample; 0 chooses (>= kMinSampleNs)
+  // cuda: warm up for at least warmup_ms of timed batches, or until three
+  // batches agree within kWarmStable (--warmup-ms; 0: the count alone).
+  double warmup_ms = 200;
+  bool graph = true;  // cuda: time the batch as one CUDA graph (--no-graph)
   // Sustained mode (--duration): seconds to run; 0 is off.
   double duration_s = 0;
   int threads = 0;  // cpu sustained: worker threads; 0 = the CPUs this process may use
@@ -192,6 +199,9 @@ const char* kHelp =
     "  --out FILE                results JSON (default results.json; - for stdout)\n"
     "  --kernels a,b             subset of vector_add,reduce_sum,sgemm,softmax\n"
     "  --warmup N                untimed iterations (env GPUATTEST_WARMUP; default 3)\n"
+    "  --warmup-ms MS            cuda: then warm up with timed batches for at least MS (default 200)\n"
+    "                            or until three batches agree within 2%; 0: the count alone\n"
+    "  --no-graph                cuda: launch the timed batch directly, not as a CUDA graph\n"
     "  --repeats N|auto          timed iterations (env GPUATTEST_REPEATS; default 20); auto stops\n"
     "                            each case once the 95% interval of its median is within\n"
     "                            +-precision, or at max-time\n"
@@ -330,6 +340,11 @@ Options parse(int argc, char** argv) {
       for (auto& k : o.kernels) kernel_arg("--kernels", k);
     } else if (a == "--warmup") {
       o.warmup = int(parse_long(a, next(), 0, 1000000));
+    } else if (a == "--warmup-ms") {
+      const std::string v = next();
+      o.warmup_ms = v == "0" ? 0 : parse_double(a, v, 0, 60000);
+    } else if (a == "--no-graph") {
+      o.graph = false;
     } else if (a == "--repeats") {
       set_repeats(o, a, next());
     } else if (a == "--precision") {
@@ -676,6 +691,21 @@ std::vector<char>& cpu_flush_buffer() {
   return buf;
 }
 
+// SampledWindow records in res's config when the timed samples ran
+// (sampled_from_unix_ns, sampled_to_unix_ns: from its construction to
+// its destruction), so that the benchmark step can read the GPU's
+// clocks around them from its telemetry.
+struct SampledWindow {
+  CaseResult& res;
+  static std::string now() {
+    return std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  }
+  explicit SampledWindow(CaseResult& r) : res(r) { res.config["sampled_from_unix_ns"] = now(); }
+  ~SampledWindow() { res.config["sampled_to_unix_ns"] = now(); }
+  SampledWindow(const SampledWindow&) = delete;
+  SampledWindow& operator=(const SampledWindow&) = delete;
+};
+
 // CpuBackend is the CPU backend's state: only an injected illegal address
 // (--inject-illegal-address) ever loses its "context".
 struct CpuBackend {
@@ -690,6 +720,7 @@ void run_cpu(CpuBackend& cpu, const Problem& p, const Options& o, CaseResult& re
   out.assign(p.out_n, 0.0f);
   for (int i = 0; i < o.warmup; ++i) cpu_compute(p, o, out);
   Sampler sampler(o);
+  SampledWindow window(res);
   for (int i = 0; !sampler.done(res); ++i) {
     if (o.flush) {
       auto& b = cpu_flush_buffer();
@@ -833,6 +864,16 @@ class Cuda {
     sym(api.cuGetErrorString, "cuGetErrorString");
     sym(api.cuGetErrorName, "cuGetErrorName", false);
     sym(api.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", false);
+    sym(api.cuStreamCreate, "cuStreamCreate", false);
+    sym(api.cuStreamDestroy, "cuStreamDestroy_v2", false);
+    sym(api.cuStreamSynchronize, "cuStreamSynchronize", false);
+    sym(api.cuStreamBeginCapture, "cuStreamBeginCapture_v2", false);
+    sym(api.cuStreamEndCapture, "cuStreamEndCapture", false);
+    sym(api.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", false);
+    sym(api.cuGraphLaunch, "cuGraphLaunch", false);
+    sym(api.cuGraphExecDestroy, "cuGraphExecDestroy", false);
+    sym(api.cuGraphDestroy, "cuGraphDestroy", false);
+    sym(api.cuMemsetD8Async, "cuMemsetD8Async", false);
     if (!ok) return false;
     cu::CUresult rc = api.cuInit(0);
     if (rc != 0) {
@@ -1079,21 +1120,110 @@ struct CudaCase {
   }
 };
 
+// BatchGraph is a case's timed batch captured as one CUDA graph on a
+// stream of its own: a sample of microsecond kernels then times the
+// kernels, not cuLaunchKernel's host cost between them.
+struct BatchGraph {
+  Cuda& c;
+  cu::CUstream stream = nullptr;
+  cu::CUgraph graph = nullptr;
+  cu::CUgraphExec exec = nullptr;
+  explicit BatchGraph(Cuda& c) : c(c) {
+    const cu::Api& a = c.api;
+    if (a.cuStreamCreate && a.cuStreamDestroy && a.cuMemsetD8Async)
+      c.check(a.cuStreamCreate(&stream, cu::CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+  ~BatchGraph() {
+    if (exec) c.api.cuGraphExecDestroy(exec);
+    if (graph) c.api.cuGraphDestroy(graph);
+    if (stream) c.api.cuStreamDestroy(stream);
+  }
+  BatchGraph(const BatchGraph&) = delete;
+  BatchGraph& operator=(const BatchGraph&) = delete;
+
+  // capture records batch launches of cc into an instantiated graph;
+  // false, with why, where the driver lacks graphs or refuses.
+  bool capture(CudaCase& cc, long batch, std::string& why) {
+    const cu::Api& a = c.api;
+    if (!stream || !a.cuStreamBeginCapture || !a.cuStreamEndCapture || !a.cuGraphInstantiateWithFlags || !a.cuGraphLaunch ||
+        !a.cuGraphExecDestroy || !a.cuGraphDestroy) {
+      why = "the driver lacks stream capture or graphs";
+      return false;
+    }
+    cu::CUresult rc = a.cuStreamBeginCapture(stream, cu::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (rc != 0) {
+      why = "cuStreamBeginCapture: " + c.err(rc);
+      return false;
+    }
+    try {
+      for (long j = 0; j < batch; ++j) cc.launch();
+    } catch (const CudaError& e) {
+      why = e.what();
+    }
+    rc = a.cuStreamEndCapture(stream, &graph);
+    if (why.empty() && rc != 0) why = "cuStreamEndCapture: " + c.err(rc);
+    if (why.empty() && (rc = a.cuGraphInstantiateWithFlags(&exec, graph, 0)) != 0) why = "cuGraphInstantiateWithFlags: " + c.err(rc);
+    return why.empty();
+  }
+};
+
+// warm_up runs timed batches (sample returns one's nanoseconds) until
+// o.warmup_ms has passed or three batches in a row agree within
+// kWarmStable, and records what it did in res's config.
+template <class F>
+void warm_up(F&& sample, long batch, const Options& o, CaseResult& res) {
+  if (o.warmup_ms <= 0) return;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> last;
+  std::string stop = "time";
+  long n = 0;
+  for (;;) {
+    last.push_back(sample(batch));
+    ++n;
+    if (last.size() > 3) last.erase(last.begin());
+    const double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (last.size() == 3) {
+      const auto [lo, hi] = std::minmax_element(last.begin(), last.end());
+      if (*lo > 0 && (*hi - *lo) / *lo <= kWarmStable) {
+        stop = "stable";
+        break;
+      }
+    }
+    if (el >= o.warmup_ms) break;
+  }
+  const double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.1f", el);
+  res.config["warmup_ms"] = ms;
+  res.config["warmup_batches"] = std::to_string(n);
+  res.config["warmup_stop"] = stop;
+}
+
 void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std::vector<float>& out) {
   CudaCase cc(c);
   cc.load(p, o, res);
   if (o.inject_illegal_address == p.kernel) cc.inject_illegal_address();
+  BatchGraph bg(c);
+  cc.stream = bg.stream;
   Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
   for (int i = 0; i < o.warmup; ++i) cc.launch();
   c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(warmup)");
   int flushes = 0;
-  // sample times batch back-to-back launches with one event pair, after
-  // an L2 flush, and returns the total in nanoseconds.
+  bool graph = false;
+  // sample times a batch of back-to-back launches (or the batch's graph)
+  // with one event pair, after an L2 flush, and returns the total in
+  // nanoseconds.
   auto sample = [&](long batch) {
-    if (o.flush) c.check(c.api.cuMemsetD8(c.flush, (unsigned char)(flushes++ & 0xff), c.flush_bytes), "cuMemsetD8(L2 flush)");
-    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
-    for (long j = 0; j < batch; ++j) cc.launch();
-    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+    const unsigned char v = (unsigned char)(flushes++ & 0xff);
+    if (o.flush && bg.stream) c.check(c.api.cuMemsetD8Async(c.flush, v, c.flush_bytes, bg.stream), "cuMemsetD8Async(L2 flush)");
+    if (o.flush && !bg.stream) c.check(c.api.cuMemsetD8(c.flush, v, c.flush_bytes), "cuMemsetD8(L2 flush)");
+    c.check(c.api.cuEventRecord(e0.e, bg.stream), "cuEventRecord");
+    if (graph) {
+      c.check(c.api.cuGraphLaunch(bg.exec, bg.stream), "cuGraphLaunch");
+    } else {
+      for (long j = 0; j < batch; ++j) cc.launch();
+    }
+    c.check(c.api.cuEventRecord(e1.e, bg.stream), "cuEventRecord");
     c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize");
     return double(elapsed_ms(c, e0, e1)) * 1e6;
   };
@@ -1110,10 +1240,17 @@ void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std:
     }
   }
   res.config["batch"] = std::to_string(batch);
+  std::string why = o.graph ? "" : "--no-graph";
+  graph = o.graph && bg.capture(cc, batch, why);
+  res.config["graph"] = graph ? "true" : "false: " + why;
+  warm_up(sample, batch, o, res);
   Sampler sampler(o);
-  while (!sampler.done(res)) {
-    res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
-    progressed();
+  {
+    SampledWindow window(res);
+    while (!sampler.done(res)) {
+      res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
+      progressed();
+    }
   }
   out = cc.output();
   res.mem_used = c.mem_used();

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/envlist"
@@ -106,11 +107,20 @@ func embedsPTX(p *pipeline.Pipeline) bool {
 	return builds == 0
 }
 
+// BenchmarkInterval is the telemetry interval of a benchmark step that
+// sets none (10 Hz): a case's samples last well under a second, and the
+// step records the clocks and clock-event reasons around each.
+const BenchmarkInterval = 100 * time.Millisecond
+
 // Start starts telemetry for step s into stepDir/telemetry.jsonl at the
-// step's interval (DefaultInterval when unset), watching the GPUs the
-// step can see (env is its environment, as for Preflight).
+// step's interval (DefaultInterval when unset, BenchmarkInterval for a
+// benchmark step), watching the GPUs the step can see (env is its
+// environment, as for Preflight).
 func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string, env []string) (*Watch, error) {
 	interval := DefaultInterval
+	if s.Kind == pipeline.KindBenchmark {
+		interval = BenchmarkInterval
+	}
 	if !s.Interval.IsZero() {
 		interval = s.Interval.Value()
 	}

@@ -48,10 +48,19 @@
 //                                2); cuOccupancyMaxActiveBlocksPerMultiprocessor
 //                                answers 2048 threads per SM over the block
 //                                size, at most 32 blocks (an H100's limits)
+//   FAKE_CUDA_GRAPH_LOG=FILE     each cuGraphLaunch appends "graph NODES KERNEL"
+//                                to FILE (streams and graphs are modelled:
+//                                launches on a capturing stream become nodes
+//                                holding copies of their argument values, run
+//                                at every cuGraphLaunch; only the reference
+//                                kernels can be captured, others fail with
+//                                CUDA_ERROR_NOT_SUPPORTED; the legacy default
+//                                stream cannot be captured)
 //   FAKE_CUDA_INIT_ERROR=RC      cuInit returns RC (e.g. 802,
 //                                CUDA_ERROR_SYSTEM_NOT_READY: an HGX node
 //                                whose fabric manager has not started)
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -77,7 +86,8 @@ typedef struct {
 namespace {
 
 const CUresult kSuccess = 0, kInvalidValue = 1, kNotInitialized = 3, kNoDevice = 100, kInvalidDevice = 101,
-               kInvalidHandle = 400, kNotFound = 500, kIllegalAddress = 700;
+               kInvalidHandle = 400, kNotFound = 500, kIllegalAddress = 700, kNotSupported = 801,
+               kIllegalCapture = 901, kCaptureInvalidated = 902;
 
 struct Event {
   std::chrono::steady_clock::time_point t;
@@ -88,6 +98,37 @@ struct Event {
 struct Func {
   std::string name;
 };
+
+// Node is one captured launch: its function, shape and argument values.
+struct Node {
+  Func* f;
+  unsigned gx, bx;
+  std::vector<std::array<unsigned char, 8>> args;
+};
+
+// Graph is a captured graph (cuStreamEndCapture) or an instantiated one.
+struct Graph {
+  std::vector<Node> nodes;
+};
+
+// Stream is a created stream; launches on it while capturing become
+// nodes.
+struct Stream {
+  bool capturing = false;
+  CUresult capture_error = 0;
+  std::vector<Node> nodes;
+};
+
+// arg_sizes are the byte sizes of the arguments of the reference
+// kernels, the ones the harness captures; empty for any other (its
+// capture fails with CUDA_ERROR_NOT_SUPPORTED).
+std::vector<size_t> arg_sizes(const std::string& k) {
+  if (k == "vector_add") return {8, 8, 8, 4};
+  if (k == "reduce_sum") return {8, 8, 4};
+  if (k == "sgemm") return {4, 4, 4, 4, 8, 8, 4, 8};
+  if (k == "softmax") return {8, 8, 4, 4};
+  return {};
+}
 
 struct State {
   std::mutex mu;
@@ -105,6 +146,8 @@ struct State {
   std::set<int> hung;  // devices whose next synchronisation never returns
   long long kernel_ns = 0;
   int sms = 2;
+  long long plain_launches = 0, graph_launches = 0;
+  std::string graph_log;  // FAKE_CUDA_GRAPH_LOG
 };
 
 State& st() {
@@ -212,6 +255,7 @@ void parse_env(State& s) {
   }
   if (const char* e = std::getenv("FAKE_CUDA_KERNEL_NS")) s.kernel_ns = std::atoll(e);
   if (const char* e = std::getenv("FAKE_CUDA_SMS")) s.sms = std::max(1, std::atoi(e));
+  if (const char* e = std::getenv("FAKE_CUDA_GRAPH_LOG")) s.graph_log = e;
 }
 
 // valid reports whether [p, p+n) lies inside one allocation.
@@ -542,11 +586,11 @@ CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
   return kSuccess;
 }
 
-CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, void*,
-                        void** params, void**) {
-  FAKE_GUARD();
-  if (!f || !params) return kInvalidHandle;
-  const std::string& name = static_cast<Func*>(f)->name;
+// launch_one runs one launch of f on the current device, as the driver
+// would run it: counted per device and kernel, with the sticky, hang
+// and corruption knobs applied.
+static CUresult launch_one(State& s, Func* f, unsigned gx, unsigned bx, void** params) {
+  const std::string& name = f->name;
   long nth = ++s.launches[{cur, name}];
   auto t0 = std::chrono::steady_clock::now();
   CUdeviceptr out = 0;
@@ -564,6 +608,120 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, u
     while (std::chrono::steady_clock::now() < until) {
     }
   }
+  return kSuccess;
+}
+
+CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, void* stream,
+                        void** params, void**) {
+  FAKE_GUARD();
+  if (!f || !params) return kInvalidHandle;
+  if (Stream* st = static_cast<Stream*>(stream); st && st->capturing) {
+    // Captured, not run: the node keeps copies of the argument values,
+    // as the driver does, so the caller's argument array may go away.
+    Node n{static_cast<Func*>(f), gx, bx, {}};
+    auto sizes = arg_sizes(n.f->name);
+    if (sizes.empty()) {
+      st->capture_error = kNotSupported;
+      return kNotSupported;
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::array<unsigned char, 8> v{};
+      std::memcpy(v.data(), params[i], sizes[i]);
+      n.args.push_back(v);
+    }
+    st->nodes.push_back(n);
+    return kSuccess;
+  }
+  s.plain_launches++;
+  return launch_one(s, static_cast<Func*>(f), gx, bx, params);
+}
+
+CUresult cuStreamCreate(void** stream, unsigned) {
+  FAKE_GUARD();
+  *stream = new Stream;
+  return kSuccess;
+}
+
+CUresult cuStreamDestroy_v2(void* stream) {
+  FAKE_GUARD();
+  delete static_cast<Stream*>(stream);
+  return kSuccess;
+}
+
+CUresult cuStreamSynchronize(void*) {
+  FAKE_GUARD();
+  FAKE_HANG();
+  return kSuccess;
+}
+
+CUresult cuStreamBeginCapture_v2(void* stream, int mode) {
+  FAKE_GUARD();
+  Stream* st = static_cast<Stream*>(stream);
+  if (!st) return kIllegalCapture;  // the legacy default stream cannot be captured
+  if (st->capturing || mode < 0 || mode > 2) return kInvalidValue;
+  st->capturing = true;
+  st->capture_error = kSuccess;
+  st->nodes.clear();
+  return kSuccess;
+}
+
+CUresult cuStreamEndCapture(void* stream, void** graph) {
+  FAKE_GUARD();
+  Stream* st = static_cast<Stream*>(stream);
+  if (!st || !st->capturing) return kIllegalCapture;
+  st->capturing = false;
+  if (st->capture_error != kSuccess) {
+    *graph = nullptr;
+    return kCaptureInvalidated;
+  }
+  *graph = new Graph{st->nodes};
+  st->nodes.clear();
+  return kSuccess;
+}
+
+CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) {
+  FAKE_GUARD();
+  if (!graph) return kInvalidValue;
+  *exec = new Graph(*static_cast<Graph*>(graph));
+  return kSuccess;
+}
+
+CUresult cuGraphLaunch(void* exec, void*) {
+  FAKE_GUARD();
+  if (!exec) return kInvalidValue;
+  s.graph_launches++;
+  auto& nodes = static_cast<Graph*>(exec)->nodes;
+  if (!s.graph_log.empty() && !nodes.empty()) {
+    if (FILE* f = std::fopen(s.graph_log.c_str(), "a")) {
+      std::fprintf(f, "graph %zu %s\n", nodes.size(), nodes[0].f->name.c_str());
+      std::fclose(f);
+    }
+  }
+  for (Node& n : static_cast<Graph*>(exec)->nodes) {
+    std::vector<void*> params;
+    for (auto& v : n.args) params.push_back(v.data());
+    launch_one(s, n.f, n.gx, n.bx, params.data());
+    if (s.sticky[cur]) break;
+  }
+  return kSuccess;
+}
+
+CUresult cuGraphExecDestroy(void* exec) {
+  FAKE_GUARD();
+  delete static_cast<Graph*>(exec);
+  return kSuccess;
+}
+
+CUresult cuGraphDestroy(void* graph) {
+  FAKE_GUARD();
+  delete static_cast<Graph*>(graph);
+  return kSuccess;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void*) {
+  FAKE_GUARD();
+  if (!valid(s, d, n)) return kInvalidValue;
+  std::memset(reinterpret_cast<void*>(d), v, n);
   return kSuccess;
 }
 
@@ -616,7 +774,10 @@ const struct {
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {802, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {902, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
 };
 
 CUresult cuGetErrorString(CUresult rc, const char** str) {
