@@ -290,9 +290,10 @@ func TestFakeDriverSustained(t *testing.T) {
 	}
 	// The fake flips a bit in the 6th launch of vector_add: with no
 	// warm-up that is repeat 6. The harness flips repeat 3 of sgemm.
-	// The burn case (gpuattest_burn, an FMA-dense loop on every SM, here
-	// the fake's host version) is a case of its own, checked exactly
-	// against the host and compared repeat by repeat like the others.
+	// The burn case (gpuattest_burn_mma, the tensor-core burn, on the
+	// fake's compute capability 9.0; here the fake's host version of its
+	// mma.sync tiles) is a case of its own, checked exactly against the
+	// host and compared repeat by repeat like the others.
 	var burn *suite.Case
 	for i, c := range r.results.Cases {
 		if c.Kernel == "burn" {
@@ -300,8 +301,8 @@ func TestFakeDriverSustained(t *testing.T) {
 		}
 	}
 	if burn == nil || burn.Config["sm_count"] != "2" || burn.Config["grid"] != "16" || burn.Config["iters"] == "" || burn.Flops <= 0 ||
-		burn.Correctness == nil || burn.Correctness.MaxAbsError != 0 || !strings.HasPrefix(burn.Name, "burn/ffma/grid=16x256/iters=") {
-		t.Errorf("burn case %+v; want the FMA burn on 2 SMs x 8 blocks, exact against the host", burn)
+		burn.Correctness == nil || burn.Correctness.MaxAbsError != 0 || !strings.HasPrefix(burn.Name, "burn/hmma/grid=16x256/iters=") || burn.Config["burn_kernel"] != "hmma" {
+		t.Errorf("burn case %+v; want the tensor-core burn on 2 SMs x 8 blocks, exact against the host", burn)
 	}
 	// Without the burn case (--no-burn) the rounds are short enough for
 	// the fake to reach vector_add's 6th launch within 0.5 s.
@@ -473,5 +474,42 @@ func TestFakeDriverGraphAndTimedWarmup(t *testing.T) {
 	}
 	if _, err := os.Stat(log + ".direct"); err == nil {
 		t.Error("--no-graph launched a graph")
+	}
+}
+
+// The burn case takes most of each sustained round: its launch is sized
+// to at least 80 % of the round against the other cases' time (here
+// made 5 ms a launch by the fake), and --burn-kernel ffma runs the FFMA
+// burn, also exact against the host. Before, the burn was sized to
+// --burn-ms alone, whatever the other cases took.
+func TestFakeDriverBurnTakesMostOfTheRound(t *testing.T) {
+	t.Parallel()
+	for _, kernel := range []string{"hmma", "ffma"} {
+		r := runFake(t, []string{"FAKE_CUDA_KERNEL_NS=5000000"}, "--duration", "1.5", "--warmup", "0", "--n", "4096", "--gemm", "32", "--rows", "16", "--cols", "16", "--burn-kernel", kernel)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", kernel, r.code, r.stderr)
+		}
+		var burn, others float64
+		for _, c := range r.results.Cases {
+			if c.Sustained == nil {
+				t.Fatalf("%s: %s has no sustained block", kernel, c.Name)
+			}
+			if c.Kernel == "burn" {
+				burn = c.Sustained.BusySeconds
+				if c.Config["burn_kernel"] != kernel || c.Correctness == nil || c.Correctness.MaxAbsError != 0 || !strings.HasPrefix(c.Name, "burn/"+kernel+"/") {
+					t.Errorf("%s: burn case %s %+v", kernel, c.Name, c.Config)
+				}
+				target, _ := strconv.ParseFloat(c.Config["burn_target_ms"], 64)
+				rest, _ := strconv.ParseFloat(c.Config["round_others_ms"], 64)
+				if rest < 20 || target < 3.9*rest {
+					t.Errorf("%s: burn sized to %v ms against %v ms of other cases", kernel, target, rest)
+				}
+			} else {
+				others += c.Sustained.BusySeconds
+			}
+		}
+		if share := burn / (burn + others); share < 0.6 {
+			t.Errorf("%s: the burn took %.0f %% of the busy time, want most (sized for 80 %%)", kernel, 100*share)
+		}
 	}
 }

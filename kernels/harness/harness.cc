@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "burn_mma_ptx.h"
 #include "checksum_ptx.h"
 #include "cuda_api.h"
 #include "sha256.h"
@@ -101,6 +102,9 @@ struct Options {
   // each launch about burn_ms long.
   bool burn = true;
   double burn_ms = 20;
+  // burn_kernel (--burn-kernel): hmma (the tensor-core burn, sm_80+),
+  // ffma, or auto (hmma where the GPU has compute capability 8.0 or more).
+  std::string burn_kernel = "auto";
   // memsweep (--memsweep F): after the cases, sweep F of the device's
   // free memory (cpu: a scaled-down host buffer) with address-dependent
   // patterns and moving inversions; 0 is off.
@@ -231,9 +235,13 @@ const char* kHelp =
     "                            inverse, two patterns, each checked (cpu: a host buffer of\n"
     "                            --memsweep-max or 64 MiB, scaled down); the case reports bytes_covered\n"
     "  --memsweep-max BYTES      sweep at most BYTES\n"
-    "  --no-burn                 sustained on cuda: leave out the burn case (gpuattest_burn, an\n"
-    "                            FMA-dense register loop on every SM that takes most of each round)\n"
-    "  --burn-ms MS              sustained on cuda: the burn case's launch time (default 20)\n"
+    "  --no-burn                 sustained: leave out the burn case (cuda: a tensor-core mma.sync or\n"
+    "                            FFMA register loop on every SM; cpu: the FFMA loop on the host), which\n"
+    "                            takes most of each round\n"
+    "  --burn-ms MS              sustained: the burn case's launch time at least (default 20; longer\n"
+    "                            when the other cases of a round take more than a quarter of it)\n"
+    "  --burn-kernel K           sustained on cuda: hmma (tensor cores, sm_80+), ffma, or auto (default:\n"
+    "                            hmma on compute capability 8.0 and later)\n"
     "  --threads N               sustained on cpu: worker threads (default: the usable CPUs)\n"
     "  --tolerance KERNEL=X      override a kernel's max-abs-error tolerance\n"
     "  --inject-fault KERNEL     corrupt one output element of KERNEL (proves the check)\n"
@@ -386,6 +394,9 @@ Options parse(int argc, char** argv) {
       o.burn = false;
     } else if (a == "--burn-ms") {
       o.burn_ms = parse_double(a, next(), 0, 10000);
+    } else if (a == "--burn-kernel") {
+      o.burn_kernel = next();
+      if (o.burn_kernel != "auto" && o.burn_kernel != "hmma" && o.burn_kernel != "ffma") usage("--burn-kernel " + o.burn_kernel + ": expected auto, hmma or ffma");
     } else if (a == "--no-flush") {
       o.flush = false;
     } else if (a == "--duration") {
@@ -643,9 +654,33 @@ class Sampler {
 
 // ---- CPU backend: fp32 implementations of the kernels' algorithms --------
 
+// burn_host is gpuattest_burn (checksum.cu) for thread t on the host: fmaf
+// is exactly rounded and the sum is added in the same order, so the bits
+// agree with the GPU's.
+float burn_host(unsigned t, unsigned iters, float seed) {
+  const float m = 0.9999999f, c = 1e-7f;
+  float a[8];
+  a[0] = seed + float(t & 1023) * 1e-6f;
+  for (int j = 1; j < 8; ++j) a[j] = a[0] + 0.125f * float(j);
+  for (unsigned i = 0; i < iters; ++i)
+    for (int k = 0; k < 16; ++k)
+      for (int j = 0; j < 8; ++j) a[j] = std::fma(a[j], m, c);
+  float s = a[0];
+  for (int j = 1; j < 8; ++j) s = s + a[j];
+  return s;
+}
+
+// kBurnSeed is the burn case's seed (the same on every device).
+const float kBurnSeed = 1.0f;
+
 void cpu_compute(const Problem& p, const Options& o, std::vector<float>& out) {
   const std::string& k = p.kernel;
-  if (k == "vector_add") {
+  if (k == "burn") {
+    // The FFMA burn on the host: gpuattest_burn's loop for each of the
+    // case's threads (see add_cpu_burn_case).
+    const unsigned iters = unsigned(std::stoul(p.config.at("iters")));
+    for (size_t t = 0; t < p.out_n; ++t) out[t] = burn_host(unsigned(t), iters, kBurnSeed);
+  } else if (k == "vector_add") {
     const float* a = p.in[0].data();
     const float* b = p.in[1].data();
     for (size_t i = 0; i < p.out_n; ++i) out[i] = a[i] + b[i];
@@ -1842,29 +1877,115 @@ struct DeviceRun {
   }
 };
 
-// ---- the burn case (sustained mode on cuda) ------------------------------------
+// ---- the burn case (sustained mode) --------------------------------------------
 
-// burn_host is gpuattest_burn (checksum.cu) for thread t on the host: fmaf
-// is exactly rounded and the sum is added in the same order, so the bits
-// agree with the GPU's.
-float burn_host(unsigned t, unsigned iters, float seed) {
-  const float m = 0.9999999f, c = 1e-7f;
-  float a[8];
-  a[0] = seed + float(t & 1023) * 1e-6f;
-  for (int j = 1; j < 8; ++j) a[j] = a[0] + 0.125f * float(j);
-  for (unsigned i = 0; i < iters; ++i)
-    for (int k = 0; k < 16; ++k)
-      for (int j = 0; j < 8; ++j) a[j] = std::fma(a[j], m, c);
-  float s = a[0];
-  for (int j = 1; j < 8; ++j) s = s + a[j];
-  return s;
+// burn_mma_value is burn_mma.cu's A element e of lane's fragment of tile
+// j in warp w, for seed bits s.
+float burn_mma_value(unsigned w, unsigned lane, unsigned j, unsigned e, unsigned s) {
+  unsigned h = (w * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0xC2B2AE35u) ^ (e * 0x27D4EB2Fu) ^ s;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  return float(int(h % 17u) - 8) * 0.125f;
 }
 
-// add_burn_case sets up the burn case on c: the embedded gpuattest_burn
-// on a grid of 8 blocks of 256 threads per SM (full occupancy for its few
-// registers), its iteration count calibrated so that a launch takes about
-// o.burn_ms; it runs its first repeat, checks sampled threads against
-// burn_host exactly and appends the case to cases and sc.
+// burn_mma_host is gpuattest_burn_mma's output for warp w: every round
+// cancels exactly, and the last A_j*B (B all 1/2) adds, over the 16x8
+// tile, 8 * 1/2 * the sum of A_j's 256 elements, whichever lane holds
+// them. Every partial sum is a multiple of 1/64 under 2^13: exact.
+float burn_mma_host(unsigned w, float seed) {
+  unsigned s;
+  std::memcpy(&s, &seed, 4);
+  double total = 0;
+  for (unsigned j = 0; j < 4; ++j)
+    for (unsigned lane = 0; lane < 32; ++lane)
+      for (unsigned e = 0; e < 8; ++e) total += 4.0 * double(burn_mma_value(w, lane, j, e, s));
+  return float(total);
+}
+
+// BurnKernel is the burn case's kernel: its PTX, entry point and name,
+// and what one launch computes.
+struct BurnKernel {
+  const char* ptx;
+  const char* entry;
+  std::string name;  // hmma or ffma
+  bool mma;
+};
+
+// pick_burn chooses the burn kernel for o.burn_kernel on c: the tensor-core
+// one on compute capability 8.0 and later unless ffma is asked for.
+BurnKernel pick_burn(Cuda& c, const Options& o) {
+  int major = 0;
+  c.check(c.api.cuDeviceGetAttribute(&major, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c.dev), "cuDeviceGetAttribute(compute capability)");
+  const bool mma = o.burn_kernel == "hmma" || (o.burn_kernel == "auto" && major >= 8);
+  if (mma && major < 8) throw CudaError("--burn-kernel hmma needs compute capability 8.0 or later (mma.sync m16n8k16), this GPU has " + std::to_string(major) + ".x");
+  if (mma) return {harness::kBurnMmaPTX, "gpuattest_burn_mma", "hmma", true};
+  return {harness::kChecksumPTX, "gpuattest_burn", "ffma", false};
+}
+
+// round_ms times one launch of every case already in sc: the rest of a
+// sustained round, which the burn must outweigh.
+double round_ms(Cuda& c, std::vector<std::unique_ptr<SustainedCase>>& sc) {
+  Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
+  c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
+  for (auto& s : sc) s->cc->launch();
+  c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+  c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(round)");
+  return double(elapsed_ms(c, e0, e1));
+}
+
+// kBurnShare is the share of a sustained round the burn launch is sized
+// to take at least: its time is at least (kBurnShare / (1 - kBurnShare))
+// times the other cases' (--burn-ms is a floor).
+const double kBurnShare = 0.8;
+
+// burn_problem describes the burn case's launch: name, sizes, flops and
+// the host reference at sampled threads (ffma) or warps (hmma).
+void burn_problem(Problem& p, const BurnKernel& bk, unsigned grid, unsigned block, unsigned iters, float seed) {
+  const unsigned threads = grid * block, warps = threads / 32;
+  p.kernel = "burn";
+  p.tol = 0;
+  if (bk.mma) {
+    p.out_n = warps;
+    // 8 mma per round and 4 more, each 2 x 16 x 8 x 16 flops.
+    p.flops = double(warps) * (double(iters) * 8 + 4) * 4096;
+    for (unsigned w = 0; w < warps; w += std::max(1u, warps / 64)) {
+      p.ref_at.push_back(w);
+      p.ref.push_back(double(burn_mma_host(w, seed)));
+    }
+  } else {
+    p.out_n = threads;
+    p.flops = double(threads) * double(iters) * 256;
+    for (unsigned t = 0; t < threads; t += std::max(1u, threads / 64)) {
+      p.ref_at.push_back(t);
+      p.ref.push_back(double(burn_host(t, iters, seed)));
+    }
+  }
+  p.bytes = double(p.out_n) * 4;
+  p.name = "burn/" + bk.name + "/grid=" + std::to_string(grid) + "x" + std::to_string(block) + "/iters=" + std::to_string(iters);
+}
+
+// burn_calibrate sets *iters so that one launch takes about target_ms,
+// from a timed launch of 64 iterations.
+void burn_calibrate(Cuda& c, CudaCase& cc, unsigned* iters, double target_ms) {
+  *iters = 64;
+  Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
+  cc.launch();
+  c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
+  cc.launch();
+  c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+  c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(burn calibration)");
+  const double ms = std::max(1e-3, double(elapsed_ms(c, e0, e1)));
+  *iters = unsigned(std::clamp(64.0 * target_ms / ms, 1.0, double(1 << 24)));
+}
+
+// add_burn_case sets up the burn case on c: the embedded tensor-core
+// gpuattest_burn_mma (or the FFMA gpuattest_burn: pick_burn) on a grid of
+// as many 256-thread blocks as the SMs hold at once, its iteration count
+// calibrated so that a launch takes most of each round (at least
+// o.burn_ms, and kBurnShare of the round with the other cases in sc); it
+// runs its first repeat, checks sampled threads or warps against the host
+// exactly and appends the case to cases and sc.
 void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, std::vector<std::unique_ptr<SustainedCase>>& sc, DeviceRun& dr) {
   auto s = std::make_unique<SustainedCase>();
   CaseResult res;
@@ -1875,50 +1996,43 @@ void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, st
   std::snprintf(b, sizeof b, "%g", o.duration_s);
   res.config["duration_s"] = b;
   try {
-    int sms = 0;
-    c.check(c.api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c.dev), "cuDeviceGetAttribute(SM count)");
-    const unsigned block = 256, grid = unsigned(std::max(1, sms) * 8), threads = grid * block;
+    const BurnKernel bk = pick_burn(c, o);
+    res.name = "burn/" + bk.name;
+    const double others = round_ms(c, sc);
+    const double target = std::min(2000.0, std::max(o.burn_ms, others * kBurnShare / (1 - kBurnShare)));
     s->cc = std::make_unique<CudaCase>(c);
     CudaCase& cc = *s->cc;
-    c.check(c.api.cuModuleLoadData(&cc.mod, harness::kChecksumPTX), "cuModuleLoadData(burn PTX)");
-    c.check(c.api.cuModuleGetFunction(&cc.fn, cc.mod, "gpuattest_burn"), "cuModuleGetFunction(gpuattest_burn)");
-    cc.out_n = threads;
-    cc.dout = cc.out = cc.alloc(size_t(threads) * sizeof(float));
+    c.check(c.api.cuModuleLoadData(&cc.mod, bk.ptx), std::string("cuModuleLoadData(") + bk.entry + " PTX)");
+    c.check(c.api.cuModuleGetFunction(&cc.fn, cc.mod, bk.entry), std::string("cuModuleGetFunction(") + bk.entry + ")");
+    const unsigned block = 256, per_sm = unsigned(c.blocks_per_sm(cc.fn, int(block), 0)), grid = unsigned(c.sms) * per_sm;
+    const size_t out_n = bk.mma ? grid * block / 32 : size_t(grid) * block;
+    cc.out_n = out_n;
+    cc.dout = cc.out = cc.alloc(out_n * sizeof(float));
     auto iters = std::make_shared<unsigned>(64);
-    const float seed = 1.0f;
-    cc.launch = [&cc, grid, block, iters, seed]() {
+    const float seed = kBurnSeed;
+    const std::string what = std::string("cuLaunchKernel(") + bk.entry + ")";
+    cc.launch = [&cc, grid, block, iters, seed, what]() {
       unsigned it = *iters;
       float sd = seed;
       void* args[] = {&cc.out, &it, &sd};
-      cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(gpuattest_burn)");
+      cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), what);
     };
-    // Calibrate: one launch of 64 iterations, timed.
-    Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
-    cc.launch();
-    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
-    cc.launch();
-    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
-    c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(burn calibration)");
-    const double ms = std::max(1e-3, double(elapsed_ms(c, e0, e1)));
-    *iters = unsigned(std::clamp(64.0 * o.burn_ms / ms, 1.0, double(1 << 20)));
+    burn_calibrate(c, cc, iters.get(), target);
     Problem& p = s->p;
-    p.kernel = "burn";
-    p.out_n = threads;
-    p.flops = double(threads) * double(*iters) * 256;
-    p.bytes = double(threads) * 4;
-    p.tol = 0;
-    for (unsigned t = 0; t < threads; t += std::max(1u, threads / 64)) {
-      p.ref_at.push_back(t);
-      p.ref.push_back(double(burn_host(t, *iters, seed)));
-    }
-    p.name = "burn/ffma/grid=" + std::to_string(grid) + "x" + std::to_string(block) + "/iters=" + std::to_string(*iters);
+    burn_problem(p, bk, grid, block, *iters, seed);
     res.name = p.name;
     res.flops = p.flops;
     res.bytes = p.bytes;
-    res.config["sm_count"] = std::to_string(sms);
+    res.config["sm_count"] = std::to_string(c.sms);
+    res.config["blocks_per_sm"] = std::to_string(per_sm);
     res.config["grid"] = std::to_string(grid);
     res.config["block"] = std::to_string(block);
     res.config["iters"] = std::to_string(*iters);
+    res.config["burn_kernel"] = bk.name;
+    std::snprintf(b, sizeof b, "%.3f", others);
+    res.config["round_others_ms"] = b;
+    std::snprintf(b, sizeof b, "%.3f", target);
+    res.config["burn_target_ms"] = b;
     dr.set_current(p.name);
     cc.launch();
     std::vector<float> out = cc.output();
@@ -1929,8 +2043,71 @@ void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, st
   } catch (const std::exception& e) {
     res.status = "error";
     res.message = e.what();
-    if (res.name.empty()) res.name = "burn/ffma";
+    if (res.name.empty()) res.name = "burn";
   }
+  std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
+  if (res.status == "passed") {
+    s->result = cases.size();
+    sc.push_back(std::move(s));
+  }
+  dr.add_case(std::move(res));
+}
+
+// kCpuBurnThreads is how many of gpuattest_burn's threads the CPU burn
+// case computes per repeat.
+const unsigned kCpuBurnThreads = 256;
+
+// add_cpu_burn_case sets up the CPU backend's burn case, the equivalent
+// of the cuda one: gpuattest_burn's FFMA loop on the host for
+// kCpuBurnThreads threads, its iterations calibrated so that one repeat
+// takes at least o.burn_ms and kBurnShare of a round with the cases in
+// sc, checked against burn_host and appended to cases and sc.
+void add_cpu_burn_case(const Options& o, std::vector<CaseResult>& cases, std::vector<std::unique_ptr<SustainedCase>>& sc, DeviceRun& dr) {
+  auto s = std::make_unique<SustainedCase>();
+  Problem& p = s->p;
+  p.kernel = "burn";
+  p.out_n = kCpuBurnThreads;
+  std::vector<float> out(p.out_n);
+  auto ms_of = [&](auto&& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double others = 0;
+  for (auto& c : sc) {
+    std::vector<float> o2(c->p.out_n);
+    others += ms_of([&] { cpu_compute(c->p, o, o2); });
+  }
+  const double target = std::min(2000.0, std::max(o.burn_ms, others * kBurnShare / (1 - kBurnShare)));
+  p.config["iters"] = "16";
+  const double ms = std::max(1e-3, ms_of([&] { cpu_compute(p, o, out); }));
+  const unsigned iters = unsigned(std::clamp(16.0 * target / ms, 1.0, double(1 << 24)));
+  p.config["iters"] = std::to_string(iters);
+  p.flops = double(p.out_n) * double(iters) * 256;
+  p.bytes = double(p.out_n) * 4;
+  p.tol = 0;
+  for (unsigned t = 0; t < p.out_n; t += 4) {
+    p.ref_at.push_back(t);
+    p.ref.push_back(double(burn_host(t, iters, kBurnSeed)));
+  }
+  p.name = "burn/ffma-host/threads=" + std::to_string(p.out_n) + "/iters=" + std::to_string(iters);
+  CaseResult res;
+  res.kernel = "burn";
+  res.name = p.name;
+  res.flops = p.flops;
+  res.bytes = p.bytes;
+  res.config = {{"backend", "cpu"}, {"mode", "sustained"}, {"iters", p.config["iters"]}, {"burn_kernel", "ffma-host"}};
+  char b[64];
+  std::snprintf(b, sizeof b, "%.3f", others);
+  res.config["round_others_ms"] = b;
+  std::snprintf(b, sizeof b, "%.3f", target);
+  res.config["burn_target_ms"] = b;
+  dr.set_current(p.name);
+  cpu_compute(p, o, out);
+  res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
+  check_output(p, out, res);
+  if (res.status == "passed") res.message = "";
+  s->first = std::move(out);
   std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
   if (res.status == "passed") {
     s->result = cases.size();
@@ -2055,6 +2232,7 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
                  res.config["bytes_covered"].c_str());
     dr.add_case(std::move(res));
   }
+  if (sustained && !gpu && o.burn && !lost) add_cpu_burn_case(o, cases, sc, dr);
   if (sustained && gpu && o.burn && !lost) {
     add_burn_case(*cuda, o, cases, sc, dr);
     std::string why;

@@ -274,7 +274,8 @@ func TestBurninNoTelemetry(t *testing.T) {
 }
 
 // The protocol end to end with the real harness on its CPU backend: one
-// invocation runs the whole burn-in.
+// invocation runs the whole burn-in, its four cases and the host's FFMA
+// burn case.
 func TestBurninRealHarnessSustained(t *testing.T) {
 	t.Parallel()
 	testenv.RequireTool(t, "g++")
@@ -291,7 +292,7 @@ func TestBurninRealHarnessSustained(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := out.Details.(*BurninDetails)
-	if out.Status != step.Passed || !d.Sustained || d.Invocations != 1 || d.Cases != 4 || d.RepeatsChecked < 4 || d.Timing != TimingSteadyClock ||
+	if out.Status != step.Passed || !d.Sustained || d.Invocations != 1 || d.Cases != 5 || d.RepeatsChecked < 5 || d.Timing != TimingSteadyClock ||
 		d.DutyCycle == nil || !(*d.DutyCycle > 0) || d.HostRSS == nil || len(d.HostRSS.Series) < 3 {
 		t.Fatalf("status %s %q, details %+v", out.Status, out.Reason, d)
 	}

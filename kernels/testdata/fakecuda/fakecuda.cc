@@ -273,6 +273,75 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// ---- burn_mma.cu's gpuattest_burn_mma, warp by warp --------------------------
+//
+// mma.sync.m16n8k16 (f16 inputs, f32 accumulate) as the PTX ISA lays its
+// fragments out over a warp's lanes (group g = lane / 4, t = lane % 4):
+//   A (16x16): element i of a lane is row g (i in 0,1,4,5) or g+8, column
+//              2t + (i & 1), plus 8 for i >= 4;
+//   B (16x8):  element i is row 2t + (i & 1), plus 8 for i >= 2, column g;
+//   C, D:      element i is row g (i < 2) or g+8, column 2t + (i & 1).
+// Every value the kernel uses is k/8 (|k| <= 8, exact in fp16) or a small
+// dyadic sum of them, so float arithmetic here gives a tensor core's bits.
+
+float mma_value(unsigned w, unsigned lane, unsigned j, unsigned e, unsigned s) {
+  unsigned h = (w * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0xC2B2AE35u) ^ (e * 0x27D4EB2Fu) ^ s;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  return float(int(h % 17u) - 8) * 0.125f;
+}
+
+// mma_tile runs one mma on a warp's fragments: c[lane] += A * B, with A
+// from a[lane] and B from b[lane].
+void mma_tile(float c[32][4], const float a[32][8], const float b[32][4]) {
+  float A[16][16], B[16][8];
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned i = 0; i < 8; ++i) A[(i == 2 || i == 3 || i >= 6) ? g + 8 : g][2 * t + (i & 1) + (i >= 4 ? 8 : 0)] = a[lane][i];
+    for (unsigned i = 0; i < 4; ++i) B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = b[lane][i];
+  }
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned i = 0; i < 4; ++i) {
+      const unsigned row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
+      float acc = c[lane][i];
+      for (unsigned k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+      c[lane][i] = acc;
+    }
+  }
+}
+
+// burn_mma writes gpuattest_burn_mma's per-warp totals for warps warps.
+void burn_mma(float* y, unsigned warps, unsigned iters, float seed) {
+  unsigned s;
+  std::memcpy(&s, &seed, 4);
+  float b[32][4], nb[32][4];
+  for (auto& l : b) std::fill(l, l + 4, 0.5f);
+  for (auto& l : nb) std::fill(l, l + 4, -0.5f);
+  for (unsigned w = 0; w < warps; ++w) {
+    float a[4][32][8], c[4][32][4] = {};
+    for (unsigned j = 0; j < 4; ++j)
+      for (unsigned lane = 0; lane < 32; ++lane)
+        for (unsigned e = 0; e < 8; ++e) a[j][lane][e] = mma_value(w, lane, j, e, s);
+    for (unsigned i = 0; i < iters; ++i) {
+      for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], b);
+      for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], nb);
+    }
+    for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], b);
+    float lane_sum[32];
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      float sum = 0.0f;
+      for (unsigned j = 0; j < 4; ++j)
+        for (unsigned r = 0; r < 4; ++r) sum += c[j][lane][r];
+      lane_sum[lane] = sum;
+    }
+    for (unsigned off = 16; off > 0; off >>= 1)  // __shfl_down_sync: lane l adds lane l + off
+      for (unsigned lane = 0; lane + off < 32; ++lane) lane_sum[lane] += lane_sum[lane + off];
+    y[w] = lane_sum[0];
+  }
+}
+
 template <typename T>
 T arg(void** params, int i) {
   return *static_cast<T*>(params[i]);
@@ -350,6 +419,13 @@ bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** 
       y[t] = sum;
     }
     out = o, out_bytes = threads * 4;
+  } else if (fn == "gpuattest_burn_mma") {
+    auto o = arg<CUdeviceptr>(a, 0);
+    unsigned iters = arg<unsigned>(a, 1);
+    float seed = arg<float>(a, 2);
+    if (!valid(s, o, threads / 32 * 4)) return false;
+    burn_mma(reinterpret_cast<float*>(o), unsigned(threads / 32), iters, seed);
+    out = o, out_bytes = threads / 32 * 4;
   } else if (fn == "gpuattest_mem_write" || fn == "gpuattest_mem_check") {
     // checksum.cu's memory sweep.
     auto p = arg<CUdeviceptr>(a, 0);
@@ -507,7 +583,7 @@ CUresult cuModuleUnload(void* mod) {
 
 CUresult cuModuleGetFunction(void** fn, void*, const char* name) {
   FAKE_GUARD();
-  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check"};
+  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn", "gpuattest_burn_mma", "gpuattest_mem_write", "gpuattest_mem_check"};
   for (const char* k : known) {
     if (std::strcmp(k, name) == 0) {
       *fn = new Func{name};
