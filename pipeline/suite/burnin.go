@@ -814,6 +814,12 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 	default:
 		return
 	}
+	simIdle := false
+	defer func() {
+		if simIdle {
+			d.Notes = append(d.Notes, "SIMULATED GPUs report idle telemetry (no utilization): power and NVML utilization not judged")
+		}
+	}()
 	for k := range d.GPUs {
 		g := &d.GPUs[k]
 		if g.Index == nil {
@@ -834,8 +840,15 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 		g.Samples, g.TempMinC, g.TempMaxC, g.PowerMaxWatts = s.n, s.tmin, s.tmax, s.pmax
 		g.PowerCappedShare = ptrFloat(float64(s.capped) / float64(s.n))
 		g.ThrottleShare = ptrFloat(float64(s.throttled) / float64(s.n))
-		br.utilization(g, s)
 		br.deviceLeak(g, s)
+		if rec != nil && rec.Simulated && !s.busy() {
+			// A simulated GPU that reports no load has no model of it (the
+			// fake driver's kernels run on the host): its idle power and
+			// utilization say nothing about the burn-in.
+			simIdle = true
+			continue
+		}
+		br.utilization(g, s)
 		if d.Backend != "cuda" || g.PowerMaxWatts == nil || g.PowerLimitWatts == nil || *g.PowerLimitWatts <= 0 {
 			continue
 		}
@@ -846,6 +859,11 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 				*g.Index, g.UUID, *g.PowerMaxWatts, 100**g.PowerMaxWatts / *g.PowerLimitWatts, *g.PowerLimitWatts, 100*MinPowerShare))
 		}
 	}
+}
+
+// busy reports whether any sample saw the GPU's utilization above zero.
+func (g *gpuSamples) busy() bool {
+	return slices.ContainsFunc(g.util, func(u float64) bool { return u > 0 })
 }
 
 // utilization records the median of g's NVML utilization samples s and,

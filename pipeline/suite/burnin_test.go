@@ -460,3 +460,36 @@ func TestBurninDeviceMemoryLeakFromNVML(t *testing.T) {
 		t.Errorf("gpu 0 device memory trend: %+v", g)
 	}
 }
+
+// Simulated GPUs that report no load at all (the simulated gpu-check:
+// the fake driver's kernels run on the host, the simulated NVML stays
+// idle) are not judged on power or utilization, and the details say so;
+// once a simulated GPU reports load (the tests above), they are.
+func TestBurninSimulatedIdleNotJudged(t *testing.T) {
+	t.Parallel()
+	sim, err := gpu.Simulate("h100:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := gpu.Collect(t.Context(), gpu.WithSource(sim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sustainedStep(t, "300ms", "SUS_BACKEND=cuda", "SUS_DEVICES="+rec.GPUs[0].UUID+","+rec.GPUs[1].UUID)
+	s.Hardware = rec
+	tel, err := gpu.StartTelemetry(t.Context(), sim, filepath.Join(s.StepDir, gpu.TelemetryFile), 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Burnin{}.Execute(t.Context(), s)
+	if _, err := tel.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.Details.(*BurninDetails)
+	if out.Status != step.Passed || d.GPUs[0].Loaded != nil || d.GPUs[0].Utilization != nil || !strings.Contains(strings.Join(d.Notes, "\n"), "SIMULATED GPUs report idle telemetry") {
+		t.Errorf("status %s %q, gpu 0 %+v, notes %q", out.Status, out.Reason, d.GPUs[0], d.Notes)
+	}
+}

@@ -48,6 +48,9 @@
 //                                2); cuOccupancyMaxActiveBlocksPerMultiprocessor
 //                                answers 2048 threads per SM over the block
 //                                size, at most 32 blocks (an H100's limits)
+//   FAKE_CUDA_MEMORY=BYTES       every device's memory as cuMemGetInfo reports it
+//                                (default 80 GiB; what the process allocated
+//                                on the device counts as used)
 //   FAKE_CUDA_GRAPH_LOG=FILE     each cuGraphLaunch appends "graph NODES KERNEL"
 //                                to FILE (streams and graphs are modelled:
 //                                launches on a capturing stream become nodes
@@ -137,6 +140,7 @@ struct State {
   std::vector<int> visible;  // physical index of each visible ordinal
   std::map<int, CUresult> sticky;  // per physical device
   std::map<uintptr_t, size_t> allocs;
+  std::map<uintptr_t, int> alloc_device;  // the device each allocation is on
   std::map<std::pair<int, std::string>, long> launches;  // per device and kernel
   std::string sticky_kernel, corrupt_kernel;
   long sticky_at = 1, corrupt_at = 0;  // corrupt_at -1: every launch
@@ -148,6 +152,7 @@ struct State {
   int sms = 2;
   long long plain_launches = 0, graph_launches = 0;
   std::string graph_log;  // FAKE_CUDA_GRAPH_LOG
+  size_t memory = size_t(80) << 30;  // FAKE_CUDA_MEMORY: each device's memory
 };
 
 State& st() {
@@ -256,6 +261,7 @@ void parse_env(State& s) {
   if (const char* e = std::getenv("FAKE_CUDA_KERNEL_NS")) s.kernel_ns = std::atoll(e);
   if (const char* e = std::getenv("FAKE_CUDA_SMS")) s.sms = std::max(1, std::atoi(e));
   if (const char* e = std::getenv("FAKE_CUDA_GRAPH_LOG")) s.graph_log = e;
+  if (const char* e = std::getenv("FAKE_CUDA_MEMORY")) s.memory = size_t(std::max(1LL, std::atoll(e)));
 }
 
 // valid reports whether [p, p+n) lies inside one allocation.
@@ -598,6 +604,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
   void* m = std::calloc(1, std::max<size_t>(n, 1));
   if (!m) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
   s.allocs[uintptr_t(m)] = n;
+  s.alloc_device[uintptr_t(m)] = cur;
   *p = CUdeviceptr(uintptr_t(m));
   return kSuccess;
 }
@@ -608,6 +615,7 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   if (it == s.allocs.end()) return kInvalidValue;
   std::free(reinterpret_cast<void*>(p));
   s.allocs.erase(it);
+  s.alloc_device.erase(uintptr_t(p));
   return kSuccess;
 }
 
@@ -654,9 +662,10 @@ CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
 
 CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
   FAKE_GUARD();
-  const size_t cap = size_t(80) << 30;
+  const size_t cap = s.memory;
   size_t used = size_t(1) << 20;
-  for (auto& kv : s.allocs) used += kv.second;
+  for (auto& kv : s.allocs)
+    if (s.alloc_device[kv.first] == cur) used += kv.second;
   *total = cap;
   *free_b = cap - std::min(used, cap);
   return kSuccess;
