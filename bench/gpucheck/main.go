@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	t := &table{w: tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)}
 	if r.Hardware != nil && r.Hardware.Simulated {
 		t.sim = " [SIMULATED]"
-		fmt.Fprintln(stdout, "SIMULATED: GPUATTEST_FAKE_GPU and the CPU backend; nothing here ran on or says anything about a GPU")
+		fmt.Fprintln(stdout, "SIMULATED: GPUATTEST_FAKE_GPU (go-nvml's mock servers) and a fake CUDA driver or the CPU backend; nothing here ran on or says anything about a GPU")
 	}
 	fmt.Fprintf(t.w, "SECTION\tITEM\tVALUE\tVERDICT\n")
 	t.device(r)

@@ -627,11 +627,16 @@ func (br *burnRun) judgeSustained(minDuty *float64) {
 	if br.loopTime > 0 {
 		duty := br.dutyTime / br.loopTime
 		d.DutyCycle = &duty
-		if minDuty == nil && d.Backend == "cuda" {
+		simulated := br.s.Hardware != nil && br.s.Hardware.Simulated
+		if minDuty == nil && d.Backend == "cuda" && !simulated {
 			v := DefaultMinDutyCycle
 			minDuty = &v
 		}
 		switch {
+		case minDuty == nil && simulated:
+			// On simulated GPUs the cuda backend is a fake driver whose
+			// kernels share the host's CPUs: its duty cycle measures them.
+			d.Notes = append(d.Notes, fmt.Sprintf("duty cycle %.1f%% on SIMULATED GPUs (%s backend): reported, not judged (set minDutyCycle to judge it)", 100*duty, d.Backend))
 		case minDuty != nil:
 			d.MinDutyCycle = minDuty
 			if duty < *minDuty {

@@ -492,4 +492,16 @@ func TestBurninSimulatedIdleNotJudged(t *testing.T) {
 	if out.Status != step.Passed || d.GPUs[0].Loaded != nil || d.GPUs[0].Utilization != nil || !strings.Contains(strings.Join(d.Notes, "\n"), "SIMULATED GPUs report idle telemetry") {
 		t.Errorf("status %s %q, gpu 0 %+v, notes %q", out.Status, out.Reason, d.GPUs[0], d.Notes)
 	}
+	// Nor is the duty cycle of the fake driver that stands for the cuda
+	// backend there, unless the step asks for a minimum.
+	s = sustainedStep(t, "200ms", "SUS_BACKEND=cuda", "SUS_DUTY=0.5")
+	s.Hardware = rec
+	out, err = Burnin{}.Execute(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = out.Details.(*BurninDetails)
+	if out.Status != step.Passed || d.MinDutyCycle != nil || !strings.Contains(strings.Join(d.Notes, "\n"), "duty cycle 50.0% on SIMULATED GPUs (cuda backend): reported, not judged") {
+		t.Errorf("simulated duty: status %s %q, notes %q", out.Status, out.Reason, d.Notes)
+	}
 }
