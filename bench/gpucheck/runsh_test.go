@@ -26,6 +26,8 @@ func bundle(t *testing.T) string {
 		"work/gpu-check.yaml": "kind: Pipeline\n",
 		"gpuattest":           "#!/bin/sh\ntouch \"$(dirname \"$0\")/gpuattest-ran\"\nexit 1\n",
 		"gpucheck":            "#!/bin/sh\nexit 1\n",
+		// run.sh --simulated runs on the bundle's fake driver.
+		"simulated/libcuda.so.1": "placeholder for the fake driver",
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
