@@ -33,8 +33,12 @@
 // its context current on the calling thread), as in the driver: a sticky
 // error loses only that device's context, and launches are counted per
 // device, so one process may drive several devices from several threads.
-//   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch also spins
-//                                NS nanoseconds (a microsecond kernel)
+//   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch also takes NS
+//                                nanoseconds (a microsecond kernel), spent
+//                                by the launching call without the driver's
+//                                lock, as is the tensor-core burn's modelled
+//                                time, so that devices do not wait on each
+//                                other's kernels
 //   FAKE_CUDA_UUIDS=GPU-a,GPU-b  the UUIDs of physical devices 0, 1, ...
 //                                (e.g. a simulated NVML node's, so that the
 //                                harness's results name the GPUs telemetry
@@ -163,6 +167,11 @@ State& st() {
 // cur is the physical device whose context is current on this thread; -1
 // before cuCtxCreate.
 thread_local int cur = -1;
+
+// busy_until is when the launches this thread just made end, by the time
+// the fake gives them (FAKE_CUDA_KERNEL_NS, the tensor-core burn's
+// rounds); the launching call spends it without the lock (run_busy).
+thread_local std::chrono::steady_clock::time_point busy_until{};
 
 // uuids are FAKE_CUDA_UUIDS' entries, by physical index.
 std::vector<std::string>& uuids() {
@@ -441,10 +450,8 @@ bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** 
     burn_mma(reinterpret_cast<float*>(o), unsigned(threads / 32), iters, seed);
     // A launch lasts kBurnMmaRoundNs per round, as a kernel's time grows
     // with its iterations on a GPU, so that the harness's calibration
-    // sizes it as it would there.
-    const auto until = t0 + std::chrono::nanoseconds(kBurnMmaRoundNs) * iters;
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    // sizes it as it would there (run_busy spends it).
+    busy_until = std::max(busy_until, t0) + std::chrono::nanoseconds(kBurnMmaRoundNs) * iters;
     out = o, out_bytes = threads / 32 * 4;
   } else if (fn == "gpuattest_mem_write" || fn == "gpuattest_mem_check") {
     // checksum.cu's memory sweep.
@@ -702,12 +709,19 @@ static CUresult launch_one(State& s, Func* f, unsigned gx, unsigned bx, void** p
   if (name == s.hang_kernel && (s.hang_device < 0 || s.hang_device == cur)) s.hung.insert(cur);
   if (name == s.corrupt_kernel && (s.corrupt_at < 0 || nth == s.corrupt_at) && (s.corrupt_device < 0 || s.corrupt_device == cur) && out_bytes >= 4)
     reinterpret_cast<unsigned char*>(out)[0] ^= 1;
-  if (s.kernel_ns > 0 && name.rfind("gpuattest_", 0) != 0) {
-    auto until = t0 + std::chrono::nanoseconds(s.kernel_ns);
-    while (std::chrono::steady_clock::now() < until) {
-    }
-  }
+  if (s.kernel_ns > 0 && name.rfind("gpuattest_", 0) != 0) busy_until = std::max(busy_until, t0) + std::chrono::nanoseconds(s.kernel_ns);
   return kSuccess;
+}
+
+// run_busy spins until busy_until, the end of the launches' modelled
+// time, with the driver's lock released: each device's kernels take
+// their time on their own, as on GPUs, and none waits for another's.
+void run_busy(std::unique_lock<std::mutex>& lock) {
+  if (busy_until == std::chrono::steady_clock::time_point{}) return;
+  lock.unlock();
+  while (std::chrono::steady_clock::now() < busy_until) {
+  }
+  busy_until = {};
 }
 
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, void* stream,
@@ -732,7 +746,9 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, u
     return kSuccess;
   }
   s.plain_launches++;
-  return launch_one(s, static_cast<Func*>(f), gx, bx, params);
+  CUresult rc = launch_one(s, static_cast<Func*>(f), gx, bx, params);
+  run_busy(lock);
+  return rc;
 }
 
 CUresult cuStreamCreate(void** stream, unsigned) {
@@ -802,6 +818,7 @@ CUresult cuGraphLaunch(void* exec, void*) {
     launch_one(s, n.f, n.gx, n.bx, params.data());
     if (s.sticky[cur]) break;
   }
+  run_busy(lock);
   return kSuccess;
 }
 
