@@ -14,7 +14,7 @@
 #   make gpu-check   build the GPU check's bundle (bin/gpu-check: gpuattest,
 #               the harness, fatbins for sm_80/sm_90, the pipeline and run.sh)
 #               and run it: on the GPU when this machine has one, else
-#               SIMULATED (GPUATTEST_FAKE_GPU=h100, CPU backend). On a GPU
+#               SIMULATED (GPUATTEST_FAKE_GPU=h100:8, the fake driver). On a GPU
 #               machine with only the bundle: bin/gpu-check/run.sh
 #
 #   make bench  run the benchmarks of bench/; each writes its figures to

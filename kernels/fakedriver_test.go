@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -289,9 +290,10 @@ func TestFakeDriverSustained(t *testing.T) {
 	}
 	// The fake flips a bit in the 6th launch of vector_add: with no
 	// warm-up that is repeat 6. The harness flips repeat 3 of sgemm.
-	// The burn case (gpuattest_burn, an FMA-dense loop on every SM, here
-	// the fake's host version) is a case of its own, checked exactly
-	// against the host and compared repeat by repeat like the others.
+	// The burn case (gpuattest_burn_mma, the tensor-core burn, on the
+	// fake's compute capability 9.0; here the fake's host version of its
+	// mma.sync tiles) is a case of its own, checked exactly against the
+	// host and compared repeat by repeat like the others.
 	var burn *suite.Case
 	for i, c := range r.results.Cases {
 		if c.Kernel == "burn" {
@@ -299,8 +301,8 @@ func TestFakeDriverSustained(t *testing.T) {
 		}
 	}
 	if burn == nil || burn.Config["sm_count"] != "2" || burn.Config["grid"] != "16" || burn.Config["iters"] == "" || burn.Flops <= 0 ||
-		burn.Correctness == nil || burn.Correctness.MaxAbsError != 0 || !strings.HasPrefix(burn.Name, "burn/ffma/grid=16x256/iters=") {
-		t.Errorf("burn case %+v; want the FMA burn on 2 SMs x 8 blocks, exact against the host", burn)
+		burn.Correctness == nil || burn.Correctness.MaxAbsError != 0 || !strings.HasPrefix(burn.Name, "burn/hmma/grid=16x256/iters=") || burn.Config["burn_kernel"] != "hmma" {
+		t.Errorf("burn case %+v; want the tensor-core burn on 2 SMs x 8 blocks, exact against the host", burn)
 	}
 	// Without the burn case (--no-burn) the rounds are short enough for
 	// the fake to reach vector_add's 6th launch within 0.5 s.
@@ -369,5 +371,145 @@ func TestFakeDriverAutoNeverFallsBackOnAGPUMachine(t *testing.T) {
 	fallback := runHarness(t, env, append([]string{"--backend", "auto"}, args...)...)
 	if fallback.code != 0 || fallback.results == nil || fallback.results.Backend != "cpu" {
 		t.Errorf("auto without a GPU record: exit %d, stderr:\n%s", fallback.code, fallback.stderr)
+	}
+}
+
+// Grids are sized from the GPU: the SM count times the occupancy
+// calculator's blocks per SM (an H100's 132 SMs, 8 blocks of 256
+// threads each, on the fake driver), capped by the work, and each case
+// records sm_count, blocks_per_sm, grid and block. Before, reduce_sum
+// ran a fixed 256x256 grid (24 % of an H100's thread slots).
+func TestFakeDriverGridFromSMCount(t *testing.T) {
+	t.Parallel()
+	args := []string{"--repeats", "2", "--n", "1048576", "--gemm", "64", "--rows", "64", "--cols", "64"}
+	for _, tc := range []struct {
+		sms, grid string
+	}{{"132", "1056"}, {"2", "16"}} {
+		r := runFake(t, []string{"FAKE_CUDA_SMS=" + tc.sms}, args...)
+		if r.code != 0 {
+			t.Fatalf("%s SMs: exit %d\n%s", tc.sms, r.code, r.stderr)
+		}
+		for _, c := range r.results.Cases {
+			want := map[string]string{"sm_count": tc.sms, "blocks_per_sm": "8"}
+			switch c.Kernel {
+			case "vector_add", "reduce_sum":
+				want["grid"], want["block"] = tc.grid, "256"
+			case "sgemm":
+				want["grid"], want["block"], want["waves"] = "4x4", "16x16", "1"
+			case "softmax":
+				want["grid"], want["block"] = "64", "256"
+			}
+			for k, v := range want {
+				if c.Config[k] != v {
+					t.Errorf("%s SMs, %s: config[%s] = %q, want %q (config %v)", tc.sms, c.Name, k, c.Config[k], v, c.Config)
+				}
+			}
+			if c.Status != "passed" {
+				t.Errorf("%s SMs, %s: %s %q", tc.sms, c.Name, c.Status, c.Message)
+			}
+		}
+	}
+	cpu := runHarness(t, nil, append([]string{"--backend", "cpu", "--kernels", "reduce_sum"}, args...)...)
+	if c := cpu.results.Cases[0]; c.Config["grid"] != "256" || c.Config["sm_count"] != "" {
+		t.Errorf("cpu backend reduce_sum config %v, want its fixed grid 256 and no sm_count", c.Config)
+	}
+}
+
+// The timed batch runs as one CUDA graph (the fake driver models stream
+// capture, instantiation and graph launches: a captured launch keeps
+// copies of its arguments, a graph launch runs them), after a warm-up of
+// at least 200 ms or three batches within 2 % of each other; the config
+// records both. --no-graph launches the batch directly.
+func TestFakeDriverGraphAndTimedWarmup(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "graphs")
+	r := runFake(t, []string{"FAKE_CUDA_GRAPH_LOG=" + log}, "--repeats", "3", "--n", "65536", "--gemm", "64", "--rows", "64", "--cols", "64")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("no graph was launched: %v", err)
+	}
+	launched := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var nodes int
+		var kernel string
+		if _, err := fmt.Sscanf(l, "graph %d %s", &nodes, &kernel); err != nil {
+			t.Fatalf("graph log line %q: %v", l, err)
+		}
+		launched[fmt.Sprintf("%s/%d", kernel, nodes)]++
+	}
+	for _, c := range r.results.Cases {
+		if c.Status != "passed" || c.Config["graph"] != "true" {
+			t.Errorf("%s: %s %q, graph %q", c.Name, c.Status, c.Message, c.Config["graph"])
+		}
+		nodes := c.Config["batch"]
+		if c.Kernel == "reduce_sum" { // two launches per run
+			n, _ := strconv.Atoi(nodes)
+			nodes = strconv.Itoa(2 * n)
+		}
+		// Every sample and warm-up batch is one graph launch.
+		warm, _ := strconv.Atoi(c.Config["warmup_batches"])
+		if got := launched[c.Kernel+"/"+nodes]; got < 3+warm || warm < 1 {
+			t.Errorf("%s: %d graph launches of %s nodes, want the 3 samples and %d warm-up batches (log %v)", c.Name, got, nodes, warm, launched)
+		}
+		ms, err := strconv.ParseFloat(c.Config["warmup_ms"], 64)
+		switch c.Config["warmup_stop"] {
+		case "time":
+			if err != nil || ms < 200 {
+				t.Errorf("%s: warm-up stopped on time after %s ms", c.Name, c.Config["warmup_ms"])
+			}
+		case "stable":
+			if err != nil || warm < 3 {
+				t.Errorf("%s: warm-up stable after %d batches", c.Name, warm)
+			}
+		default:
+			t.Errorf("%s: warmup_stop %q", c.Name, c.Config["warmup_stop"])
+		}
+	}
+	direct := runFake(t, []string{"FAKE_CUDA_GRAPH_LOG=" + log + ".direct"}, "--repeats", "2", "--kernels", "vector_add", "--n", "65536", "--no-graph", "--warmup-ms", "0")
+	if c := direct.results.Cases[0]; direct.code != 0 || c.Config["graph"] != "false: --no-graph" || c.Config["warmup_ms"] != "" {
+		t.Errorf("--no-graph --warmup-ms 0: exit %d, config %v", direct.code, c.Config)
+	}
+	if _, err := os.Stat(log + ".direct"); err == nil {
+		t.Error("--no-graph launched a graph")
+	}
+}
+
+// The burn case takes most of each sustained round: its launch is sized
+// to at least 80 % of the round against the other cases' time (here
+// made 5 ms a launch by the fake), and --burn-kernel ffma runs the FFMA
+// burn, also exact against the host. Before, the burn was sized to
+// --burn-ms alone, whatever the other cases took.
+func TestFakeDriverBurnTakesMostOfTheRound(t *testing.T) {
+	t.Parallel()
+	for _, kernel := range []string{"hmma", "ffma"} {
+		r := runFake(t, []string{"FAKE_CUDA_KERNEL_NS=5000000"}, "--duration", "1.5", "--warmup", "0", "--n", "4096", "--gemm", "32", "--rows", "16", "--cols", "16", "--burn-kernel", kernel)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", kernel, r.code, r.stderr)
+		}
+		var burn, others float64
+		for _, c := range r.results.Cases {
+			if c.Sustained == nil {
+				t.Fatalf("%s: %s has no sustained block", kernel, c.Name)
+			}
+			if c.Kernel == "burn" {
+				burn = c.Sustained.BusySeconds
+				if c.Config["burn_kernel"] != kernel || c.Correctness == nil || c.Correctness.MaxAbsError != 0 || !strings.HasPrefix(c.Name, "burn/"+kernel+"/") {
+					t.Errorf("%s: burn case %s %+v", kernel, c.Name, c.Config)
+				}
+				target, _ := strconv.ParseFloat(c.Config["burn_target_ms"], 64)
+				rest, _ := strconv.ParseFloat(c.Config["round_others_ms"], 64)
+				if rest < 20 || target < 3.9*rest {
+					t.Errorf("%s: burn sized to %v ms against %v ms of other cases", kernel, target, rest)
+				}
+			} else {
+				others += c.Sustained.BusySeconds
+			}
+		}
+		if share := burn / (burn + others); share <= 0.5 {
+			t.Errorf("%s: the burn took %.0f %% of the busy time, want most (sized for 80 %%)", kernel, 100*share)
+		}
 	}
 }

@@ -103,9 +103,10 @@ func TestFakeDriverEveryGPUValidated(t *testing.T) {
 func TestFakeDriverEveryGPUBurnedIn(t *testing.T) {
 	t.Parallel()
 	env, uuids := simulatedNode(t)
-	// Launch 3 of vector_add is repeat 3 (no warm-up): early enough for a
-	// loaded machine to reach within the second.
-	r := runFake(t, append(env, "FAKE_CUDA_CORRUPT=vector_add:3@5"), "--devices", "all", "--duration", "1.5", "--warmup", "0", "--burn-ms", "0.5", "--inject-inconsistency", "sgemm@5")
+	// Launch 4 of vector_add is repeat 3 (no warm-up; launch 2 times the
+	// round the burn is sized against): early enough for a loaded machine
+	// to reach within the second.
+	r := runFake(t, append(env, "FAKE_CUDA_CORRUPT=vector_add:4@5"), "--devices", "all", "--duration", "1.5", "--warmup", "0", "--burn-ms", "0.5", "--inject-inconsistency", "sgemm@5")
 	// Four kernels and the burn case per GPU.
 	checkEveryGPU(t, r, uuids, 5, map[string]int{"vector_add": 5, "sgemm": 5}, "differs from repeat 1")
 	for _, c := range r.results.Cases {

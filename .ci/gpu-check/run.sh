@@ -17,12 +17,15 @@
 # sustained burn-in), signs the attestations with a fresh key, verifies
 # them with the default policy, and prints one table (bench/gpucheck).
 #
-# --simulated runs the same on a machine without a GPU: GPUATTEST_FAKE_GPU=h100
-# (go-nvml's mock server) for the device record, preflight and telemetry,
-# and the harness's CPU backend with small sizes. Everything it prints says
-# SIMULATED; the default policy refuses its attestation (hardware not
-# simulated), as it must, and a second verification without that rule
-# shows the signature and the other rules.
+# --simulated runs the same on a machine without a GPU, as the simulated
+# 8-GPU HGX H100 node: GPUATTEST_FAKE_GPU=h100:8 (go-nvml's mock server)
+# for the device record, preflight and telemetry, and the harness's cuda
+# backend on the bundle's fake driver (simulated/libcuda.so.1: kernels run
+# on the host, one fake device per simulated GPU, with its UUID, 160 MiB
+# of memory each) with small sizes. Everything it prints says SIMULATED;
+# the default policy refuses its attestation (hardware not simulated), as
+# it must, and a second verification without that rule shows the
+# signature and the other rules.
 set -euo pipefail
 cd "$(dirname "$0")"
 if [ "${1:-}" = --selfcheck ]; then
@@ -65,9 +68,13 @@ rm -rf "$out" && cp -r run "$out" # the bundle's run stays as built, for another
 export GPU_CHECK_BACKEND=cuda
 unset GPU_CHECK_SIZES
 if [ $simulated = 1 ]; then
-	echo "=== SIMULATED GPU CHECK: GPUATTEST_FAKE_GPU=h100 and the CPU backend; nothing runs on a GPU ==="
-	export GPUATTEST_FAKE_GPU=h100 GPU_CHECK_BACKEND=cpu
+	echo "=== SIMULATED GPU CHECK: the simulated 8-GPU node (GPUATTEST_FAKE_GPU=h100:8) and the fake CUDA driver (kernels run on the host); nothing runs on a GPU ==="
+	[ -f simulated/libcuda.so.1 ] || { echo "run.sh: no simulated/libcuda.so.1 in this bundle: rebuild it with make gpu-check-bundle" >&2; exit 2; }
+	export GPUATTEST_FAKE_GPU=h100:8 GPU_CHECK_BACKEND=cuda
 	export GPU_CHECK_SIZES="--n 262144 --gemm 128 --rows 256 --cols 512"
+	uuids=$(./gpuattest device -o json 2>/dev/null | grep -o '"uuid": *"GPU-[0-9a-f-]*"' | grep -o 'GPU-[0-9a-f-]*' | paste -sd, -)
+	export LD_LIBRARY_PATH="$PWD/simulated${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKE_CUDA_DEVICES=8 FAKE_CUDA_UUIDS="$uuids"
+	export FAKE_CUDA_NAME="NVIDIA H100 80GB HBM3 (SIMULATED: fake driver)" FAKE_CUDA_MEMORY=$((160 << 20))
 fi
 
 if [ $simulated = 0 ]; then

@@ -21,10 +21,10 @@
 # docs/gpu-runs/<date>-<gpu>.md. Exit 0 when every part behaved as it
 # must, 1 otherwise.
 #
-# --simulated runs the same without a GPU: part 1 is run.sh --simulated
-# (GPUATTEST_FAKE_GPU, CPU backend), parts 2 and 3 run the harness's cuda
-# backend on the bundle's fake driver (simulated/libcuda.so.1, built from
-# kernels/testdata/fakecuda) presenting the simulated 8-GPU HGX H100 node.
+# --simulated runs the same without a GPU, as the simulated 8-GPU HGX
+# H100 node: part 1 is run.sh --simulated (GPUATTEST_FAKE_GPU=h100:8 and
+# the cuda backend on the bundle's fake driver, simulated/libcuda.so.1,
+# built from kernels/testdata/fakecuda), and so are parts 2 and 3.
 # Everything it prints says SIMULATED; it proves the plumbing, never a GPU.
 set -uo pipefail
 cd "$(dirname "$0")"

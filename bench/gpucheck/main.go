@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -55,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	t := &table{w: tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)}
 	if r.Hardware != nil && r.Hardware.Simulated {
 		t.sim = " [SIMULATED]"
-		fmt.Fprintln(stdout, "SIMULATED: GPUATTEST_FAKE_GPU and the CPU backend; nothing here ran on or says anything about a GPU")
+		fmt.Fprintln(stdout, "SIMULATED: GPUATTEST_FAKE_GPU (go-nvml's mock servers) and a fake CUDA driver or the CPU backend; nothing here ran on or says anything about a GPU")
 	}
 	fmt.Fprintf(t.w, "SECTION\tITEM\tVALUE\tVERDICT\n")
 	t.device(r)
@@ -226,6 +227,18 @@ func (t *table) benchmark(r *rundir.Run) {
 			continue
 		}
 		v := fmt.Sprintf("median %.1f us, %.1f GFLOP/s, %.1f GB/s", c.Stats.Median/1e3, c.GFLOPS, c.GBPS)
+		if g := c.Config["grid"]; g != "" {
+			v += fmt.Sprintf(", grid %s on %s SMs", g, dash(c.Config["sm_count"]))
+		}
+		if w := c.Config["warmup_stop"]; w != "" {
+			v += fmt.Sprintf(", warm-up %s ms (%s)", c.Config["warmup_ms"], w)
+		}
+		if c.Config["graph"] == "true" {
+			v += ", CUDA graph"
+		}
+		if k := c.Clocks; k != nil {
+			v += "; " + clocksText(k)
+		}
 		roof := ""
 		if rf := c.Roofline; rf != nil {
 			switch {
@@ -303,6 +316,12 @@ func (t *table) burninGPU(g suite.BurninGPU) {
 	if g.ThrottleShare != nil {
 		parts = append(parts, fmt.Sprintf("slowed %.0f %%", 100**g.ThrottleShare))
 	}
+	if g.Utilization != nil {
+		parts = append(parts, fmt.Sprintf("NVML utilization %.0f %% (median of %d)", 100**g.Utilization, g.UtilizationSamples))
+	}
+	if m := g.DeviceMemory; m != nil && m.SlopePerIteration != nil {
+		parts = append(parts, fmt.Sprintf("device memory %+.0f B/sample (NVML)", *m.SlopePerIteration))
+	}
 	if g.Error != "" {
 		parts = append(parts, g.Error)
 	}
@@ -352,14 +371,65 @@ func (t *table) telemetry(id string, s *gpu.Summary) {
 	}
 	t.row("health", id+" Xid", xids, "")
 	for _, h := range s.GPUs {
-		t.row("health", fmt.Sprintf("%s gpu %d ECC/remap", id, h.Index), fmt.Sprintf("double-bit %s -> %s, uncorrectable remapped rows %s -> %s, remap pending %s, failed %s",
-			u64(h.DoubleBitBefore), u64(h.DoubleBitAfter), intp(h.RemappedRowsBefore), intp(h.RemappedRowsAfter), boolp(h.RemapPendingAfter), boolp(h.RemapFailedAfter)), "")
+		t.row("health", fmt.Sprintf("%s gpu %d ECC/remap", id, h.Index), fmt.Sprintf("double-bit %s -> %s, corrected %s -> %s, uncorrectable remapped rows %s -> %s, remap pending %s, failed %s",
+			u64(h.DoubleBitBefore), u64(h.DoubleBitAfter), u64(h.CorrectedBefore), u64(h.CorrectedAfter), intp(h.RemappedRowsBefore), intp(h.RemappedRowsAfter), boolp(h.RemapPendingAfter), boolp(h.RemapFailedAfter)), "")
+		if v := linksText(h); v != "" {
+			t.row("health", fmt.Sprintf("%s gpu %d links/thermal", id, h.Index), v, "")
+		}
 	}
 	tel := fmt.Sprintf("%d samples of GPUs %v", s.Samples, s.JudgedGPUs)
 	if len(s.Verdict.Reasons) > 0 {
 		tel += "; " + strings.Join(s.Verdict.Reasons, "; ")
 	}
+	for _, n := range s.Notes {
+		tel += "; note: " + n
+	}
 	t.row("health", id+" telemetry", tel, string(s.Verdict.Status))
+}
+
+// clocksText is a case's SM and memory clocks and clock-event reasons
+// around its samples.
+func clocksText(k *suite.CaseClocks) string {
+	span := func(lo, hi *uint32) string {
+		if lo == nil || hi == nil {
+			return "-"
+		}
+		if *lo == *hi {
+			return strconv.FormatUint(uint64(*lo), 10)
+		}
+		return fmt.Sprintf("%d-%d", *lo, *hi)
+	}
+	var rs []string
+	for r, n := range k.Reasons {
+		rs = append(rs, fmt.Sprintf("%s %d", r, n))
+	}
+	slices.Sort(rs)
+	return fmt.Sprintf("SM %s MHz, memory %s MHz over %d samples, reasons: %s", span(k.SMMinMHz, k.SMMaxMHz), span(k.MemMinMHz, k.MemMaxMHz), k.Samples, dash(strings.Join(rs, ", ")))
+}
+
+// linksText is one GPU's PCIe link (seen of supported), NVLinks (active
+// before -> after, error totals' rise) and hottest core and HBM
+// temperature against its thresholds.
+func linksText(h gpu.Health) string {
+	var parts []string
+	if p := h.PCIe; p != nil {
+		parts = append(parts, fmt.Sprintf("PCIe Gen%s x%s seen of Gen%s x%s", intp(p.GenSeen), intp(p.WidthSeen), intp(p.MaxGen), intp(p.MaxWidth)))
+	}
+	if n := h.NVLink; n != nil {
+		parts = append(parts, fmt.Sprintf("NVLink %d -> %d active, CRC %s -> %s, replay %s -> %s, recovery %s -> %s", len(n.ActiveBefore), len(n.ActiveAfter),
+			u64(n.CRCBefore), u64(n.CRCAfter), u64(n.ReplayBefore), u64(n.ReplayAfter), u64(n.RecoveryBefore), u64(n.RecoveryAfter)))
+	}
+	if th := h.Thermal; th != nil {
+		parts = append(parts, fmt.Sprintf("core max %s C (slowdown %s C), HBM max %s C (limit %s C)", u32(th.GPUMaxC), u32(th.SlowdownC), u32(th.MemMaxC), u32(th.MemLimitC)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func u32(p *uint32) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatUint(uint64(*p), 10)
 }
 
 // sweepText says how much memory a sweep covered: of the free memory

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline"
 )
 
 // bundle lays out a gpu-check bundle with the real run.sh, a run/ and a
@@ -25,6 +26,8 @@ func bundle(t *testing.T) string {
 		"work/gpu-check.yaml": "kind: Pipeline\n",
 		"gpuattest":           "#!/bin/sh\ntouch \"$(dirname \"$0\")/gpuattest-ran\"\nexit 1\n",
 		"gpucheck":            "#!/bin/sh\nexit 1\n",
+		// run.sh --simulated runs on the bundle's fake driver.
+		"simulated/libcuda.so.1": "placeholder for the fake driver",
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -81,5 +84,23 @@ func TestRunShOut(t *testing.T) {
 	}
 	if b, err := exec.Command("bash", filepath.Join(bundle(t), "run.sh"), "--out").CombinedOutput(); err == nil || !strings.Contains(string(b), "usage:") {
 		t.Errorf("run.sh --out without DIR: %v, want the usage\n%s", err, b)
+	}
+}
+
+// The gpu-check pipeline requires ECC before its GPU steps and bounds
+// every GPU step's time (issue 24 items 5 and 8).
+func TestGPUCheckPipelineRequiresECC(t *testing.T) {
+	t.Parallel()
+	p, err := pipeline.Load(filepath.Join("..", "..", ".ci", "gpu-check", "gpu-check.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Preflight == nil || p.Preflight.RequireECC == nil || !*p.Preflight.RequireECC {
+		t.Errorf("preflight = %+v, want requireECC: true", p.Preflight)
+	}
+	for _, s := range p.Steps {
+		if s.GPU && s.Timeout.IsZero() {
+			t.Errorf("gpu step %s has no timeout", s.ID)
+		}
 	}
 }

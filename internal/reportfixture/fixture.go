@@ -232,7 +232,7 @@ func (f *fixture) burnin() *gpu.Summary {
 	}
 	bur.HostRSS = trend(rss)
 	bur.DeviceMemory = trend(dev)
-	tmin, tmax, share := 35.0, 83.0, 0.1
+	tmin, tmax, share := 35.0, 83.0, 0.04
 	bur.TempMinC, bur.TempMaxC, bur.ThrottleShare = &tmin, &tmax, &share
 	exit0 := 0
 	f.add(&engine.StepRecord{ID: "burnin", Kind: "burnin", State: engine.Passed, StartedAt: f.at(burnStart), FinishedAt: f.at(burnStart + secs), ExitCode: &exit0}, bur)
@@ -241,8 +241,8 @@ func (f *fixture) burnin() *gpu.Summary {
 }
 
 // telemetry writes the burn-in's telemetry.jsonl (temperature rising to
-// a plateau, power at the cap with throttling in two windows, an Xid and
-// an ECC event) and records its summary tel on the burn-in.
+// a plateau, power at the cap in one window, as a loaded GPU should be,
+// an HW thermal slowdown in another, an Xid and an ECC event) and records its summary tel on the burn-in.
 func (f *fixture) telemetry(tel *gpu.Summary) error {
 	var tl strings.Builder
 	enc := json.NewEncoder(&tl)
@@ -272,7 +272,7 @@ func (f *fixture) telemetry(tel *gpu.Summary) error {
 	}
 	t80, t35, pmax := uint32(83), uint32(35), 700.0
 	tel.TemperatureMaxC, tel.TemperatureMinC, tel.PowerMaxWatts = &t80, &t35, &pmax
-	tel.ThrottleReasons = map[string]int{"sw_power_cap": tel.ThrottledSamples}
+	tel.ThrottleReasons = map[string]int{"hw_thermal_slowdown": tel.ThrottledSamples}
 	tel.Notes = []string{"simulated" + f.x}
 	f.steps[len(f.steps)-2].Telemetry, _ = json.Marshal(tel)
 	burnDir := filepath.Join(f.dir, "steps", "burnin")
@@ -286,12 +286,19 @@ func (f *fixture) telemetry(tel *gpu.Summary) error {
 func (f *fixture) sample(tel *gpu.Summary, s, n, g int, at time.Time) gpu.Line {
 	frac := float64(s) / float64(n)
 	temp := uint32(35 + 45*(1-math.Exp(-6*frac)) + 2*f.rng.Float64() + float64(g))
-	throttled := (frac > 0.3 && frac < 0.38) || (frac > 0.7 && frac < 0.74)
+	// The software power cap is expected under load (not a throttle);
+	// an HW thermal slowdown is one.
+	capped := frac > 0.3 && frac < 0.38
+	throttled := frac > 0.7 && frac < 0.74
 	power := 640 + 40*f.rng.Float64()
 	sm := uint32(1980)
 	var mask uint64
-	if throttled {
-		power, sm, mask = 699+f.rng.Float64(), uint32(1500+f.rng.IntN(200)), 4 // sw_power_cap
+	switch {
+	case capped:
+		power, sm, mask = 699+f.rng.Float64(), uint32(1500+f.rng.IntN(200)), 0x4 // sw_power_cap
+		tel.PowerCappedSamples++
+	case throttled:
+		power, sm, mask = 520+f.rng.Float64(), uint32(1100+f.rng.IntN(200)), 0x40 // hw_thermal_slowdown
 	}
 	memUsed := uint64(20<<30 + s*(64<<10))
 	tel.Samples++
@@ -299,7 +306,7 @@ func (f *fixture) sample(tel *gpu.Summary, s, n, g int, at time.Time) gpu.Line {
 		tel.ThrottledSamples++
 	}
 	return gpu.Line{Time: at, Kind: "sample", GPU: g, TemperatureC: &temp, PowerWatts: &power,
-		SMClockMHz: &sm, ClockEventMask: &mask, ClockEventReasons: gpu.ClockEventReasons(mask), Throttled: throttled, MemoryUsedBytes: &memUsed, Simulated: true}
+		SMClockMHz: &sm, ClockEventMask: &mask, ClockEventReasons: gpu.ClockEventReasons(mask), Throttled: throttled, PowerCapped: capped, MemoryUsedBytes: &memUsed, Simulated: true}
 }
 
 // writeJSON writes v to path (indented or compact), making its directory.

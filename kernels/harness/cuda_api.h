@@ -15,6 +15,8 @@ typedef struct CUmod_st* CUmodule;
 typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
 typedef struct CUevent_st* CUevent;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphExec_st* CUgraphExec;
 typedef unsigned long long CUdeviceptr;
 typedef struct CUuuid_st {
   char bytes[16];
@@ -24,6 +26,9 @@ const int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 const int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 const int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
 const int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+
+const unsigned CU_STREAM_NON_BLOCKING = 0x1;
+const int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 
 const unsigned CU_EVENT_DEFAULT = 0x0;
 const unsigned CU_EVENT_BLOCKING_SYNC = 0x1;
@@ -62,6 +67,19 @@ struct Api {
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
+  CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t) = nullptr;
+  // Streams and graphs: the benchmark captures its timed batch in a CUDA
+  // graph (optional: without them it launches the batch directly).
+  CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;                          // cuStreamDestroy_v2
+  CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
+  CUresult (*cuStreamBeginCapture)(CUstream, int) = nullptr;                // cuStreamBeginCapture_v2
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*) = nullptr;
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
+  CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
 };
 
 }  // namespace cu

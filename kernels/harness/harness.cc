@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "burn_mma_ptx.h"
 #include "checksum_ptx.h"
 #include "cuda_api.h"
 #include "sha256.h"
@@ -64,6 +65,9 @@ const char* kKernels[] = {"vector_add", "reduce_sum", "sgemm", "softmax"};
 // resolve about 0.5 us, so a microsecond kernel is launched N times back
 // to back per sample and the sample is the per-launch mean.
 const double kMinSampleNs = 100e3;
+// kWarmStable is how close three warm-up batches must be to end the
+// warm-up before --warmup-ms: (max - min) / min.
+const double kWarmStable = 0.02;
 const long kMaxBatch = 1L << 16;
 
 struct Options {
@@ -98,6 +102,9 @@ struct Options {
   // each launch about burn_ms long.
   bool burn = true;
   double burn_ms = 20;
+  // burn_kernel (--burn-kernel): hmma (the tensor-core burn, sm_80+),
+  // ffma, or auto (hmma where the GPU has compute capability 8.0 or more).
+  std::string burn_kernel = "auto";
   // memsweep (--memsweep F): after the cases, sweep F of the device's
   // free memory (cpu: a scaled-down host buffer) with address-dependent
   // patterns and moving inversions; 0 is off.
@@ -105,6 +112,10 @@ struct Options {
   long long memsweep_max = 0;  // --memsweep-max BYTES: at most this much (0: no cap)
   bool flush = true;
   long batch = 0;  // cuda: launches per sample; 0 chooses (>= kMinSampleNs)
+  // cuda: warm up for at least warmup_ms of timed batches, or until three
+  // batches agree within kWarmStable (--warmup-ms; 0: the count alone).
+  double warmup_ms = 200;
+  bool graph = true;  // cuda: time the batch as one CUDA graph (--no-graph)
   // Sustained mode (--duration): seconds to run; 0 is off.
   double duration_s = 0;
   int threads = 0;  // cpu sustained: worker threads; 0 = the CPUs this process may use
@@ -192,6 +203,9 @@ const char* kHelp =
     "  --out FILE                results JSON (default results.json; - for stdout)\n"
     "  --kernels a,b             subset of vector_add,reduce_sum,sgemm,softmax\n"
     "  --warmup N                untimed iterations (env GPUATTEST_WARMUP; default 3)\n"
+    "  --warmup-ms MS            cuda: then warm up with timed batches for at least MS (default 200)\n"
+    "                            or until three batches agree within 2%; 0: the count alone\n"
+    "  --no-graph                cuda: launch the timed batch directly, not as a CUDA graph\n"
     "  --repeats N|auto          timed iterations (env GPUATTEST_REPEATS; default 20); auto stops\n"
     "                            each case once the 95% interval of its median is within\n"
     "                            +-precision, or at max-time\n"
@@ -221,9 +235,13 @@ const char* kHelp =
     "                            inverse, two patterns, each checked (cpu: a host buffer of\n"
     "                            --memsweep-max or 64 MiB, scaled down); the case reports bytes_covered\n"
     "  --memsweep-max BYTES      sweep at most BYTES\n"
-    "  --no-burn                 sustained on cuda: leave out the burn case (gpuattest_burn, an\n"
-    "                            FMA-dense register loop on every SM that takes most of each round)\n"
-    "  --burn-ms MS              sustained on cuda: the burn case's launch time (default 20)\n"
+    "  --no-burn                 sustained: leave out the burn case (cuda: a tensor-core mma.sync or\n"
+    "                            FFMA register loop on every SM; cpu: the FFMA loop on the host), which\n"
+    "                            takes most of each round\n"
+    "  --burn-ms MS              sustained: the burn case's launch time at least (default 20; longer\n"
+    "                            when the other cases of a round take more than a quarter of it)\n"
+    "  --burn-kernel K           sustained on cuda: hmma (tensor cores, sm_80+), ffma, or auto (default:\n"
+    "                            hmma on compute capability 8.0 and later)\n"
     "  --threads N               sustained on cpu: worker threads (default: the usable CPUs)\n"
     "  --tolerance KERNEL=X      override a kernel's max-abs-error tolerance\n"
     "  --inject-fault KERNEL     corrupt one output element of KERNEL (proves the check)\n"
@@ -330,6 +348,11 @@ Options parse(int argc, char** argv) {
       for (auto& k : o.kernels) kernel_arg("--kernels", k);
     } else if (a == "--warmup") {
       o.warmup = int(parse_long(a, next(), 0, 1000000));
+    } else if (a == "--warmup-ms") {
+      const std::string v = next();
+      o.warmup_ms = v == "0" ? 0 : parse_double(a, v, 0, 60000);
+    } else if (a == "--no-graph") {
+      o.graph = false;
     } else if (a == "--repeats") {
       set_repeats(o, a, next());
     } else if (a == "--precision") {
@@ -371,6 +394,9 @@ Options parse(int argc, char** argv) {
       o.burn = false;
     } else if (a == "--burn-ms") {
       o.burn_ms = parse_double(a, next(), 0, 10000);
+    } else if (a == "--burn-kernel") {
+      o.burn_kernel = next();
+      if (o.burn_kernel != "auto" && o.burn_kernel != "hmma" && o.burn_kernel != "ffma") usage("--burn-kernel " + o.burn_kernel + ": expected auto, hmma or ffma");
     } else if (a == "--no-flush") {
       o.flush = false;
     } else if (a == "--duration") {
@@ -425,7 +451,11 @@ std::vector<float> random_vec(size_t n, Rng& r) {
 
 // Kernel launch geometry shared by the CUDA backend and the CPU mirror.
 const int kReduceBlock = 256;
+// kReduceGrid is the CPU backend's reduce grid (the cuda backend sizes
+// its grid from the GPU: see CudaCase::resident_grid), kMaxReduceGrid
+// the most partial sums the second pass adds.
 const int kReduceGrid = 256;
+const int kMaxReduceGrid = 8192;
 
 // An sgemm larger than this checks a sample of kRefRows output rows
 // against the fp64 reference (a full one costs M*N*K fp64 operations on
@@ -624,9 +654,33 @@ class Sampler {
 
 // ---- CPU backend: fp32 implementations of the kernels' algorithms --------
 
+// burn_host is gpuattest_burn (checksum.cu) for thread t on the host: fmaf
+// is exactly rounded and the sum is added in the same order, so the bits
+// agree with the GPU's.
+float burn_host(unsigned t, unsigned iters, float seed) {
+  const float m = 0.9999999f, c = 1e-7f;
+  float a[8];
+  a[0] = seed + float(t & 1023) * 1e-6f;
+  for (int j = 1; j < 8; ++j) a[j] = a[0] + 0.125f * float(j);
+  for (unsigned i = 0; i < iters; ++i)
+    for (int k = 0; k < 16; ++k)
+      for (int j = 0; j < 8; ++j) a[j] = std::fma(a[j], m, c);
+  float s = a[0];
+  for (int j = 1; j < 8; ++j) s = s + a[j];
+  return s;
+}
+
+// kBurnSeed is the burn case's seed (the same on every device).
+const float kBurnSeed = 1.0f;
+
 void cpu_compute(const Problem& p, const Options& o, std::vector<float>& out) {
   const std::string& k = p.kernel;
-  if (k == "vector_add") {
+  if (k == "burn") {
+    // The FFMA burn on the host: gpuattest_burn's loop for each of the
+    // case's threads (see add_cpu_burn_case).
+    const unsigned iters = unsigned(std::stoul(p.config.at("iters")));
+    for (size_t t = 0; t < p.out_n; ++t) out[t] = burn_host(unsigned(t), iters, kBurnSeed);
+  } else if (k == "vector_add") {
     const float* a = p.in[0].data();
     const float* b = p.in[1].data();
     for (size_t i = 0; i < p.out_n; ++i) out[i] = a[i] + b[i];
@@ -672,6 +726,21 @@ std::vector<char>& cpu_flush_buffer() {
   return buf;
 }
 
+// SampledWindow records in res's config when the timed samples ran
+// (sampled_from_unix_ns, sampled_to_unix_ns: from its construction to
+// its destruction), so that the benchmark step can read the GPU's
+// clocks around them from its telemetry.
+struct SampledWindow {
+  CaseResult& res;
+  static std::string now() {
+    return std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  }
+  explicit SampledWindow(CaseResult& r) : res(r) { res.config["sampled_from_unix_ns"] = now(); }
+  ~SampledWindow() { res.config["sampled_to_unix_ns"] = now(); }
+  SampledWindow(const SampledWindow&) = delete;
+  SampledWindow& operator=(const SampledWindow&) = delete;
+};
+
 // CpuBackend is the CPU backend's state: only an injected illegal address
 // (--inject-illegal-address) ever loses its "context".
 struct CpuBackend {
@@ -686,6 +755,7 @@ void run_cpu(CpuBackend& cpu, const Problem& p, const Options& o, CaseResult& re
   out.assign(p.out_n, 0.0f);
   for (int i = 0; i < o.warmup; ++i) cpu_compute(p, o, out);
   Sampler sampler(o);
+  SampledWindow window(res);
   for (int i = 0; !sampler.done(res); ++i) {
     if (o.flush) {
       auto& b = cpu_flush_buffer();
@@ -765,6 +835,10 @@ struct CudaError : std::runtime_error {
 // with: never a device allocation (the first page is unmapped).
 const cu::CUdeviceptr kBadPointer = 0x100;
 
+// kDefaultBlocksPerSM is the blocks per SM a grid is sized for when the
+// driver has no occupancy calculator.
+const int kDefaultBlocksPerSM = 4;
+
 class Cuda {
  public:
   cu::Api api;
@@ -773,6 +847,7 @@ class Cuda {
   Device info;
   cu::CUdeviceptr flush = 0;
   size_t flush_bytes = 0;
+  int sms = 1;  // multiprocessors (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
 
   // open loads the driver and creates a context on the ordinal-th visible
   // device (the driver applies CUDA_VISIBLE_DEVICES); on failure it
@@ -823,6 +898,17 @@ class Cuda {
     sym(api.cuEventElapsedTime, "cuEventElapsedTime");
     sym(api.cuGetErrorString, "cuGetErrorString");
     sym(api.cuGetErrorName, "cuGetErrorName", false);
+    sym(api.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", false);
+    sym(api.cuStreamCreate, "cuStreamCreate", false);
+    sym(api.cuStreamDestroy, "cuStreamDestroy_v2", false);
+    sym(api.cuStreamSynchronize, "cuStreamSynchronize", false);
+    sym(api.cuStreamBeginCapture, "cuStreamBeginCapture_v2", false);
+    sym(api.cuStreamEndCapture, "cuStreamEndCapture", false);
+    sym(api.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", false);
+    sym(api.cuGraphLaunch, "cuGraphLaunch", false);
+    sym(api.cuGraphExecDestroy, "cuGraphExecDestroy", false);
+    sym(api.cuGraphDestroy, "cuGraphDestroy", false);
+    sym(api.cuMemsetD8Async, "cuMemsetD8Async", false);
     if (!ok) return false;
     cu::CUresult rc = api.cuInit(0);
     if (rc != 0) {
@@ -857,6 +943,8 @@ class Cuda {
       char bus[64] = {0};
       if (api.cuDeviceGetPCIBusId && api.cuDeviceGetPCIBusId(bus, sizeof bus - 1, dev) == 0) info.pci_bus_id = bus;
       check(api.cuCtxCreate(&ctx, 0, dev), "cuCtxCreate");
+      check(api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute(SM count)");
+      sms = std::max(1, sms);
       int l2 = 0;
       check(api.cuDeviceGetAttribute(&l2, cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute(L2)");
       flush_bytes = std::max<size_t>(size_t(l2) * 2, size_t(8) << 20);
@@ -889,6 +977,16 @@ class Cuda {
     if (rc == 0) return true;
     why = err(rc);
     return false;
+  }
+  // blocks_per_sm is how many blocks of fn with block threads and smem
+  // bytes of dynamic shared memory one SM holds at once (the driver's
+  // occupancy calculator); kDefaultBlocksPerSM where the driver lacks it.
+  int blocks_per_sm(cu::CUfunction fn, int block, size_t smem) {
+    int n = 0;
+    if (api.cuOccupancyMaxActiveBlocksPerMultiprocessor &&
+        api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, block, smem) == 0 && n > 0)
+      return n;
+    return kDefaultBlocksPerSM;
   }
   long long mem_used() {
     size_t free_b = 0, total = 0;
@@ -937,6 +1035,9 @@ struct CudaCase {
   cu::CUdeviceptr out = 0;
   size_t out_n = 0;
   std::function<void()> launch;
+  // stream is where launches go (the legacy default stream, nullptr,
+  // unless a stream was created).
+  cu::CUstream stream = nullptr;
 
   explicit CudaCase(Cuda& c) : c(c) {}
   ~CudaCase() {
@@ -968,22 +1069,24 @@ struct CudaCase {
     out_n = p.out_n;
     dout = out = alloc(p.out_n * sizeof(float));
     const std::string& k = p.kernel;
+    res.config["sm_count"] = std::to_string(c.sms);
     if (k == "vector_add") {
       int n = int(p.out_n);
-      unsigned grid = unsigned(std::min<long>((n + 255) / 256, 65535L * 8));
+      unsigned grid = resident_grid(256, 0, (long(n) + 255) / 256, res);
       launch = [this, n, grid]() mutable {
         void* args[] = {&din[0], &din[1], &out, &n};
-        c.check(c.api.cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(vector_add)");
+        c.check(c.api.cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, stream, args, nullptr), "cuLaunchKernel(vector_add)");
       };
     } else if (k == "reduce_sum") {
-      partial = alloc(size_t(kReduceGrid) * sizeof(float));
       int n = int(p.in[0].size());
-      launch = [this, n]() mutable {
-        int g = kReduceGrid;
+      int g = int(resident_grid(kReduceBlock, 0, std::min<long>((long(n) + kReduceBlock - 1) / kReduceBlock, kMaxReduceGrid), res));
+      partial = alloc(size_t(g) * sizeof(float));
+      launch = [this, n, g]() mutable {
+        int pg = g;
         void* a1[] = {&din[0], &partial, &n};
-        c.check(c.api.cuLaunchKernel(fn, kReduceGrid, 1, 1, kReduceBlock, 1, 1, 0, nullptr, a1, nullptr), "cuLaunchKernel(reduce_sum pass 1)");
-        void* a2[] = {&partial, &out, &g};
-        c.check(c.api.cuLaunchKernel(fn, 1, 1, 1, kReduceBlock, 1, 1, 0, nullptr, a2, nullptr), "cuLaunchKernel(reduce_sum pass 2)");
+        c.check(c.api.cuLaunchKernel(fn, unsigned(g), 1, 1, kReduceBlock, 1, 1, 0, stream, a1, nullptr), "cuLaunchKernel(reduce_sum pass 1)");
+        void* a2[] = {&partial, &out, &pg};
+        c.check(c.api.cuLaunchKernel(fn, 1, 1, 1, kReduceBlock, 1, 1, 0, stream, a2, nullptr), "cuLaunchKernel(reduce_sum pass 2)");
       };
     } else if (k == "sgemm") {
       int n = o.gemm;
@@ -992,16 +1095,46 @@ struct CudaCase {
         float alpha = 1.0f, beta = 0.0f;
         void* args[] = {&M, &N, &K, &alpha, &din[0], &din[1], &beta, &out};
         unsigned g = unsigned((n + 15) / 16);
-        c.check(c.api.cuLaunchKernel(fn, g, g, 1, 16, 16, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(sgemm)");
+        c.check(c.api.cuLaunchKernel(fn, g, g, 1, 16, 16, 1, 0, stream, args, nullptr), "cuLaunchKernel(sgemm)");
       };
+      // One thread per output element: the grid is the problem's; the
+      // config says how many waves of resident blocks it makes.
+      const long tiles = long((n + 15) / 16) * long((n + 15) / 16);
+      fixed_grid(tiles, 256, 0, std::to_string((n + 15) / 16) + "x" + std::to_string((n + 15) / 16), "16x16", res);
     } else if (k == "softmax") {
       int rows = o.rows, cols = o.cols;
       launch = [this, rows, cols]() mutable {
         const unsigned block = 256;
         void* args[] = {&din[0], &out, &rows, &cols};
-        c.check(c.api.cuLaunchKernel(fn, unsigned(rows), 1, 1, block, 1, 1, block * sizeof(float), nullptr, args, nullptr), "cuLaunchKernel(softmax)");
+        c.check(c.api.cuLaunchKernel(fn, unsigned(rows), 1, 1, block, 1, 1, block * sizeof(float), stream, args, nullptr), "cuLaunchKernel(softmax)");
       };
+      fixed_grid(rows, 256, 256 * sizeof(float), std::to_string(rows), "256", res);
     }
+  }
+
+  // resident_grid sizes a grid-stride kernel's grid from the GPU: as many
+  // blocks of block threads as its SMs hold at once (SM count times the
+  // occupancy calculator's blocks per SM), no more than work blocks, and
+  // records sm_count, blocks_per_sm, grid and block in res's config.
+  unsigned resident_grid(int block, size_t smem, long work, CaseResult& res) {
+    const int per_sm = c.blocks_per_sm(fn, block, smem);
+    const long grid = std::max(1L, std::min(long(c.sms) * per_sm, work));
+    res.config["blocks_per_sm"] = std::to_string(per_sm);
+    res.config["grid"] = std::to_string(grid);
+    res.config["block"] = std::to_string(block);
+    return unsigned(grid);
+  }
+
+  // fixed_grid records a kernel whose grid the problem fixes (one block
+  // per tile or row): the grid, the blocks per SM and the waves of
+  // resident blocks it takes.
+  void fixed_grid(long blocks, int threads, size_t smem, const std::string& grid, const std::string& block, CaseResult& res) {
+    const int per_sm = c.blocks_per_sm(fn, threads, smem);
+    const long resident = long(c.sms) * per_sm;
+    res.config["blocks_per_sm"] = std::to_string(per_sm);
+    res.config["grid"] = grid;
+    res.config["block"] = block;
+    res.config["waves"] = std::to_string((blocks + resident - 1) / resident);
   }
 
   // inject_illegal_address launches the kernel with an invalid output
@@ -1022,21 +1155,110 @@ struct CudaCase {
   }
 };
 
+// BatchGraph is a case's timed batch captured as one CUDA graph on a
+// stream of its own: a sample of microsecond kernels then times the
+// kernels, not cuLaunchKernel's host cost between them.
+struct BatchGraph {
+  Cuda& c;
+  cu::CUstream stream = nullptr;
+  cu::CUgraph graph = nullptr;
+  cu::CUgraphExec exec = nullptr;
+  explicit BatchGraph(Cuda& c) : c(c) {
+    const cu::Api& a = c.api;
+    if (a.cuStreamCreate && a.cuStreamDestroy && a.cuMemsetD8Async)
+      c.check(a.cuStreamCreate(&stream, cu::CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+  ~BatchGraph() {
+    if (exec) c.api.cuGraphExecDestroy(exec);
+    if (graph) c.api.cuGraphDestroy(graph);
+    if (stream) c.api.cuStreamDestroy(stream);
+  }
+  BatchGraph(const BatchGraph&) = delete;
+  BatchGraph& operator=(const BatchGraph&) = delete;
+
+  // capture records batch launches of cc into an instantiated graph;
+  // false, with why, where the driver lacks graphs or refuses.
+  bool capture(CudaCase& cc, long batch, std::string& why) {
+    const cu::Api& a = c.api;
+    if (!stream || !a.cuStreamBeginCapture || !a.cuStreamEndCapture || !a.cuGraphInstantiateWithFlags || !a.cuGraphLaunch ||
+        !a.cuGraphExecDestroy || !a.cuGraphDestroy) {
+      why = "the driver lacks stream capture or graphs";
+      return false;
+    }
+    cu::CUresult rc = a.cuStreamBeginCapture(stream, cu::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (rc != 0) {
+      why = "cuStreamBeginCapture: " + c.err(rc);
+      return false;
+    }
+    try {
+      for (long j = 0; j < batch; ++j) cc.launch();
+    } catch (const CudaError& e) {
+      why = e.what();
+    }
+    rc = a.cuStreamEndCapture(stream, &graph);
+    if (why.empty() && rc != 0) why = "cuStreamEndCapture: " + c.err(rc);
+    if (why.empty() && (rc = a.cuGraphInstantiateWithFlags(&exec, graph, 0)) != 0) why = "cuGraphInstantiateWithFlags: " + c.err(rc);
+    return why.empty();
+  }
+};
+
+// warm_up runs timed batches (sample returns one's nanoseconds) until
+// o.warmup_ms has passed or three batches in a row agree within
+// kWarmStable, and records what it did in res's config.
+template <class F>
+void warm_up(F&& sample, long batch, const Options& o, CaseResult& res) {
+  if (o.warmup_ms <= 0) return;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> last;
+  std::string stop = "time";
+  long n = 0;
+  for (;;) {
+    last.push_back(sample(batch));
+    ++n;
+    if (last.size() > 3) last.erase(last.begin());
+    const double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (last.size() == 3) {
+      const auto [lo, hi] = std::minmax_element(last.begin(), last.end());
+      if (*lo > 0 && (*hi - *lo) / *lo <= kWarmStable) {
+        stop = "stable";
+        break;
+      }
+    }
+    if (el >= o.warmup_ms) break;
+  }
+  const double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.1f", el);
+  res.config["warmup_ms"] = ms;
+  res.config["warmup_batches"] = std::to_string(n);
+  res.config["warmup_stop"] = stop;
+}
+
 void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std::vector<float>& out) {
   CudaCase cc(c);
   cc.load(p, o, res);
   if (o.inject_illegal_address == p.kernel) cc.inject_illegal_address();
+  BatchGraph bg(c);
+  cc.stream = bg.stream;
   Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
   for (int i = 0; i < o.warmup; ++i) cc.launch();
   c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(warmup)");
   int flushes = 0;
-  // sample times batch back-to-back launches with one event pair, after
-  // an L2 flush, and returns the total in nanoseconds.
+  bool graph = false;
+  // sample times a batch of back-to-back launches (or the batch's graph)
+  // with one event pair, after an L2 flush, and returns the total in
+  // nanoseconds.
   auto sample = [&](long batch) {
-    if (o.flush) c.check(c.api.cuMemsetD8(c.flush, (unsigned char)(flushes++ & 0xff), c.flush_bytes), "cuMemsetD8(L2 flush)");
-    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
-    for (long j = 0; j < batch; ++j) cc.launch();
-    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+    const unsigned char v = (unsigned char)(flushes++ & 0xff);
+    if (o.flush && bg.stream) c.check(c.api.cuMemsetD8Async(c.flush, v, c.flush_bytes, bg.stream), "cuMemsetD8Async(L2 flush)");
+    if (o.flush && !bg.stream) c.check(c.api.cuMemsetD8(c.flush, v, c.flush_bytes), "cuMemsetD8(L2 flush)");
+    c.check(c.api.cuEventRecord(e0.e, bg.stream), "cuEventRecord");
+    if (graph) {
+      c.check(c.api.cuGraphLaunch(bg.exec, bg.stream), "cuGraphLaunch");
+    } else {
+      for (long j = 0; j < batch; ++j) cc.launch();
+    }
+    c.check(c.api.cuEventRecord(e1.e, bg.stream), "cuEventRecord");
     c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize");
     return double(elapsed_ms(c, e0, e1)) * 1e6;
   };
@@ -1053,10 +1275,17 @@ void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std:
     }
   }
   res.config["batch"] = std::to_string(batch);
+  std::string why = o.graph ? "" : "--no-graph";
+  graph = o.graph && bg.capture(cc, batch, why);
+  res.config["graph"] = graph ? "true" : "false: " + why;
+  warm_up(sample, batch, o, res);
   Sampler sampler(o);
-  while (!sampler.done(res)) {
-    res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
-    progressed();
+  {
+    SampledWindow window(res);
+    while (!sampler.done(res)) {
+      res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
+      progressed();
+    }
   }
   out = cc.output();
   res.mem_used = c.mem_used();
@@ -1648,29 +1877,119 @@ struct DeviceRun {
   }
 };
 
-// ---- the burn case (sustained mode on cuda) ------------------------------------
+// ---- the burn case (sustained mode) --------------------------------------------
 
-// burn_host is gpuattest_burn (checksum.cu) for thread t on the host: fmaf
-// is exactly rounded and the sum is added in the same order, so the bits
-// agree with the GPU's.
-float burn_host(unsigned t, unsigned iters, float seed) {
-  const float m = 0.9999999f, c = 1e-7f;
-  float a[8];
-  a[0] = seed + float(t & 1023) * 1e-6f;
-  for (int j = 1; j < 8; ++j) a[j] = a[0] + 0.125f * float(j);
-  for (unsigned i = 0; i < iters; ++i)
-    for (int k = 0; k < 16; ++k)
-      for (int j = 0; j < 8; ++j) a[j] = std::fma(a[j], m, c);
-  float s = a[0];
-  for (int j = 1; j < 8; ++j) s = s + a[j];
-  return s;
+// burn_mma_value is burn_mma.cu's A element e of lane's fragment of tile
+// j in warp w, for seed bits s.
+float burn_mma_value(unsigned w, unsigned lane, unsigned j, unsigned e, unsigned s) {
+  unsigned h = (w * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0xC2B2AE35u) ^ (e * 0x27D4EB2Fu) ^ s;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  return float(int(h % 17u) - 8) * 0.125f;
 }
 
-// add_burn_case sets up the burn case on c: the embedded gpuattest_burn
-// on a grid of 8 blocks of 256 threads per SM (full occupancy for its few
-// registers), its iteration count calibrated so that a launch takes about
-// o.burn_ms; it runs its first repeat, checks sampled threads against
-// burn_host exactly and appends the case to cases and sc.
+// burn_mma_host is gpuattest_burn_mma's output for warp w: every round
+// cancels exactly, and the last A_j*B (B all 1/2) adds, over the 16x8
+// tile, 8 * 1/2 * the sum of A_j's 256 elements, whichever lane holds
+// them. Every partial sum is a multiple of 1/64 under 2^13: exact.
+float burn_mma_host(unsigned w, float seed) {
+  unsigned s;
+  std::memcpy(&s, &seed, 4);
+  double total = 0;
+  for (unsigned j = 0; j < 4; ++j)
+    for (unsigned lane = 0; lane < 32; ++lane)
+      for (unsigned e = 0; e < 8; ++e) total += 4.0 * double(burn_mma_value(w, lane, j, e, s));
+  return float(total);
+}
+
+// BurnKernel is the burn case's kernel: its PTX, entry point and name,
+// and what one launch computes.
+struct BurnKernel {
+  const char* ptx;
+  const char* entry;
+  std::string name;  // hmma or ffma
+  bool mma;
+};
+
+// pick_burn chooses the burn kernel for o.burn_kernel on c: the tensor-core
+// one on compute capability 8.0 and later unless ffma is asked for.
+BurnKernel pick_burn(Cuda& c, const Options& o) {
+  int major = 0;
+  c.check(c.api.cuDeviceGetAttribute(&major, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c.dev), "cuDeviceGetAttribute(compute capability)");
+  const bool mma = o.burn_kernel == "hmma" || (o.burn_kernel == "auto" && major >= 8);
+  if (mma && major < 8) throw CudaError("--burn-kernel hmma needs compute capability 8.0 or later (mma.sync m16n8k16), this GPU has " + std::to_string(major) + ".x");
+  if (mma) return {harness::kBurnMmaPTX, "gpuattest_burn_mma", "hmma", true};
+  return {harness::kChecksumPTX, "gpuattest_burn", "ffma", false};
+}
+
+// round_ms times one launch of every case already in sc: the rest of a
+// sustained round, which the burn must outweigh.
+double round_ms(Cuda& c, std::vector<std::unique_ptr<SustainedCase>>& sc) {
+  Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
+  c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
+  for (auto& s : sc) s->cc->launch();
+  c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+  c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(round)");
+  return double(elapsed_ms(c, e0, e1));
+}
+
+// kBurnShare is the share of a sustained round the burn launch is sized
+// to take at least: its time is at least (kBurnShare / (1 - kBurnShare))
+// times the other cases' (--burn-ms is a floor).
+const double kBurnShare = 0.8;
+
+// burn_problem describes the burn case's launch: name, sizes, flops and
+// the host reference at sampled threads (ffma) or warps (hmma).
+void burn_problem(Problem& p, const BurnKernel& bk, unsigned grid, unsigned block, unsigned iters, float seed) {
+  const unsigned threads = grid * block, warps = threads / 32;
+  p.kernel = "burn";
+  p.tol = 0;
+  if (bk.mma) {
+    p.out_n = warps;
+    // 8 mma per round and 4 more, each 2 x 16 x 8 x 16 flops.
+    p.flops = double(warps) * (double(iters) * 8 + 4) * 4096;
+    for (unsigned w = 0; w < warps; w += std::max(1u, warps / 64)) {
+      p.ref_at.push_back(w);
+      p.ref.push_back(double(burn_mma_host(w, seed)));
+    }
+  } else {
+    p.out_n = threads;
+    p.flops = double(threads) * double(iters) * 256;
+    for (unsigned t = 0; t < threads; t += std::max(1u, threads / 64)) {
+      p.ref_at.push_back(t);
+      p.ref.push_back(double(burn_host(t, iters, seed)));
+    }
+  }
+  p.bytes = double(p.out_n) * 4;
+  p.name = "burn/" + bk.name + "/grid=" + std::to_string(grid) + "x" + std::to_string(block) + "/iters=" + std::to_string(iters);
+}
+
+// burn_calibrate sets *iters so that one launch takes about target_ms,
+// from the fastest of three timed launches of 64 iterations (after one
+// untimed: the first pays the JIT and the clocks' ramp).
+void burn_calibrate(Cuda& c, CudaCase& cc, unsigned* iters, double target_ms) {
+  *iters = 64;
+  Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
+  cc.launch();
+  double ms = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
+    cc.launch();
+    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+    c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(burn calibration)");
+    ms = std::min(ms, std::max(1e-3, double(elapsed_ms(c, e0, e1))));
+  }
+  *iters = unsigned(std::clamp(64.0 * target_ms / ms, 1.0, double(1 << 24)));
+}
+
+// add_burn_case sets up the burn case on c: the embedded tensor-core
+// gpuattest_burn_mma (or the FFMA gpuattest_burn: pick_burn) on a grid of
+// as many 256-thread blocks as the SMs hold at once, its iteration count
+// calibrated so that a launch takes most of each round (at least
+// o.burn_ms, and kBurnShare of the round with the other cases in sc); it
+// runs its first repeat, checks sampled threads or warps against the host
+// exactly and appends the case to cases and sc.
 void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, std::vector<std::unique_ptr<SustainedCase>>& sc, DeviceRun& dr) {
   auto s = std::make_unique<SustainedCase>();
   CaseResult res;
@@ -1681,50 +2000,43 @@ void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, st
   std::snprintf(b, sizeof b, "%g", o.duration_s);
   res.config["duration_s"] = b;
   try {
-    int sms = 0;
-    c.check(c.api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c.dev), "cuDeviceGetAttribute(SM count)");
-    const unsigned block = 256, grid = unsigned(std::max(1, sms) * 8), threads = grid * block;
+    const BurnKernel bk = pick_burn(c, o);
+    res.name = "burn/" + bk.name;
+    const double others = round_ms(c, sc);
+    const double target = std::min(2000.0, std::max(o.burn_ms, others * kBurnShare / (1 - kBurnShare)));
     s->cc = std::make_unique<CudaCase>(c);
     CudaCase& cc = *s->cc;
-    c.check(c.api.cuModuleLoadData(&cc.mod, harness::kChecksumPTX), "cuModuleLoadData(burn PTX)");
-    c.check(c.api.cuModuleGetFunction(&cc.fn, cc.mod, "gpuattest_burn"), "cuModuleGetFunction(gpuattest_burn)");
-    cc.out_n = threads;
-    cc.dout = cc.out = cc.alloc(size_t(threads) * sizeof(float));
+    c.check(c.api.cuModuleLoadData(&cc.mod, bk.ptx), std::string("cuModuleLoadData(") + bk.entry + " PTX)");
+    c.check(c.api.cuModuleGetFunction(&cc.fn, cc.mod, bk.entry), std::string("cuModuleGetFunction(") + bk.entry + ")");
+    const unsigned block = 256, per_sm = unsigned(c.blocks_per_sm(cc.fn, int(block), 0)), grid = unsigned(c.sms) * per_sm;
+    const size_t out_n = bk.mma ? grid * block / 32 : size_t(grid) * block;
+    cc.out_n = out_n;
+    cc.dout = cc.out = cc.alloc(out_n * sizeof(float));
     auto iters = std::make_shared<unsigned>(64);
-    const float seed = 1.0f;
-    cc.launch = [&cc, grid, block, iters, seed]() {
+    const float seed = kBurnSeed;
+    const std::string what = std::string("cuLaunchKernel(") + bk.entry + ")";
+    cc.launch = [&cc, grid, block, iters, seed, what]() {
       unsigned it = *iters;
       float sd = seed;
       void* args[] = {&cc.out, &it, &sd};
-      cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(gpuattest_burn)");
+      cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), what);
     };
-    // Calibrate: one launch of 64 iterations, timed.
-    Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
-    cc.launch();
-    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
-    cc.launch();
-    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
-    c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(burn calibration)");
-    const double ms = std::max(1e-3, double(elapsed_ms(c, e0, e1)));
-    *iters = unsigned(std::clamp(64.0 * o.burn_ms / ms, 1.0, double(1 << 20)));
+    burn_calibrate(c, cc, iters.get(), target);
     Problem& p = s->p;
-    p.kernel = "burn";
-    p.out_n = threads;
-    p.flops = double(threads) * double(*iters) * 256;
-    p.bytes = double(threads) * 4;
-    p.tol = 0;
-    for (unsigned t = 0; t < threads; t += std::max(1u, threads / 64)) {
-      p.ref_at.push_back(t);
-      p.ref.push_back(double(burn_host(t, *iters, seed)));
-    }
-    p.name = "burn/ffma/grid=" + std::to_string(grid) + "x" + std::to_string(block) + "/iters=" + std::to_string(*iters);
+    burn_problem(p, bk, grid, block, *iters, seed);
     res.name = p.name;
     res.flops = p.flops;
     res.bytes = p.bytes;
-    res.config["sm_count"] = std::to_string(sms);
+    res.config["sm_count"] = std::to_string(c.sms);
+    res.config["blocks_per_sm"] = std::to_string(per_sm);
     res.config["grid"] = std::to_string(grid);
     res.config["block"] = std::to_string(block);
     res.config["iters"] = std::to_string(*iters);
+    res.config["burn_kernel"] = bk.name;
+    std::snprintf(b, sizeof b, "%.3f", others);
+    res.config["round_others_ms"] = b;
+    std::snprintf(b, sizeof b, "%.3f", target);
+    res.config["burn_target_ms"] = b;
     dr.set_current(p.name);
     cc.launch();
     std::vector<float> out = cc.output();
@@ -1735,8 +2047,71 @@ void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, st
   } catch (const std::exception& e) {
     res.status = "error";
     res.message = e.what();
-    if (res.name.empty()) res.name = "burn/ffma";
+    if (res.name.empty()) res.name = "burn";
   }
+  std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
+  if (res.status == "passed") {
+    s->result = cases.size();
+    sc.push_back(std::move(s));
+  }
+  dr.add_case(std::move(res));
+}
+
+// kCpuBurnThreads is how many of gpuattest_burn's threads the CPU burn
+// case computes per repeat.
+const unsigned kCpuBurnThreads = 256;
+
+// add_cpu_burn_case sets up the CPU backend's burn case, the equivalent
+// of the cuda one: gpuattest_burn's FFMA loop on the host for
+// kCpuBurnThreads threads, its iterations calibrated so that one repeat
+// takes at least o.burn_ms and kBurnShare of a round with the cases in
+// sc, checked against burn_host and appended to cases and sc.
+void add_cpu_burn_case(const Options& o, std::vector<CaseResult>& cases, std::vector<std::unique_ptr<SustainedCase>>& sc, DeviceRun& dr) {
+  auto s = std::make_unique<SustainedCase>();
+  Problem& p = s->p;
+  p.kernel = "burn";
+  p.out_n = kCpuBurnThreads;
+  std::vector<float> out(p.out_n);
+  auto ms_of = [&](auto&& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double others = 0;
+  for (auto& c : sc) {
+    std::vector<float> o2(c->p.out_n);
+    others += ms_of([&] { cpu_compute(c->p, o, o2); });
+  }
+  const double target = std::min(2000.0, std::max(o.burn_ms, others * kBurnShare / (1 - kBurnShare)));
+  p.config["iters"] = "16";
+  const double ms = std::max(1e-3, ms_of([&] { cpu_compute(p, o, out); }));
+  const unsigned iters = unsigned(std::clamp(16.0 * target / ms, 1.0, double(1 << 24)));
+  p.config["iters"] = std::to_string(iters);
+  p.flops = double(p.out_n) * double(iters) * 256;
+  p.bytes = double(p.out_n) * 4;
+  p.tol = 0;
+  for (unsigned t = 0; t < p.out_n; t += 4) {
+    p.ref_at.push_back(t);
+    p.ref.push_back(double(burn_host(t, iters, kBurnSeed)));
+  }
+  p.name = "burn/ffma-host/threads=" + std::to_string(p.out_n) + "/iters=" + std::to_string(iters);
+  CaseResult res;
+  res.kernel = "burn";
+  res.name = p.name;
+  res.flops = p.flops;
+  res.bytes = p.bytes;
+  res.config = {{"backend", "cpu"}, {"mode", "sustained"}, {"iters", p.config["iters"]}, {"burn_kernel", "ffma-host"}};
+  char b[64];
+  std::snprintf(b, sizeof b, "%.3f", others);
+  res.config["round_others_ms"] = b;
+  std::snprintf(b, sizeof b, "%.3f", target);
+  res.config["burn_target_ms"] = b;
+  dr.set_current(p.name);
+  cpu_compute(p, o, out);
+  res.output_sha = harness::sha256_hex(out.data(), out.size() * sizeof(float));
+  check_output(p, out, res);
+  if (res.status == "passed") res.message = "";
+  s->first = std::move(out);
   std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
   if (res.status == "passed") {
     s->result = cases.size();
@@ -1861,6 +2236,7 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
                  res.config["bytes_covered"].c_str());
     dr.add_case(std::move(res));
   }
+  if (sustained && !gpu && o.burn && !lost) add_cpu_burn_case(o, cases, sc, dr);
   if (sustained && gpu && o.burn && !lost) {
     add_burn_case(*cuda, o, cases, sc, dr);
     std::string why;

@@ -69,6 +69,9 @@ type run struct {
 	cache   *cache
 	progMu  sync.Mutex
 	attempt int
+	// toolchain is the run record's toolchain fingerprint (the builds'),
+	// which GPU preflight checks the driver against.
+	toolchain any
 }
 
 func (e *run) prepare(ctx context.Context) error {
@@ -145,6 +148,7 @@ func (e *run) prepare(ctx context.Context) error {
 	if e.o.toolchain != nil && !(rec.Toolchain != nil && e.buildsKept()) {
 		rec.Toolchain = e.o.toolchain(ctx)
 	}
+	e.toolchain = rec.Toolchain
 	if !e.o.noCache {
 		dir := e.o.cacheDir
 		if dir == "" {
@@ -663,7 +667,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 	var watch Watch
 	if s.GPU && e.o.monitor != nil {
 		sc.Report(step.Progress{Phase: "preflight"})
-		report, err := e.o.monitor.Preflight(ctx, e.p, s, sc.Env)
+		report, err := e.o.monitor.Preflight(ctx, e.p, s, sc.Env, e.toolchain)
 		if report != nil {
 			sr.Preflight = mustJSON(report)
 		}

@@ -53,8 +53,10 @@ type GPUMonitor interface {
 	// (its CUDA_VISIBLE_DEVICES says which GPUs it sees). A non-nil error
 	// fails the step with the error's text (it names the check, the value
 	// seen and the value required). The returned report is stored in
-	// run.json.
-	Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string) (report any, err error)
+	// run.json. toolchain is the run record's toolchain fingerprint (the
+	// CUDA toolkit the builds used; nil when none was recorded), so that
+	// a driver too old to JIT the build's PTX is refused.
+	Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string, toolchain any) (report any, err error)
 	// Watch starts telemetry for step s, whose environment is env,
 	// writing into stepDir.
 	Watch(ctx context.Context, s *pipeline.Step, stepDir string, env []string) (Watch, error)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/envlist"
@@ -52,8 +53,9 @@ type PreflightReport struct {
 // code the pipeline's builds embed (p.Targets, with PTX for the highest
 // unless every cuda-build step sets ptx: false) and s.Memory. The error
 // is a *PreflightError naming every failed check, or a bad-input error
-// naming the field.
-func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string) (any, error) {
+// naming the field. opts go to Preflight (WithToolkit: the build's CUDA
+// release).
+func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string, opts ...PreflightOption) (any, error) {
 	live, err := Probe(ctx, m.src)
 	if err != nil && !errors.Is(err, ErrNoGPU) {
 		return nil, fmt.Errorf("probing GPUs before step %s: %w", s.ID, err)
@@ -66,7 +68,7 @@ func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeli
 			sub.GPUs = append(sub.GPUs, g)
 		}
 	}
-	checks, err := Preflight(&sub, p.Preflight, BuildCode(p.Targets, embedsPTX(p)), s.Memory, live)
+	checks, err := Preflight(&sub, p.Preflight, BuildCode(p.Targets, embedsPTX(p)), s.Memory, live, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("step %s: %w", s.ID, err)
 	}
@@ -106,11 +108,20 @@ func embedsPTX(p *pipeline.Pipeline) bool {
 	return builds == 0
 }
 
+// BenchmarkInterval is the telemetry interval of a benchmark step that
+// sets none (10 Hz): a case's samples last well under a second, and the
+// step records the clocks and clock-event reasons around each.
+const BenchmarkInterval = 100 * time.Millisecond
+
 // Start starts telemetry for step s into stepDir/telemetry.jsonl at the
-// step's interval (DefaultInterval when unset), watching the GPUs the
-// step can see (env is its environment, as for Preflight).
+// step's interval (DefaultInterval when unset, BenchmarkInterval for a
+// benchmark step), watching the GPUs the step can see (env is its
+// environment, as for Preflight).
 func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string, env []string) (*Watch, error) {
 	interval := DefaultInterval
+	if s.Kind == pipeline.KindBenchmark {
+		interval = BenchmarkInterval
+	}
 	if !s.Interval.IsZero() {
 		interval = s.Interval.Value()
 	}

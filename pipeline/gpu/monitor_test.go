@@ -133,3 +133,35 @@ func TestMonitorJudgesTheStepsGPU(t *testing.T) {
 		t.Errorf("notes %q lack GPU 1's Xid", got.Notes)
 	}
 }
+
+// A benchmark step that sets no interval is sampled at 10 Hz, any other
+// step at DefaultInterval; a step's own interval wins.
+func TestMonitorBenchmarkInterval(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100")
+	rec, err := Collect(t.Context(), WithSource(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMonitor(s, rec)
+	for _, tc := range []struct {
+		step pipeline.Step
+		want float64
+	}{
+		{pipeline.Step{ID: "bench", Kind: pipeline.KindBenchmark, GPU: true}, 0.1},
+		{pipeline.Step{ID: "burn", Kind: pipeline.KindBurnin, GPU: true}, 1},
+		{pipeline.Step{ID: "bench2", Kind: pipeline.KindBenchmark, GPU: true, Interval: pipeline.MustDuration("50ms")}, 0.05},
+	} {
+		w, err := m.Start(t.Context(), &tc.step, t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, _, err := w.Stop("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sum.(*Summary).IntervalSeconds; got != tc.want {
+			t.Errorf("%s: interval %v s, want %v", tc.step.ID, got, tc.want)
+		}
+	}
+}

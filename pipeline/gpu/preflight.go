@@ -3,6 +3,7 @@ package gpu
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/attest/hardware"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -41,6 +43,7 @@ const (
 	CheckPersistence       = "persistence"
 	CheckFabric            = "fabric"
 	CheckComputeMode       = "compute-mode"
+	CheckXidHistory        = "xid-history"
 )
 
 // Check is one preflight check on one GPU (GPU set) or on the machine.
@@ -68,6 +71,12 @@ type Live struct {
 	Simulated bool `json:"simulated"`
 	// GPUs are in NVML index order.
 	GPUs []LiveGPU `json:"gpus"`
+	// KernelXids are the Xids the driver logged in the kernel log since
+	// boot (see ReadKernelXids), of every GPU; nil when it was not read.
+	KernelXids []KernelXid `json:"kernel_xids,omitempty"`
+	// KernelLog says why the kernel log was not read, when it was not
+	// (not readable, or a simulated source given none).
+	KernelLog string `json:"kernel_log,omitempty"`
 }
 
 // LiveGPU is the live state of one GPU.
@@ -169,6 +178,16 @@ func Probe(ctx context.Context, src Source) (*Live, error) {
 			}
 		}
 		live.GPUs = append(live.GPUs, g)
+	}
+	if path := kernelLogPath(src); path == "" {
+		live.KernelLog = noSimulatedLog
+	} else if kl, err := ReadKernelXids(path); err != nil {
+		live.KernelLog = err.Error()
+	} else {
+		live.KernelXids = kl.Xids
+		if live.KernelXids == nil {
+			live.KernelXids = []KernelXid{}
+		}
 	}
 	return live, nil
 }
@@ -300,15 +319,19 @@ func parseVersion(s string) ([]int, bool) {
 // fall back to the record with a warning when live is nil. The error is
 // for bad input only (a bad minDriver, target or memory size), naming the
 // field; failed checks are in the result (see Err).
-func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory pipeline.Size, live *Live) ([]Check, error) {
+func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string, memory pipeline.Size, live *Live, opts ...PreflightOption) ([]Check, error) {
 	if spec == nil {
 		spec = &pipeline.Preflight{}
+	}
+	var o preflightOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	in, err := parsePreflightInputs(spec, embedded, memory)
 	if err != nil {
 		return nil, err
 	}
-	p := &preflightRun{rec: rec, spec: spec}
+	p := &preflightRun{rec: rec, spec: spec, toolkit: o.toolkit}
 	if !p.gpus() {
 		return p.out, nil
 	}
@@ -330,13 +353,13 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 			continue
 		}
 		if len(in.codes) > 0 {
-			checkCC(g, in.codes, p.add)
+			checkCC(g, in.codes, p.add, p.ptxTooNew)
 		}
 		p.ecc(g)
 		p.memoryHealth(g)
 		p.mig(g)
 		if haveLive && lg.Lost != "" {
-			p.add(CheckGPU, g, CheckFailed, "lost", "reachable", "NVML reports the GPU lost or needing a reset ("+lg.Lost+") (hint: nvidia-smi -i "+strconv.Itoa(g.Index)+"; reset the GPU or reboot)")
+			p.add(CheckGPU, g, CheckFailed, "lost", "reachable", "NVML reports the GPU"+uuidText(cmp.Or(g.UUID, lg.UUID))+" lost or needing a reset ("+lg.Lost+") (hint: nvidia-smi -i "+strconv.Itoa(g.Index)+"; reset the GPU or reboot)")
 			continue
 		}
 		if haveLive && lg.UUID != "" && g.UUID != "" && lg.UUID != g.UUID {
@@ -352,6 +375,9 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 		}
 		if haveLive {
 			p.computeMode(g, lg.ComputeMode)
+		}
+		if live != nil {
+			p.xidHistory(g, live)
 		}
 		switch {
 		case spec.RequirePersistence:
@@ -396,9 +422,56 @@ func parsePreflightInputs(spec *pipeline.Preflight, embedded []string, memory pi
 
 // preflightRun collects the checks of one Preflight call.
 type preflightRun struct {
-	rec  *hardware.Record
-	spec *pipeline.Preflight
-	out  []Check
+	rec     *hardware.Record
+	spec    *pipeline.Preflight
+	toolkit string // the build's CUDA release, "" when unknown
+	out     []Check
+}
+
+// PreflightOption configures Preflight.
+type PreflightOption func(*preflightOptions)
+
+type preflightOptions struct{ toolkit string }
+
+// WithToolkit says which CUDA release ("12.4") built the code, so that
+// a GPU that must JIT-compile its PTX on a driver of an older CUDA
+// version fails: the driver cannot load PTX newer than itself
+// (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). An empty release checks nothing.
+func WithToolkit(release string) PreflightOption {
+	return func(o *preflightOptions) { o.toolkit = release }
+}
+
+// ToolkitRelease returns the CUDA release of a run record's toolchain
+// fingerprint (pipeline/cuda.Toolchain, or its JSON decoded into a map
+// when a run is resumed): its "release" field, "" when it has none.
+func ToolkitRelease(toolchain any) string {
+	if toolchain == nil {
+		return ""
+	}
+	raw, err := json.Marshal(toolchain)
+	if err != nil {
+		return ""
+	}
+	var tc struct {
+		Release string `json:"release"`
+	}
+	if json.Unmarshal(raw, &tc) != nil {
+		return ""
+	}
+	return tc.Release
+}
+
+// ptxTooNew says why the driver cannot JIT-compile PTX the build's
+// toolkit wrote: the toolkit is a newer CUDA release than the driver
+// supports; "" when it can, or when either version is unknown.
+func (p *preflightRun) ptxTooNew() string {
+	tk, ok1 := parseVersion(p.toolkit)
+	drv, ok2 := parseVersion(p.rec.CUDADriverVersion)
+	if !ok1 || !ok2 || compareVersions(tk[:min(2, len(tk))], drv[:min(2, len(drv))]) <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("the build's PTX comes from CUDA %s but the driver %s supports CUDA %s and cannot JIT-compile newer PTX (CUDA_ERROR_UNSUPPORTED_PTX_VERSION) (hint: install a driver for CUDA %s or newer, or build SASS for this GPU's target)",
+		p.toolkit, cmp.Or(p.rec.DriverVersion, "here"), p.rec.CUDADriverVersion, p.toolkit)
 }
 
 // add records one check (of gpu, or of the machine when gpu is nil); an
@@ -662,7 +735,7 @@ func (p *preflightRun) persistence(g *hardware.GPU) {
 // checkCC decides whether g can run the build's code: exact SASS, SASS of
 // a lower minor of the same major (binary compatibility), or else PTX the
 // driver JIT-compiles (warned).
-func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, CheckStatus, string, string, string)) {
+func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, CheckStatus, string, string, string), ptxTooNew func() string) {
 	var names []string
 	for _, c := range codes {
 		names = append(names, c.name)
@@ -695,9 +768,64 @@ func checkCC(g *hardware.GPU, codes []code, add func(string, *hardware.GPU, Chec
 		add(CheckComputeCapability, g, CheckPassed, seen, required, fmt.Sprintf("%s SASS runs on %s via binary compatibility", compat.name, ccString(cc)))
 		return
 	}
+	if jit != nil && ptxTooNew() != "" {
+		add(CheckComputeCapability, g, CheckFailed, seen, required, fmt.Sprintf("no SASS for cc %s, so the driver must JIT-compile PTX %s: %s", ccString(cc), jit.name, ptxTooNew()))
+		return
+	}
 	if jit != nil {
 		add(CheckComputeCapability, g, CheckWarned, seen, required, fmt.Sprintf("no SASS for cc %s; PTX %s will be JIT-compiled by the driver at load (slower first launch, code not the one the build tested)", ccString(cc), jit.name))
 		return
 	}
 	add(CheckComputeCapability, g, CheckFailed, seen, required, fmt.Sprintf("seen %s, required a GPU that runs %s (no SASS for this major version and no PTX at or below %s)", seen, strings.Join(names, ", "), ccString(cc)))
+}
+
+// xidHistory reports the Xids the driver logged for g since boot: none
+// passes, any warns, naming the fatal ones. It warns and does not fail:
+// a reset may have cleared what a fatal Xid reported, and only a reboot
+// clears the log; telemetry fails a step on an Xid during it. When the
+// kernel log was not readable the check says why (warned).
+func (p *preflightRun) xidHistory(g *hardware.GPU, live *Live) {
+	if live.KernelXids == nil && live.KernelLog == noSimulatedLog {
+		return // a simulated source given no kernel log has no history
+	}
+	if live.KernelXids == nil {
+		p.add(CheckXidHistory, g, CheckWarned, "not read", "none since boot", "Xids since boot not known: "+live.KernelLog)
+		return
+	}
+	var seen []string
+	fatal := 0
+	for _, x := range live.KernelXids {
+		if g.PCIBusID == "" || !samePCI(x.PCIBusID, g.PCIBusID) {
+			continue
+		}
+		if x.Fatal {
+			fatal++
+		}
+		if len(seen) < 8 {
+			seen = append(seen, fmt.Sprintf("Xid %d (%s) at %s after boot", x.Xid, XidDescription(x.Xid), x.SinceBoot.Round(time.Second)))
+		}
+	}
+	if len(seen) == 0 {
+		p.add(CheckXidHistory, g, CheckPassed, "none since boot", "none since boot", "")
+		return
+	}
+	msg := fmt.Sprintf("the driver logged Xids for this GPU since boot (%d fatal): %s (hint: sudo dmesg | grep -i xid; a fatal one needs the GPU reset and checked)", fatal, strings.Join(seen, "; "))
+	p.add(CheckXidHistory, g, CheckWarned, strings.Join(seen, "; "), "none since boot", msg)
+}
+
+// noSimulatedLog is Live.KernelLog for a simulated source given no
+// kernel log.
+const noSimulatedLog = "simulated GPUs: no kernel log given"
+
+// kernelLogPath is the kernel log Probe and telemetry read for src:
+// KmsgPath for the real NVML, what SetKernelLog gave a simulated source
+// (none by default: the machine's own log says nothing about simulated
+// GPUs).
+func kernelLogPath(src Source) string {
+	if s, ok := src.(*Simulated); ok {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.kmsg
+	}
+	return KmsgPath
 }

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"strconv"
 	"strings"
@@ -319,7 +320,7 @@ func TestPreflightLostGPU(t *testing.T) {
 	found := false
 	for _, c := range checks {
 		if c.Name == CheckGPU && c.GPU != nil && *c.GPU == 1 {
-			found = c.Status == CheckFailed && strings.Contains(c.Message, "GPU is lost (NVML 15)")
+			found = c.Status == CheckFailed && strings.Contains(c.Message, "GPU is lost (NVML 15)") && strings.Contains(c.Message, "the GPU ("+simUUID("h100", 1)+") lost")
 		}
 	}
 	if !found {
@@ -408,5 +409,55 @@ func TestPreflightComputeModeAndPersistence(t *testing.T) {
 		if c.GPU != nil && (c.Name == CheckPersistence && *c.GPU == 1 || c.Name == CheckComputeMode && *c.GPU == 0) {
 			t.Errorf("unexpected check: %+v", c)
 		}
+	}
+}
+
+// A GPU that must JIT-compile the build's PTX fails when the toolkit that
+// wrote the PTX is newer than the driver's CUDA version (the driver
+// cannot load it); an older or equal toolkit, or an unknown one, warns.
+func TestPreflightPTXNewerThanDriver(t *testing.T) {
+	t.Parallel()
+	code := []string{"sm_80", "compute_80"} // an H100 runs only the PTX
+	rec := func(t *testing.T) string {
+		s := mustSimulate(t, "h100:2")
+		r, err := Collect(t.Context(), WithSource(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.CUDADriverVersion
+	}(t)
+	drv, _ := parseVersion(rec)
+	newer := fmt.Sprintf("%d.%d", drv[0], drv[1]+1)
+	for _, tc := range []struct {
+		toolkit string
+		want    CheckStatus
+	}{{newer, CheckFailed}, {rec, CheckWarned}, {"11.8", CheckWarned}, {"", CheckWarned}} {
+		s := mustSimulate(t, "h100:2")
+		r, err := Collect(t.Context(), WithSource(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks, err := Preflight(r, nil, code, pipeline.Size{}, nil, WithToolkit(tc.toolkit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := findCheck(t, checks, CheckComputeCapability, 1)
+		if c.Status != tc.want {
+			t.Errorf("toolkit %q on a driver for CUDA %s: %+v, want %s", tc.toolkit, rec, c, tc.want)
+		}
+		if tc.want == CheckFailed && (!strings.Contains(c.Message, "comes from CUDA "+newer) || !strings.Contains(c.Message, "UNSUPPORTED_PTX_VERSION")) {
+			t.Errorf("message %q", c.Message)
+		}
+	}
+	if got := ToolkitRelease(map[string]any{"release": "12.4", "nvcc": "/usr/bin/nvcc"}); got != "12.4" {
+		t.Errorf("ToolkitRelease(map) = %q", got)
+	}
+	if got := ToolkitRelease(struct {
+		Release string `json:"release"`
+	}{"11.8"}); got != "11.8" {
+		t.Errorf("ToolkitRelease(struct) = %q", got)
+	}
+	if ToolkitRelease(nil) != "" || ToolkitRelease("build machine") != "" {
+		t.Error("ToolkitRelease of no toolchain is not empty")
 	}
 }

@@ -45,6 +45,9 @@ type simModel struct {
 	idleMW    uint32
 	baseUsed  uint64 // bytes the driver reserves with no process
 	busIDs    []byte // PCI bus numbers of a DGX of this model
+	nvlinks   int    // NVLinks per GPU
+	slowdownC uint32 // core slowdown threshold
+	memMaxC   uint32 // HBM maximum temperature
 }
 
 var simModels = map[string]simModel{
@@ -53,18 +56,21 @@ var simModels = map[string]simModel{
 		vbios: "96.00.74.00.0D", powerMW: 700_000, maxSM: 1980, maxMem: 2619, idleSM: 345,
 		pcieGen: 5, pcieWidth: 16, idleTempC: 33, idleMW: 71_000, baseUsed: 1 << 20,
 		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}, fabric: true,
+		nvlinks: 18, slowdownC: 90, memMaxC: 95,
 	},
 	"a100": {
 		key: "a100", cfg: gpus.A100_SXM4_40GB, newServer: dgxa100.NewWithGPUs,
 		vbios: "92.00.45.00.03", powerMW: 400_000, maxSM: 1410, maxMem: 1215, idleSM: 210,
 		pcieGen: 4, pcieWidth: 16, idleTempC: 30, idleMW: 54_000, baseUsed: 3 << 20,
-		busIDs: []byte{0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd},
+		busIDs:  []byte{0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd},
+		nvlinks: 12, slowdownC: 90, memMaxC: 95,
 	},
 	"h200": {
 		key: "h200", cfg: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs,
 		vbios: "96.00.A5.00.01", powerMW: 700_000, maxSM: 1980, maxMem: 3201, idleSM: 345,
 		pcieGen: 5, pcieWidth: 16, idleTempC: 32, idleMW: 75_000, baseUsed: 1 << 20,
 		busIDs: []byte{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}, fabric: true,
+		nvlinks: 18, slowdownC: 90, memMaxC: 95,
 	},
 }
 
@@ -86,6 +92,16 @@ type Simulated struct {
 	mu   sync.Mutex
 	devs []*simDevice
 	sets map[*simEventSet]struct{}
+	kmsg string // kernel log file (SetKernelLog)
+}
+
+// SetKernelLog makes Probe and telemetry read the Xids logged since boot
+// from path, a file of /dev/kmsg records, as they read /dev/kmsg for real
+// GPUs; without it they read no kernel log.
+func (s *Simulated) SetKernelLog(path string) {
+	s.mu.Lock()
+	s.kmsg = path
+	s.mu.Unlock()
 }
 
 // SimulatedFilled lists the record and telemetry values Simulate fills
@@ -97,6 +113,9 @@ var SimulatedFilled = []string{
 	"memory used/free", "temperature", "power", "current clocks", "clock-event reasons (GPU idle)",
 	"running processes (none)", "ECC counters (zero)", "Xid/ECC event sets",
 	"NVSwitch fabric state (h100, h200: completed; a100: not reported)",
+	"NVLinks (h100, h200: 18 active; a100: 12) and their error totals (zero)",
+	"temperature thresholds (slowdown 90 C, HBM maximum 95 C)", "HBM temperature",
+	"utilization (0 %: nothing runs on a simulated GPU)", "current PCIe link (the maximum)",
 }
 
 type simDevice struct {
@@ -118,6 +137,9 @@ type simDevice struct {
 	fabricStatus nvml.Return
 	slowdownNS   map[uint32]uint64 // cumulative clock-event counters by field id
 	computeMode  nvml.ComputeMode
+	fields       map[uint32]uint64 // other field values (SetField)
+	util         uint32            // GPU utilization, percent
+	linksDown    map[int]bool      // NVLinks reported inactive
 }
 
 type simEventSet struct {
@@ -299,6 +321,43 @@ func (s *Simulated) AddSlowdown(i int, reason uint64, d time.Duration) {
 func (s *Simulated) SetComputeMode(i int, m nvml.ComputeMode) {
 	s.mu.Lock()
 	s.devs[i].computeMode = m
+	s.mu.Unlock()
+}
+
+// SetField makes GPU i answer NVML field value id with v (an unsigned
+// 64-bit value), e.g. nvml.FI_DEV_MEMORY_TEMP or the NVLink error totals
+// nvml.FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL.
+func (s *Simulated) SetField(i int, id uint32, v uint64) {
+	s.mu.Lock()
+	if s.devs[i].fields == nil {
+		s.devs[i].fields = map[uint32]uint64{}
+	}
+	s.devs[i].fields[id] = v
+	s.mu.Unlock()
+}
+
+// SetUtilization sets GPU i's utilization (percent) as NVML reports it.
+func (s *Simulated) SetUtilization(i int, pct uint32) {
+	s.mu.Lock()
+	s.devs[i].util = pct
+	s.mu.Unlock()
+}
+
+// SetNVLinkDown reports GPU i's NVLink link inactive (down) or active.
+func (s *Simulated) SetNVLinkDown(i, link int, down bool) {
+	s.mu.Lock()
+	if s.devs[i].linksDown == nil {
+		s.devs[i].linksDown = map[int]bool{}
+	}
+	s.devs[i].linksDown[link] = down
+	s.mu.Unlock()
+}
+
+// InjectCorrectedECC adds n corrected (single-bit) ECC errors to GPU i's
+// volatile count.
+func (s *Simulated) InjectCorrectedECC(i int, n uint64) {
+	s.mu.Lock()
+	s.devs[i].sbeVolatile += n
 	s.mu.Unlock()
 }
 
@@ -520,6 +579,7 @@ func (s *Simulated) fill(sd *simDevice) {
 	d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return m.pcieWidth, nvml.SUCCESS }
 	s.fillHealth(sd)
 	s.fillLive(sd)
+	s.fillLinks(sd)
 }
 
 // fillLive serves sd's live readings: memory, processes, temperature,
@@ -630,6 +690,10 @@ func (s *Simulated) fillHealth(sd *simDevice) {
 				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
 				binary.LittleEndian.PutUint64(fv[k].Value[:], sd.slowdownNS[fv[k].FieldId])
 			}
+			if v, ok := sd.fieldValue(m, fv[k].FieldId); ok {
+				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.LittleEndian.PutUint64(fv[k].Value[:], v)
+			}
 			if fv[k].FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION && sd.recovery != nil {
 				fv[k].NvmlReturn, fv[k].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
 				fv[k].Value = [8]byte{byte(*sd.recovery)}
@@ -649,6 +713,53 @@ func (s *Simulated) fillHealth(sd *simDevice) {
 			return sd.sbeVolatile, nvml.SUCCESS
 		}
 		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+}
+
+// fieldValue is sd's value of field id among those SetField sets and the
+// defaults: the HBM temperature a few degrees above the core's idle one
+// and zero NVLink error totals on a GPU with NVLink; s.mu is held.
+func (sd *simDevice) fieldValue(m simModel, id uint32) (uint64, bool) {
+	if v, ok := sd.fields[id]; ok {
+		return v, true
+	}
+	switch id {
+	case nvml.FI_DEV_MEMORY_TEMP:
+		return uint64(m.idleTempC + 4 + sd.samples%3), true
+	case nvml.FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, nvml.FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, nvml.FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL:
+		return 0, m.nvlinks > 0
+	}
+	return 0, false
+}
+
+// fillLinks serves sd's NVLink states, temperature thresholds and
+// utilization.
+func (s *Simulated) fillLinks(sd *simDevice) {
+	m, d := s.model, sd.Device
+	d.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch {
+		case link < 0 || link >= m.nvlinks:
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		case sd.linksDown[link]:
+			return nvml.FEATURE_DISABLED, nvml.SUCCESS
+		}
+		return nvml.FEATURE_ENABLED, nvml.SUCCESS
+	}
+	d.GetTemperatureThresholdFunc = func(t nvml.TemperatureThresholds) (uint32, nvml.Return) {
+		switch t {
+		case nvml.TEMPERATURE_THRESHOLD_SLOWDOWN:
+			return m.slowdownC, nvml.SUCCESS
+		case nvml.TEMPERATURE_THRESHOLD_MEM_MAX:
+			return m.memMaxC, nvml.SUCCESS
+		}
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return nvml.Utilization{Gpu: sd.util, Memory: sd.util / 2}, nvml.SUCCESS
 	}
 }
 

@@ -139,6 +139,15 @@ type Line struct {
 	PowerCapped bool `json:"power_capped,omitempty"`
 	// MemoryUsedBytes is the used device memory.
 	MemoryUsedBytes *uint64 `json:"memory_used_bytes,omitempty"`
+	// MemTemperatureC is the HBM temperature (NVML field MEMORY_TEMP).
+	MemTemperatureC *uint32 `json:"mem_temperature_c,omitempty"`
+	// UtilizationPct is NVML's GPU utilization: the share of the last
+	// sample period in which a kernel ran.
+	UtilizationPct *uint32 `json:"utilization_gpu_pct,omitempty"`
+	// PCIeGen and PCIeWidth are the PCIe link's current generation and
+	// width.
+	PCIeGen   *int `json:"pcie_gen,omitempty"`
+	PCIeWidth *int `json:"pcie_width,omitempty"`
 	// Xid is the Xid code of an "xid" line.
 	Xid *uint64 `json:"xid,omitempty"`
 	// Simulated is true for lines from simulated GPUs.
@@ -200,6 +209,20 @@ type Health struct {
 	Index int `json:"index"`
 	// UUID identifies the device.
 	UUID string `json:"uuid,omitempty"`
+	// PCIBusID is the device's PCI bus id (to match kernel-log Xids).
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	// CorrectedBefore and CorrectedAfter are the volatile corrected
+	// (single-bit) ECC counts at start and stop; a rise is noted.
+	CorrectedBefore *uint64 `json:"ecc_corrected_before,omitempty"`
+	CorrectedAfter  *uint64 `json:"ecc_corrected_after,omitempty"`
+	// PCIe is the PCIe link supported against the link seen.
+	PCIe *PCIeLink `json:"pcie,omitempty"`
+	// NVLink is the NVLinks' state and error totals before and after;
+	// nil without NVLink.
+	NVLink *NVLinks `json:"nvlink,omitempty"`
+	// Thermal is the hottest core and HBM temperature against the GPU's
+	// thresholds.
+	Thermal *Thermal `json:"thermal,omitempty"`
 	// DoubleBitBefore is the volatile uncorrected (double-bit) ECC count
 	// at start.
 	DoubleBitBefore *uint64 `json:"ecc_double_bit_before,omitempty"`
@@ -253,6 +276,9 @@ type XidEvent struct {
 	Fatal bool `json:"fatal"`
 	// Description says what the code means.
 	Description string `json:"description"`
+	// Source is "kernel log" for an Xid read from /dev/kmsg that no NVML
+	// event reported; empty for NVML's events.
+	Source string `json:"source,omitempty"`
 }
 
 // VerdictStatus is passed or failed.
@@ -287,6 +313,8 @@ type Telemetry struct {
 	lib      nvml.Interface
 	release  func()
 	devs     []nvml.Device // the watched GPUs; sum.GPUs and stats follow this order
+	kmsg     string        // kernel log to read Xids from ("" none)
+	kmsgSeq  *uint64       // its last record at start; nil when not read
 	set      nvml.EventSet
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -309,6 +337,9 @@ type gpuStats struct {
 	tempMin, tempMax   *uint32
 	powerMax           *float64
 	memMax             *uint64
+	memTempMax         *uint32
+	genMax, widthMax   *int
+	utilMax            *uint32
 	reasons            map[string]int
 }
 
@@ -373,6 +404,7 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 	}
 	t.f = f
 	t.registerEvents()
+	t.kmsgStart(src)
 
 	ctx, t.cancel = context.WithCancel(ctx)
 	t.start = time.Now()
@@ -411,29 +443,65 @@ func (t *Telemetry) openDevices(gpus []int) error {
 		}
 		t.index[d] = len(t.devs)
 		t.devs = append(t.devs, d)
-		h := Health{Index: i}
-		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
-			h.UUID = u
-		}
-		hr := readHealth(d)
-		h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
-		h.RemapPendingBefore, h.RecoveryActionBefore = hr.remapPending, hr.recovery
-		before := readSlowdown(d)
-		for _, c := range slowdownCounters {
-			if v := before[c.name]; v != nil {
-				h.Slowdown = append(h.Slowdown, SlowdownCounter{Reason: c.name, BeforeNS: v})
-			}
-		}
-		t.sum.GPUs = append(t.sum.GPUs, h)
+		t.sum.GPUs = append(t.sum.GPUs, before(i, d))
 		t.stats = append(t.stats, gpuStats{})
 	}
 	return nil
+}
+
+// before reads GPU i's identity, error counters and links at start.
+func before(i int, d nvml.Device) Health {
+	h := Health{Index: i}
+	if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
+		h.UUID = u
+	}
+	if p, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
+		h.PCIBusID = cString(p.BusId[:])
+	}
+	hr := readHealth(d)
+	h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
+	h.RemapPendingBefore, h.RecoveryActionBefore, h.CorrectedBefore = hr.remapPending, hr.recovery, hr.corrected
+	before := readSlowdown(d)
+	for _, c := range slowdownCounters {
+		if v := before[c.name]; v != nil {
+			h.Slowdown = append(h.Slowdown, SlowdownCounter{Reason: c.name, BeforeNS: v})
+		}
+	}
+	h.PCIe, h.NVLink, h.Thermal = readPCIe(d), readNVLinks(d), readThermalLimits(d)
+	return h
+}
+
+// after reads GPU h's counters and links again at stop and fills what its
+// samples s saw.
+func after(h *Health, d nvml.Device, s gpuStats) {
+	hr := readHealth(d)
+	h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = hr.dbe, hr.remapped, hr.failed, hr.pending
+	h.RemapPendingAfter, h.RecoveryActionAfter, h.CorrectedAfter = hr.remapPending, hr.recovery, hr.corrected
+	after := readSlowdown(d)
+	for j := range h.Slowdown {
+		h.Slowdown[j].AfterNS = after[h.Slowdown[j].Reason]
+	}
+	if len(s.reasons) > 0 {
+		h.SlowdownSamples = maps.Clone(s.reasons)
+	}
+	if h.Lost == "" {
+		h.Lost = hr.lost
+	}
+	h.NVLink.after(d)
+	if p := h.PCIe; p != nil {
+		p.GenSeen, p.WidthSeen = s.genMax, s.widthMax
+		p.Loaded = s.utilMax == nil || *s.utilMax >= MinLoadedUtilization
+	}
+	if th := h.Thermal; th != nil {
+		th.GPUMaxC, th.MemMaxC = s.tempMax, s.memTempMax
+	}
 }
 
 // health is one reading of a GPU's error counters; a nil counter was not
 // reported, and lost is set when a query found the GPU lost.
 type health struct {
 	dbe          *uint64
+	corrected    *uint64
 	remapped     *int
 	failed       *bool
 	remapPending *bool
@@ -449,6 +517,9 @@ func readHealth(d nvml.Device) health {
 		h.dbe = ptr(v)
 	}
 	h.lost = lostText(h.lost, "the ECC error count", ret)
+	if v, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
+		h.corrected = ptr(v)
+	}
 	_, unc, rp, f, ret := d.GetRemappedRows()
 	if ret == nvml.SUCCESS {
 		h.remapped, h.failed, h.remapPending = ptr(unc), ptr(f), ptr(rp)
@@ -648,6 +719,18 @@ func (s *gpuStats) add(l Line) {
 	if l.PowerCapped {
 		s.powerCapped++
 	}
+	if v := l.MemTemperatureC; v != nil && (s.memTempMax == nil || *v > *s.memTempMax) {
+		s.memTempMax = ptr(*v)
+	}
+	if v := l.UtilizationPct; v != nil && (s.utilMax == nil || *v > *s.utilMax) {
+		s.utilMax = ptr(*v)
+	}
+	if v := l.PCIeGen; v != nil && (s.genMax == nil || *v > *s.genMax) {
+		s.genMax = ptr(*v)
+	}
+	if v := l.PCIeWidth; v != nil && (s.widthMax == nil || *v > *s.widthMax) {
+		s.widthMax = ptr(*v)
+	}
 	if l.Throttled {
 		s.throttled++
 		if s.reasons == nil {
@@ -734,7 +817,25 @@ func (t *Telemetry) read(d nvml.Device, i int, now time.Time) (l Line, lost stri
 		l.MemoryUsedBytes = ptr(used)
 	}
 	lost = lostText(lost, "the memory use", ret)
+	readLoad(d, &l)
 	return l, lost
+}
+
+// readLoad adds the HBM temperature, the utilization and the PCIe link
+// to sample l (each left out when not reported).
+func readLoad(d nvml.Device, l *Line) {
+	if v, ret := fieldUint(d, nvml.FI_DEV_MEMORY_TEMP); ret == nvml.SUCCESS && v > 0 && v < 1000 {
+		l.MemTemperatureC = ptr(uint32(v))
+	}
+	if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
+		l.UtilizationPct = ptr(u.Gpu)
+	}
+	if v, ret := d.GetCurrPcieLinkGeneration(); ret == nvml.SUCCESS && v > 0 {
+		l.PCIeGen = ptr(v)
+	}
+	if v, ret := d.GetCurrPcieLinkWidth(); ret == nvml.SUCCESS && v > 0 {
+		l.PCIeWidth = ptr(v)
+	}
 }
 
 // memoryUsed reads the device memory in use: with version 2 (v2 set)
@@ -791,22 +892,10 @@ func (t *Telemetry) StopFor(device string) (*Summary, error) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		for k, d := range t.devs {
-			h := &t.sum.GPUs[k]
-			hr := readHealth(d)
-			h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = hr.dbe, hr.remapped, hr.failed, hr.pending
-			h.RemapPendingAfter, h.RecoveryActionAfter = hr.remapPending, hr.recovery
-			after := readSlowdown(d)
-			for j := range h.Slowdown {
-				h.Slowdown[j].AfterNS = after[h.Slowdown[j].Reason]
-			}
-			if g := t.stats[k]; len(g.reasons) > 0 {
-				h.SlowdownSamples = maps.Clone(g.reasons)
-			}
-			if h.Lost == "" {
-				h.Lost = hr.lost
-			}
+			after(&t.sum.GPUs[k], d, t.stats[k])
 		}
 		t.release()
+		t.kmsgStop()
 		s := &t.sum
 		s.DurationSeconds = time.Since(t.start).Seconds()
 		s.DeviceUUID = device
@@ -846,7 +935,7 @@ func (t *Telemetry) judged(device string) []int {
 func verdict(s *Summary) Verdict {
 	var reasons []string
 	if s.EventsLost != "" {
-		reasons = append(reasons, s.EventsLost+": a GPU fell off the bus or needs a reset (hint: nvidia-smi shows which; its results are void)")
+		reasons = append(reasons, s.EventsLost+": "+lostGPUs(s.GPUs))
 	}
 	judged := map[int]bool{}
 	for _, i := range s.JudgedGPUs {
@@ -860,6 +949,9 @@ func verdict(s *Summary) Verdict {
 			continue
 		}
 		reasons = append(reasons, healthReasons(h)...)
+		reasons = append(reasons, linkReasons(h, mostNVLinks(s.GPUs))...)
+		reasons = append(reasons, thermalReasons(h)...)
+		s.Notes = append(s.Notes, healthNotes(h)...)
 		if h.RetiredPagesPendingBefore != nil && h.RetiredPagesPendingAfter != nil && !*h.RetiredPagesPendingBefore && *h.RetiredPagesPendingAfter {
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: a page retirement became pending during the step", h.Index))
 		}
@@ -869,7 +961,7 @@ func verdict(s *Summary) Verdict {
 		case !judged[x.GPU] && x.GPU >= 0:
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d (not the step's GPU, not judged): Xid %d (%s)", x.GPU, x.Xid, x.Description))
 		case x.Fatal:
-			reasons = append(reasons, fmt.Sprintf("gpu %d: fatal Xid %d (%s)", x.GPU, x.Xid, x.Description))
+			reasons = append(reasons, fmt.Sprintf("gpu %d: fatal Xid %d (%s)%s", x.GPU, x.Xid, x.Description, fromKernel(x)))
 		default:
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: Xid %d (%s), not fatal", x.GPU, x.Xid, x.Description))
 		}
@@ -880,12 +972,35 @@ func verdict(s *Summary) Verdict {
 	return Verdict{Status: VerdictPassed}
 }
 
+// uuidText is " (UUID)", or "" when the UUID is unknown.
+func uuidText(uuid string) string {
+	if uuid == "" {
+		return ""
+	}
+	return " (" + uuid + ")"
+}
+
+// lostGPUs names the watched GPUs found lost at stop, by index and UUID,
+// after an event wait said a GPU is lost (NVML does not say which).
+func lostGPUs(gpus []Health) string {
+	var lost []string
+	for _, h := range gpus {
+		if h.Lost != "" {
+			lost = append(lost, fmt.Sprintf("gpu %d%s", h.Index, uuidText(h.UUID)))
+		}
+	}
+	if len(lost) == 0 {
+		return "a GPU fell off the bus or needs a reset, and none of the watched GPUs answered so at stop (hint: nvidia-smi shows which; its results are void)"
+	}
+	return "lost: " + strings.Join(lost, ", ") + " fell off the bus or need a reset (hint: nvidia-smi -q -i UUID; their results are void)"
+}
+
 // healthReasons are what fails a step in h: lost, new double-bit ECC
 // errors, row-remap failure, and remapReasons.
 func healthReasons(h Health) []string {
 	var reasons []string
 	if h.Lost != "" {
-		reasons = append(reasons, fmt.Sprintf("gpu %d: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, h.Lost, h.Index))
+		reasons = append(reasons, fmt.Sprintf("gpu %d%s: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, uuidText(h.UUID), h.Lost, h.Index))
 	}
 	switch {
 	case h.DoubleBitBefore != nil && h.DoubleBitAfter != nil && *h.DoubleBitAfter > *h.DoubleBitBefore:

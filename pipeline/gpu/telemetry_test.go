@@ -354,9 +354,14 @@ func TestTelemetryBadPath(t *testing.T) {
 
 func TestFatalXids(t *testing.T) {
 	t.Parallel()
-	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154}
+	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 144, 145, 146, 147, 148, 149, 150, 154}
 	if diff := cmp.Diff(want, FatalXids()); diff != "" {
 		t.Error(diff)
+	}
+	for x, name := range map[uint64]string{144: "NVLINK_SAW_ERROR", 147: "NVLINK_TREX_ERROR", 150: "NVLINK_MSE_ERROR"} {
+		if d := XidDescription(x); !strings.Contains(d, name) {
+			t.Errorf("Xid %d: %q does not name %s", x, d, name)
+		}
 	}
 	if XidFatal(13) || !XidFatal(79) || XidDescription(9999) != "Xid 9999" {
 		t.Error("xid table wrong")
@@ -395,7 +400,7 @@ func TestTelemetryLostGPU(t *testing.T) {
 			if sum.Verdict.Status != VerdictFailed {
 				t.Fatalf("verdict %+v, want failed", sum.Verdict)
 			}
-			want := "gpu 1: lost during the step (reading the temperature: " + retText(ret) + ")"
+			want := "gpu 1 (" + simUUID("h100", 1) + "): lost during the step (reading the temperature: " + retText(ret) + ")"
 			if !strings.Contains(strings.Join(sum.Verdict.Reasons, "\n"), want) {
 				t.Errorf("reasons %q lack %q", sum.Verdict.Reasons, want)
 			}
@@ -423,5 +428,30 @@ func TestTelemetryEventWaitLost(t *testing.T) {
 	want := "waiting for Xid/ECC events: GPU reset required (NVML 16)"
 	if sum.Verdict.Status != VerdictFailed || !strings.Contains(strings.Join(sum.Verdict.Reasons, "\n"), want) {
 		t.Errorf("verdict %+v, want failed naming %q", sum.Verdict, want)
+	}
+}
+
+// On the simulated 8-GPU node a GPU lost during the step is named by its
+// UUID, also when the event wait is what answered GPU_IS_LOST (NVML does
+// not say which GPU there: the GPUs found lost at stop are named).
+func TestTelemetryLostGPUByUUID(t *testing.T) {
+	t.Parallel()
+	s := mustSimulate(t, "h100:8")
+	sum, _ := runTelemetry(t, s, func() { s.SetLost(5, nvml.ERROR_GPU_IS_LOST) })
+	uuid := simUUID("h100", 5)
+	all := strings.Join(sum.Verdict.Reasons, "\n")
+	if !strings.Contains(all, "gpu 5 ("+uuid+"): lost during the step") {
+		t.Errorf("reasons %q do not name gpu 5 by UUID", sum.Verdict.Reasons)
+	}
+	if sum.EventsLost != "" && !strings.Contains(all, "lost: gpu 5 ("+uuid+") fell off the bus") {
+		t.Errorf("event wait lost (%s) but reasons %q do not name gpu 5", sum.EventsLost, sum.Verdict.Reasons)
+	}
+	for i := range 8 {
+		if i != 5 && strings.Contains(all, simUUID("h100", i)) {
+			t.Errorf("gpu %d named in %q", i, sum.Verdict.Reasons)
+		}
+	}
+	if got := lostGPUs([]Health{{Index: 0}}); !strings.Contains(got, "none of the watched GPUs") {
+		t.Errorf("lostGPUs without a lost GPU = %q", got)
 	}
 }

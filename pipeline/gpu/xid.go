@@ -22,6 +22,13 @@ import (
 //	119 GSP RPC timeout
 //	120 GSP error
 //	140 unrecovered ECC error
+//	144 NVLink SAW error        (NVLINK_SAW_ERROR)
+//	145 NVLink RLW error        (NVLINK_RLW_ERROR)
+//	146 NVLink TLW error        (NVLINK_TLW_ERROR)
+//	147 NVLink TREX error       (NVLINK_TREX_ERROR)
+//	148 NVLink NVLPW_CTRL error (NVLINK_NVLPW_CTRL_ERROR)
+//	149 NVLink NETIR error      (NVLINK_NETIR_ERROR)
+//	150 NVLink MSE error        (NVLINK_MSE_ERROR)
 //	154 GPU recovery action changed (the driver asks for a reset, a
 //	    drain or a reboot; telemetry reads the action)
 //
@@ -41,6 +48,15 @@ var fatalXids = map[uint64]string{
 	119: "GSP RPC timeout",
 	120: "GSP error",
 	140: "unrecovered ECC error",
+	// The NVLink errors of the R555+ drivers (NVLink 4 and 5: NVSwitch
+	// systems of Hopper and later), which split what Xid 74 reported.
+	144: "NVLink SAW error (NVLINK_SAW_ERROR)",
+	145: "NVLink RLW error (NVLINK_RLW_ERROR)",
+	146: "NVLink TLW error (NVLINK_TLW_ERROR)",
+	147: "NVLink TREX error (NVLINK_TREX_ERROR)",
+	148: "NVLink NVLPW_CTRL error (NVLINK_NVLPW_CTRL_ERROR)",
+	149: "NVLink NETIR error (NVLINK_NETIR_ERROR)",
+	150: "NVLink MSE error (NVLINK_MSE_ERROR)",
 	154: "GPU recovery action changed (reset, drain or reboot required)",
 }
 

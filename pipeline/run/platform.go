@@ -122,8 +122,8 @@ type gpuMonitor struct{ m *gpu.Monitor }
 
 var _ engine.GPUMonitor = gpuMonitor{}
 
-func (g gpuMonitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string) (any, error) {
-	return g.m.Preflight(ctx, p, s, env)
+func (g gpuMonitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string, toolchain any) (any, error) {
+	return g.m.Preflight(ctx, p, s, env, gpu.WithToolkit(gpu.ToolkitRelease(toolchain)))
 }
 
 func (g gpuMonitor) Watch(ctx context.Context, s *pipeline.Step, stepDir string, env []string) (engine.Watch, error) {

@@ -100,6 +100,11 @@ type BenchmarkCase struct {
 	Config   map[string]string `json:"config,omitempty"`
 	// SamplesNS are the merged raw samples (benchmark.json only).
 	SamplesNS []float64 `json:"samples_ns,omitempty"`
+	// Clocks are the GPU's clocks and clock-event reasons around the
+	// case's samples (from the step's telemetry, when it has any).
+	Clocks *CaseClocks `json:"clocks,omitempty"`
+	// windows are the invocations' sampling windows (ConfigSampledFrom).
+	windows []window
 }
 
 // Sampling is how a case's adaptive repeats stopped, over all invocations.
@@ -450,6 +455,7 @@ func (br *benchRun) judge() error {
 	if err := br.summarize(d.Cases, sideCandidate, br.cand); err != nil {
 		return err
 	}
+	br.clocks()
 	if ref := d.Reference; ref != nil {
 		ref.Backend, ref.Device, ref.Counts, ref.Cases, err = br.merge(br.ref)
 		if err != nil {
@@ -635,6 +641,9 @@ func mergeCase(cases []BenchmarkCase, k Case) []BenchmarkCase {
 			continue
 		}
 		c.SamplesNS = append(c.SamplesNS, k.SamplesNS...)
+		if w, ok := caseWindow(k.Config); ok {
+			c.windows = append(c.windows, w)
+		}
 		if statusRank[k.Status] > statusRank[c.Status] {
 			c.Status, c.Message = k.Status, k.Message
 		}
@@ -642,16 +651,20 @@ func mergeCase(cases []BenchmarkCase, k Case) []BenchmarkCase {
 	}
 	cfg := map[string]string{}
 	for kk, v := range k.Config {
-		if kk != "seed" {
+		if kk != "seed" && kk != ConfigSampledFrom && kk != ConfigSampledTo {
 			cfg[kk] = v
 		}
 	}
 	if len(cfg) == 0 {
 		cfg = nil
 	}
+	var ws []window
+	if w, ok := caseWindow(k.Config); ok {
+		ws = []window{w}
+	}
 	return append(cases, BenchmarkCase{
 		Name: key, Kernel: k.Kernel, Status: k.Status, Message: k.Message,
-		Flops: k.Flops, Bytes: k.Bytes, Config: cfg, SamplesNS: slices.Clone(k.SamplesNS),
+		Flops: k.Flops, Bytes: k.Bytes, Config: cfg, SamplesNS: slices.Clone(k.SamplesNS), windows: ws,
 	})
 }
 

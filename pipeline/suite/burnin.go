@@ -37,6 +37,16 @@ const DefaultMinDutyCycle = 0.95
 // provokes the power, VRM and cooling faults that appear at TDP.
 const MinPowerShare = 0.85
 
+// MinNVMLUtilization is the median NVML utilization a GPU must show in a
+// burn-in on the cuda backend: NVML counts the time a kernel ran on the
+// GPU, independently of the harness's own duty cycle, so a harness that
+// counts idle time as busy is caught.
+const MinNVMLUtilization = 0.90
+
+// minUtilSamples is the fewest utilization samples the median is judged
+// on.
+const minUtilSamples = 3
+
 // minTrendIterations is the fewest iterations a memory slope is judged on.
 const minTrendIterations = 3
 
@@ -189,7 +199,19 @@ type BurninGPU struct {
 	// power at least MinPowerShare of the limit, or the power cap seen;
 	// nil when not judged (not the cuda backend, or no power readings).
 	Loaded *bool `json:"loaded,omitempty"`
+	// Utilization is the median of NVML's utilization samples (0-1) and
+	// UtilizationSamples their count: the cross-check of DutyCycle.
+	Utilization        *float64 `json:"nvml_utilization,omitempty"`
+	UtilizationSamples int      `json:"nvml_utilization_samples,omitempty"`
+	// DeviceMemory is the trend of the GPU's used memory as NVML reports
+	// it (the whole device, whoever allocated it), per telemetry sample,
+	// over the samples between the first and last tenth (allocation and
+	// release); its series is thinned to at most maxTrendPoints points.
+	DeviceMemory *Trend `json:"device_memory,omitempty"`
 }
+
+// maxTrendPoints bounds a trend series kept in the results.
+const maxTrendPoints = 512
 
 // Trend is a least-squares line through a per-iteration series (in a
 // sustained run, a series of memory samples).
@@ -606,11 +628,16 @@ func (br *burnRun) judgeSustained(minDuty *float64) {
 	if br.loopTime > 0 {
 		duty := br.dutyTime / br.loopTime
 		d.DutyCycle = &duty
-		if minDuty == nil && d.Backend == "cuda" {
+		simulated := br.s.Hardware != nil && br.s.Hardware.Simulated
+		if minDuty == nil && d.Backend == "cuda" && !simulated {
 			v := DefaultMinDutyCycle
 			minDuty = &v
 		}
 		switch {
+		case minDuty == nil && simulated:
+			// On simulated GPUs the cuda backend is a fake driver whose
+			// kernels share the host's CPUs: its duty cycle measures them.
+			d.Notes = append(d.Notes, fmt.Sprintf("duty cycle %.1f%% on SIMULATED GPUs (%s backend): reported, not judged (set minDutyCycle to judge it)", 100*duty, d.Backend))
 		case minDuty != nil:
 			d.MinDutyCycle = minDuty
 			if duty < *minDuty {
@@ -653,12 +680,16 @@ type telemetryLine struct {
 	PowerWatts   *float64 `json:"power_watts"`
 	Throttled    bool     `json:"throttled"`
 	PowerCapped  bool     `json:"power_capped"`
+	Utilization  *float64 `json:"utilization_gpu_pct"`
+	MemoryUsed   *int64   `json:"memory_used_bytes"`
 }
 
 // gpuSamples are one GPU's telemetry samples in a burn-in.
 type gpuSamples struct {
 	n, throttled, capped int
 	tmin, tmax, pmax     *float64
+	util                 []float64 // NVML utilization, 0-1
+	mem                  []int64   // NVML used memory
 }
 
 func (g *gpuSamples) add(l telemetryLine) {
@@ -668,6 +699,12 @@ func (g *gpuSamples) add(l telemetryLine) {
 	}
 	if l.PowerCapped {
 		g.capped++
+	}
+	if l.Utilization != nil {
+		g.util = append(g.util, *l.Utilization/100)
+	}
+	if l.MemoryUsed != nil {
+		g.mem = append(g.mem, *l.MemoryUsed)
 	}
 	if l.TemperatureC != nil {
 		t := float64(*l.TemperatureC)
@@ -783,6 +820,12 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 	default:
 		return
 	}
+	simIdle := false
+	defer func() {
+		if simIdle {
+			d.Notes = append(d.Notes, "SIMULATED GPUs report idle telemetry (no utilization): power and NVML utilization not judged")
+		}
+	}()
 	for k := range d.GPUs {
 		g := &d.GPUs[k]
 		if g.Index == nil {
@@ -803,6 +846,15 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 		g.Samples, g.TempMinC, g.TempMaxC, g.PowerMaxWatts = s.n, s.tmin, s.tmax, s.pmax
 		g.PowerCappedShare = ptrFloat(float64(s.capped) / float64(s.n))
 		g.ThrottleShare = ptrFloat(float64(s.throttled) / float64(s.n))
+		br.deviceLeak(g, s)
+		if rec != nil && rec.Simulated && !s.busy() {
+			// A simulated GPU that reports no load has no model of it (the
+			// fake driver's kernels run on the host): its idle power and
+			// utilization say nothing about the burn-in.
+			simIdle = true
+			continue
+		}
+		br.utilization(g, s)
 		if d.Backend != "cuda" || g.PowerMaxWatts == nil || g.PowerLimitWatts == nil || *g.PowerLimitWatts <= 0 {
 			continue
 		}
@@ -812,6 +864,67 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 			br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): peak power %.0f W is %.0f %% of its %.0f W limit and the power cap never held its clocks: the burn-in did not load the GPU (expected >= %.0f %% of the limit, or sw_power_cap)",
 				*g.Index, g.UUID, *g.PowerMaxWatts, 100**g.PowerMaxWatts / *g.PowerLimitWatts, *g.PowerLimitWatts, 100*MinPowerShare))
 		}
+	}
+}
+
+// busy reports whether any sample saw the GPU's utilization above zero.
+func (g *gpuSamples) busy() bool {
+	return slices.ContainsFunc(g.util, func(u float64) bool { return u > 0 })
+}
+
+// utilization records the median of g's NVML utilization samples s and,
+// on the cuda backend, fails a GPU whose median stays under
+// MinNVMLUtilization: its kernels did not keep it busy, whatever the
+// harness's duty cycle says.
+func (br *burnRun) utilization(g *BurninGPU, s *gpuSamples) {
+	if len(s.util) == 0 {
+		return
+	}
+	u := slices.Clone(s.util)
+	slices.Sort(u)
+	med := u[len(u)/2]
+	if len(u)%2 == 0 {
+		med = (u[len(u)/2-1] + u[len(u)/2]) / 2
+	}
+	g.Utilization, g.UtilizationSamples = ptrFloat(med), len(u)
+	if br.d.Backend != "cuda" || len(u) < minUtilSamples || med >= MinNVMLUtilization {
+		return
+	}
+	duty := "no duty cycle of its own"
+	if g.DutyCycle != nil {
+		duty = fmt.Sprintf("the harness reports a %.0f %% duty cycle", 100**g.DutyCycle)
+	}
+	br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): NVML saw it busy a median %.0f %% of the time over %d samples (expected >= %.0f %%) while %s: the burn-in did not keep the GPU busy (hint: another process, a stalled host thread, or a harness that counts waiting as work)",
+		*g.Index, g.UUID, 100*med, len(u), 100*MinNVMLUtilization, duty))
+}
+
+// deviceLeak fits a line through g's NVML used-memory samples s (the
+// device's memory, not what the harness process sees of it), leaving
+// out the first and last tenth where the burn-in allocates and frees,
+// and fails a slope above the leak tolerance per sample.
+func (br *burnRun) deviceLeak(g *BurninGPU, s *gpuSamples) {
+	cut := max(1, len(s.mem)/10)
+	if len(s.mem)-2*cut < minTrendIterations {
+		return
+	}
+	mid := s.mem[cut : len(s.mem)-cut]
+	ys := make([]float64, len(mid))
+	for i, v := range mid {
+		ys[i] = float64(v)
+	}
+	slope, ok := Slope(ys)
+	if !ok {
+		return
+	}
+	step := (len(mid) + maxTrendPoints - 1) / maxTrendPoints
+	var kept []int64
+	for i := 0; i < len(mid); i += step {
+		kept = append(kept, mid[i])
+	}
+	g.DeviceMemory = &Trend{Series: kept, SlopePerIteration: &slope}
+	if slope > float64(br.tol) {
+		br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): NVML's used device memory rises by %.0f bytes per telemetry sample over %d samples (tolerance %d): leak",
+			*g.Index, g.UUID, slope, len(mid), br.tol))
 	}
 }
 

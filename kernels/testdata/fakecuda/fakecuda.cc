@@ -33,8 +33,12 @@
 // its context current on the calling thread), as in the driver: a sticky
 // error loses only that device's context, and launches are counted per
 // device, so one process may drive several devices from several threads.
-//   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch also spins
-//                                NS nanoseconds (a microsecond kernel)
+//   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch also takes NS
+//                                nanoseconds (a microsecond kernel), spent
+//                                by the launching call without the driver's
+//                                lock, as is the tensor-core burn's modelled
+//                                time, so that devices do not wait on each
+//                                other's kernels
 //   FAKE_CUDA_UUIDS=GPU-a,GPU-b  the UUIDs of physical devices 0, 1, ...
 //                                (e.g. a simulated NVML node's, so that the
 //                                harness's results name the GPUs telemetry
@@ -44,10 +48,26 @@
 //   FAKE_CUDA_HANG=KERNEL[@P]    after a launch of KERNEL (on physical device
 //                                P only, with @P) every synchronising call
 //                                of that device blocks forever (a hung GPU)
+//   FAKE_CUDA_SMS=N              every device's multiprocessor count (default
+//                                2); cuOccupancyMaxActiveBlocksPerMultiprocessor
+//                                answers 2048 threads per SM over the block
+//                                size, at most 32 blocks (an H100's limits)
+//   FAKE_CUDA_MEMORY=BYTES       every device's memory as cuMemGetInfo reports it
+//                                (default 80 GiB; what the process allocated
+//                                on the device counts as used)
+//   FAKE_CUDA_GRAPH_LOG=FILE     each cuGraphLaunch appends "graph NODES KERNEL"
+//                                to FILE (streams and graphs are modelled:
+//                                launches on a capturing stream become nodes
+//                                holding copies of their argument values, run
+//                                at every cuGraphLaunch; only the reference
+//                                kernels can be captured, others fail with
+//                                CUDA_ERROR_NOT_SUPPORTED; the legacy default
+//                                stream cannot be captured)
 //   FAKE_CUDA_INIT_ERROR=RC      cuInit returns RC (e.g. 802,
 //                                CUDA_ERROR_SYSTEM_NOT_READY: an HGX node
 //                                whose fabric manager has not started)
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -73,7 +93,8 @@ typedef struct {
 namespace {
 
 const CUresult kSuccess = 0, kInvalidValue = 1, kNotInitialized = 3, kNoDevice = 100, kInvalidDevice = 101,
-               kInvalidHandle = 400, kNotFound = 500, kIllegalAddress = 700;
+               kInvalidHandle = 400, kNotFound = 500, kIllegalAddress = 700, kNotSupported = 801,
+               kIllegalCapture = 901, kCaptureInvalidated = 902;
 
 struct Event {
   std::chrono::steady_clock::time_point t;
@@ -85,6 +106,37 @@ struct Func {
   std::string name;
 };
 
+// Node is one captured launch: its function, shape and argument values.
+struct Node {
+  Func* f;
+  unsigned gx, bx;
+  std::vector<std::array<unsigned char, 8>> args;
+};
+
+// Graph is a captured graph (cuStreamEndCapture) or an instantiated one.
+struct Graph {
+  std::vector<Node> nodes;
+};
+
+// Stream is a created stream; launches on it while capturing become
+// nodes.
+struct Stream {
+  bool capturing = false;
+  CUresult capture_error = 0;
+  std::vector<Node> nodes;
+};
+
+// arg_sizes are the byte sizes of the arguments of the reference
+// kernels, the ones the harness captures; empty for any other (its
+// capture fails with CUDA_ERROR_NOT_SUPPORTED).
+std::vector<size_t> arg_sizes(const std::string& k) {
+  if (k == "vector_add") return {8, 8, 8, 4};
+  if (k == "reduce_sum") return {8, 8, 4};
+  if (k == "sgemm") return {4, 4, 4, 4, 8, 8, 4, 8};
+  if (k == "softmax") return {8, 8, 4, 4};
+  return {};
+}
+
 struct State {
   std::mutex mu;
   bool inited = false;
@@ -92,6 +144,7 @@ struct State {
   std::vector<int> visible;  // physical index of each visible ordinal
   std::map<int, CUresult> sticky;  // per physical device
   std::map<uintptr_t, size_t> allocs;
+  std::map<uintptr_t, int> alloc_device;  // the device each allocation is on
   std::map<std::pair<int, std::string>, long> launches;  // per device and kernel
   std::string sticky_kernel, corrupt_kernel;
   long sticky_at = 1, corrupt_at = 0;  // corrupt_at -1: every launch
@@ -100,6 +153,10 @@ struct State {
   int hang_device = -1;
   std::set<int> hung;  // devices whose next synchronisation never returns
   long long kernel_ns = 0;
+  int sms = 2;
+  long long plain_launches = 0, graph_launches = 0;
+  std::string graph_log;  // FAKE_CUDA_GRAPH_LOG
+  size_t memory = size_t(80) << 30;  // FAKE_CUDA_MEMORY: each device's memory
 };
 
 State& st() {
@@ -110,6 +167,11 @@ State& st() {
 // cur is the physical device whose context is current on this thread; -1
 // before cuCtxCreate.
 thread_local int cur = -1;
+
+// busy_until is when the launches this thread just made end, by the time
+// the fake gives them (FAKE_CUDA_KERNEL_NS, the tensor-core burn's
+// rounds); the launching call spends it without the lock (run_busy).
+thread_local std::chrono::steady_clock::time_point busy_until{};
 
 // uuids are FAKE_CUDA_UUIDS' entries, by physical index.
 std::vector<std::string>& uuids() {
@@ -206,6 +268,9 @@ void parse_env(State& s) {
     s.hang_kernel = v;
   }
   if (const char* e = std::getenv("FAKE_CUDA_KERNEL_NS")) s.kernel_ns = std::atoll(e);
+  if (const char* e = std::getenv("FAKE_CUDA_SMS")) s.sms = std::max(1, std::atoi(e));
+  if (const char* e = std::getenv("FAKE_CUDA_GRAPH_LOG")) s.graph_log = e;
+  if (const char* e = std::getenv("FAKE_CUDA_MEMORY")) s.memory = size_t(std::max(1LL, std::atoll(e)));
 }
 
 // valid reports whether [p, p+n) lies inside one allocation.
@@ -221,6 +286,82 @@ uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+// ---- burn_mma.cu's gpuattest_burn_mma, warp by warp --------------------------
+//
+// mma.sync.m16n8k16 (f16 inputs, f32 accumulate) as the PTX ISA lays its
+// fragments out over a warp's lanes (group g = lane / 4, t = lane % 4):
+//   A (16x16): element i of a lane is row g (i in 0,1,4,5) or g+8, column
+//              2t + (i & 1), plus 8 for i >= 4;
+//   B (16x8):  element i is row 2t + (i & 1), plus 8 for i >= 2, column g;
+//   C, D:      element i is row g (i < 2) or g+8, column 2t + (i & 1).
+// Every value the kernel uses is k/8 (|k| <= 8, exact in fp16) or a small
+// dyadic sum of them, so float arithmetic here gives a tensor core's bits.
+
+float mma_value(unsigned w, unsigned lane, unsigned j, unsigned e, unsigned s) {
+  unsigned h = (w * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0xC2B2AE35u) ^ (e * 0x27D4EB2Fu) ^ s;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  return float(int(h % 17u) - 8) * 0.125f;
+}
+
+// mma_tile runs one mma on a warp's fragments: c[lane] += A * B, with A
+// from a[lane] and B from b[lane].
+void mma_tile(float c[32][4], const float a[32][8], const float b[32][4]) {
+  float A[16][16], B[16][8];
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned i = 0; i < 8; ++i) A[(i == 2 || i == 3 || i >= 6) ? g + 8 : g][2 * t + (i & 1) + (i >= 4 ? 8 : 0)] = a[lane][i];
+    for (unsigned i = 0; i < 4; ++i) B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = b[lane][i];
+  }
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned i = 0; i < 4; ++i) {
+      const unsigned row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
+      float acc = c[lane][i];
+      for (unsigned k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+      c[lane][i] = acc;
+    }
+  }
+}
+
+// kBurnMmaRoundNs is the time the fake gives one round of
+// gpuattest_burn_mma (a launch of N rounds lasts at least N times it).
+const long long kBurnMmaRoundNs = 20000;
+
+// burn_mma writes gpuattest_burn_mma's per-warp totals for warps warps.
+void burn_mma(float* y, unsigned warps, unsigned iters, float seed) {
+  unsigned s;
+  std::memcpy(&s, &seed, 4);
+  float b[32][4], nb[32][4];
+  for (auto& l : b) std::fill(l, l + 4, 0.5f);
+  for (auto& l : nb) std::fill(l, l + 4, -0.5f);
+  for (unsigned w = 0; w < warps; ++w) {
+    float a[4][32][8], c[4][32][4] = {};
+    for (unsigned j = 0; j < 4; ++j)
+      for (unsigned lane = 0; lane < 32; ++lane)
+        for (unsigned e = 0; e < 8; ++e) a[j][lane][e] = mma_value(w, lane, j, e, s);
+    // The first round runs the tiles; every round after it leaves the
+    // same accumulators (it adds A*B and then A*(-B), exactly), so the
+    // fake does not repeat it (see burn_mma_ns for the time it takes).
+    if (iters > 0) {
+      for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], b);
+      for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], nb);
+    }
+    for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], b);
+    float lane_sum[32];
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      float sum = 0.0f;
+      for (unsigned j = 0; j < 4; ++j)
+        for (unsigned r = 0; r < 4; ++r) sum += c[j][lane][r];
+      lane_sum[lane] = sum;
+    }
+    for (unsigned off = 16; off > 0; off >>= 1)  // __shfl_down_sync: lane l adds lane l + off
+      for (unsigned lane = 0; lane + off < 32; ++lane) lane_sum[lane] += lane_sum[lane + off];
+    y[w] = lane_sum[0];
+  }
 }
 
 template <typename T>
@@ -300,6 +441,18 @@ bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** 
       y[t] = sum;
     }
     out = o, out_bytes = threads * 4;
+  } else if (fn == "gpuattest_burn_mma") {
+    auto o = arg<CUdeviceptr>(a, 0);
+    unsigned iters = arg<unsigned>(a, 1);
+    float seed = arg<float>(a, 2);
+    if (!valid(s, o, threads / 32 * 4)) return false;
+    auto t0 = std::chrono::steady_clock::now();
+    burn_mma(reinterpret_cast<float*>(o), unsigned(threads / 32), iters, seed);
+    // A launch lasts kBurnMmaRoundNs per round, as a kernel's time grows
+    // with its iterations on a GPU, so that the harness's calibration
+    // sizes it as it would there (run_busy spends it).
+    busy_until = std::max(busy_until, t0) + std::chrono::nanoseconds(kBurnMmaRoundNs) * iters;
+    out = o, out_bytes = threads / 32 * 4;
   } else if (fn == "gpuattest_mem_write" || fn == "gpuattest_mem_check") {
     // checksum.cu's memory sweep.
     auto p = arg<CUdeviceptr>(a, 0);
@@ -392,12 +545,19 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
 CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
   FAKE_GUARD();
   switch (attr) {
-    case 16: *v = 2; break;         // SM count
+    case 16: *v = s.sms; break;     // SM count
     case 38: *v = 50 << 20; break;  // L2 cache size
     case 75: *v = 9; break;         // compute capability major
     case 76: *v = 0; break;
     default: return kInvalidValue;
   }
+  return kSuccess;
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, void* f, int block, size_t) {
+  FAKE_GUARD();
+  if (!f || block <= 0 || block > 1024) return kInvalidValue;
+  *n = std::min(32, 2048 / block);
   return kSuccess;
 }
 
@@ -450,7 +610,7 @@ CUresult cuModuleUnload(void* mod) {
 
 CUresult cuModuleGetFunction(void** fn, void*, const char* name) {
   FAKE_GUARD();
-  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check"};
+  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn", "gpuattest_burn_mma", "gpuattest_mem_write", "gpuattest_mem_check"};
   for (const char* k : known) {
     if (std::strcmp(k, name) == 0) {
       *fn = new Func{name};
@@ -465,6 +625,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
   void* m = std::calloc(1, std::max<size_t>(n, 1));
   if (!m) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
   s.allocs[uintptr_t(m)] = n;
+  s.alloc_device[uintptr_t(m)] = cur;
   *p = CUdeviceptr(uintptr_t(m));
   return kSuccess;
 }
@@ -475,6 +636,7 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   if (it == s.allocs.end()) return kInvalidValue;
   std::free(reinterpret_cast<void*>(p));
   s.allocs.erase(it);
+  s.alloc_device.erase(uintptr_t(p));
   return kSuccess;
 }
 
@@ -521,19 +683,20 @@ CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
 
 CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
   FAKE_GUARD();
-  const size_t cap = size_t(80) << 30;
+  const size_t cap = s.memory;
   size_t used = size_t(1) << 20;
-  for (auto& kv : s.allocs) used += kv.second;
+  for (auto& kv : s.allocs)
+    if (s.alloc_device[kv.first] == cur) used += kv.second;
   *total = cap;
   *free_b = cap - std::min(used, cap);
   return kSuccess;
 }
 
-CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, void*,
-                        void** params, void**) {
-  FAKE_GUARD();
-  if (!f || !params) return kInvalidHandle;
-  const std::string& name = static_cast<Func*>(f)->name;
+// launch_one runs one launch of f on the current device, as the driver
+// would run it: counted per device and kernel, with the sticky, hang
+// and corruption knobs applied.
+static CUresult launch_one(State& s, Func* f, unsigned gx, unsigned bx, void** params) {
+  const std::string& name = f->name;
   long nth = ++s.launches[{cur, name}];
   auto t0 = std::chrono::steady_clock::now();
   CUdeviceptr out = 0;
@@ -546,11 +709,135 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, u
   if (name == s.hang_kernel && (s.hang_device < 0 || s.hang_device == cur)) s.hung.insert(cur);
   if (name == s.corrupt_kernel && (s.corrupt_at < 0 || nth == s.corrupt_at) && (s.corrupt_device < 0 || s.corrupt_device == cur) && out_bytes >= 4)
     reinterpret_cast<unsigned char*>(out)[0] ^= 1;
-  if (s.kernel_ns > 0 && name.rfind("gpuattest_", 0) != 0) {
-    auto until = t0 + std::chrono::nanoseconds(s.kernel_ns);
-    while (std::chrono::steady_clock::now() < until) {
+  if (s.kernel_ns > 0 && name.rfind("gpuattest_", 0) != 0) busy_until = std::max(busy_until, t0) + std::chrono::nanoseconds(s.kernel_ns);
+  return kSuccess;
+}
+
+// run_busy spins until busy_until, the end of the launches' modelled
+// time, with the driver's lock released: each device's kernels take
+// their time on their own, as on GPUs, and none waits for another's.
+void run_busy(std::unique_lock<std::mutex>& lock) {
+  if (busy_until == std::chrono::steady_clock::time_point{}) return;
+  lock.unlock();
+  while (std::chrono::steady_clock::now() < busy_until) {
+  }
+  busy_until = {};
+}
+
+CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, void* stream,
+                        void** params, void**) {
+  FAKE_GUARD();
+  if (!f || !params) return kInvalidHandle;
+  if (Stream* st = static_cast<Stream*>(stream); st && st->capturing) {
+    // Captured, not run: the node keeps copies of the argument values,
+    // as the driver does, so the caller's argument array may go away.
+    Node n{static_cast<Func*>(f), gx, bx, {}};
+    auto sizes = arg_sizes(n.f->name);
+    if (sizes.empty()) {
+      st->capture_error = kNotSupported;
+      return kNotSupported;
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::array<unsigned char, 8> v{};
+      std::memcpy(v.data(), params[i], sizes[i]);
+      n.args.push_back(v);
+    }
+    st->nodes.push_back(n);
+    return kSuccess;
+  }
+  s.plain_launches++;
+  CUresult rc = launch_one(s, static_cast<Func*>(f), gx, bx, params);
+  run_busy(lock);
+  return rc;
+}
+
+CUresult cuStreamCreate(void** stream, unsigned) {
+  FAKE_GUARD();
+  *stream = new Stream;
+  return kSuccess;
+}
+
+CUresult cuStreamDestroy_v2(void* stream) {
+  FAKE_GUARD();
+  delete static_cast<Stream*>(stream);
+  return kSuccess;
+}
+
+CUresult cuStreamSynchronize(void*) {
+  FAKE_GUARD();
+  FAKE_HANG();
+  return kSuccess;
+}
+
+CUresult cuStreamBeginCapture_v2(void* stream, int mode) {
+  FAKE_GUARD();
+  Stream* st = static_cast<Stream*>(stream);
+  if (!st) return kIllegalCapture;  // the legacy default stream cannot be captured
+  if (st->capturing || mode < 0 || mode > 2) return kInvalidValue;
+  st->capturing = true;
+  st->capture_error = kSuccess;
+  st->nodes.clear();
+  return kSuccess;
+}
+
+CUresult cuStreamEndCapture(void* stream, void** graph) {
+  FAKE_GUARD();
+  Stream* st = static_cast<Stream*>(stream);
+  if (!st || !st->capturing) return kIllegalCapture;
+  st->capturing = false;
+  if (st->capture_error != kSuccess) {
+    *graph = nullptr;
+    return kCaptureInvalidated;
+  }
+  *graph = new Graph{st->nodes};
+  st->nodes.clear();
+  return kSuccess;
+}
+
+CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) {
+  FAKE_GUARD();
+  if (!graph) return kInvalidValue;
+  *exec = new Graph(*static_cast<Graph*>(graph));
+  return kSuccess;
+}
+
+CUresult cuGraphLaunch(void* exec, void*) {
+  FAKE_GUARD();
+  if (!exec) return kInvalidValue;
+  s.graph_launches++;
+  auto& nodes = static_cast<Graph*>(exec)->nodes;
+  if (!s.graph_log.empty() && !nodes.empty()) {
+    if (FILE* f = std::fopen(s.graph_log.c_str(), "a")) {
+      std::fprintf(f, "graph %zu %s\n", nodes.size(), nodes[0].f->name.c_str());
+      std::fclose(f);
     }
   }
+  for (Node& n : static_cast<Graph*>(exec)->nodes) {
+    std::vector<void*> params;
+    for (auto& v : n.args) params.push_back(v.data());
+    launch_one(s, n.f, n.gx, n.bx, params.data());
+    if (s.sticky[cur]) break;
+  }
+  run_busy(lock);
+  return kSuccess;
+}
+
+CUresult cuGraphExecDestroy(void* exec) {
+  FAKE_GUARD();
+  delete static_cast<Graph*>(exec);
+  return kSuccess;
+}
+
+CUresult cuGraphDestroy(void* graph) {
+  FAKE_GUARD();
+  delete static_cast<Graph*>(graph);
+  return kSuccess;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void*) {
+  FAKE_GUARD();
+  if (!valid(s, d, n)) return kInvalidValue;
+  std::memset(reinterpret_cast<void*>(d), v, n);
   return kSuccess;
 }
 
@@ -603,7 +890,10 @@ const struct {
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {802, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {902, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
 };
 
 CUresult cuGetErrorString(CUresult rc, const char** str) {
