@@ -177,8 +177,12 @@ func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out st
 		if quiet {
 			return
 		}
+		idw := 8 // Slurm's job IDs; a Kubernetes Job/index is longer
 		for _, j := range s.Jobs {
-			if line := jobLine(j, s.SubmittedAt); line != last[j.Name] {
+			idw = max(idw, len(j.ID))
+		}
+		for _, j := range s.Jobs {
+			if line := jobLine(j, idw); line != last[j.Name] {
 				last[j.Name] = line
 				fmt.Fprintln(w, line)
 			}
@@ -213,7 +217,7 @@ func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out st
 
 // jobLine is a job's progress line: name, scheduler ID, state, node,
 // elapsed time and the step in progress.
-func jobLine(j dispatch.JobState, submitted time.Time) string {
+func jobLine(j dispatch.JobState, idWidth int) string {
 	elapsed := ""
 	if !j.Status.Start.IsZero() {
 		end := j.Status.End
@@ -230,7 +234,7 @@ func jobLine(j dispatch.JobState, submitted time.Time) string {
 	if j.Status.Reason != "" && !j.Status.State.Final() {
 		reason = "(" + j.Status.Reason + ")"
 	}
-	return strings.TrimRight(fmt.Sprintf("  %-16s %-8s %-10s %-12s %-8s %s %s", j.Name, j.ID, j.Status.State, orDash(j.Status.Node), elapsed, step, reason), " ")
+	return strings.TrimRight(fmt.Sprintf("  %-16s %-*s %-10s %-12s %-8s %s %s", j.Name, idWidth, j.ID, j.Status.State, orDash(j.Status.Node), elapsed, step, reason), " ")
 }
 
 // printFleetReport prints one row per job, then the problems.
@@ -246,12 +250,16 @@ func printFleetReport(w io.Writer, r *ad.Report) {
 	if r.SimulatedAccepted {
 		fmt.Fprintln(w, "simulated GPUs accepted: the verdict says nothing about real hardware")
 	}
+	idw := 8
+	for _, j := range r.Jobs {
+		idw = max(idw, len(orDash(j.JobID)))
+	}
 	for _, j := range r.Jobs {
 		sim := ""
 		if j.Simulated {
 			sim = "simulated"
 		}
-		fmt.Fprintf(w, "  %-16s %-10s %-8s %-12s %-9s %s\n", j.Job, j.Class, orDash(j.JobID), orDash(j.Node), j.Verdict, sim)
+		fmt.Fprintf(w, "  %-16s %-10s %-*s %-12s %-9s %s\n", j.Job, j.Class, idw, orDash(j.JobID), orDash(j.Node), j.Verdict, sim)
 	}
 	for _, c := range r.Coverage {
 		by := strings.Join(c.By, ", ")
