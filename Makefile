@@ -9,7 +9,7 @@
 # debootstrap and chromium when they are missing (needs root); `make test` also installs
 # cosign and oras (built from source into GOPATH/bin) for the interop tests,
 # and .ci/k8s builds the Kubernetes control plane internal/k8stest starts
-# (cached by version under /var/cache/gpuattest-test; ~18 minutes cold).
+# (cached by version under /var/cache/gpuattest-test; 14-18 minutes cold).
 #
 #   make gpu-check   build the GPU check's bundle (bin/gpu-check: gpuattest,
 #               the harness, fatbins for sm_80/sm_90, the pipeline and run.sh)

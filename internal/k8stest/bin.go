@@ -62,7 +62,7 @@ func Bin() (dir string, err error) {
 		}
 	}
 	if len(missing) > 0 {
-		return dir, fmt.Errorf("%w\nhint: bash .ci/k8s builds them (about 18 minutes cold, on 2 cores), or set GPUATTEST_K8S_BIN", errors.Join(missing...))
+		return dir, fmt.Errorf("%w\nhint: bash .ci/k8s builds them (14-18 minutes cold, on 2 cores), or set GPUATTEST_K8S_BIN", errors.Join(missing...))
 	}
 	return dir, nil
 }
