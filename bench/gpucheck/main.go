@@ -288,7 +288,8 @@ func (t *table) burnin(r *rundir.Run) {
 	for _, g := range d.GPUs {
 		t.burninGPU(g)
 	}
-	if res, err := suite.ReadResults(filepath.Join(r.Dir, "steps", st.ID, "results.json")); err == nil {
+	// The burn-in keeps its last run's harness results as results-last.json.
+	if res, err := suite.ReadResults(filepath.Join(r.Dir, "steps", st.ID, "results-last.json")); err == nil {
 		if v := kernelCode(res); v != "" {
 			t.row("burn-in", "kernel code", v, "")
 		}
