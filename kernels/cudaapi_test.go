@@ -1,6 +1,7 @@
 package kernels_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +135,111 @@ func TestChecksumPTX(t *testing.T) {
 	}
 }
 
+// cubinsOf reads the cubins a generated header embeds (const unsigned
+// char NAME[] = { 0x.., ... };), by array name.
+func cubinsOf(t *testing.T, header string) (map[string][]byte, string) {
+	t.Helper()
+	hdr, err := os.ReadFile(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, m := range regexp.MustCompile(`(?s)const unsigned char (\w+)\[\] = \{(.*?)\};`).FindAllStringSubmatch(string(hdr), -1) {
+		var b []byte
+		for _, tok := range strings.FieldsFunc(m[2], func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+			v, err := strconv.ParseUint(strings.TrimPrefix(tok, "0x"), 16, 8)
+			if err != nil {
+				t.Fatalf("%s: %s: byte %q: %v", header, m[1], tok, err)
+			}
+			b = append(b, byte(v))
+		}
+		out[m[1]] = b
+	}
+	return out, string(hdr)
+}
+
+// The checksum and tensor-core burn kernels are also embedded as cubins
+// for sm_80 and sm_90 (harness/checksum_cubin.h, harness/burn_mma_cubin.h),
+// which the harness loads without the driver's JIT. Each header must come
+// from its source as it is now; with the nvcc it records, rebuilding gives
+// the same bytes (nvcc -cubin is reproducible); and cuobjdump must see
+// a cubin for that sm holding the source's entry points.
+func TestChecksumCubins(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		src, header, name string
+		entries           []string
+	}{
+		{"checksum.cu", "checksum_cubin.h", "kChecksumCubin", []string{"gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check"}},
+		{"burn_mma.cu", "burn_mma_cubin.h", "kBurnMmaCubin", []string{"gpuattest_burn_mma"}},
+	} {
+		src, err := os.ReadFile("harness/" + tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cubins, hdr := cubinsOf(t, "harness/"+tc.header)
+		sum := sha256.Sum256(src)
+		if !strings.Contains(hdr, tc.src+" sha256: "+hex.EncodeToString(sum[:])) {
+			t.Errorf("harness/%s is stale: regenerate it with make -C kernels checksum-ptx", tc.header)
+		}
+		_, recorded, _ := strings.Cut(hdr, "// nvcc: ")
+		recorded, _, _ = strings.Cut(recorded, "\n")
+		for _, arch := range []string{"80", "90"} {
+			name := tc.name + "Sm" + arch
+			b := cubins[name]
+			if len(b) < 64 || string(b[:4]) != "\x7fELF" || int(b[0x30]) != mustAtoi(t, arch) {
+				t.Fatalf("harness/%s: %s is not an sm_%s cubin (%d bytes)", tc.header, name, arch, len(b))
+			}
+			if _, err := exec.LookPath("cuobjdump"); err != nil {
+				continue
+			}
+			file := filepath.Join(t.TempDir(), name+".cubin")
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			elf := runTool(t, "cuobjdump", "-elf", file)
+			if !strings.Contains(elf, "sm="+arch+",") {
+				t.Errorf("harness/%s: cuobjdump -elf does not say sm=%s for %s:\n%s", tc.header, arch, name, firstLine(elf))
+			}
+			syms := runTool(t, "cuobjdump", "-symbols", file)
+			for _, e := range tc.entries {
+				if !regexp.MustCompile(`STO_ENTRY\s+` + e + `\n`).MatchString(syms) {
+					t.Errorf("harness/%s: %s has no entry %s:\n%s", tc.header, name, e, syms)
+				}
+			}
+			if nvcc, err := exec.LookPath("nvcc"); err != nil || !strings.Contains(runTool(t, nvcc, "--version"), recorded) {
+				continue // another nvcc builds other bytes: the sha256 line stands for it
+			}
+			rebuilt := filepath.Join(t.TempDir(), name+".rebuilt.cubin")
+			runTool(t, "nvcc", "-cubin", "-arch=sm_"+arch, "-o", rebuilt, "harness/"+tc.src)
+			if got, err := os.ReadFile(rebuilt); err != nil || !bytes.Equal(got, b) {
+				t.Errorf("harness/%s: %s differs from nvcc -cubin -arch=sm_%s of harness/%s (%v): regenerate it with make -C kernels checksum-ptx", tc.header, name, arch, tc.src, err)
+			}
+		}
+	}
+}
+
+// runTool runs a tool and returns its output; failing runs fail the test.
+func runTool(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return l
@@ -140,8 +247,9 @@ func firstLine(s string) string {
 
 // The burn kernels, compiled by nvcc for the pipelines' targets, are what
 // they claim: the tensor-core burn's SASS runs HMMA (mma.sync
-// m16n8k16, fp32 accumulate), the FFMA burn's runs FFMA, and so does the
-// embedded PTX when ptxas assembles it as the driver's JIT would.
+// m16n8k16, fp32 accumulate), the FFMA burn's runs FFMA, and so do the
+// embedded cubins and the embedded PTX when ptxas assembles it as the
+// driver's JIT would.
 func TestBurnKernelsSASS(t *testing.T) {
 	t.Parallel()
 	testenv.RequireTool(t, "nvcc")
@@ -183,7 +291,15 @@ func TestBurnKernelsSASS(t *testing.T) {
 			run("nvcc", "-cubin", "-arch="+arch, "-o", cubin, tc.src)
 			jit := filepath.Join(dir, tc.fn+"-"+arch+"-jit.cubin")
 			run("ptxas", "-arch="+arch, "-o", jit, ptx(tc.header))
-			for _, bin := range []string{cubin, jit} {
+			// The cubin the harness embeds for arch (harness/*_cubin.h).
+			embeddedHeader := strings.Replace(tc.header, "_ptx.h", "_cubin.h", 1)
+			cubins, _ := cubinsOf(t, embeddedHeader)
+			name := map[string]string{"harness/burn_mma_cubin.h": "kBurnMmaCubin", "harness/checksum_cubin.h": "kChecksumCubin"}[embeddedHeader] + "Sm" + strings.TrimPrefix(arch, "sm_")
+			embedded := filepath.Join(dir, tc.fn+"-"+arch+"-embedded.cubin")
+			if err := os.WriteFile(embedded, cubins[name], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, bin := range []string{cubin, jit, embedded} {
 				sass := run("cuobjdump", "-sass", "-fun", tc.fn, bin)
 				if n := strings.Count(sass, tc.op); n < tc.min {
 					t.Errorf("%s for %s (%s): %d %s instructions, want at least %d", tc.fn, arch, filepath.Base(bin), n, tc.op, tc.min)

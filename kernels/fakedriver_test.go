@@ -513,3 +513,76 @@ func TestFakeDriverBurnTakesMostOfTheRound(t *testing.T) {
 		}
 	}
 }
+
+// The harness's own kernels (checksum, burn, memory sweep) load as the
+// cubin for the device's compute capability, with no PTX JIT: with the
+// fake's JIT removed (FAKE_CUDA_NO_JIT, as without
+// libnvidia-ptxjitcompiler.so.1) a 9.0 device runs the sm_90 cubins and an
+// 8.6 device sm_80's. A device with no shipped cubin (10.0) falls back to
+// the PTX, which needs the JIT: without it the burn-in fails with error 221
+// and a hint. The results record which was loaded ("code",
+// "checksum_code").
+func TestFakeDriverCubinOrPTX(t *testing.T) {
+	t.Parallel()
+	burnin := []string{"--duration", "0.5", "--warmup", "0", "--n", "4096", "--gemm", "32", "--rows", "16", "--cols", "16", "--burn-ms", "1"}
+	for _, tc := range []struct {
+		cc, code string
+		noJIT    bool
+		burn     []string
+	}{
+		{"9.0", "cubin sm_90", true, nil},
+		{"9.0", "cubin sm_90", true, []string{"--burn-kernel", "ffma"}},
+		{"8.6", "cubin sm_80", true, nil},
+		{"8.0", "cubin sm_80", true, []string{"--burn-kernel", "ffma"}},
+		{"10.0", "ptx (JIT)", false, nil},
+		{"7.5", "ptx (JIT)", false, nil},
+	} {
+		env := []string{"FAKE_CUDA_CC=" + tc.cc}
+		if tc.noJIT {
+			env = append(env, "FAKE_CUDA_NO_JIT=1")
+		}
+		r := runFake(t, env, append(slices.Clone(burnin), tc.burn...)...)
+		if r.code != 0 || r.results == nil {
+			t.Errorf("CC %s %v: exit %d\n%s", tc.cc, env, r.code, r.stderr)
+			continue
+		}
+		sawBurn := false
+		for _, c := range r.results.Cases {
+			if c.Status != suite.StatusPassed || c.Config["checksum_code"] != tc.code {
+				t.Errorf("CC %s: %s %s %q, checksum_code %q, want %q", tc.cc, c.Name, c.Status, c.Message, c.Config["checksum_code"], tc.code)
+			}
+			if c.Kernel == "burn" {
+				sawBurn = true
+				if c.Config["code"] != tc.code {
+					t.Errorf("CC %s: burn case %s loaded %q, want %q", tc.cc, c.Name, c.Config["code"], tc.code)
+				}
+			}
+		}
+		if !sawBurn {
+			t.Errorf("CC %s: no burn case in %d cases", tc.cc, len(r.results.Cases))
+		}
+	}
+
+	// No cubin for 10.0 and no JIT: the burn and the checksum fail, naming
+	// the cause.
+	r := runFake(t, []string{"FAKE_CUDA_CC=10.0", "FAKE_CUDA_NO_JIT=1"}, burnin...)
+	if r.code != 1 || r.results == nil {
+		t.Fatalf("CC 10.0 without JIT: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, c := range r.results.Cases {
+		if c.Status == suite.StatusPassed || !strings.Contains(c.Message, "error 221") || !strings.Contains(c.Message, "libnvidia-ptxjitcompiler.so.1") || !strings.Contains(c.Message, "on sm_100, no cubin") {
+			t.Errorf("CC 10.0 without JIT: %s %s %q", c.Name, c.Status, c.Message)
+		}
+	}
+
+	// The memory sweep loads checksum.cu's cubin too.
+	r = runFake(t, []string{"FAKE_CUDA_NO_JIT=1"}, "--kernels", "vector_add", "--repeats", "1", "--memsweep", "0.85", "--memsweep-max", "1048576")
+	if r.code != 0 || r.results == nil {
+		t.Fatalf("memory sweep without JIT: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, c := range r.results.Cases {
+		if c.Kernel == "memsweep" && (c.Status != suite.StatusPassed || c.Config["code"] != "cubin sm_90") {
+			t.Errorf("memory sweep: %s %q, code %q", c.Status, c.Message, c.Config["code"])
+		}
+	}
+}

@@ -75,19 +75,28 @@ if [ $simulated = 1 ]; then
 	uuids=$(./gpuattest device -o json 2>/dev/null | grep -o '"uuid": *"GPU-[0-9a-f-]*"' | grep -o 'GPU-[0-9a-f-]*' | paste -sd, -)
 	export LD_LIBRARY_PATH="$PWD/simulated${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKE_CUDA_DEVICES=8 FAKE_CUDA_UUIDS="$uuids"
 	export FAKE_CUDA_NAME="NVIDIA H100 80GB HBM3 (SIMULATED: fake driver)" FAKE_CUDA_MEMORY=$((160 << 20))
+	# As on a box without libnvidia-ptxjitcompiler: the simulated H100s
+	# (9.0) must run on the harness's sm_90 cubins.
+	export FAKE_CUDA_NO_JIT=1
 fi
 
 if [ $simulated = 0 ]; then
-	# The driver's libraries first: without libcuda nothing runs, and
-	# without the PTX JIT the burn-in's checksum kernel fails (error 221)
+	# The driver's libraries first: without libcuda or NVML nothing runs.
+	# The PTX JIT is needed only on a GPU for which the harness ships no
+	# cubin of its own kernels (sm_80 and sm_90 cubins run on compute
+	# capability 8.x and 9.0): there the burn-in would fail with error 221
 	# while validate passes.
-	for lib in libcuda.so.1 libnvidia-ml.so.1 libnvidia-ptxjitcompiler.so.1; do
+	for lib in libcuda.so.1 libnvidia-ml.so.1; do
 		if ! (ldconfig -p 2>/dev/null || true) | grep -F "$lib" >/dev/null; then
 			echo "run.sh: $lib not found (ldconfig -p): the NVIDIA driver's user-space libraries are missing" >&2
 			echo "hint: install the driver's libraries (nvidia-utils / libnvidia-compute of the driver's version), or set LD_LIBRARY_PATH" >&2
 			exit 3
 		fi
 	done
+	if ! (ldconfig -p 2>/dev/null || true) | grep -F libnvidia-ptxjitcompiler.so.1 >/dev/null; then
+		echo "run.sh: warning: libnvidia-ptxjitcompiler.so.1 not found (ldconfig -p): fine on compute capability 8.x and 9.0 (the harness ships cubins for sm_80 and sm_90), but on any other GPU the burn-in's kernels need the PTX JIT and fail with error 221" >&2
+		echo "hint: install the driver's libnvidia-compute package if a GPU here is not 8.x or 9.0" >&2
+	fi
 fi
 # Neither probe may end the script: ldd is cut short by head (SIGPIPE
 # under pipefail), and a bundle without glibc-floor has no floor to check.

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -287,6 +288,29 @@ func (t *table) burnin(r *rundir.Run) {
 	for _, g := range d.GPUs {
 		t.burninGPU(g)
 	}
+	// The burn-in keeps its last run's harness results as results-last.json.
+	if res, err := suite.ReadResults(filepath.Join(r.Dir, "steps", st.ID, "results-last.json")); err == nil {
+		if v := kernelCode(res); v != "" {
+			t.row("burn-in", "kernel code", v, "")
+		}
+	}
+}
+
+// kernelCode says what the harness loaded for its own kernels (the burn
+// case's "code": "cubin sm_90", or "ptx (JIT)" on a GPU with no shipped
+// cubin), with how many GPUs loaded each; "" when no case says.
+func kernelCode(res *suite.Results) string {
+	count := map[string]int{}
+	for _, c := range res.Cases {
+		if c.Kernel == "burn" && c.Config["code"] != "" {
+			count[c.Config["code"]]++
+		}
+	}
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(count)) {
+		parts = append(parts, fmt.Sprintf("%s on %d GPU(s)", code, count[code]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // burninGPU is one GPU's burn-in row: its loop, temperature and power

@@ -109,3 +109,21 @@ func TestTablePerGPU(t *testing.T) {
 		t.Errorf("rows %v:\n%s", rows, out.String())
 	}
 }
+
+// The burn-in's "kernel code" row counts the GPUs by what the harness
+// loaded for its burn kernel; cases that say nothing are left out.
+func TestKernelCode(t *testing.T) {
+	res := &suite.Results{Cases: []suite.Case{
+		{Kernel: "burn", Config: map[string]string{"code": "cubin sm_90"}},
+		{Kernel: "burn", Config: map[string]string{"code": "ptx (JIT)"}},
+		{Kernel: "burn", Config: map[string]string{"code": "cubin sm_90"}},
+		{Kernel: "sgemm", Config: map[string]string{"checksum_code": "cubin sm_90"}},
+		{Kernel: "burn"},
+	}}
+	if got, want := kernelCode(res), "cubin sm_90 on 2 GPU(s), ptx (JIT) on 1 GPU(s)"; got != want {
+		t.Errorf("kernelCode = %q, want %q", got, want)
+	}
+	if got := kernelCode(&suite.Results{}); got != "" {
+		t.Errorf("kernelCode of no cases = %q, want empty", got)
+	}
+}

@@ -104,3 +104,46 @@ func TestGPUCheckPipelineRequiresECC(t *testing.T) {
 		}
 	}
 }
+
+// run.sh checks the driver's libraries before anything runs: without
+// libcuda or NVML it stops (exit 3, nothing run); without the PTX JIT
+// it warns, naming the GPUs that need it (none with a shipped cubin), and
+// goes on.
+func TestRunShDriverLibraries(t *testing.T) {
+	t.Parallel()
+	testenv.RequireTool(t, "bash")
+	testenv.RequireTool(t, "realpath")
+	for _, tc := range []struct {
+		libs    []string
+		code    int
+		ran     bool
+		message string
+	}{
+		{[]string{"libcuda.so.1", "libnvidia-ml.so.1"}, -1, true, "warning: libnvidia-ptxjitcompiler.so.1 not found"},
+		{[]string{"libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1"}, 3, false, "libcuda.so.1 not found"},
+	} {
+		dir := bundle(t)
+		bin := filepath.Join(t.TempDir(), "bin")
+		var listing strings.Builder
+		for _, l := range tc.libs {
+			listing.WriteString("\t" + l + " (libc6,x86-64) => /usr/lib/" + l + "\n")
+		}
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "ldconfig"), []byte("#!/bin/sh\nprintf '%s' '"+listing.String()+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", filepath.Join(dir, "run.sh"), "--out", filepath.Join(t.TempDir(), "out"))
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+		b, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		_, statErr := os.Stat(filepath.Join(dir, "gpuattest-ran"))
+		if (tc.code >= 0 && code != tc.code) || (statErr == nil) != tc.ran || !strings.Contains(string(b), tc.message) {
+			t.Errorf("libraries %v: exit %d, gpuattest ran %v, want exit %d, ran %v and %q\n%s", tc.libs, code, statErr == nil, tc.code, tc.ran, tc.message, b)
+		}
+	}
+}

@@ -50,7 +50,9 @@
 #include <thread>
 #include <vector>
 
+#include "burn_mma_cubin.h"
 #include "burn_mma_ptx.h"
+#include "checksum_cubin.h"
 #include "checksum_ptx.h"
 #include "cuda_api.h"
 #include "sha256.h"
@@ -178,6 +180,7 @@ struct Sustained {
   double duration_s = 0, elapsed_s = 0, busy_s = 0, duty = 0, memory_interval_s = 0;
   double cpu_s = -1;  // cpu backend: CPU time the process used in the loop
   std::string timing, check, error;
+  std::string checksum_module;  // cuda: what load_embedded loaded for the checksum (not in the JSON)
   int threads = 0;
   long long iterations = 0, checked = 0, mismatches = 0;
   std::vector<MemSample> memory;
@@ -1463,9 +1466,59 @@ struct DeviceBuffers {
   DeviceBuffers& operator=(const DeviceBuffers&) = delete;
 };
 
+// Cubin is one embedded cubin and the compute capability it was built
+// for (sm_XY).
+struct Cubin {
+  int major, minor;
+  const unsigned char* image;
+};
+
+// Embedded is one source's embedded code: its cubins (checksum_cubin.h,
+// burn_mma_cubin.h) and its PTX (checksum_ptx.h, burn_mma_ptx.h).
+struct Embedded {
+  const char* source;
+  const char* ptx;
+  Cubin cubins[2];
+};
+
+const Embedded kChecksumCode{"checksum.cu", harness::kChecksumPTX, {{8, 0, harness::kChecksumCubinSm80}, {9, 0, harness::kChecksumCubinSm90}}};
+const Embedded kBurnMmaCode{"burn_mma.cu", harness::kBurnMmaPTX, {{8, 0, harness::kBurnMmaCubinSm80}, {9, 0, harness::kBurnMmaCubinSm90}}};
+
+// pick_cubin is the cubin of e that runs on compute capability
+// major.minor without JIT: the same major and the highest minor not above
+// the device's (sm_80's runs on 8.6 and 8.9); nullptr when none does.
+const Cubin* pick_cubin(const Embedded& e, int major, int minor) {
+  const Cubin* best = nullptr;
+  for (const Cubin& cb : e.cubins)
+    if (cb.major == major && cb.minor <= minor && (!best || cb.minor > best->minor)) best = &cb;
+  return best;
+}
+
+// load_embedded loads e on c's device into *m: the cubin for its compute
+// capability (pick_cubin; no JIT), else the PTX, which the driver's JIT
+// compiles (libnvidia-ptxjitcompiler.so.1). It returns what it loaded,
+// "cubin sm_90" or "ptx (JIT)", which the results record.
+std::string load_embedded(Cuda& c, const Embedded& e, cu::CUmodule* m) {
+  int major = 0, minor = 0;
+  c.check(c.api.cuDeviceGetAttribute(&major, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c.dev), "cuDeviceGetAttribute(compute capability)");
+  c.check(c.api.cuDeviceGetAttribute(&minor, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c.dev), "cuDeviceGetAttribute(compute capability)");
+  const std::string sm = "sm_" + std::to_string(major) + std::to_string(minor);
+  if (const Cubin* cb = pick_cubin(e, major, minor)) {
+    const std::string what = "sm_" + std::to_string(cb->major) + std::to_string(cb->minor);
+    c.check(c.api.cuModuleLoadData(m, cb->image), std::string("cuModuleLoadData(") + e.source + " cubin " + what + " on " + sm + ")");
+    return "cubin " + what;
+  }
+  cu::CUresult rc = c.api.cuModuleLoadData(m, e.ptx);
+  if (rc != 0) {
+    std::string hint = rc == 221 ? "; hint: the driver's PTX JIT (libnvidia-ptxjitcompiler.so.1) is missing, and the harness ships cubins only for sm_80 and sm_90" : "";
+    c.check(rc, std::string("cuModuleLoadData(") + e.source + " PTX on " + sm + ", no cubin for it)" + hint);
+  }
+  return "ptx (JIT)";
+}
+
 // sustained_cuda launches every case back to back on the default stream
-// for o.duration_s. After each launch the checksum kernel (embedded PTX,
-// checksum.cu) sums the output into per-block partials, which an
+// for o.duration_s. After each launch the checksum kernel (embedded,
+// checksum.cu: load_embedded) sums the output into per-block partials, which an
 // asynchronous copy brings to pinned host memory; the host compares their
 // sum with the first repeat's, computed on the host. Up to kRing repeats
 // are in flight, so the GPU never waits for the host. Busy time is the sum
@@ -1485,7 +1538,7 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
       if (m) c.api.cuModuleUnload(m);
     }
   } ckmod{c};
-  c.check(c.api.cuModuleLoadData(&ckmod.m, harness::kChecksumPTX), "cuModuleLoadData(checksum PTX)");
+  sus.checksum_module = load_embedded(c, kChecksumCode, &ckmod.m);
   cu::CUfunction ck = nullptr;
   c.check(c.api.cuModuleGetFunction(&ck, ckmod.m, "gpuattest_checksum"), "cuModuleGetFunction(gpuattest_checksum)");
   auto checksum = [&](cu::CUdeviceptr x, size_t n, cu::CUdeviceptr part) {
@@ -1781,7 +1834,7 @@ void sweep_cuda(Cuda& c, const Options& o, CaseResult& res) {
       if (m) c.api.cuModuleUnload(m);
     }
   } mod{c};
-  c.check(c.api.cuModuleLoadData(&mod.m, harness::kChecksumPTX), "cuModuleLoadData(memsweep PTX)");
+  res.config["code"] = load_embedded(c, kChecksumCode, &mod.m);
   cu::CUfunction wr = nullptr, ck = nullptr;
   c.check(c.api.cuModuleGetFunction(&wr, mod.m, "gpuattest_mem_write"), "cuModuleGetFunction(gpuattest_mem_write)");
   c.check(c.api.cuModuleGetFunction(&ck, mod.m, "gpuattest_mem_check"), "cuModuleGetFunction(gpuattest_mem_check)");
@@ -1903,10 +1956,10 @@ float burn_mma_host(unsigned w, float seed) {
   return float(total);
 }
 
-// BurnKernel is the burn case's kernel: its PTX, entry point and name,
+// BurnKernel is the burn case's kernel: its code, entry point and name,
 // and what one launch computes.
 struct BurnKernel {
-  const char* ptx;
+  const Embedded* code;
   const char* entry;
   std::string name;  // hmma or ffma
   bool mma;
@@ -1919,8 +1972,8 @@ BurnKernel pick_burn(Cuda& c, const Options& o) {
   c.check(c.api.cuDeviceGetAttribute(&major, cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c.dev), "cuDeviceGetAttribute(compute capability)");
   const bool mma = o.burn_kernel == "hmma" || (o.burn_kernel == "auto" && major >= 8);
   if (mma && major < 8) throw CudaError("--burn-kernel hmma needs compute capability 8.0 or later (mma.sync m16n8k16), this GPU has " + std::to_string(major) + ".x");
-  if (mma) return {harness::kBurnMmaPTX, "gpuattest_burn_mma", "hmma", true};
-  return {harness::kChecksumPTX, "gpuattest_burn", "ffma", false};
+  if (mma) return {&kBurnMmaCode, "gpuattest_burn_mma", "hmma", true};
+  return {&kChecksumCode, "gpuattest_burn", "ffma", false};
 }
 
 // round_ms times one launch of every case already in sc: the rest of a
@@ -1967,7 +2020,7 @@ void burn_problem(Problem& p, const BurnKernel& bk, unsigned grid, unsigned bloc
 
 // burn_calibrate sets *iters so that one launch takes about target_ms,
 // from the fastest of three timed launches of 64 iterations (after one
-// untimed: the first pays the JIT and the clocks' ramp).
+// untimed: the first pays the module's loading and the clocks' ramp).
 void burn_calibrate(Cuda& c, CudaCase& cc, unsigned* iters, double target_ms) {
   *iters = 64;
   Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
@@ -2006,7 +2059,7 @@ void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, st
     const double target = std::min(2000.0, std::max(o.burn_ms, others * kBurnShare / (1 - kBurnShare)));
     s->cc = std::make_unique<CudaCase>(c);
     CudaCase& cc = *s->cc;
-    c.check(c.api.cuModuleLoadData(&cc.mod, bk.ptx), std::string("cuModuleLoadData(") + bk.entry + " PTX)");
+    res.config["code"] = load_embedded(c, *bk.code, &cc.mod);
     c.check(c.api.cuModuleGetFunction(&cc.fn, cc.mod, bk.entry), std::string("cuModuleGetFunction(") + bk.entry + ")");
     const unsigned block = 256, per_sm = unsigned(c.blocks_per_sm(cc.fn, int(block), 0)), grid = unsigned(c.sms) * per_sm;
     const size_t out_n = bk.mma ? grid * block / 32 : size_t(grid) * block;
@@ -2270,6 +2323,7 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
     }
     for (auto& s : sc) {
       CaseResult& res = cases[s->result];
+      if (!sus.checksum_module.empty()) res.config["checksum_code"] = sus.checksum_module;
       res.sustained = true;
       res.sus.repeats = s->repeats;
       res.sus.mismatches = s->mismatches;

@@ -66,6 +66,21 @@
 //   FAKE_CUDA_INIT_ERROR=RC      cuInit returns RC (e.g. 802,
 //                                CUDA_ERROR_SYSTEM_NOT_READY: an HGX node
 //                                whose fabric manager has not started)
+//   FAKE_CUDA_CC=M.m[,M.m...]    the compute capability of physical devices
+//                                0, 1, ... (the last one given applies to
+//                                the rest); default 9.0
+//   FAKE_CUDA_NO_JIT=1           the driver has no PTX JIT compiler
+//                                (libnvidia-ptxjitcompiler.so.1 missing):
+//                                loading a PTX image returns
+//                                CUDA_ERROR_JIT_COMPILER_NOT_FOUND (221)
+//
+// Modules: cuModuleLoadData tells images apart as the driver does. An ELF
+// image (\x7fELF) is a cubin: its e_flags name the sm it was built for,
+// and it loads only on a device of that major and at least that minor
+// (else CUDA_ERROR_NO_BINARY_FOR_GPU, 209). Text with a ".version" line
+// is PTX, which needs the JIT. Anything else is taken for a fatbin (the
+// tests' placeholders). cuModuleGetFunction finds a name in a cubin or
+// PTX module only if the image holds it.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -75,6 +90,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -104,6 +120,12 @@ struct Event {
 
 struct Func {
   std::string name;
+};
+
+// Module is a loaded module: for a cubin or PTX image, its bytes (the
+// names cuModuleGetFunction may find); empty for a fatbin.
+struct Module {
+  std::string image;
 };
 
 // Node is one captured launch: its function, shape and argument values.
@@ -157,6 +179,8 @@ struct State {
   long long plain_launches = 0, graph_launches = 0;
   std::string graph_log;  // FAKE_CUDA_GRAPH_LOG
   size_t memory = size_t(80) << 30;  // FAKE_CUDA_MEMORY: each device's memory
+  std::vector<std::pair<int, int>> cc;  // FAKE_CUDA_CC, by physical index
+  bool no_jit = false;                  // FAKE_CUDA_NO_JIT
 };
 
 State& st() {
@@ -271,6 +295,35 @@ void parse_env(State& s) {
   if (const char* e = std::getenv("FAKE_CUDA_SMS")) s.sms = std::max(1, std::atoi(e));
   if (const char* e = std::getenv("FAKE_CUDA_GRAPH_LOG")) s.graph_log = e;
   if (const char* e = std::getenv("FAKE_CUDA_MEMORY")) s.memory = size_t(std::max(1LL, std::atoll(e)));
+  s.cc.clear();
+  if (const char* e = std::getenv("FAKE_CUDA_CC")) {
+    for (const char* p = e; *p;) {
+      int major = 0, minor = 0;
+      if (std::sscanf(p, "%d.%d", &major, &minor) == 2) s.cc.push_back({major, minor});
+      p = std::strchr(p, ',');
+      if (!p) break;
+      ++p;
+    }
+  }
+  const char* nj = std::getenv("FAKE_CUDA_NO_JIT");
+  s.no_jit = nj && *nj && std::strcmp(nj, "0") != 0;
+}
+
+// cc_of is physical device p's compute capability (FAKE_CUDA_CC).
+std::pair<int, int> cc_of(const State& s, int p) {
+  if (s.cc.empty()) return {9, 0};
+  return s.cc[std::min(size_t(std::max(p, 0)), s.cc.size() - 1)];
+}
+
+// cubin_size is the extent of the ELF image at b (its section and program
+// header tables end it, as nvcc writes cubins), at most 64 MiB; 0 when
+// the header is not a 64-bit ELF's.
+size_t cubin_size(const unsigned char* b) {
+  if (b[4] != 2) return 0;
+  auto u64 = [&](int o) { uint64_t v; std::memcpy(&v, b + o, 8); return v; };
+  auto u16 = [&](int o) { uint16_t v; std::memcpy(&v, b + o, 2); return uint64_t(v); };
+  uint64_t end = std::max(u64(0x28) + u16(0x3a) * u16(0x3c), u64(0x20) + u16(0x36) * u16(0x38));
+  return end > (uint64_t(64) << 20) ? 0 : size_t(end);
 }
 
 // valid reports whether [p, p+n) lies inside one allocation.
@@ -542,13 +595,15 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
   return kSuccess;
 }
 
-CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
+CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice d) {
   FAKE_GUARD();
+  if (d < 0 || d >= int(s.visible.size())) return kInvalidDevice;
+  const std::pair<int, int> cc = cc_of(s, s.visible[size_t(d)]);
   switch (attr) {
     case 16: *v = s.sms; break;     // SM count
     case 38: *v = 50 << 20; break;  // L2 cache size
-    case 75: *v = 9; break;         // compute capability major
-    case 76: *v = 0; break;
+    case 75: *v = cc.first; break;  // compute capability major
+    case 76: *v = cc.second; break;
     default: return kInvalidValue;
   }
   return kSuccess;
@@ -598,18 +653,37 @@ CUresult cuCtxSynchronize() {
 CUresult cuModuleLoadData(void** mod, const void* image) {
   FAKE_GUARD();
   if (!image) return kInvalidValue;
-  *mod = new int(0);
+  const unsigned char* b = static_cast<const unsigned char*>(image);
+  auto m = std::make_unique<Module>();
+  if (std::memcmp(b, "\x7f" "ELF", 4) == 0) {
+    size_t n = cubin_size(b);
+    if (n < 64) return 200;  // CUDA_ERROR_INVALID_IMAGE
+    const int sm = int(b[0x30]);  // e_flags' low byte: the sm (0x5a: sm_90)
+    const std::pair<int, int> cc = cc_of(s, cur);
+    if (sm / 10 != cc.first || sm % 10 > cc.second) return 209;  // CUDA_ERROR_NO_BINARY_FOR_GPU
+    m->image.assign(reinterpret_cast<const char*>(b), n);
+  } else {
+    std::string head(reinterpret_cast<const char*>(b), strnlen(reinterpret_cast<const char*>(b), size_t(1) << 20));
+    if (head.find("\n.version ") != std::string::npos) {
+      if (s.no_jit) return 221;  // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+      m->image = head;
+    }
+  }
+  *mod = m.release();
   return kSuccess;
 }
 
 CUresult cuModuleUnload(void* mod) {
   FAKE_GUARD();
-  delete static_cast<int*>(mod);
+  delete static_cast<Module*>(mod);
   return kSuccess;
 }
 
-CUresult cuModuleGetFunction(void** fn, void*, const char* name) {
+CUresult cuModuleGetFunction(void** fn, void* mod, const char* name) {
   FAKE_GUARD();
+  if (!mod) return kInvalidHandle;
+  const std::string& image = static_cast<Module*>(mod)->image;
+  if (!image.empty() && image.find(std::string(name) + '\0') == std::string::npos && image.find(std::string(name) + '(') == std::string::npos) return kNotFound;
   static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn", "gpuattest_burn_mma", "gpuattest_mem_write", "gpuattest_mem_check"};
   for (const char* k : known) {
     if (std::strcmp(k, name) == 0) {
