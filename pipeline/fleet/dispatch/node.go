@@ -23,6 +23,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
@@ -243,7 +244,7 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 	if n.Version != "" {
 		opts = append(opts, run.WithVersion(n.Version))
 	}
-	if _, err := os.Stat(filepath.Join(runDir, "run.json")); err == nil {
+	if _, err := os.Stat(layout.Record(runDir)); err == nil {
 		opts = append(opts, run.WithResume(runDir)) // requeued after preemption
 	} else {
 		opts = append(opts, run.WithOutDir(runDir))

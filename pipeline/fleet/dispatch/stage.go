@@ -28,6 +28,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
@@ -379,7 +380,7 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 			if err != nil || !filepath.IsLocal(rel) {
 				return nil, fmt.Errorf("output %s of step %s is outside the work tree", f.Path, sr.ID)
 			}
-			src := filepath.Join(buildDir, "steps", sr.ID, "outputs", filepath.FromSlash(f.Path))
+			src := layout.Output(layout.StepDir(buildDir, sr.ID), f.Path)
 			staged := filepath.ToSlash(filepath.Join("work", rel))
 			if err := st.file(src, staged, fs.FileMode(f.Mode)|0o400); err != nil {
 				return nil, err
