@@ -145,5 +145,10 @@ gpu=$(command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=c
 	sed 's/\x1b\[[0-9;]*m//g' "$log"
 	echo '```'
 } >"$out/SELFCHECK.md"
-echo "wrote $out/SELFCHECK.md: commit it as docs/gpu-runs/$(date -u +%Y-%m-%d)-$gpu.md"
+if [ "$simulated" = 1 ]; then
+	# docs/gpu-runs/ holds what ran on a real GPU, never a simulated run.
+	echo "wrote $out/SELFCHECK.md (SIMULATED: not a GPU run; do not commit it under docs/gpu-runs/)"
+else
+	echo "wrote $out/SELFCHECK.md: commit it as docs/gpu-runs/$(date -u +%Y-%m-%d)-$gpu.md"
+fi
 [ $failures = 0 ]
