@@ -59,29 +59,23 @@ func fetchStaged(ctx context.Context, v *verify.Verifier, ref string, o *options
 	if check != nil {
 		files, layout = o.filesTo, o.layoutTo
 	}
-	st, err := newStage(files, layout)
+	var out *Fetched
+	wrote, err := readStaged(ctx, v, ref, o, files, layout, func(f *fetched, name string) (bool, error) {
+		out = &Fetched{Source: name + "@" + f.id.String(), Digest: f.id.String(), Files: f.files, Entries: f.entries}
+		if check == nil {
+			return false, nil
+		}
+		ok, err := check(ctx, out)
+		if err != nil {
+			out = nil
+		}
+		return ok, err
+	})
 	if err != nil {
-		return nil, err
-	}
-	defer st.discard()
-	f, name, err := readRef(ctx, v, ref, o, st)
-	if err != nil {
-		return nil, err
-	}
-	out := &Fetched{Source: name + "@" + f.id.String(), Digest: f.id.String(), Files: f.files, Entries: f.entries}
-	if check == nil {
-		return out, nil
-	}
-	ok, err := check(ctx, out)
-	if err != nil {
-		return nil, err
-	}
-	if !ok || ctx.Err() != nil {
-		return out, nil
-	}
-	if err := st.commit(ctx, f.layoutIndex()); err != nil {
 		return out, err
 	}
-	out.FilesDir, out.LayoutDir = files, layout
+	if wrote {
+		out.FilesDir, out.LayoutDir = files, layout
+	}
 	return out, nil
 }
