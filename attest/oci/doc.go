@@ -30,6 +30,11 @@
 // or WithLayoutTo it then writes the files or an OCI layout copy, only
 // when everything verified, all at once.
 //
+// Fetch reads a release the same way but leaves its bundles unverified,
+// for a caller that verifies them itself (a fleet dispatch and its node
+// bundles, signed by different keys); Pull is Fetch that then writes the
+// files or the layout copy as Verify does, once the caller's check passed.
+//
 // Credentials come from authn.DefaultKeychain; plain HTTP is used only
 // for loopback registries and those named with WithInsecureRegistry;
 // requests are retried with backoff on 408, 429 and 5xx, and bounded by
@@ -38,6 +43,6 @@
 //
 // The files hold one job each: mediatypes.go (the names), release.go
 // (Release), options.go (Option), source.go (registry and layout
-// reading), push.go (Push), verify.go (Verify), stage.go (writing files
+// reading), push.go (Push), verify.go (Verify), fetch.go (Fetch, Pull), stage.go (writing files
 // and layouts), timeout.go (the transport's timeouts).
 package oci

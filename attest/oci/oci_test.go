@@ -3,6 +3,7 @@ package oci_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -299,5 +300,61 @@ func TestPullFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {
 		t.Errorf("a refused pull left %s: %v", bad, err)
+	}
+}
+
+// TestPullWithCheck: Pull hands the caller what it read (files hashed as
+// served, bundles unverified) and writes the files and the layout copy
+// only when the caller's check passes; a check that fails or errs leaves
+// nothing behind.
+func TestPullWithCheck(t *testing.T) {
+	t.Parallel()
+	host := registrytest.StartInProcess(t, nil)
+	f := newFixture(t, 2, 4096)
+	ref := host + "/kernels/pull:v1"
+	if _, err := oci.Push(ctx(t), ref, f.rel, f.bundles); err != nil {
+		t.Fatal(err)
+	}
+	pull := func(ok bool, cerr error) (*oci.Fetched, string, string, error) {
+		dir := t.TempDir()
+		out, layout := filepath.Join(dir, "out"), filepath.Join(dir, "layout")
+		got, err := oci.Pull(ctx(t), f.verifier(t), ref, func(_ context.Context, fe *oci.Fetched) (bool, error) {
+			if len(fe.Files) != 2 || len(fe.Entries) != 2 || fe.Digest != f.rel.Digest() {
+				t.Errorf("check sees %+v", fe)
+			}
+			for _, fl := range fe.Files {
+				if fl.SHA256 != sha256hex(f.content[fl.Name]) {
+					t.Errorf("check sees %s as %s", fl.Name, fl.SHA256)
+				}
+			}
+			return ok, cerr
+		}, oci.WithFilesTo(out), oci.WithLayoutTo(layout))
+		return got, out, layout, err
+	}
+	got, out, layout, err := pull(true, nil)
+	if err != nil || got.FilesDir != out || got.LayoutDir != layout {
+		t.Fatalf("pull with a check that passes: %+v, %v", got, err)
+	}
+	for name, b := range f.content {
+		if have, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(name))); err != nil || !bytes.Equal(have, b) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if off, err := oci.Verify(ctx(t), f.verifier(t), oci.LayoutPrefix+layout); err != nil || !off.Report.Verified {
+		t.Errorf("verify of the layout Pull wrote: %+v, %v", off, err)
+	}
+	for _, c := range []struct {
+		ok  bool
+		err error
+	}{{false, nil}, {true, errors.New("check failed to run")}} {
+		got, out, layout, err := pull(c.ok, c.err)
+		if (c.err == nil) != (err == nil) || (got != nil && (got.FilesDir != "" || got.LayoutDir != "")) {
+			t.Errorf("pull with check (%v, %v): %+v, %v", c.ok, c.err, got, err)
+		}
+		for _, d := range []string{out, layout} {
+			if entries, _ := os.ReadDir(filepath.Dir(d)); len(entries) != 0 {
+				t.Errorf("pull with check (%v, %v) left %v", c.ok, c.err, entries)
+			}
+		}
 	}
 }

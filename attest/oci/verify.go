@@ -153,35 +153,56 @@ func timeoutSource(ref string, o *options) string {
 }
 
 func verifyRef(ctx context.Context, v *verify.Verifier, ref string, o *options) (*Result, error) {
-	st, err := newStage(o.filesTo, o.layoutTo)
+	var res *Result
+	wrote, err := readStaged(ctx, v, ref, o, o.filesTo, o.layoutTo, func(f *fetched, name string) (bool, error) {
+		res = &Result{Ref: ref, Source: name + "@" + f.id.String(), Digest: f.id.String(), Referrers: f.how,
+			Files: f.files, NotFetched: f.notFetched, Skipped: f.skipped, SkippedCount: f.skippedCount, Entries: f.entries}
+		if res.Files == nil {
+			res.Files = []File{}
+		}
+		res.Report = v.Complete(ctx, f.checked, f.artifacts)
+		if err := context.Cause(ctx); err != nil {
+			var te *TimeoutError
+			if errors.As(err, &te) {
+				res = nil
+				return false, te
+			}
+		}
+		return res.Report.Verified, nil
+	})
 	if err != nil {
-		return nil, err
+		return res, err
+	}
+	if wrote {
+		res.FilesDir, res.LayoutDir = o.filesTo, o.layoutTo
+	}
+	return res, nil
+}
+
+// readStaged reads the release ref names, staging its files (into files)
+// and a layout copy (into layout) where they are named, and calls check
+// with what was read and the source's name: only when check returns true
+// is anything written, each directory whole; otherwise the stage is
+// removed. It reports whether it wrote; an error after check ran is the
+// write's.
+func readStaged(ctx context.Context, v *verify.Verifier, ref string, o *options, files, layout string, check func(*fetched, string) (bool, error)) (bool, error) {
+	st, err := newStage(files, layout)
+	if err != nil {
+		return false, err
 	}
 	defer st.discard()
 	f, name, err := readRef(ctx, v, ref, o, st)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	res := &Result{Ref: ref, Source: name + "@" + f.id.String(), Digest: f.id.String(), Referrers: f.how,
-		Files: f.files, NotFetched: f.notFetched, Skipped: f.skipped, SkippedCount: f.skippedCount, Entries: f.entries}
-	if res.Files == nil {
-		res.Files = []File{}
-	}
-	res.Report = v.Complete(ctx, f.checked, f.artifacts)
-	if err := context.Cause(ctx); err != nil {
-		var te *TimeoutError
-		if errors.As(err, &te) {
-			return nil, te
-		}
-	}
-	if !res.Report.Verified || ctx.Err() != nil {
-		return res, nil
+	ok, err := check(f, name)
+	if err != nil || !ok || ctx.Err() != nil {
+		return false, err
 	}
 	if err := st.commit(ctx, f.layoutIndex()); err != nil {
-		return res, err
+		return false, err
 	}
-	res.FilesDir, res.LayoutDir = o.filesTo, o.layoutTo
-	return res, nil
+	return true, nil
 }
 
 // fetched is a release as read from a source.

@@ -420,12 +420,18 @@ func newFleetVerifyCmd() *cobra.Command {
 			if st, serr := os.Stat(args[0]); serr == nil && st.IsDir() {
 				r, err = dispatch.VerifyDir(c.Context(), args[0], owner, allowSimulated)
 			} else {
-				r, source, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry)
+				var fetched *oci.Fetched
+				if r, fetched, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry, pullDest{}); err == nil {
+					source = fetched.Source
+				}
 			}
-			if err != nil {
+			var ee *exitError
+			if err != nil && !errors.As(err, &ee) {
 				return withCode(exitUsage, err)
+			} else if err != nil {
+				return err
 			}
-			return renderFleet(c.OutOrStdout(), output, r, source, false)
+			return renderFleet(c.OutOrStdout(), output, r, &oci.Fetched{Source: source}, false, pullDest{})
 		},
 	}
 	fl := c.Flags()
@@ -442,27 +448,47 @@ func newFleetVerifyCmd() *cobra.Command {
 }
 
 // verifyFleetRef reads the release ref names, with its bundle referrers,
-// and verifies the dispatch among them, its subjects against the files.
-// It returns the report and the release read (REPOSITORY@sha256:...).
-func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSimulated bool, rf *registryFlags) (*ad.Report, string, error) {
+// and verifies the dispatch among them, its subjects against the files;
+// with dest, it writes the files and an OCI layout copy (the release, the
+// dispatch and every node bundle) only when that passed. It returns the
+// report and the release read (Source REPOSITORY@sha256:..., and where it
+// was written).
+func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSimulated bool, rf *registryFlags, dest pullDest) (*ad.Report, *oci.Fetched, error) {
 	opts, err := rf.options()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	v, err := verify.New(append(append([]verify.Option{}, owner...), verify.WithPredicateType(ad.PredicateType))...)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	fetched, err := oci.Fetch(c.Context(), v, ref, opts...)
+	if dest.files != "" {
+		opts = append(opts, oci.WithFilesTo(dest.files))
+	}
+	if dest.layout != "" {
+		opts = append(opts, oci.WithLayoutTo(dest.layout))
+	}
+	var r *ad.Report
+	check := func(ctx context.Context, fetched *oci.Fetched) (bool, error) {
+		files := map[string]string{}
+		var arts []verify.Artifact
+		for _, f := range fetched.Files {
+			files[f.Name] = f.SHA256
+			arts = append(arts, verify.Artifact{Name: f.Name, SHA256: f.SHA256})
+		}
+		// Every file served is an artifact that must be a subject, and
+		// every subject a file served.
+		var err error
+		r, err = ad.VerifyEntries(ctx, fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest, Artifacts: arts})
+		return err == nil && r.Verified, err
+	}
+	fetched, err := await(c.Context(), dest.any(), func(ctx context.Context) (*oci.Fetched, error) {
+		return oci.Pull(ctx, v, ref, check, opts...)
+	})
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	files := map[string]string{}
-	for _, f := range fetched.Files {
-		files[f.Name] = f.SHA256
-	}
-	r, err := ad.VerifyEntries(c.Context(), fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest})
-	return r, fetched.Source, err
+	return r, fetched, nil
 }
 
 // taskSuffix is "_TASK" for an array task's index, "" otherwise.

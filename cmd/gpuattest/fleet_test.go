@@ -201,6 +201,7 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 			t.Errorf("verify %s prints the validation policy's criteria for a fleet release:\n%s", ref, out)
 		}
 	}
+	checkFleetPull(t, dir, host+"/kernels:v1")
 	if code, out = fleetCLI(t, dir, "verify", host+"/kernels:v1", "--key", "rel.pub"); code != exitPolicy || !strings.Contains(out, "the GPUs were simulated") {
 		t.Errorf("verify REF without --allow-simulated: exit %d, want %d naming the simulated GPUs\n%s", code, exitPolicy, out)
 	}

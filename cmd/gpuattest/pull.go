@@ -25,6 +25,11 @@ network, e.g. on an air-gapped GPU box. Each directory must not exist or
 be empty; it appears whole, or not at all: on any failure nothing is
 written.
 
+A fleet release (a dispatch among the referrers, docs/fleet.md) is verified
+with the dispatch's checks, as verify REF does (--allow-simulated accepts
+simulated GPUs); --out then writes its files, each a subject of the
+dispatch, and --to the release with the dispatch and every node bundle.
+
 Exit codes: 0 verified and written, 1 error, 10 signature or identity, 11
 subject mismatch, 12 policy failed, 130 interrupted.`,
 		Args: cobra.ExactArgs(1),

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/spf13/cobra"
@@ -21,8 +22,15 @@ import (
 type fleetOutput struct {
 	*ad.Report
 	// Source is where the bundles were read.
-	Source   string `json:"source,omitempty"`
-	ExitCode int    `json:"exit_code"`
+	Source string `json:"source,omitempty"`
+	// Files are the release's files as served (REF), each checked
+	// against the dispatch's subjects.
+	Files []oci.File `json:"files,omitempty"`
+	// FilesDir and LayoutDir are where pull wrote the files and the OCI
+	// layout copy; empty when nothing was written.
+	FilesDir  string `json:"files_dir,omitempty"`
+	LayoutDir string `json:"layout_dir,omitempty"`
+	ExitCode  int    `json:"exit_code"`
 }
 
 // fleetMode checks that verify's flags make sense for a fleet release
@@ -51,13 +59,14 @@ func verifyFleetBundles(c *cobra.Command, f *verifyFlags, in verifyInputs) error
 	if err != nil {
 		return inputError(c.Context(), err)
 	}
-	return renderFleet(c.OutOrStdout(), *f.output, r, textsafe.Line(strings.Join(f.bundles(), ", ")), true)
+	return renderFleet(c.OutOrStdout(), *f.output, r, &oci.Fetched{Source: strings.Join(f.bundles(), ", ")}, true, pullDest{})
 }
 
 // verifyFleetRelease verifies the release ref names, whose bundle
 // referrers hold a dispatch: the dispatch and node bundles among them,
-// and the dispatch's subjects against the files served.
-func verifyFleetRelease(c *cobra.Command, f *verifyFlags, ref string, rf *registryFlags) error {
+// and the dispatch's subjects against the files served. For pull it then
+// writes dest, only when that passed.
+func verifyFleetRelease(c *cobra.Command, f *verifyFlags, ref string, rf *registryFlags, dest pullDest) error {
 	if err := f.fleetMode(); err != nil {
 		return err
 	}
@@ -65,19 +74,22 @@ func verifyFleetRelease(c *cobra.Command, f *verifyFlags, ref string, rf *regist
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	r, source, err := verifyFleetRef(c, ref, owner, f.allowSimulated, rf)
+	r, read, err := verifyFleetRef(c, ref, owner, f.allowSimulated, rf, dest)
 	if err != nil {
-		return inputError(c.Context(), err)
+		return refError(c.Context(), read != nil, err)
 	}
-	return renderFleet(c.OutOrStdout(), *f.output, r, source, false)
+	return renderFleet(c.OutOrStdout(), *f.output, r, read, false, dest)
 }
 
-// renderFleet prints a fleet release's report (text or json) and returns
-// the exit error its failure maps to.
-func renderFleet(w io.Writer, output string, r *ad.Report, source string, artifacts bool) error {
+// renderFleet prints a fleet release's report (text or json), what was
+// read and, for pull (dest), what was written, and returns the exit error
+// its failure maps to.
+func renderFleet(w io.Writer, output string, r *ad.Report, read *oci.Fetched, artifacts bool, dest pullDest) error {
 	code := verifyExit(r.Failure)
+	source := textsafe.Line(read.Source)
 	if output == "json" {
-		if err := writeJSON(w, fleetOutput{Report: r, Source: source, ExitCode: code}); err != nil {
+		out := fleetOutput{Report: r, Source: source, Files: read.Files, FilesDir: read.FilesDir, LayoutDir: read.LayoutDir, ExitCode: code}
+		if err := writeJSON(w, out); err != nil {
 			return err
 		}
 	} else {
@@ -92,12 +104,33 @@ func renderFleet(w io.Writer, output string, r *ad.Report, source string, artifa
 				fmt.Fprintf(w, "%d artifact(s) checked against the dispatch's subjects\n", r.Artifacts)
 			}
 		}
-		if code != exitOK {
-			fmt.Fprintf(w, "Verification FAILED (exit %d)\n", code)
-		}
+		printPulled(w, read, code, dest)
 	}
 	if code != exitOK {
 		return silentExit(code)
 	}
 	return nil
+}
+
+// printPulled says what pull wrote of a fleet release, or that it wrote
+// nothing, and that the verification failed.
+func printPulled(w io.Writer, read *oci.Fetched, code int, dest pullDest) {
+	if read.FilesDir != "" {
+		fmt.Fprintf(w, "Wrote %d file(s), each a subject of the dispatch, to %s\n", len(read.Files), textsafe.Line(read.FilesDir))
+	}
+	if read.LayoutDir != "" {
+		n := 0
+		for _, e := range read.Entries {
+			if e.Problem == "" {
+				n++
+			}
+		}
+		fmt.Fprintf(w, "Copied the release, its dispatch and its node bundles (%d bundle(s)) to %s%s\n", n, oci.LayoutPrefix, textsafe.Line(read.LayoutDir))
+	}
+	if code != exitOK {
+		if dest.any() {
+			fmt.Fprintln(w, "Nothing was written.")
+		}
+		fmt.Fprintf(w, "Verification FAILED (exit %d)\n", code)
+	}
 }

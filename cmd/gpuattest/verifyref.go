@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -46,7 +47,7 @@ func runVerifyRef(c *cobra.Command, f *verifyFlags, rf *registryFlags, args []st
 	w := c.OutOrStdout()
 	if *f.output == "text" {
 		opts = append(opts, oci.WithCriteria(func(cr oci.Criteria) {
-			if !dest.any() && f.fleetRelease(cr.Entries) {
+			if f.fleetRelease(cr.Entries) {
 				return // verified below, with the dispatch's checks
 			}
 			fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", cr.Bundles, textsafe.Line(cr.Source))
@@ -64,11 +65,11 @@ func runVerifyRef(c *cobra.Command, f *verifyFlags, rf *registryFlags, args []st
 	if err != nil {
 		return err
 	}
-	if !dest.any() && f.fleetRelease(res.Entries) {
+	if f.fleetRelease(res.Entries) {
 		// A fleet release: no bundle of the validation type names the
-		// manifest, so no file was fetched; read it again for the
-		// dispatch's checks.
-		return verifyFleetRelease(c, f, ref, rf)
+		// manifest, so no file was fetched nor written; read it again for
+		// the dispatch's checks, and write it (pull) once they pass.
+		return verifyFleetRelease(c, f, ref, rf, dest)
 	}
 	return renderRef(w, *f.output, res)
 }
@@ -76,13 +77,36 @@ func runVerifyRef(c *cobra.Command, f *verifyFlags, rf *registryFlags, args []st
 // awaitRef runs oci.Verify until it returns or a signal arrives: verify
 // stops at once, pull waits for it to remove what it staged.
 func awaitRef(ctx context.Context, v *verify.Verifier, ref string, opts []oci.Option, writes bool) (*oci.Result, error) {
+	res, err := await(ctx, writes, func(ctx context.Context) (*oci.Result, error) {
+		return oci.Verify(ctx, v, ref, opts...)
+	})
+	return res, refError(ctx, res != nil, err)
+}
+
+// refError maps the error of a verification that may write (pull) to its
+// exit: one with a result failed writing what verified.
+func refError(ctx context.Context, result bool, err error) error {
+	var ee *exitError
+	switch {
+	case err == nil || errors.As(err, &ee):
+		return err
+	case !result:
+		return inputError(ctx, err)
+	}
+	return withCode(exitFailed, fmt.Errorf("verified, but not written: %w", err))
+}
+
+// await runs fn until it returns or ctx ends (a signal): without writes it
+// stops at once, with writes it waits for fn to remove what it staged.
+// Either way an ended ctx is interrupted(); fn's error comes back as is.
+func await[T any](ctx context.Context, writes bool, fn func(context.Context) (*T, error)) (*T, error) {
 	type outcome struct {
-		res *oci.Result
+		res *T
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := oci.Verify(ctx, v, ref, opts...)
+		res, err := fn(ctx)
 		done <- outcome{res, err}
 	}()
 	var out outcome
@@ -97,13 +121,7 @@ func awaitRef(ctx context.Context, v *verify.Verifier, ref string, opts []oci.Op
 	if ctx.Err() != nil {
 		return nil, interrupted()
 	}
-	if out.err != nil && out.res == nil {
-		return nil, inputError(ctx, out.err)
-	}
-	if out.err != nil {
-		return nil, withCode(exitFailed, fmt.Errorf("verified, but not written: %w", out.err))
-	}
-	return out.res, nil
+	return out.res, out.err
 }
 
 // refOutput is verify REF's and pull's JSON output.
