@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -312,6 +314,9 @@ type bundleRef struct {
 	layer   v1.Descriptor
 	problem string
 	data    []byte
+	// hinted is set when the bundle was read by the layer the listing
+	// names, without the manifest.
+	hinted bool
 }
 
 // bundleReader reads a release's referrers as they are listed: each is
@@ -327,6 +332,9 @@ type bundleReader struct {
 	total  int64
 	listed int
 	seen   map[v1.Hash]bool
+	// hints says whether a referrer's bundle may be read by the layer
+	// its listing names (not when a layout copy needs its manifest).
+	hints bool
 }
 
 // fetchBundles reads the bundle referrers and lists them in digest
@@ -334,7 +342,7 @@ type bundleReader struct {
 // or that is not one Sigstore bundle about this release, becomes an
 // entry that fails the signature check; other referrers are skipped.
 func (f *fetched) fetchBundles(ctx context.Context, src source, v *verify.Verifier, st *stage, jobs int) error {
-	br := &bundleReader{f: f, src: src, v: v, seen: map[v1.Hash]bool{}}
+	br := &bundleReader{f: f, src: src, v: v, seen: map[v1.Hash]bool{}, hints: st.layoutTmp == ""}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(jobs)
 	how, err := src.referrers(gctx, f.id, func(d v1.Descriptor) error {
@@ -354,6 +362,9 @@ func (f *fetched) fetchBundles(ctx context.Context, src source, v *verify.Verifi
 	})
 	if werr := g.Wait(); werr != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		err = werr
+	}
+	if err == nil {
+		err = br.unshare(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("reading the referrers of %s@%s: %w", src.name(), f.id, err)
@@ -402,9 +413,19 @@ func (b *bundleReader) skip(d v1.Descriptor, why string) {
 	}
 }
 
-// read fetches referrer d's manifest and, when it is a bundle referrer,
-// its bundle.
+// read fetches referrer d's bundle by the layer its listing names
+// (hinted), else its manifest and, when it is a bundle referrer, its
+// bundle.
 func (b *bundleReader) read(ctx context.Context, d v1.Descriptor) error {
+	if r := b.hinted(ctx, d); r != nil {
+		return b.keep(r, r.layer.Size)
+	}
+	return b.readManifest(ctx, d)
+}
+
+// readManifest fetches referrer d's manifest and, when it is a bundle
+// referrer, its bundle.
+func (b *bundleReader) readManifest(ctx context.Context, d v1.Descriptor) error {
 	limit := int64(maxReferrerManifest)
 	if d.Size > 0 {
 		limit = d.Size
@@ -433,6 +454,81 @@ func (b *bundleReader) read(ctx context.Context, d v1.Descriptor) error {
 		return fmt.Errorf("reading the bundle of referrer %s@%s: %w", b.src.name(), d.Digest, err)
 	}
 	return nil
+}
+
+// hinted reads the bundle of referrer d by the layer digest and size
+// its listing's annotations name (AnnotationBundleDigest,
+// AnnotationBundleSize), without its manifest, and returns it when the
+// bytes served are that digest and the statement they hold names the
+// release. Otherwise it returns nil and the referrer is read through its
+// manifest as any other: a hint that lies costs a request, never a
+// bundle. The bundle is then verified as any other; a layout copy, which
+// holds the referrer manifests, reads them all.
+func (b *bundleReader) hinted(ctx context.Context, d v1.Descriptor) *bundleRef {
+	// A registry may list the config's media type as the artifactType
+	// (go-containerregistry's does), as unfit allows.
+	if !b.hints || !strings.HasPrefix(d.ArtifactType, bundleMediaTypePrefix) && d.ArtifactType != EmptyConfigMediaType {
+		return nil
+	}
+	h, err := v1.NewHash(d.Annotations[AnnotationBundleDigest])
+	size, serr := strconv.ParseInt(d.Annotations[AnnotationBundleSize], 10, 64)
+	if err != nil || serr != nil || h.Algorithm != "sha256" || size < 0 || size > b.v.MaxBundleSize() {
+		return nil
+	}
+	layer := v1.Descriptor{MediaType: BundleMediaType, Digest: h, Size: size}
+	data, problem, err := readBundle(ctx, b.src, layer)
+	if err != nil || problem != "" || !statementNames(data, b.f.id) {
+		return nil
+	}
+	return &bundleRef{desc: d, layer: layer, data: data, hinted: true}
+}
+
+// unshare reads again, through its manifest, each referrer read by its
+// hint whose bundle layer another referrer also names: a hint that
+// names another referrer's bundle must not stand in for its own.
+func (b *bundleReader) unshare(ctx context.Context) error {
+	layers := map[v1.Hash]int{}
+	for _, r := range b.refs {
+		if r.problem == "" {
+			layers[r.layer.Digest]++
+		}
+	}
+	var again []*bundleRef
+	b.refs = slices.DeleteFunc(b.refs, func(r *bundleRef) bool {
+		if r.hinted && layers[r.layer.Digest] > 1 {
+			again = append(again, r)
+			b.total -= r.layer.Size
+			return true
+		}
+		return false
+	})
+	return forEach(ctx, 8, len(again), func(ctx context.Context, i int) error { return b.readManifest(ctx, again[i].desc) })
+}
+
+// statementNames reports whether the in-toto statement a bundle's DSSE
+// envelope carries names the release manifest id as a subject. It reads
+// the payload unverified, only to choose how the referrer is read.
+func statementNames(bundle []byte, id v1.Hash) bool {
+	var b struct {
+		DSSE struct {
+			Payload []byte `json:"payload"`
+		} `json:"dsseEnvelope"`
+	}
+	var st struct {
+		Subject []struct {
+			Name   string            `json:"name"`
+			Digest map[string]string `json:"digest"`
+		} `json:"subject"`
+	}
+	if json.Unmarshal(bundle, &b) != nil || json.Unmarshal(b.DSSE.Payload, &st) != nil {
+		return false
+	}
+	for _, s := range st.Subject {
+		if s.Name == ManifestSubjectName && s.Digest[id.Algorithm] == id.Hex {
+			return true
+		}
+	}
+	return false
 }
 
 // keep holds r as a bundle, with size bytes to read, within the limits

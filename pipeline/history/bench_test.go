@@ -2,10 +2,14 @@ package history_test
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,11 +31,51 @@ import (
 //
 //	go test -run '^$' -bench History100x20 -benchtime 1x ./pipeline/history
 func BenchmarkHistory100x20(b *testing.B) {
-	b.Run("docker-registry", func(b *testing.B) { benchHistory(b, registrytest.StartDocker(b).Host, true) })
-	b.Run("in-process", func(b *testing.B) { benchHistory(b, registrytest.StartInProcess(b, nil), false) })
+	b.Run("docker-registry", func(b *testing.B) { benchHistory(b, registrytest.StartDocker(b).Host, true, nil) })
+	b.Run("in-process", func(b *testing.B) {
+		c := &requestCounter{}
+		benchHistory(b, registrytest.StartInProcess(b, c.wrap), false, c)
+	})
 }
 
-func benchHistory(b *testing.B, host string, docker bool) {
+// requestCounter counts the GET requests the in-process registry serves,
+// by kind (manifests, blobs, referrers, tags list, the /v2/ ping).
+type requestCounter struct {
+	on     atomic.Bool
+	counts sync.Map // kind -> *atomic.Int64
+}
+
+func (c *requestCounter) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.on.Load() && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			kind := "ping"
+			for _, k := range []string{"/manifests/", "/blobs/", "/referrers/", "/tags/list"} {
+				if strings.Contains(r.URL.Path, k) {
+					kind = strings.Trim(k, "/")
+				}
+			}
+			n, _ := c.counts.LoadOrStore(r.Method+" "+kind, &atomic.Int64{})
+			n.(*atomic.Int64).Add(1)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// perRelease says how many requests of each kind one release took.
+func (c *requestCounter) perRelease(releases int) string {
+	var parts []string
+	var total int64
+	c.counts.Range(func(k, v any) bool {
+		n := v.(*atomic.Int64).Load()
+		total += n
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(n)/float64(releases)))
+		return true
+	})
+	sort.Strings(parts)
+	return fmt.Sprintf("%.2f requests per release (%s)", float64(total)/float64(releases), strings.Join(parts, ", "))
+}
+
+func benchHistory(b *testing.B, host string, docker bool, count *requestCounter) {
 	releases, referrers := 100, 20
 	if n, err := strconv.Atoi(os.Getenv("GPUATTEST_HISTORY_RELEASES")); err == nil && n > 0 {
 		releases = n // a shorter run, to look at what bounds it
@@ -45,6 +89,9 @@ func benchHistory(b *testing.B, host string, docker bool) {
 	v := k.verifier(b)
 	b.ResetTimer()
 	for b.Loop() {
+		if count != nil {
+			count.on.Store(true)
+		}
 		cpu0, reg0 := cpuTime(), registryCPU(b)
 		start := time.Now()
 		h, err := history.Collect(b.Context(), host+"/kernels", v)
@@ -63,6 +110,10 @@ func benchHistory(b *testing.B, host string, docker bool) {
 		}
 		b.Logf("history of %d releases x %d referrers: %.2f s wall (goal <= 10 s), %.2f s CPU in this process, %s; %d jobs, GOMAXPROCS %d, %d CPUs",
 			releases, referrers, wall.Seconds(), cpu.Seconds(), where, history.DefaultJobs, runtime.GOMAXPROCS(0), runtime.NumCPU())
+		if count != nil {
+			count.on.Store(false)
+			b.Logf("requests: %s; docker-registry, without the referrers API, takes one more per release (the API's 404, then the sha256-<hex> tag's index)", count.perRelease(releases))
+		}
 	}
 }
 
