@@ -1,8 +1,11 @@
 package oci_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,4 +193,59 @@ func mustHash(t *testing.T, b []byte) v1.Hash {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestBundleCache: a second verify reads the bundles from the cache, no
+// bundle blob from the registry; a cached file changed on disk is
+// hashed, found out, removed and fetched again, and the result is the
+// same; Trim bounds the directory.
+func TestBundleCache(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1, 100)
+	c := &manifestCounter{release: f.rel.Digest()}
+	host := registrytest.StartInProcess(t, c.wrap)
+	if _, err := oci.Push(ctx(t), host+"/r:v1", f.rel, f.bundles); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cache, err := oci.OpenBundleCache(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(wantBlobs int64) {
+		t.Helper()
+		c.blobs.Store(0)
+		res, err := oci.Verify(ctx(t), f.verifier(t), host+"/r:v1", oci.WithBundleCache(cache))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Report.Verified || len(res.Report.Bundles) != 2 {
+			t.Fatalf("verify: %v", failed(res.Report))
+		}
+		if n := c.blobs.Load(); n != wantBlobs {
+			t.Errorf("%d blobs fetched, want %d", n, wantBlobs)
+		}
+	}
+	run(3) // 2 bundles, 1 file
+	run(1) // the file only
+	cached := filepath.Join(dir, "sha256", sha256hex(f.bundles[0].Data))
+	tampered := bytes.Replace(f.bundles[0].Data, []byte(`"payload"`), []byte(`"payloaD"`), 1)
+	if err := os.WriteFile(cached, tampered, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(2) // the tampered bundle again, and the file
+	if got, err := os.ReadFile(cached); err != nil || !bytes.Equal(got, f.bundles[0].Data) {
+		t.Errorf("cached bundle after the tampered file was found out: %v (the bundle: %v)", err, bytes.Equal(got, f.bundles[0].Data))
+	}
+	small, err := oci.OpenBundleCache(dir, int64(max(len(f.bundles[0].Data), len(f.bundles[1].Data))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := small.Trim(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "sha256"))
+	if len(ents) != 1 {
+		t.Errorf("after Trim to one bundle's size, %d files left, want 1", len(ents))
+	}
 }

@@ -230,7 +230,7 @@ func fetch(ctx context.Context, src source, v *verify.Verifier, st *stage, o *op
 			return nil, err
 		}
 	}
-	if err := f.fetchBundles(ctx, src, v, st, max(o.jobs, 8)); err != nil {
+	if err := f.fetchBundles(ctx, src, v, st, max(o.jobs, 8), o.bundles); err != nil {
 		return nil, err
 	}
 	manifest := verify.Artifact{Name: release, SHA256: id.Hex}
@@ -335,14 +335,16 @@ type bundleReader struct {
 	// hints says whether a referrer's bundle may be read by the layer
 	// its listing names (not when a layout copy needs its manifest).
 	hints bool
+	// cache, when not nil, keeps the bundles read.
+	cache *BundleCache
 }
 
 // fetchBundles reads the bundle referrers and lists them in digest
 // order. A referrer whose manifest or bundle does not match its digest,
 // or that is not one Sigstore bundle about this release, becomes an
 // entry that fails the signature check; other referrers are skipped.
-func (f *fetched) fetchBundles(ctx context.Context, src source, v *verify.Verifier, st *stage, jobs int) error {
-	br := &bundleReader{f: f, src: src, v: v, seen: map[v1.Hash]bool{}, hints: st.layoutTmp == ""}
+func (f *fetched) fetchBundles(ctx context.Context, src source, v *verify.Verifier, st *stage, jobs int, cache *BundleCache) error {
+	br := &bundleReader{f: f, src: src, v: v, seen: map[v1.Hash]bool{}, hints: st.layoutTmp == "", cache: cache}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(jobs)
 	how, err := src.referrers(gctx, f.id, func(d v1.Descriptor) error {
@@ -450,7 +452,7 @@ func (b *bundleReader) readManifest(ctx context.Context, d v1.Descriptor) error 
 	if err := b.keep(r, r.layer.Size); err != nil {
 		return err
 	}
-	if r.data, r.problem, err = readBundle(ctx, b.src, r.layer); err != nil {
+	if r.data, r.problem, err = readBundle(ctx, b.src, r.layer, b.cache); err != nil {
 		return fmt.Errorf("reading the bundle of referrer %s@%s: %w", b.src.name(), d.Digest, err)
 	}
 	return nil
@@ -476,7 +478,7 @@ func (b *bundleReader) hinted(ctx context.Context, d v1.Descriptor) *bundleRef {
 		return nil
 	}
 	layer := v1.Descriptor{MediaType: BundleMediaType, Digest: h, Size: size}
-	data, problem, err := readBundle(ctx, b.src, layer)
+	data, problem, err := readBundle(ctx, b.src, layer, b.cache)
 	if err != nil || problem != "" || !statementNames(data, b.f.id) {
 		return nil
 	}
@@ -594,9 +596,13 @@ func (f *fetched) bundleLayer(raw []byte, d *v1.Descriptor) (v1.Descriptor, stri
 	return m.Layers[0], ""
 }
 
-// readBundle reads a bundle blob of at most its descriptor's size and
-// says so when the bytes do not match the digest.
-func readBundle(ctx context.Context, src source, layer v1.Descriptor) ([]byte, string, error) {
+// readBundle reads a bundle blob of at most its descriptor's size, from
+// cache when it holds it, and says so when the bytes do not match the
+// digest.
+func readBundle(ctx context.Context, src source, layer v1.Descriptor, cache *BundleCache) ([]byte, string, error) {
+	if data := cache.get(layer.Digest, layer.Size); data != nil {
+		return data, "", nil
+	}
 	rc, err := src.blob(ctx, layer.Digest)
 	if err != nil {
 		return nil, "", err
@@ -609,6 +615,7 @@ func readBundle(ctx context.Context, src source, layer v1.Descriptor) ([]byte, s
 	if h, _, _ := v1.SHA256(bytes.NewReader(data)); h != layer.Digest {
 		return nil, fmt.Sprintf("bundle blob served as %s has digest %s: changed in the registry", layer.Digest, h), nil
 	}
+	cache.put(layer.Digest, data)
 	return data, "", nil
 }
 
