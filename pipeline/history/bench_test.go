@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest/oci"
+	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/pipeline/history"
 )
@@ -87,34 +89,63 @@ func benchHistory(b *testing.B, host string, docker bool, count *requestCounter)
 	}
 	b.Logf("setup: %d releases x %d referrers pushed in %s", releases, referrers, time.Since(setup).Round(time.Millisecond))
 	v := k.verifier(b)
+	cache, err := oci.OpenBundleCache(b.TempDir(), oci.DefaultBundleCacheSize)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for b.Loop() {
-		if count != nil {
-			count.on.Store(true)
-		}
-		cpu0, reg0 := cpuTime(), registryCPU(b)
-		start := time.Now()
-		h, err := history.Collect(b.Context(), host+"/kernels", v)
-		wall := time.Since(start)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(h.Releases) != releases || len(h.Excluded) != 0 {
-			b.Fatalf("%d releases drawn, %d left out (%+v), want %d and none", len(h.Releases), len(h.Excluded), h.Excluded, releases)
-		}
-		cpu, reg := cpuTime()-cpu0, registryCPU(b)-reg0
+		// The figure: no cache, the default concurrency.
+		wall := measure(b, host, v, releases, docker, count, "no bundle cache", history.DefaultJobs)
 		b.ReportMetric(wall.Seconds(), "s/history")
-		where := "the in-process registry's CPU is counted in this process's"
-		if docker {
-			where = fmt.Sprintf("%.2f s CPU in docker-registry", reg.Seconds())
+		if !docker {
+			continue
 		}
-		b.Logf("history of %d releases x %d referrers: %.2f s wall (goal <= 10 s), %.2f s CPU in this process, %s; %d jobs, GOMAXPROCS %d, %d CPUs",
-			releases, referrers, wall.Seconds(), cpu.Seconds(), where, history.DefaultJobs, runtime.GOMAXPROCS(0), runtime.NumCPU())
-		if count != nil {
-			count.on.Store(false)
-			b.Logf("requests: %s; docker-registry, without the referrers API, takes one more per release (the API's 404, then the sha256-<hex> tag's index)", count.perRelease(releases))
+		b.StopTimer()
+		for _, jobs := range []int{4, 16} {
+			measure(b, host, v, releases, docker, nil, "no bundle cache", jobs)
 		}
+		measure(b, host, v, releases, docker, nil, "filling an empty bundle cache", history.DefaultJobs, oci.WithBundleCache(cache))
+		measure(b, host, v, releases, docker, nil, "every bundle in the cache", history.DefaultJobs, oci.WithBundleCache(cache))
+		b.StartTimer()
 	}
+	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
+		b.Logf("load average after: %s", strings.TrimSpace(string(l)))
+	}
+}
+
+// measure draws the history once, with jobs releases at once and the
+// registry options given, checks every release verified, and logs the
+// wall time, the CPU time of this process and of docker-registry, and
+// with count the requests per release.
+func measure(b *testing.B, host string, v *verify.Verifier, releases int, docker bool, count *requestCounter, what string, jobs int, ro ...oci.Option) time.Duration {
+	b.Helper()
+	if count != nil {
+		count.on.Store(true)
+	}
+	cpu0, reg0 := cpuTime(), registryCPU(b)
+	start := time.Now()
+	h, err := history.Collect(b.Context(), host+"/kernels", v, history.WithJobs(jobs), history.WithRegistryOptions(ro...))
+	wall := time.Since(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(h.Releases) != releases || len(h.Excluded) != 0 {
+		b.Fatalf("%d releases drawn, %d left out (%+v), want %d and none", len(h.Releases), len(h.Excluded), h.Excluded, releases)
+	}
+	cpu, reg := cpuTime()-cpu0, registryCPU(b)-reg0
+	where := "the in-process registry's CPU is counted in this process's"
+	if docker {
+		where = fmt.Sprintf("%.2f s CPU in docker-registry", reg.Seconds())
+	}
+	b.Logf("history of %d releases x 20 referrers, %s: %.2f s wall (goal <= 10 s), %.2f s CPU in this process, %s; %d jobs, GOMAXPROCS %d, %d CPUs",
+		releases, what, wall.Seconds(), cpu.Seconds(), where, jobs, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	if count != nil {
+		count.on.Store(false)
+		b.Logf("requests: %s; docker-registry, without the referrers API, takes one more per release (the API's 404, then the sha256-<hex> tag's index)", count.perRelease(releases))
+		count.counts.Clear()
+	}
+	return wall
 }
 
 // registryCPU is the CPU time of the docker-registry processes this
