@@ -11,7 +11,9 @@
 //
 // Push uploads a Release and each Sigstore bundle as a referrer of it
 // (artifactType and layer media type BundleMediaType, annotations
-// AnnotationBundleContent and AnnotationPredicateType), through the
+// AnnotationBundleContent, AnnotationPredicateType, and the bundle
+// layer's digest and size, AnnotationBundleDigest and
+// AnnotationBundleSize, which the referrers list repeats), through the
 // referrers API where the registry has it and the OCI tag schema
 // (sha256-<hex> index) otherwise. It is idempotent: what is there is not
 // written again, so a second push, or one after a killed push, completes
@@ -23,8 +25,12 @@
 // digest asked for and the registry's Docker-Content-Digest, and whose
 // files must be within the size limits; the referrers, checked as they
 // stream in, a few at a time, those that cannot be bundles dropped
-// unread; the bundles' signatures, of which one must name the manifest
-// before any layer is fetched; then every layer, hashed as served. It
+// unread (a bundle whose listing names its layer is fetched by that
+// digest without its referrer manifest, and read through the manifest
+// when the hint is absent, is not that digest, names another release,
+// or names a layer another referrer names; a BundleCache keeps bundles
+// by digest, hashed again when read); the bundles' signatures, of which
+// one must name the manifest before any layer is fetched; then every layer, hashed as served. It
 // verifies the bundles with an attest/verify Verifier, with every layer
 // and the manifest as artifacts that must be subjects. With WithFilesTo
 // or WithLayoutTo it then writes the files or an OCI layout copy, only
@@ -43,6 +49,7 @@
 //
 // The files hold one job each: mediatypes.go (the names), release.go
 // (Release), options.go (Option), source.go (registry and layout
-// reading), push.go (Push), verify.go (Verify), fetch.go (Fetch, Pull), stage.go (writing files
-// and layouts), timeout.go (the transport's timeouts).
+// reading), push.go (Push), verify.go (Verify), fetch.go (Fetch, Pull),
+// stage.go (writing files and layouts), timeout.go (the transport's
+// timeouts), bundlecache.go (BundleCache).
 package oci

@@ -27,6 +27,16 @@ const (
 	// AnnotationPredicateType is the predicate type of the statement a
 	// bundle signs.
 	AnnotationPredicateType = "dev.sigstore.bundle.predicateType"
+	// AnnotationBundleDigest and AnnotationBundleSize, on a bundle
+	// referrer's manifest (and so on its descriptor in the referrers
+	// list), are the digest and size of its one bundle layer: a reader
+	// fetches the bundle by them without fetching the referrer manifest.
+	// They are hints: the bundle fetched is hashed against the digest and
+	// verified by its signature and subjects as any other, and a referrer
+	// without them (pushed by an older gpuattest, or by cosign) is read
+	// through its manifest.
+	AnnotationBundleDigest = "dev.gpuattest.bundle.digest"
+	AnnotationBundleSize   = "dev.gpuattest.bundle.size"
 	// ManifestSubjectName is the subject name under which statements
 	// name the release manifest's digest.
 	ManifestSubjectName = attest.ManifestSubjectName

@@ -30,6 +30,7 @@ type options struct {
 	layoutTo  string
 	criteria  func(Criteria)
 	userAgent string
+	bundles   *BundleCache
 
 	maxLayer, maxTotal      int64
 	connect, idle, deadline time.Duration

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -261,6 +262,8 @@ func bundleManifest(subject v1.Descriptor, layer v1.Descriptor, predicateType st
 		Annotations: map[string]string{
 			AnnotationBundleContent: BundleContentDSSE,
 			AnnotationPredicateType: predicateType,
+			AnnotationBundleDigest:  layer.Digest.String(),
+			AnnotationBundleSize:    strconv.FormatInt(layer.Size, 10),
 		},
 	}
 	return json.Marshal(m)

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -249,7 +251,7 @@ func fetch(ctx context.Context, src source, v *verify.Verifier, st *stage, o *op
 			return nil, err
 		}
 	}
-	if err := f.fetchBundles(ctx, src, v, st, max(o.jobs, 8)); err != nil {
+	if err := f.fetchBundles(ctx, src, v, st, max(o.jobs, 8), o.bundles); err != nil {
 		return nil, err
 	}
 	manifest := verify.Artifact{Name: release, SHA256: id.Hex}
@@ -333,6 +335,9 @@ type bundleRef struct {
 	layer   v1.Descriptor
 	problem string
 	data    []byte
+	// hinted is set when the bundle was read by the layer the listing
+	// names, without the manifest.
+	hinted bool
 }
 
 // bundleReader reads a release's referrers as they are listed: each is
@@ -348,14 +353,19 @@ type bundleReader struct {
 	total  int64
 	listed int
 	seen   map[v1.Hash]bool
+	// hints says whether a referrer's bundle may be read by the layer
+	// its listing names (not when a layout copy needs its manifest).
+	hints bool
+	// cache, when not nil, keeps the bundles read.
+	cache *BundleCache
 }
 
 // fetchBundles reads the bundle referrers and lists them in digest
 // order. A referrer whose manifest or bundle does not match its digest,
 // or that is not one Sigstore bundle about this release, becomes an
 // entry that fails the signature check; other referrers are skipped.
-func (f *fetched) fetchBundles(ctx context.Context, src source, v *verify.Verifier, st *stage, jobs int) error {
-	br := &bundleReader{f: f, src: src, v: v, seen: map[v1.Hash]bool{}}
+func (f *fetched) fetchBundles(ctx context.Context, src source, v *verify.Verifier, st *stage, jobs int, cache *BundleCache) error {
+	br := &bundleReader{f: f, src: src, v: v, seen: map[v1.Hash]bool{}, hints: st.layoutTmp == "", cache: cache}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(jobs)
 	how, err := src.referrers(gctx, f.id, func(d v1.Descriptor) error {
@@ -375,6 +385,9 @@ func (f *fetched) fetchBundles(ctx context.Context, src source, v *verify.Verifi
 	})
 	if werr := g.Wait(); werr != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		err = werr
+	}
+	if err == nil {
+		err = br.unshare(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("reading the referrers of %s@%s: %w", src.name(), f.id, err)
@@ -423,9 +436,19 @@ func (b *bundleReader) skip(d v1.Descriptor, why string) {
 	}
 }
 
-// read fetches referrer d's manifest and, when it is a bundle referrer,
-// its bundle.
+// read fetches referrer d's bundle by the layer its listing names
+// (hinted), else its manifest and, when it is a bundle referrer, its
+// bundle.
 func (b *bundleReader) read(ctx context.Context, d v1.Descriptor) error {
+	if r := b.hinted(ctx, d); r != nil {
+		return b.keep(r, r.layer.Size)
+	}
+	return b.readManifest(ctx, d)
+}
+
+// readManifest fetches referrer d's manifest and, when it is a bundle
+// referrer, its bundle.
+func (b *bundleReader) readManifest(ctx context.Context, d v1.Descriptor) error {
 	limit := int64(maxReferrerManifest)
 	if d.Size > 0 {
 		limit = d.Size
@@ -450,10 +473,85 @@ func (b *bundleReader) read(ctx context.Context, d v1.Descriptor) error {
 	if err := b.keep(r, r.layer.Size); err != nil {
 		return err
 	}
-	if r.data, r.problem, err = readBundle(ctx, b.src, r.layer); err != nil {
+	if r.data, r.problem, err = readBundle(ctx, b.src, r.layer, b.cache); err != nil {
 		return fmt.Errorf("reading the bundle of referrer %s@%s: %w", b.src.name(), d.Digest, err)
 	}
 	return nil
+}
+
+// hinted reads the bundle of referrer d by the layer digest and size
+// its listing's annotations name (AnnotationBundleDigest,
+// AnnotationBundleSize), without its manifest, and returns it when the
+// bytes served are that digest and the statement they hold names the
+// release. Otherwise it returns nil and the referrer is read through its
+// manifest as any other: a hint that lies costs a request, never a
+// bundle. The bundle is then verified as any other; a layout copy, which
+// holds the referrer manifests, reads them all.
+func (b *bundleReader) hinted(ctx context.Context, d v1.Descriptor) *bundleRef {
+	// A registry may list the config's media type as the artifactType
+	// (go-containerregistry's does), as unfit allows.
+	if !b.hints || !strings.HasPrefix(d.ArtifactType, bundleMediaTypePrefix) && d.ArtifactType != EmptyConfigMediaType {
+		return nil
+	}
+	h, err := v1.NewHash(d.Annotations[AnnotationBundleDigest])
+	size, serr := strconv.ParseInt(d.Annotations[AnnotationBundleSize], 10, 64)
+	if err != nil || serr != nil || h.Algorithm != "sha256" || size < 0 || size > b.v.MaxBundleSize() {
+		return nil
+	}
+	layer := v1.Descriptor{MediaType: BundleMediaType, Digest: h, Size: size}
+	data, problem, err := readBundle(ctx, b.src, layer, b.cache)
+	if err != nil || problem != "" || !statementNames(data, b.f.id) {
+		return nil
+	}
+	return &bundleRef{desc: d, layer: layer, data: data, hinted: true}
+}
+
+// unshare reads again, through its manifest, each referrer read by its
+// hint whose bundle layer another referrer also names: a hint that
+// names another referrer's bundle must not stand in for its own.
+func (b *bundleReader) unshare(ctx context.Context) error {
+	layers := map[v1.Hash]int{}
+	for _, r := range b.refs {
+		if r.problem == "" {
+			layers[r.layer.Digest]++
+		}
+	}
+	var again []*bundleRef
+	b.refs = slices.DeleteFunc(b.refs, func(r *bundleRef) bool {
+		if r.hinted && layers[r.layer.Digest] > 1 {
+			again = append(again, r)
+			b.total -= r.layer.Size
+			return true
+		}
+		return false
+	})
+	return forEach(ctx, 8, len(again), func(ctx context.Context, i int) error { return b.readManifest(ctx, again[i].desc) })
+}
+
+// statementNames reports whether the in-toto statement a bundle's DSSE
+// envelope carries names the release manifest id as a subject. It reads
+// the payload unverified, only to choose how the referrer is read.
+func statementNames(bundle []byte, id v1.Hash) bool {
+	var b struct {
+		DSSE struct {
+			Payload []byte `json:"payload"`
+		} `json:"dsseEnvelope"`
+	}
+	var st struct {
+		Subject []struct {
+			Name   string            `json:"name"`
+			Digest map[string]string `json:"digest"`
+		} `json:"subject"`
+	}
+	if json.Unmarshal(bundle, &b) != nil || json.Unmarshal(b.DSSE.Payload, &st) != nil {
+		return false
+	}
+	for _, s := range st.Subject {
+		if s.Name == ManifestSubjectName && s.Digest[id.Algorithm] == id.Hex {
+			return true
+		}
+	}
+	return false
 }
 
 // keep holds r as a bundle, with size bytes to read, within the limits
@@ -519,9 +617,13 @@ func (f *fetched) bundleLayer(raw []byte, d *v1.Descriptor) (v1.Descriptor, stri
 	return m.Layers[0], ""
 }
 
-// readBundle reads a bundle blob of at most its descriptor's size and
-// says so when the bytes do not match the digest.
-func readBundle(ctx context.Context, src source, layer v1.Descriptor) ([]byte, string, error) {
+// readBundle reads a bundle blob of at most its descriptor's size, from
+// cache when it holds it, and says so when the bytes do not match the
+// digest.
+func readBundle(ctx context.Context, src source, layer v1.Descriptor, cache *BundleCache) ([]byte, string, error) {
+	if data := cache.get(layer.Digest, layer.Size); data != nil {
+		return data, "", nil
+	}
 	rc, err := src.blob(ctx, layer.Digest)
 	if err != nil {
 		return nil, "", err
@@ -534,6 +636,7 @@ func readBundle(ctx context.Context, src source, layer v1.Descriptor) ([]byte, s
 	if h, _, _ := v1.SHA256(bytes.NewReader(data)); h != layer.Digest {
 		return nil, fmt.Sprintf("bundle blob served as %s has digest %s: changed in the registry", layer.Digest, h), nil
 	}
+	cache.put(layer.Digest, data)
 	return data, "", nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline/history"
@@ -18,6 +19,7 @@ type historyFlags struct {
 	limit, jobs    int
 	threshold      float64
 	html, bmf, csv string
+	noBundleCache  bool
 }
 
 func newHistoryCmd() *cobra.Command {
@@ -44,7 +46,11 @@ releases whose run finished on or after DATE (YYYY-MM-DD); --limit keeps
 the N newest tags. --html writes one self-contained page (inline SVG, no
 script, nothing fetched), --bmf Bencher Metric Format (one document per
 release tag), --csv one row per point. At most --jobs releases are
-verified at once.
+verified at once. The Sigstore bundles read are kept by digest under the
+user's cache directory (gpuattest/bundles, at most 256 MiB, oldest removed
+first), so a second history over mostly the same releases fetches the new
+ones only; each cached file is hashed again when read and verified as one
+fetched (--no-bundle-cache reads every bundle from the registry).
 
 Exit codes: 0 history drawn (releases left out are named, not an error),
 1 error, 2 usage, 130 interrupted.`,
@@ -62,6 +68,7 @@ Exit codes: 0 history drawn (releases left out are named, not an error),
 	fl.StringVar(&hf.html, "html", "", "write a self-contained HTML page to this file")
 	fl.StringVar(&hf.bmf, "bmf", "", "write Bencher Metric Format (JSON, one document per release tag) to this file")
 	fl.StringVar(&hf.csv, "csv", "", "write one CSV row per point to this file")
+	fl.BoolVar(&hf.noBundleCache, "no-bundle-cache", false, "read every bundle from the registry, not from the user's bundle cache")
 	c.RunE = func(c *cobra.Command, args []string) error { return runHistory(c, &f, rf, &hf, args[0]) }
 	return c
 }
@@ -92,6 +99,11 @@ func runHistory(c *cobra.Command, f *verifyFlags, rf *registryFlags, hf *history
 	ro, err := rf.options()
 	if err != nil {
 		return err
+	}
+	cache := openBundleCache(hf.noBundleCache)
+	if cache != nil {
+		ro = append(ro, oci.WithBundleCache(cache))
+		defer func() { _ = cache.Trim() }() // a cache left over its size costs disk, not a result
 	}
 	opts = append(opts, history.WithRegistryOptions(ro...))
 	v, err := f.verifier()
@@ -138,4 +150,22 @@ func printHistory(w io.Writer, h *history.History) {
 	if len(h.Releases) == 0 && len(h.Excluded) > 0 {
 		fmt.Fprintln(w, "nothing drawn: no release verified")
 	}
+}
+
+// openBundleCache opens the user's bundle cache, or returns nil when
+// off or when there is no cache directory (the cache only saves
+// fetches).
+func openBundleCache(off bool) *oci.BundleCache {
+	if off {
+		return nil
+	}
+	dir, err := oci.BundleCacheDir()
+	if err != nil {
+		return nil
+	}
+	c, err := oci.OpenBundleCache(dir, oci.DefaultBundleCacheSize)
+	if err != nil {
+		return nil
+	}
+	return c
 }

@@ -26,7 +26,7 @@ func TestHistoryCLI(t *testing.T) {
 	dir := t.TempDir()
 	html, bmf, csvFile := filepath.Join(dir, "h.html"), filepath.Join(dir, "h.bmf.json"), filepath.Join(dir, "h.csv")
 
-	code, out, errOut := cli(t, "history", host+"/kernels", "--key", pub, "--policy", "builtin:cpu-tier", "--html", html, "--bmf", bmf, "--csv", csvFile, "-o", "json")
+	code, out, errOut := cli(t, "history", host+"/kernels", "--key", pub, "--policy", "builtin:cpu-tier", "--html", html, "--bmf", bmf, "--csv", csvFile, "-o", "json", "--no-bundle-cache")
 	if code != 0 {
 		t.Fatalf("history: exit %d\n%s%s", code, out, errOut)
 	}
@@ -49,7 +49,7 @@ func TestHistoryCLI(t *testing.T) {
 		}
 	}
 
-	code, out, _ = cli(t, "history", host+"/kernels", "--key", otherPub, "--policy", "builtin:cpu-tier", "--limit", "2")
+	code, out, _ = cli(t, "history", host+"/kernels", "--key", otherPub, "--policy", "builtin:cpu-tier", "--limit", "2", "--no-bundle-cache")
 	if code != 0 || !strings.Contains(out, "1 release(s) verified, 1 left out") || !strings.Contains(out, "LEFT OUT  v1.10: did not verify (signature)") {
 		t.Errorf("history --limit 2 with the other key: exit %d\n%s", code, out)
 	}
@@ -63,5 +63,31 @@ func TestHistoryCLI(t *testing.T) {
 		if code, _, errOut := cli(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitUsage, errOut)
 		}
+	}
+}
+
+// TestHistoryBundleCache: history keeps the bundles it read in the
+// user's cache directory, and a second history, reading them from there,
+// prints the same history.
+func TestHistoryBundleCache(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	host := registrytest.StartInProcess(t, nil)
+	runDir, pub := fixtureRun(t, []runfixture.File{{Name: "build/a.fatbin", Size: 2048}})
+	push(t, runDir, host+"/kernels:v1")
+	var outs []string
+	for range 2 {
+		code, out, errOut := cli(t, "history", host+"/kernels", "--key", pub, "--policy", "builtin:cpu-tier", "-o", "json")
+		if code != 0 {
+			t.Fatalf("history: exit %d\n%s%s", code, out, errOut)
+		}
+		outs = append(outs, out)
+	}
+	ents, err := os.ReadDir(filepath.Join(cache, "gpuattest", "bundles", "sha256"))
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("bundle cache: %v, %d files", err, len(ents))
+	}
+	if outs[0] != outs[1] {
+		t.Errorf("the history read from the cache differs:\n%s\n%s", outs[0], outs[1])
 	}
 }
