@@ -79,3 +79,36 @@ func TestInitAllocations(t *testing.T) {
 		t.Fatalf("read %d init lines from GODEBUG=inittrace=1, want the hundreds gpuattest links:\n%s", n, stderr.Bytes())
 	}
 }
+
+// TestNoCollectionDuringInit runs this test binary again with
+// GODEBUG=gctrace=1,inittrace=1 and fails when a garbage collection cycle
+// starts before the last package init: the inits allocate about 3.5 MB,
+// which without internal/initgc holding the collector off started a cycle
+// in the middle of every gpuattest start (a few milliseconds on two
+// cores). The test binary never calls main, so the collector stays off
+// here after init too; what is checked is the inits alone.
+func TestNoCollectionDuringInit(t *testing.T) {
+	t.Parallel()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1,inittrace=1", "GOGC=100")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("running the test binary: %v\n%s", err, stderr.Bytes())
+	}
+	lines := strings.Split(stderr.String(), "\n")
+	lastInit := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "init ") {
+			lastInit = i
+		}
+	}
+	if lastInit < 100 {
+		t.Fatalf("read %d lines before the last init from GODEBUG=inittrace=1, want the hundreds gpuattest links", lastInit)
+	}
+	for _, l := range lines[:lastInit] {
+		if strings.HasPrefix(l, "gc ") {
+			t.Errorf("a collection started during package init: %s\nhint: internal/initgc must stay imported by main, and its path must sort before the heavy packages' (Go initializes the lexically first ready package)", l)
+		}
+	}
+}

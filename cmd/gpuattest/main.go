@@ -7,10 +7,12 @@ package main
 import (
 	"os"
 
+	"github.com/gpuattest/gpuattest/internal/initgc"
 	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 func main() {
+	initgc.Restore()
 	limits.SetSoftMemoryLimit()
 	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
