@@ -579,6 +579,11 @@ func TestFleetPreemptedJobResumes(t *testing.T) {
 	}
 	code, out := fleetCLI(t, dir, "fleet", "collect", "run", "--timeout", "4m")
 	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
+		logs, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "logs", "*"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			t.Logf("%s:\n%s", l, b)
+		}
 		t.Fatalf("collect after a requeue: exit %d\n%s", code, out)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "h100-0.intoto.jsonl"))
