@@ -70,6 +70,11 @@ classes:
 func fleetSetup(t *testing.T) string {
 	t.Helper()
 	c := slurmtest.Start(t, nil)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the cluster's logs:\n%s", c.Logs())
+		}
+	})
 	t.Setenv("SLURM_CONF", c.Conf)
 	t.Setenv("GPUATTEST_FLEET_POLL", "300ms")
 	t.Setenv("GPUATTEST_PASSWORD", "")
@@ -569,6 +574,12 @@ func TestFleetPreemptedJobResumes(t *testing.T) {
 			break
 		}
 	}
+	// slurmd refuses to launch a job whose credential is no newer than
+	// the job's last kill, compared in whole seconds ("Job N already
+	// killed, do not launch batch job"): a requeue in the second of the
+	// kill fails at once. Slurm's own requeue waits two minutes; this
+	// one waits into the next second.
+	time.Sleep(1100 * time.Millisecond)
 	if b, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
 		t.Fatalf("scontrol requeue: %v: %s", err, b)
 	}
