@@ -25,6 +25,16 @@ const (
 	ResultFailed = "failed"
 )
 
+// Sandboxes a node statement names (Node.Sandbox).
+const (
+	// SandboxBwrap: the host-runner steps ran under bubblewrap, the
+	// shared directory (the job keys) hidden.
+	SandboxBwrap = "bwrap"
+	// SandboxNone: they ran as the job's user with no sandbox (the
+	// fleet's hostSteps: unsandboxed); a step could have read a job key.
+	SandboxNone = "none"
+)
+
 // Dispatch is the dispatch statement's predicate.
 type Dispatch struct {
 	// ID names the dispatch (its directory on the shared filesystem).
@@ -69,6 +79,10 @@ type Fleet struct {
 	Digest    string `json:"digest"`
 	Engine    string `json:"engine"`
 	Partition string `json:"partition,omitempty"`
+	// HostSteps is the fleet file's hostSteps: "unsandboxed" when the
+	// owner let the Slurm nodes run host-runner steps with no sandbox;
+	// empty (sandboxed) otherwise.
+	HostSteps string `json:"hostSteps,omitempty"`
 	// Server (without credentials) and Namespace name the Kubernetes
 	// cluster and namespace the jobs go to; Registry the OCI repository
 	// the dispatch is staged through. Provenance only: verify does not
@@ -136,6 +150,10 @@ type Node struct {
 	Simulated bool `json:"simulated"`
 	// Hardware is the node's hardware record; nil when none was taken.
 	Hardware *hardware.Record `json:"hardware,omitempty"`
+	// Sandbox says how the node ran its steps on the host runner:
+	// SandboxBwrap or SandboxNone; empty when it ran none there (or on
+	// Kubernetes, where the node container is the sandbox).
+	Sandbox string `json:"sandbox,omitempty"`
 	// Steps are the GPU steps the node ran.
 	Steps []Step `json:"steps"`
 	// Attempts is how many times the node started the run (more than one

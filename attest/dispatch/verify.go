@@ -68,6 +68,9 @@ type JobResult struct {
 	// GPU describes the node's GPUs as its bundle records them:
 	// "2x NVIDIA H100 80GB HBM3 (9.0)", simulated ones said so.
 	GPU string `json:"gpu,omitempty"`
+	// Sandbox is how the node says it ran the host-runner steps
+	// (Node.Sandbox): SandboxBwrap, SandboxNone, or empty.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // Rejected is a node bundle that counts for no job.
@@ -257,7 +260,7 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 			row.Detail = fmt.Sprintf("%d node bundles for the job: %s", len(ns), strings.Join(sources[j.Name], ", "))
 		default:
 			n := ns[0]
-			row.JobID, row.Node, row.Simulated, row.Source, row.GPU = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0], GPUSummary(n.Hardware)
+			row.JobID, row.Node, row.Simulated, row.Source, row.GPU, row.Sandbox = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0], GPUSummary(n.Hardware), n.Sandbox
 			row.Verdict, row.Detail = VerdictPassed, ""
 			passed[j.Name] = n
 			if problem := checkNode(&j, n, o); problem != "" {

@@ -255,11 +255,15 @@ func printFleetReport(w io.Writer, r *ad.Report) {
 		idw = max(idw, len(orDash(j.JobID)))
 	}
 	for _, j := range r.Jobs {
-		sim := ""
+		sim, sandbox := "", ""
 		if j.Simulated {
 			sim = "simulated"
 		}
-		fmt.Fprintf(w, "  %-16s %-10s %-*s %-12s %-9s %s\n", j.Job, j.Class, idw, orDash(j.JobID), orDash(j.Node), j.Verdict, sim)
+		if j.Sandbox != "" {
+			sandbox = "host steps sandbox: " + j.Sandbox
+		}
+		line := fmt.Sprintf("  %-16s %-10s %-*s %-12s %-9s %-9s %s", j.Job, j.Class, idw, orDash(j.JobID), orDash(j.Node), j.Verdict, sim, sandbox)
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 	for _, c := range r.Coverage {
 		by := strings.Join(c.By, ", ")

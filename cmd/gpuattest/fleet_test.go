@@ -24,10 +24,14 @@ import (
 )
 
 // fleetPipeline builds once (a fake fatbin and a harness) and runs one
-// GPU step on every node, which fails if it can read a job key beside its
-// work tree (../job.key, where one was staged before) or under $HOME
-// (fleetSetup sets HOME to the directory that holds the shared one, as a
-// cluster with shared home directories does).
+// GPU step on the host runner on every node, which fails if it can read a
+// job key: beside its work tree (../job.key, where one was staged
+// before), by a relative path to the dispatch's keys (../../../keys/),
+// by their absolute path, by a walk of the shared directory, or under
+// $HOME (fleetSetup sets HOME to the directory that holds the shared one,
+// as a cluster with shared home directories does). The node's sandbox
+// hides the shared directory; with hostSteps: unsandboxed the step finds
+// the key and fails.
 const fleetPipeline = `apiVersion: gpuattest.dev/v1
 kind: Pipeline
 name: fleet-demo
@@ -39,7 +43,7 @@ steps:
   - id: check
     gpu: true
     needs: [build]
-    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! { cat ../job.key; grep -rs "PRIVATE KEY" "$HOME"; } 2>/dev/null | grep -q PRIVATE
+    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! { cat ../job.key ../../../keys/*.key %SHARED%/*/keys/*.key; find %SHARED% -name '*.key' -exec cat {} +; grep -rs "PRIVATE KEY" "$HOME"; } 2>/dev/null | grep -q PRIVATE
 `
 
 // fleetFile is a two-class fleet on the test cluster's one node.
@@ -66,10 +70,15 @@ classes:
 func fleetSetup(t *testing.T) string {
 	t.Helper()
 	c := slurmtest.Start(t, nil)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the cluster's logs:\n%s", c.Logs())
+		}
+	})
 	t.Setenv("SLURM_CONF", c.Conf)
 	t.Setenv("GPUATTEST_FLEET_POLL", "300ms")
 	t.Setenv("GPUATTEST_PASSWORD", "")
-	dir := t.TempDir()
+	dir := outsideTmp(t)
 	t.Setenv("HOME", dir)
 	shared := filepath.Join(dir, "shared")
 	for _, d := range []string{"proj", "shared"} {
@@ -77,11 +86,28 @@ func fleetSetup(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	write(t, filepath.Join(dir, "proj", "p.yaml"), fleetPipeline)
+	write(t, filepath.Join(dir, "proj", "p.yaml"), strings.ReplaceAll(fleetPipeline, "%SHARED%", shared))
 	write(t, filepath.Join(dir, "fleet.yaml"), strings.ReplaceAll(fleetFile, "%SHARED%", shared))
 	if code, out := fleetCLI(t, dir, "key", "generate", "--output-key-prefix", "rel", "--no-password"); code != 0 {
 		t.Fatalf("key generate: exit %d\n%s", code, out)
 	}
+	return dir
+}
+
+// outsideTmp is a fresh directory outside /tmp (in the package's own),
+// removed when the test ends: the nodes' sandbox replaces /tmp with an
+// empty one anyway, so a shared directory there would prove nothing of
+// the hiding of the shared directory that a real cluster relies on.
+func outsideTmp(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(".", "fleet-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
 
@@ -140,8 +166,8 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 		t.Fatalf("fleet verify: exit %d\n%s", code, out)
 	}
 	for _, job := range []string{"a100-0", "h100-0"} {
-		if !strings.Contains(out, job) {
-			t.Errorf("verify does not list job %s:\n%s", job, out)
+		if !regexp.MustCompile(`(?m)^  ` + job + ` .* passed +simulated +host steps sandbox: bwrap$`).MatchString(out) {
+			t.Errorf("verify does not list job %s as passed with its host steps sandboxed:\n%s", job, out)
 		}
 	}
 	// report: the build's report with one row per node, in the HTML and
@@ -548,6 +574,12 @@ func TestFleetPreemptedJobResumes(t *testing.T) {
 			break
 		}
 	}
+	// slurmd refuses to launch a job whose credential is no newer than
+	// the job's last kill, compared in whole seconds ("Job N already
+	// killed, do not launch batch job"): a requeue in the second of the
+	// kill fails at once. Slurm's own requeue waits two minutes; this
+	// one waits into the next second.
+	time.Sleep(1100 * time.Millisecond)
 	if b, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
 		t.Fatalf("scontrol requeue: %v: %s", err, b)
 	}
@@ -558,6 +590,11 @@ func TestFleetPreemptedJobResumes(t *testing.T) {
 	}
 	code, out := fleetCLI(t, dir, "fleet", "collect", "run", "--timeout", "4m")
 	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
+		logs, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "logs", "*"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			t.Logf("%s:\n%s", l, b)
+		}
 		t.Fatalf("collect after a requeue: exit %d\n%s", code, out)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "run", "nodes", "h100-0.intoto.jsonl"))
@@ -649,6 +686,34 @@ func TestFleetVerifyUsage(t *testing.T) {
 		var out bytes.Buffer
 		if code := execute(tt.args, strings.NewReader(""), &out, &out); code != exitUsage || !strings.Contains(out.String(), tt.want) {
 			t.Errorf("%v: exit %d, want %d with %q\n%s", tt.args, code, exitUsage, tt.want, out.String())
+		}
+	}
+}
+
+// TestFleetUnsandboxedHostSteps: with hostSteps: unsandboxed the node runs
+// the host-runner step with no sandbox, so the step that probes for the
+// job key finds it (the probe works: the sandbox is what keeps the key
+// from it) and fails; each node statement records sandbox: none, which
+// verify prints.
+func TestFleetUnsandboxedHostSteps(t *testing.T) {
+	dir := fleetSetup(t)
+	fleetYAML := filepath.Join(dir, "fleet.yaml")
+	b, err := os.ReadFile(fleetYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, fleetYAML, strings.Replace(string(b), "\nclasses:\n", "\nhostSteps: unsandboxed\nclasses:\n", 1))
+	code, out := fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run", "--simulate-gpus", "-q", "--timeout", "2m")
+	if code != exitFailed || !strings.Contains(out, "FAIL job a100-0 (class a100): failed: on node node1: step check") {
+		t.Fatalf("run --fleet with hostSteps: unsandboxed: exit %d, want %d with the key-probing step failed\n%s", code, exitFailed, out)
+	}
+	code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated")
+	if code != exitPolicy {
+		t.Errorf("verify: exit %d, want %d\n%s", code, exitPolicy, out)
+	}
+	for _, job := range []string{"a100-0", "h100-0"} {
+		if !regexp.MustCompile(`(?m)^  ` + job + ` .* failed +simulated +host steps sandbox: none$`).MatchString(out) {
+			t.Errorf("verify does not list job %s as failed with its host steps unsandboxed:\n%s", job, out)
 		}
 	}
 }

@@ -22,6 +22,15 @@ const KindFleet = "Fleet"
 // Engines are the engine names a fleet file may give.
 var Engines = []string{"slurm", "kubernetes"}
 
+// HostSteps values: how a Slurm node runs the steps on the host runner.
+const (
+	// HostStepsSandboxed runs them under bubblewrap with the shared
+	// directory hidden (the default).
+	HostStepsSandboxed = "sandboxed"
+	// HostStepsUnsandboxed runs them as the job's user with no sandbox.
+	HostStepsUnsandboxed = "unsandboxed"
+)
+
 // Spec is a fleet file: where the GPU steps of a pipeline run.
 //
 //	apiVersion: gpuattest.dev/v1
@@ -29,6 +38,7 @@ var Engines = []string{"slurm", "kubernetes"}
 //	engine: slurm
 //	partition: gpu
 //	sharedDir: /shared/gpuattest
+//	hostSteps: sandboxed
 //	classes:
 //	  - name: h100
 //	    gres: gpu:h100:8
@@ -47,6 +57,8 @@ type Spec struct {
 	Engine     string `yaml:"engine" json:"engine" jsonschema:"enum=slurm,enum=kubernetes,description=the scheduler the cluster runs"`
 	Partition  string `yaml:"partition,omitempty" json:"partition,omitempty" jsonschema:"description=Slurm partition (the cluster's default when omitted)"`
 	SharedDir  string `yaml:"sharedDir,omitempty" json:"sharedDir,omitempty" jsonschema:"description=Slurm: absolute path of a directory every node and the submitting machine read and write at the same path"`
+	// HostSteps says how a Slurm node runs the steps on the host runner.
+	HostSteps string `yaml:"hostSteps,omitempty" json:"hostSteps,omitempty" jsonschema:"enum=sandboxed,enum=unsandboxed,description=Slurm: how the nodes run the gpu steps on the host runner: sandboxed (the default) under bubblewrap with the shared directory hidden so no step can read a job key; unsandboxed for clusters without unprivileged user namespaces (the node statements then say sandbox: none)"`
 	// Kubernetes is the Kubernetes engine's settings.
 	Kubernetes *Kubernetes `yaml:"kubernetes,omitempty" json:"kubernetes,omitempty" jsonschema:"description=the Kubernetes engine's settings (engine: kubernetes)"`
 	// PollInterval is the least time between two queue polls.
@@ -233,6 +245,9 @@ func (s *Spec) validateSlurm(c *checker) {
 		if !filepath.IsAbs(s.SharedDir) || filepath.Clean(s.SharedDir) != s.SharedDir {
 			c.add("sharedDir", "write it as the nodes see it: an absolute path, such as /shared/gpuattest", "sharedDir %q: expected a clean absolute path", s.SharedDir)
 		}
+	}
+	if s.HostSteps != "" && s.HostSteps != HostStepsSandboxed && s.HostSteps != HostStepsUnsandboxed {
+		c.add("hostSteps", "sandboxed (the default) or unsandboxed, for clusters without unprivileged user namespaces", "hostSteps %q: expected sandboxed or unsandboxed", s.HostSteps)
 	}
 }
 

@@ -134,6 +134,11 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "hostSteps",
+			in:   head + "hostSteps: off\nclasses:\n  - name: a\n    gres: gpu:a100:1\n    targets: [sm_80]\n",
+			want: []string{"5:12 hostSteps: hostSteps \"off\": expected sandboxed or unsandboxed"},
+		},
+		{
 			name: "kubernetes block missing",
 			in:   "apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: kubernetes\nclasses:\n  - name: a\n    gres: gpu:a100:8\n    targets: [sm_80]\n",
 			want: []string{

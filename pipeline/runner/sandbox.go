@@ -20,10 +20,19 @@ import (
 // write is its Command.Dir, which must lie inside one of the writable
 // roots given to NewSandbox; a command elsewhere is refused. It stands
 // in for the host runner (its Name is "host") where the commands come
-// from a source that is not trusted: a rebuild.
+// from a source that is not trusted: a rebuild, and the GPU steps of a
+// Slurm fleet node.
+//
+// WithSandboxHidden covers further host directories (a fleet's shared
+// directory, where the job keys are) with empty scratch file systems;
+// WithSandboxGPU lets a command with GPU set run, the host's NVIDIA
+// device nodes bound in. Without it a GPU command is refused.
 type Sandbox struct {
 	bwrap    *Bwrap
 	writable []string
+	hidden   []string
+	gpu      bool
+	devDir   string
 }
 
 var _ Runner = (*Sandbox)(nil)
@@ -32,13 +41,71 @@ var _ Runner = (*Sandbox)(nil)
 // scratch file systems, when they exist on the host as directories.
 var sandboxScratch = []string{"/tmp", "/var/tmp", "/run", "/home", "/root", "/dev/shm"}
 
+// SandboxOption configures a Sandbox.
+type SandboxOption func(*Sandbox) error
+
+// WithSandboxBwrap applies opts to the sandbox's bwrap (its binary).
+func WithSandboxBwrap(opts ...BwrapOption) SandboxOption {
+	return func(s *Sandbox) error {
+		for _, o := range opts {
+			if err := o(s.bwrap); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// WithSandboxHidden covers each of dirs (absolute; links resolved when
+// it exists) with an empty scratch file system, so that no file under
+// it can be read. A command's work directory inside a hidden directory
+// is still bound, read-write, on top. The root directory cannot be
+// hidden.
+func WithSandboxHidden(dirs ...string) SandboxOption {
+	return func(s *Sandbox) error {
+		for _, d := range dirs {
+			if !filepath.IsAbs(d) {
+				return fmt.Errorf("hidden directory %q: expected an absolute path", d)
+			}
+			d = filepath.Clean(d)
+			if real, err := filepath.EvalSymlinks(d); err == nil {
+				d = real
+			}
+			if d == "/" {
+				return errors.New("hidden directory /: hiding the root would hide the host's tools")
+			}
+			s.hidden = append(s.hidden, d)
+		}
+		return nil
+	}
+}
+
+// WithSandboxGPU lets a command with GPU set run, with every GPU device
+// node in devDir (nvidia0..N, nvidiactl, nvidia-uvm, nvidia-uvm-tools,
+// nvidia-modeset, nvidia-caps; "" is /dev) bound at /dev/NAME; the
+// driver libraries are on the read-only host file system already. A
+// machine without such nodes binds none.
+func WithSandboxGPU(devDir string) SandboxOption {
+	return func(s *Sandbox) error {
+		if devDir == "" {
+			devDir = "/dev"
+		}
+		if !filepath.IsAbs(devDir) {
+			return fmt.Errorf("device directory %q: expected an absolute path", devDir)
+		}
+		s.gpu, s.devDir = true, filepath.Clean(devDir)
+		return nil
+	}
+}
+
 // NewSandbox returns a Sandbox whose commands may write only inside the
-// writable roots (absolute directories). opts may set the bwrap binary.
-// It fails when bwrap cannot be found.
-func NewSandbox(writable []string, opts ...BwrapOption) (*Sandbox, error) {
+// writable roots (absolute directories). It fails when bwrap cannot be
+// found.
+func NewSandbox(writable []string, opts ...SandboxOption) (*Sandbox, error) {
 	b := &Bwrap{bin: "bwrap"}
+	s := &Sandbox{bwrap: b}
 	for _, o := range opts {
-		if err := o(b); err != nil {
+		if err := o(s); err != nil {
 			return nil, fmt.Errorf("sandbox: %w", err)
 		}
 	}
@@ -48,7 +115,6 @@ func NewSandbox(writable []string, opts ...BwrapOption) (*Sandbox, error) {
 	if len(writable) == 0 {
 		return nil, errors.New("sandbox: no writable directory given")
 	}
-	s := &Sandbox{bwrap: b}
 	for _, w := range writable {
 		if !filepath.IsAbs(w) {
 			return nil, fmt.Errorf("sandbox: writable directory %q: expected an absolute path", w)
@@ -80,7 +146,7 @@ func (s *Sandbox) Run(ctx context.Context, c *Command) (*Result, error) {
 	if !c.Image.IsZero() {
 		return nil, fmt.Errorf("sandbox: step asks for image %s: the sandbox runs the host's tools\nhint: use runner: docker or bwrap to run inside an image", c.Image)
 	}
-	if c.GPU {
+	if c.GPU && !s.gpu {
 		return nil, errors.New("sandbox: a command asks for the GPU: the sandbox binds no device\nhint: a rebuild runs build steps only, which need no GPU")
 	}
 	dir, err := filepath.EvalSymlinks(c.Dir)
@@ -90,12 +156,29 @@ func (s *Sandbox) Run(ctx context.Context, c *Command) (*Result, error) {
 	if !slices.ContainsFunc(s.writable, func(w string) bool { return within(w, dir) }) {
 		return nil, fmt.Errorf("sandbox: work directory %s is outside the writable directories (%s)", c.Dir, strings.Join(s.writable, ", "))
 	}
-	return s.bwrap.exec(ctx, sandboxArgs(dir, c), c)
+	return s.bwrap.exec(ctx, s.args(dir, c), c)
 }
 
-// sandboxArgs builds bwrap's argument list for c, run in dir (c.Dir with
-// links resolved).
-func sandboxArgs(dir string, c *Command) []string {
+// Check runs true in the sandbox, in its first writable directory: it
+// fails when bwrap cannot set the sandbox up on this machine (no
+// unprivileged user namespaces).
+func (s *Sandbox) Check(ctx context.Context) error {
+	var stderr strings.Builder
+	res, err := s.Run(ctx, &Command{Args: []string{"true"}, Dir: s.writable[0], Env: []string{"PATH=/usr/bin:/bin"}, Stderr: &stderr})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("sandbox: true exited %d: %s", res.ExitCode, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// args builds bwrap's argument list for c, run in dir (c.Dir with links
+// resolved): the host read-only, the scratch and hidden directories
+// empty, the GPU's device nodes when c asks for it, the read-only paths
+// and the work directory bound last.
+func (s *Sandbox) args(dir string, c *Command) []string {
 	args := []string{
 		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
 		"--json-status-fd", "3",
@@ -105,6 +188,14 @@ func sandboxArgs(dir string, c *Command) []string {
 	for _, d := range sandboxScratch {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
 			args = append(args, "--tmpfs", d)
+		}
+	}
+	for _, d := range s.hidden {
+		args = append(args, "--tmpfs", d)
+	}
+	if c.GPU && s.gpu {
+		for _, d := range gpuDeviceNodes(s.devDir) {
+			args = append(args, "--dev-bind", d, filepath.Join("/dev", filepath.Base(d)))
 		}
 	}
 	for _, p := range c.ReadOnly {

@@ -22,9 +22,14 @@
 // variable names it, and HOME is moved when the key lies under it; it
 // stays on the shared directory only so that a requeued job can sign.
 // The docker and bwrap runners mount the work tree alone, so their steps
-// cannot reach it; a step on the host runner runs as the job's user with
-// no sandbox, and one that walks the shared directory by path can (see
-// docs/fleet.md).
+// cannot reach it. On Slurm (RunNode) a step on the host runner runs in a
+// runner.Sandbox that covers the whole shared directory with an empty
+// file system, binds back only the job's work tree and, for a gpu: true
+// step, the NVIDIA device nodes; the node fails, naming the opt-out, when
+// bwrap cannot start. A fleet file's hostSteps: unsandboxed (signed in the
+// dispatch) runs them as the job's user with no sandbox, where one that
+// walks the shared directory by path can read the key; the node statement
+// records which ("sandbox": "bwrap" or "none"; see docs/fleet.md).
 //
 // On Kubernetes (a fleet with a kubernetes: block) the same directory is
 // made under the run directory, without bin/gpuattest (the pod image

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,10 +21,12 @@ import (
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
@@ -50,6 +53,14 @@ type Node struct {
 	Version string
 	// Logger receives the run's log.
 	Logger *slog.Logger
+	// BwrapOptions set the bwrap the host-runner steps are sandboxed
+	// with (its binary).
+	BwrapOptions []runner.BwrapOption
+
+	// sandbox is set by RunNode: the steps on the host runner run in a
+	// runner.Sandbox that hides the shared directory (Slurm), unless the
+	// dispatch says hostSteps: unsandboxed.
+	sandbox bool
 }
 
 // NodeResult is what the node signed.
@@ -85,6 +96,7 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.sandbox = l.d.Fleet.HostSteps != fleet.HostStepsUnsandboxed
 	pred, runErr, err := n.execute(ctx, l, keyPath)
 	if err != nil {
 		return nil, err
@@ -241,6 +253,13 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 	}
 	opts := []run.Option{run.WithGPUSource(src), run.WithBaseEnv(env), run.WithLogger(n.Logger),
 		run.WithProgress(stepWriter(filepath.Join(jdir, StepFile)))}
+	if slices.ContainsFunc(gp.Steps, func(s pipeline.Step) bool { return s.Runner == pipeline.DefaultRunner }) {
+		o, err := n.hostSandbox(ctx, work, filepath.Join(jdir, "home"), pred)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, o...)
+	}
 	if n.Version != "" {
 		opts = append(opts, run.WithVersion(n.Version))
 	}
@@ -260,6 +279,33 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 		return errors.New(failure(res.Record))
 	}
 	return nil
+}
+
+// hostSandbox records in pred how the host-runner steps run and returns
+// the run option that sandboxes them: a runner.Sandbox in the host
+// runner's place, writing only the work tree, with the GPU device nodes
+// bound and the shared directory (every dispatch's keys) hidden but for
+// the work tree and home, an empty scratch directory. A sandbox that
+// cannot start fails the node, naming the opt-out; it never runs the
+// steps unsandboxed.
+func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node) ([]run.Option, error) {
+	if !n.sandbox {
+		pred.Sandbox = ad.SandboxNone
+		return nil, nil
+	}
+	hide := []string{n.Dir}
+	if shared := filepath.Dir(n.Dir); shared != "/" {
+		hide = []string{shared} // the fleet's sharedDir: other dispatches' keys too
+	}
+	sb, err := runner.NewSandbox([]string{work}, runner.WithSandboxHidden(append(hide, home)...), runner.WithSandboxGPU(""), runner.WithSandboxBwrap(n.BwrapOptions...))
+	if err == nil {
+		err = sb.Check(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("refusing to run the host-runner steps unsandboxed: %w\nhint: the node runs them under bubblewrap so that no step can read a job key; install bubblewrap and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces), or set hostSteps: unsandboxed in the fleet file, which the node statements then record as sandbox: none", err)
+	}
+	pred.Sandbox = ad.SandboxBwrap
+	return []run.Option{run.WithRunners(sb)}, nil
 }
 
 // digestOf is "sha256:<hex>" of b.

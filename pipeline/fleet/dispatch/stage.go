@@ -183,6 +183,8 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 	}
 	if kube {
 		d.Fleet.Registry = s.Fleet.Kubernetes.Registry
+	} else if s.Fleet.HostSteps == fleet.HostStepsUnsandboxed {
+		d.Fleet.HostSteps = fleet.HostStepsUnsandboxed
 	}
 	if d.Jobs, err = jobKeys(dir, s.Fleet); err != nil {
 		return nil, err

@@ -2,12 +2,16 @@ package dispatch
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
 // TestStepEnv: the steps' environment names neither the keys' directory
@@ -60,5 +64,34 @@ func TestMarkCancelled(t *testing.T) {
 	s.markCancelled(errors.New("scancel: connection refused"))
 	if got := s.Jobs[0].Status; got.State != fleet.Running || !strings.Contains(got.Reason, "could not cancel it") {
 		t.Errorf("after a failed cancel: %+v", got)
+	}
+}
+
+// TestHostSandbox: a node sandboxes its host-runner steps and says so in
+// its statement; a bwrap that cannot be found fails the node naming the
+// opt-out, never running the steps unsandboxed; with the opt-out the
+// statement says none.
+func TestHostSandbox(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "shared", "d1")
+	work := filepath.Join(dir, "jobs", "a100-0", "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "jobs", "a100-0", "home")
+	missing := &Node{Dir: dir, sandbox: true, BwrapOptions: []runner.BwrapOption{runner.WithBwrapBinary(filepath.Join(root, "no-bwrap"))}}
+	pred := &ad.Node{}
+	opts, err := missing.hostSandbox(t.Context(), work, home, pred)
+	if err == nil || !strings.Contains(err.Error(), "hostSteps: unsandboxed") || !strings.Contains(err.Error(), "refusing to run the host-runner steps unsandboxed") || opts != nil || pred.Sandbox != "" {
+		t.Errorf("bwrap missing: %v, %d options, sandbox %q; want an error naming the opt-out and nothing run", err, len(opts), pred.Sandbox)
+	}
+	off := &Node{Dir: dir}
+	if opts, err := off.hostSandbox(t.Context(), work, home, pred); err != nil || opts != nil || pred.Sandbox != ad.SandboxNone {
+		t.Errorf("hostSteps: unsandboxed: %v, %d options, sandbox %q; want none", err, len(opts), pred.Sandbox)
+	}
+	testenv.RequireTool(t, "bwrap")
+	on := &Node{Dir: dir, sandbox: true}
+	if opts, err := on.hostSandbox(t.Context(), work, home, pred); err != nil || len(opts) != 1 || pred.Sandbox != ad.SandboxBwrap {
+		t.Errorf("sandboxed: %v, %d options, sandbox %q; want the sandbox runner and bwrap", err, len(opts), pred.Sandbox)
 	}
 }
