@@ -21,6 +21,8 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
+	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
 // fleetPipeline builds once (a fake fatbin and a harness) and runs one
@@ -94,21 +96,14 @@ func fleetSetup(t *testing.T) string {
 	return dir
 }
 
-// outsideTmp is a fresh directory outside /tmp (in the package's own),
-// removed when the test ends: the nodes' sandbox replaces /tmp with an
-// empty one anyway, so a shared directory there would prove nothing of
-// the hiding of the shared directory that a real cluster relies on.
+// outsideTmp is a fresh directory outside /tmp and the other directories
+// the nodes' sandbox replaces with empty ones (the package's own, unless
+// the checkout lies there), removed when the test ends: a shared
+// directory under /tmp would be hidden anyway and prove nothing of the
+// hiding of the shared directory that a real cluster relies on.
 func outsideTmp(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(".", "fleet-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
+	return testenv.DirOutside(t, "fleet-test-", runner.SandboxScratch)
 }
 
 func write(t *testing.T, path, s string) {

@@ -65,3 +65,54 @@ func RequireGoTool(t testing.TB, tool string) string {
 	Missing(t, tool+" not found in PATH or $GOPATH/bin")
 	return ""
 }
+
+// DirOutside returns a new directory, removed when the test ends, that
+// lies under none of avoid (absolute directories, such as the ones a
+// sandbox replaces with empty scratch file systems): the package's own
+// directory when the checkout lies outside them, else the test cache
+// ($GPUATTEST_TEST_CACHE, /var/cache/gpuattest-test), /var/lib or /srv.
+// A test that must see what a sandbox hides, or must not, builds its
+// tree there: under /tmp the sandbox would hide it anyway, and the test
+// would prove nothing. It fails under CI when none is writable, and
+// skips elsewhere.
+func DirOutside(t testing.TB, pattern string, avoid []string) string {
+	t.Helper()
+	cands := []string{".", os.Getenv("GPUATTEST_TEST_CACHE"), "/var/cache/gpuattest-test", "/var/lib", "/srv"}
+	for _, c := range cands {
+		if c == "" {
+			continue
+		}
+		abs, err := filepath.Abs(c)
+		if err != nil {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		} else if c != "." {
+			if os.MkdirAll(abs, 0o755) != nil {
+				continue
+			}
+		}
+		if underAny(abs, avoid) {
+			continue
+		}
+		dir, err := os.MkdirTemp(abs, pattern)
+		if err != nil {
+			continue
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	Missing(t, "no writable directory outside "+strings.Join(avoid, ", "))
+	return ""
+}
+
+// underAny reports whether p is one of dirs or inside one.
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if rel, err := filepath.Rel(d, p); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+			return true
+		}
+	}
+	return false
+}

@@ -37,9 +37,9 @@ type Sandbox struct {
 
 var _ Runner = (*Sandbox)(nil)
 
-// sandboxScratch are the directories a Sandbox replaces with empty
+// SandboxScratch are the directories a Sandbox replaces with empty
 // scratch file systems, when they exist on the host as directories.
-var sandboxScratch = []string{"/tmp", "/var/tmp", "/run", "/home", "/root", "/dev/shm"}
+var SandboxScratch = []string{"/tmp", "/var/tmp", "/run", "/home", "/root", "/dev/shm"}
 
 // SandboxOption configures a Sandbox.
 type SandboxOption func(*Sandbox) error
@@ -185,7 +185,7 @@ func (s *Sandbox) args(dir string, c *Command) []string {
 		"--ro-bind", "/", "/",
 		"--dev", "/dev", "--proc", "/proc",
 	}
-	for _, d := range sandboxScratch {
+	for _, d := range SandboxScratch {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
 			args = append(args, "--tmpfs", d)
 		}

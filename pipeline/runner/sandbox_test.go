@@ -87,14 +87,9 @@ func TestSandboxRefuses(t *testing.T) {
 func TestSandboxHides(t *testing.T) {
 	t.Parallel()
 	testenv.RequireTool(t, "bwrap")
-	// Not under /tmp, which the sandbox replaces anyway: the package's
-	// own directory.
-	shared, err := os.MkdirTemp(".", "sandbox-hide-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, _ = filepath.Abs(shared)
-	t.Cleanup(func() { os.RemoveAll(shared) })
+	// Not under /tmp or another directory the sandbox replaces anyway
+	// (a checkout may lie there): the test must see the key unhidden.
+	shared := testenv.DirOutside(t, "sandbox-hide-", SandboxScratch)
 	work := filepath.Join(shared, "d1", "jobs", "a-0", "work")
 	keys := filepath.Join(shared, "d1", "keys")
 	for _, d := range []string{work, keys} {
