@@ -222,3 +222,21 @@ type Object struct {
 	UID      string `json:"uid"`
 	Manifest string `json:"manifest"`
 }
+
+// WaitPoll returns once interval has passed since last, an engine's
+// previous scheduler query, or ctx's error if it ends first: how engines
+// bound how often they ask the scheduler (Engine.Status).
+func WaitPoll(ctx context.Context, last time.Time, interval time.Duration) error {
+	wait := time.Until(last.Add(interval))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

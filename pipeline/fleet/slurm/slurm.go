@@ -247,14 +247,8 @@ func parseSbatch(out []byte) (string, error) {
 func (e *Engine) Status(ctx context.Context, ids []string) (map[string]fleet.Status, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if wait := time.Until(e.last.Add(e.poll)); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
+	if err := fleet.WaitPoll(ctx, e.last, e.poll); err != nil {
+		return nil, err
 	}
 	e.last = time.Now()
 	args := []string{"--json"}
