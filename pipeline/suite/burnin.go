@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -672,16 +673,36 @@ func (br *burnRun) judgeTrends(unit string) {
 }
 
 // telemetryLine is the part of a telemetry line (pipeline/gpu.Line) a
-// burn-in reads.
+// burn-in and a benchmark's clocks read.
 type telemetryLine struct {
-	Kind         string   `json:"kind"`
-	GPU          int      `json:"gpu"`
-	TemperatureC *uint32  `json:"temperature_c"`
-	PowerWatts   *float64 `json:"power_watts"`
-	Throttled    bool     `json:"throttled"`
-	PowerCapped  bool     `json:"power_capped"`
-	Utilization  *float64 `json:"utilization_gpu_pct"`
-	MemoryUsed   *int64   `json:"memory_used_bytes"`
+	Time         time.Time `json:"time"`
+	Kind         string    `json:"kind"`
+	GPU          int       `json:"gpu"`
+	TemperatureC *uint32   `json:"temperature_c"`
+	PowerWatts   *float64  `json:"power_watts"`
+	SMClockMHz   *uint32   `json:"sm_clock_mhz"`
+	MemClockMHz  *uint32   `json:"mem_clock_mhz"`
+	Reasons      []string  `json:"clock_event_reasons"`
+	Throttled    bool      `json:"throttled"`
+	PowerCapped  bool      `json:"power_capped"`
+	Utilization  *float64  `json:"utilization_gpu_pct"`
+	MemoryUsed   *int64    `json:"memory_used_bytes"`
+}
+
+// scanSamples calls each for every sample line read from r (the step's
+// telemetry.jsonl), reading at most limit lines when limit > 0; a line
+// that is not JSON, or not a sample, is skipped.
+func scanSamples(r io.Reader, limit int, each func(telemetryLine)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 0; sc.Scan() && (limit <= 0 || n < limit); n++ {
+		var l telemetryLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Kind != "sample" {
+			continue
+		}
+		each(l)
+	}
+	return sc.Err()
 }
 
 // gpuSamples are one GPU's telemetry samples in a burn-in.
@@ -754,13 +775,7 @@ func (br *burnRun) telemetry() {
 	}
 	all := map[int]*gpuSamples{}
 	var judged gpuSamples
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var l telemetryLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Kind != "sample" {
-			continue
-		}
+	err = scanSamples(f, 0, func(l telemetryLine) {
 		if all[l.GPU] == nil {
 			all[l.GPU] = &gpuSamples{}
 		}
@@ -768,8 +783,8 @@ func (br *burnRun) telemetry() {
 		if gpu < 0 || l.GPU == gpu {
 			judged.add(l)
 		}
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		d.Notes = append(d.Notes, "telemetry not fully read: "+err.Error())
 	}
 	br.gpus(all)

@@ -1,8 +1,6 @@
 package suite
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -53,25 +51,12 @@ func caseWindow(cfg map[string]string) (window, bool) {
 	return window{from, to}, err1 == nil && err2 == nil && from > 0 && to >= from
 }
 
-// clockLine is the part of a telemetry line (pipeline/gpu.Line) the
-// clocks are read from.
-type clockLine struct {
-	Time        time.Time `json:"time"`
-	Kind        string    `json:"kind"`
-	GPU         int       `json:"gpu"`
-	SMClockMHz  *uint32   `json:"sm_clock_mhz"`
-	MemClockMHz *uint32   `json:"mem_clock_mhz"`
-	Reasons     []string  `json:"clock_event_reasons"`
-	Throttled   bool      `json:"throttled"`
-	PowerCapped bool      `json:"power_capped"`
-}
-
 // maxClockLines bounds the telemetry lines a benchmark step reads.
 const maxClockLines = 1 << 20
 
 // readClockLines reads the step's telemetry samples of GPU gpu (every
 // GPU when gpu < 0), in time order; nil without telemetry.
-func readClockLines(stepDir string, gpu int) ([]clockLine, error) {
+func readClockLines(stepDir string, gpu int) ([]telemetryLine, error) {
 	f, err := os.Open(filepath.Join(stepDir, telemetryFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -80,28 +65,24 @@ func readClockLines(stepDir string, gpu int) ([]clockLine, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var out []clockLine
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 0; sc.Scan() && n < maxClockLines; n++ {
-		var l clockLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Kind != "sample" || (gpu >= 0 && l.GPU != gpu) {
-			continue
+	var out []telemetryLine
+	err = scanSamples(f, maxClockLines, func(l telemetryLine) {
+		if gpu < 0 || l.GPU == gpu {
+			out = append(out, l)
 		}
-		out = append(out, l)
-	}
-	slices.SortStableFunc(out, func(a, b clockLine) int { return a.Time.Compare(b.Time) })
-	return out, sc.Err()
+	})
+	slices.SortStableFunc(out, func(a, b telemetryLine) int { return a.Time.Compare(b.Time) })
+	return out, err
 }
 
 // caseClocks summarises lines (in time order) around the windows: every
 // line inside one, and the last before and the first after it.
-func caseClocks(lines []clockLine, windows []window) *CaseClocks {
+func caseClocks(lines []telemetryLine, windows []window) *CaseClocks {
 	pick := map[int]bool{}
 	for _, w := range windows {
 		from, to := time.Unix(0, w.from), time.Unix(0, w.to)
-		lo, _ := slices.BinarySearchFunc(lines, from, func(l clockLine, t time.Time) int { return l.Time.Compare(t) })
-		hi, _ := slices.BinarySearchFunc(lines, to, func(l clockLine, t time.Time) int {
+		lo, _ := slices.BinarySearchFunc(lines, from, func(l telemetryLine, t time.Time) int { return l.Time.Compare(t) })
+		hi, _ := slices.BinarySearchFunc(lines, to, func(l telemetryLine, t time.Time) int {
 			if l.Time.After(t) {
 				return 1
 			}

@@ -20,10 +20,10 @@ import (
 func TestCaseClocksWindow(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	var lines []clockLine
+	var lines []telemetryLine
 	for i := range 10 {
 		sm, mem := uint32(1980-10*i), uint32(2619)
-		l := clockLine{Time: t0.Add(time.Duration(i) * time.Second), Kind: "sample", SMClockMHz: &sm, MemClockMHz: &mem}
+		l := telemetryLine{Time: t0.Add(time.Duration(i) * time.Second), Kind: "sample", SMClockMHz: &sm, MemClockMHz: &mem}
 		if i == 5 {
 			l.Reasons, l.Throttled = []string{"hw_slowdown"}, true
 		}
