@@ -67,4 +67,3 @@ func LoadRoot(path string) (*x509.Certificate, error) {
 	}
 	return c, nil
 }
-

@@ -403,19 +403,16 @@ func (v *Verifier) verifyOne(ctx context.Context, i int, c Claim) (g GPU) {
 	} else {
 		g.FWID = hex.EncodeToString(fw)
 	}
-	if len(g.Problems) > 0 {
-		return g
-	}
-	var errs []error
-	g.Revocation, errs = v.ocsp.check(built, 1, v.o.at)
-	for _, e := range errs {
-		fail("device chain: %v", e)
-	}
-	if len(g.Problems) > 0 {
-		return g
+	if built != nil {
+		var errs []error
+		g.Revocation, errs = v.ocsp.check(built, 1, v.o.at)
+		for _, e := range errs {
+			fail("device chain: %v", e)
+		}
 	}
 
-	// The measurements.
+	// The measurements, checked even when the device part failed, so
+	// that the verdict names every problem at once.
 	v.checkMeasurements(&g, c.Item.Arch, rep, op)
 	return g
 }
@@ -440,7 +437,7 @@ func (v *Verifier) checkMeasurements(g *GPU, arch Arch, rep *AttestationReport, 
 	}
 	type kindRIM struct {
 		kind, id, version string
-		rim              *RIM
+		rim               *RIM
 	}
 	wants := []kindRIM{{kind: "driver", id: driverID, version: g.DriverVersion}, {kind: "vbios", id: vbiosID, version: g.VBIOSVersion}}
 	var missing []string
@@ -512,7 +509,7 @@ func (v *Verifier) checkMeasurements(g *GPU, arch Arch, rep *AttestationReport, 
 	if len(missing) > 0 {
 		g.Status = StatusNotChecked
 		if v.o.collateral == nil {
-			g.Reason = "no RIMs given (--rim-store)"
+			g.Reason = "no RIMs given (--rim-store): it needs " + strings.Join(missing, " and ")
 		} else {
 			g.Reason = strings.Join(missing, " and ") + " not in the collateral"
 		}
@@ -612,4 +609,20 @@ func (v *Verifier) rim(id string) *rimCheck {
 		}
 	})
 	return rc
+}
+
+// RIMIDs returns the IDs of the driver and VBIOS RIMs an item's report
+// needs, as NVIDIA's RIM service names them (a collector fetches them
+// by these IDs; a collateral directory holds them as <ID>.xml). It
+// reads the report without verifying it.
+func RIMIDs(it Item) (driver, vbios string, err error) {
+	d, err := it.decode()
+	if err != nil {
+		return "", "", err
+	}
+	op, err := readGPUOpaque(d.report.Response.Opaque)
+	if err != nil {
+		return "", "", err
+	}
+	return rimIDs(it.Arch, op)
 }
