@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/sha256"
 	"crypto/sha512"
 	"crypto/x509"
 	"encoding/asn1"
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sync"
 	"time"
 )
 
@@ -188,4 +190,102 @@ func derElements(b []byte) ([]asn1.RawValue, error) {
 		b = rest
 	}
 	return out, nil
+}
+
+// chainCache remembers device chains verified up to the root, by their
+// upper part (the certificates from the third on: the provisioner ICA and
+// above, which every GPU of a kind shares), so that each further GPU's
+// chain costs the checks of its own two certificates rather than all of
+// them. It is per Verifier: one root and one time.
+type chainCache struct {
+	mu    sync.Mutex
+	upper map[[32]byte][]*x509.Certificate
+}
+
+// upperKey identifies certs[2:] (the shared part) by content.
+func upperKey(certs []*x509.Certificate) [32]byte {
+	h := sha256.New()
+	for _, c := range certs {
+		h.Write(c.Raw)
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// sharedUpper is how many certificates of a device chain are its own
+// (the leaf and the BROM certificate); the rest may be cached.
+const sharedUpper = 2
+
+// verify is verifyChain with the cache: a chain whose upper part was
+// verified before is checked from the leaf to that part's first
+// certificate, which then serves as the anchor. The cached part's path
+// length limits are checked against the whole chain; an upper part with
+// name constraints is never used as an anchor.
+func (cc *chainCache) verify(certs []*x509.Certificate, root *x509.Certificate, t time.Time) ([]*x509.Certificate, error) {
+	if len(certs) <= sharedUpper+1 {
+		return verifyChain(certs, root, t)
+	}
+	key := upperKey(certs[sharedUpper:])
+	cc.mu.Lock()
+	upper, ok := cc.upper[key]
+	cc.mu.Unlock()
+	if !ok {
+		built, err := verifyChain(certs, root, t)
+		if err != nil {
+			return nil, err
+		}
+		// Cache the built chain's part above the GPU's own certificates
+		// when it is exactly the given upper part (plus the root).
+		if len(built) > sharedUpper && built[sharedUpper].Equal(certs[sharedUpper]) && cacheable(built[sharedUpper:]) {
+			cc.mu.Lock()
+			if cc.upper == nil {
+				cc.upper = map[[32]byte][]*x509.Certificate{}
+			}
+			cc.upper[key] = built[sharedUpper:]
+			cc.mu.Unlock()
+		}
+		return built, nil
+	}
+	anchor := x509.NewCertPool()
+	anchor.AddCert(upper[0])
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:sharedUpper] {
+		inter.AddCert(c)
+	}
+	chains, err := certs[0].Verify(x509.VerifyOptions{
+		Roots: anchor, Intermediates: inter, CurrentTime: t,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("certificate chain of %q does not verify to %q at %s: %w", certs[0].Subject.CommonName, root.Subject.CommonName, t.UTC().Format(time.RFC3339), err)
+	}
+	own := chains[0]
+	if len(own) != sharedUpper+1 {
+		return nil, fmt.Errorf("certificate chain of %q: %d certificates below %q, expected %d", certs[0].Subject.CommonName, len(own)-1, upper[0].Subject.CommonName, sharedUpper)
+	}
+	full := append(own[:sharedUpper:sharedUpper], upper...)
+	// Path length: a CA at position i has i-1 CA certificates below it
+	// (the leaf is not counted).
+	for i := sharedUpper; i < len(full); i++ {
+		c := full[i]
+		if c.BasicConstraintsValid && c.MaxPathLen >= 0 && (c.MaxPathLen > 0 || c.MaxPathLenZero) && i-1 > c.MaxPathLen {
+			return nil, fmt.Errorf("certificate chain of %q: %q allows %d CAs below it, the chain has %d", certs[0].Subject.CommonName, c.Subject.CommonName, c.MaxPathLen, i-1)
+		}
+	}
+	return full, nil
+}
+
+// cacheable reports whether a verified upper chain may anchor others:
+// none of its certificates constrains names (which the shortened check
+// would not apply to the certificates below).
+func cacheable(upper []*x509.Certificate) bool {
+	for _, c := range upper {
+		if c.PermittedDNSDomainsCritical || len(c.PermittedDNSDomains) > 0 || len(c.ExcludedDNSDomains) > 0 ||
+			len(c.PermittedIPRanges) > 0 || len(c.ExcludedIPRanges) > 0 || len(c.PermittedEmailAddresses) > 0 ||
+			len(c.ExcludedEmailAddresses) > 0 || len(c.PermittedURIDomains) > 0 || len(c.ExcludedURIDomains) > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -187,6 +187,28 @@ func TestTamper(t *testing.T) {
 		}
 		wantFailed(t, verifyOne(t, v, it, right, uuid), uuid, `does not verify to "NVIDIA Device Identity CA"`)
 	})
+	t.Run("a foreign BROM under a cached provisioner", func(t *testing.T) {
+		t.Parallel()
+		// GPU a's chain verifies and its upper part is cached; b's leaf
+		// and BROM come from another PKI, sent with a's upper part.
+		a := newSim(t, gpuevidencetest.GPUOptions{})
+		b := newSim(t, gpuevidencetest.GPUOptions{})
+		forged := *b.gpu
+		forged.Chain = gpuevidencetest.PEM(b.gpu.Leaf.Cert, b.gpu.BROM.Cert, a.ca.Provisioner.Cert, a.ca.Identity.Cert, a.ca.DeviceRoot.Cert)
+		fit, err := forged.Evidence(right)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := gpuevidence.New(gpuevidence.WithDeviceRoot(a.ca.DeviceRoot.Cert, "test"), gpuevidence.WithTime(at), gpuevidence.WithWorkers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := v.Verify(t.Context(), []gpuevidence.Claim{{Item: a.item(t, right), Nonce: right, Label: "a"}, {Item: fit, Nonce: right, Label: uuid}})
+		if rep.GPUs[0].Status != gpuevidence.StatusNotChecked {
+			t.Fatalf("a: %s %v", rep.GPUs[0].Status, rep.GPUs[0].Problems)
+		}
+		wantFailed(t, rep.GPUs[1], uuid, "does not verify to")
+	})
 	t.Run("an FWID removed", func(t *testing.T) {
 		t.Parallel()
 		s := newSim(t, gpuevidencetest.GPUOptions{NoFWID: true})

@@ -124,8 +124,9 @@ type Verifier struct {
 	o    options
 	ocsp *ocspStore
 
-	mu   sync.Mutex
-	rims map[string]*rimCheck
+	mu     sync.Mutex
+	rims   map[string]*rimCheck
+	chains chainCache
 }
 
 // New returns a Verifier: the pinned NVIDIA roots unless replaced.
@@ -377,7 +378,7 @@ func (v *Verifier) verifyOne(ctx context.Context, i int, c Claim) (g GPU) {
 	g.NVIDIARoot = v.o.deviceRoot.Equal(NVIDIADeviceRoot())
 
 	// The device: chain, signature, nonce, FWID.
-	built, err := verifyChain(chain, v.o.deviceRoot, v.o.at)
+	built, err := v.chains.verify(chain, v.o.deviceRoot, v.o.at)
 	if err != nil {
 		fail("device %v", err)
 	}
