@@ -81,6 +81,13 @@ func verifyOne(t testing.TB, v *gpuevidence.Verifier, it gpuevidence.Item, n gpu
 
 func wantFailed(t *testing.T, g gpuevidence.GPU, label string, says ...string) {
 	t.Helper()
+	measurements := false
+	for _, s := range says {
+		measurements = measurements || strings.Contains(s, "measurement") || strings.Contains(s, "RIM") || strings.Contains(s, "expired") || strings.Contains(s, "signed digest")
+	}
+	if g.DeviceSigned != measurements {
+		t.Errorf("device_signed %v for a failure of the %s", g.DeviceSigned, map[bool]string{true: "measurements", false: "device"}[measurements])
+	}
 	if g.Status != gpuevidence.StatusFailed {
 		t.Fatalf("status %s (%s), want failed", g.Status, g.Reason)
 	}
@@ -328,7 +335,7 @@ func TestMeasurementRules(t *testing.T) {
 		if rims[driverID], err = s.ca.RIM(driverID, "999.99", ms, s.ca.RIMSigner); err != nil {
 			t.Fatal(err)
 		}
-		wantFailed(t, verifyOne(t, s.verifier(t, &gpuevidence.Collateral{RIMs: rims}, at), it, n, "g"), "g", `is for version "999.99", the report says "570.124.03"`)
+		wantFailed(t, verifyOne(t, s.verifier(t, &gpuevidence.Collateral{RIMs: rims}, at), it, n, "g"), "g", `driver RIM NV_GPU_DRIVER_GH100_570.124.03 is for version "999.99", the report says "570.124.03"`)
 	})
 	t.Run("one RIM missing", func(t *testing.T) {
 		t.Parallel()

@@ -200,6 +200,11 @@ type GPU struct {
 	Reason string `json:"reason,omitempty"`
 	// Problems say what failed (Status failed).
 	Problems []string `json:"problems,omitempty"`
+	// DeviceSigned is true when the report verified as the device's:
+	// signed under the device root, over the expected nonce, with the
+	// leaf's FWID. A failed GPU that is device-signed failed on its
+	// measurements or RIMs.
+	DeviceSigned bool `json:"device_signed"`
 	// NVIDIARoot is true when the device chain ends at the pinned NVIDIA
 	// root; false under a replaced root (a simulated or test GPU).
 	NVIDIARoot bool `json:"nvidia_root"`
@@ -411,6 +416,7 @@ func (v *Verifier) verifyOne(ctx context.Context, i int, c Claim) (g GPU) {
 			fail("device chain: %v", e)
 		}
 	}
+	g.DeviceSigned = len(g.Problems) == 0
 
 	// The measurements, checked even when the device part failed, so
 	// that the verdict names every problem at once.
