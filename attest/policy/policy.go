@@ -206,6 +206,52 @@ type Input struct {
 	// Subjects are the statement's subjects as JSON objects
 	// ({"name": ..., "digest": {"sha256": ...}}).
 	Subjects json.RawMessage
+	// GPUEvidence is the verifier's verdict on each GPU's signed
+	// evidence (attest/gpuevidence), one per GPU of the run: what the
+	// rules see as gpuEvidence. Empty when the statement carries none.
+	GPUEvidence []GPUEvidence
+}
+
+// GPUEvidence is the verifier's verdict on one GPU's evidence, as the
+// rules see it: gpuEvidence is a list of objects with these fields (the
+// JSON names), for example
+//
+//	gpuEvidence.all(g, g.status == "matched" && g.nvidia_root)
+//
+// requires every GPU device-signed under NVIDIA's root with its
+// measurements matched.
+type GPUEvidence struct {
+	// Label names the GPU (its UUID, or job and UUID in a fleet).
+	Label string `json:"label"`
+	// Arch is "HOPPER" or "BLACKWELL"; empty for an unattested GPU.
+	Arch string `json:"arch"`
+	// Status is "matched" (device-signed, measurements matched),
+	// "not-checked" (device-signed, measurements not checked),
+	// "unattested" or "failed".
+	Status string `json:"status"`
+	// Reason says why measurements were not checked or the GPU is
+	// unattested.
+	Reason string `json:"reason"`
+	// DeviceSigned is true when the GPU signed the report under the
+	// device root, over the recomputed nonce, with its leaf's FWID.
+	DeviceSigned bool `json:"device_signed"`
+	// NVIDIARoot is true when that root is NVIDIA's pinned one (false for
+	// a simulated GPU under a test root).
+	NVIDIARoot bool `json:"nvidia_root"`
+	// Model, DriverVersion and VBIOSVersion are what the signed report
+	// and its chain say.
+	Model         string `json:"model"`
+	DriverVersion string `json:"driver_version"`
+	VBIOSVersion  string `json:"vbios_version"`
+}
+
+// value is g as the rules see it.
+func (g GPUEvidence) value() map[string]any {
+	return map[string]any{
+		"label": g.Label, "arch": g.Arch, "status": g.Status, "reason": g.Reason,
+		"device_signed": g.DeviceSigned, "nvidia_root": g.NVIDIARoot,
+		"model": g.Model, "driver_version": g.DriverVersion, "vbios_version": g.VBIOSVersion,
+	}
 }
 
 // RuleResult is one rule's outcome.
@@ -247,6 +293,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("predicate", cel.DynType),
 		cel.Variable("subjects", cel.ListType(cel.DynType)),
 		cel.Variable("predicateType", cel.StringType),
+		cel.Variable("gpuEvidence", cel.ListType(cel.DynType)),
 		cel.CrossTypeNumericComparisons(true),
 		cel.OptionalTypes(),
 	)
@@ -399,5 +446,9 @@ func (in Input) activation() (interpreter.Activation, error) {
 	if subj == nil {
 		subj = []any{}
 	}
-	return interpreter.NewActivation(map[string]any{"predicate": pred.tree, "subjects": subj, "predicateType": in.PredicateType})
+	gpus := make([]any, len(in.GPUEvidence))
+	for i, g := range in.GPUEvidence {
+		gpus[i] = g.value()
+	}
+	return interpreter.NewActivation(map[string]any{"predicate": pred.tree, "subjects": subj, "predicateType": in.PredicateType, "gpuEvidence": gpus})
 }

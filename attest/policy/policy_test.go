@@ -238,3 +238,52 @@ func TestCompileOnce(t *testing.T) {
 		t.Fatalf("changed rules: %v; want the new rule compiled (and refused)", err)
 	}
 }
+
+// TestGPUEvidenceRules: rules read the verifier's per-GPU verdicts, and
+// a rule that requires evidence fails where the statement has none.
+func TestGPUEvidenceRules(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Parse("p.yaml", []byte(header+`rules:
+  - name: every GPU device-signed under NVIDIA's root, measurements matched
+    expr: size(gpuEvidence) > 0 && gpuEvidence.all(g, g.status == "matched" && g.device_signed && g.nvidia_root)
+  - name: no GPU unattested
+    expr: '!gpuEvidence.exists(g, g.status == "unattested")'
+  - name: Hopper driver
+    expr: gpuEvidence.all(g, g.arch != "HOPPER" || g.driver_version.startsWith("570."))
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := p.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	matched := policy.GPUEvidence{Label: "GPU-1", Arch: "HOPPER", Status: "matched", DeviceSigned: true, NVIDIARoot: true, DriverVersion: "570.124.03"}
+	tests := []struct {
+		name string
+		gpus []policy.GPUEvidence
+		want []bool
+	}{
+		{"none", nil, []bool{false, true, true}},
+		{"matched", []policy.GPUEvidence{matched}, []bool{true, true, true}},
+		{"one unattested", []policy.GPUEvidence{matched, {Label: "GPU-2", Status: "unattested", Reason: "A100: no device attestation"}}, []bool{false, false, true}},
+		{"simulated", []policy.GPUEvidence{{Label: "GPU-1", Arch: "HOPPER", Status: "matched", DeviceSigned: true, DriverVersion: "570.1"}}, []bool{false, true, true}},
+		{"another driver", []policy.GPUEvidence{{Label: "GPU-1", Arch: "HOPPER", Status: "not-checked", DeviceSigned: true, NVIDIARoot: true, DriverVersion: "590.12"}}, []bool{false, true, false}},
+	}
+	for _, tc := range tests {
+		got, err := prog.Evaluate(t.Context(), policy.Input{Predicate: json.RawMessage(`{}`), GPUEvidence: tc.gpus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var passed []bool
+		for _, r := range got {
+			if r.Error != "" {
+				t.Errorf("%s: rule %q: %s", tc.name, r.Name, r.Error)
+			}
+			passed = append(passed, r.Passed)
+		}
+		if diff := cmp.Diff(tc.want, passed); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

@@ -26,12 +26,13 @@ var cmdMayImport = []string{
 	"attest/oci",
 	"attest/verify",
 	"attest/dispatch",
-	"attest/hardware",  // device renders the hardware record
-	"pipeline",         // the spec and its problems, rendered by lint and load
-	"pipeline/run",     // the facade
-	"pipeline/rebuild", // rebuild
-	"pipeline/report",  // report
-	"pipeline/stats",   // compare renders its verdicts
+	"attest/hardware",    // device renders the hardware record
+	"attest/gpuevidence", // gpu-evidence verify
+	"pipeline",           // the spec and its problems, rendered by lint and load
+	"pipeline/run",       // the facade
+	"pipeline/rebuild",   // rebuild
+	"pipeline/report",    // report
+	"pipeline/stats",     // compare renders its verdicts
 	// run --fleet; fleet collect, verify and node
 	"pipeline/fleet",
 	"pipeline/fleet/dispatch",

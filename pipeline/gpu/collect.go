@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuattest/gpuattest/attest/gpuevidence/gpuevidencetest"
 )
 
 // FakeGPUEnv is the environment variable the CLI reads to serve simulated
@@ -95,6 +97,8 @@ func WithHostRoot(root string) Option {
 
 // SourceFromEnv returns the source the CLI uses: simulated GPUs when the
 // value of FakeGPUEnv (passed as fake) is set, the real NVML otherwise.
+// Simulated GPUs sign evidence under the PKI FakeGPUCAEnv names, when
+// set (see Simulated.EnableEvidence).
 func SourceFromEnv(fake string) (Source, error) {
 	if fake == "" {
 		return NVML(""), nil
@@ -102,6 +106,15 @@ func SourceFromEnv(fake string) (Source, error) {
 	s, err := Simulate(fake)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", FakeGPUEnv, err)
+	}
+	if dir := os.Getenv(FakeGPUCAEnv); dir != "" {
+		ca, err := gpuevidencetest.Load(dir)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", FakeGPUCAEnv, err)
+		}
+		if err := s.EnableEvidence(ca); err != nil {
+			return nil, fmt.Errorf("%s: %w", FakeGPUCAEnv, err)
+		}
 	}
 	return s, nil
 }

@@ -180,6 +180,13 @@ func Simulate(spec string) (*Simulated, error) {
 		s.devs = append(s.devs, sd)
 	}
 	s.server.EventSetCreateFunc = s.newEventSet
+	// Confidential computing is off until EnableEvidence turns it on.
+	s.server.SystemGetConfComputeStateFunc = func() (nvml.ConfComputeSystemState, nvml.Return) {
+		return nvml.ConfComputeSystemState{Environment: nvml.CC_SYSTEM_ENVIRONMENT_UNAVAILABLE, CcFeature: nvml.CC_SYSTEM_FEATURE_DISABLED}, nvml.SUCCESS
+	}
+	s.server.SystemGetConfComputeSettingsFunc = func() (nvml.SystemConfComputeSettings, nvml.Return) {
+		return nvml.SystemConfComputeSettings{MultiGpuMode: nvml.CC_SYSTEM_MULTIGPU_NONE}, nvml.SUCCESS
+	}
 	s.server.SystemGetCudaDriverVersion_v2Func = s.server.SystemGetCudaDriverVersionFunc
 	byIndex := s.server.DeviceGetHandleByIndexFunc
 	s.server.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
