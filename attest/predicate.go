@@ -69,6 +69,11 @@ type ValidationPredicate struct {
 	FinishedAt time.Time `json:"finished_at"`
 	// GpuattestVersion is the version of gpuattest that made the run.
 	GpuattestVersion string `json:"gpuattest_version"`
+	// RunID names the run (its run directory's name, the provenance's
+	// invocationId): with FinishedAt, the signed identity of the run that
+	// a registry's tags cannot change (gpuattest history shows and orders
+	// by it). Absent from statements made before it was added.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // BuildFacts are the facts of the run's cuda-build steps.

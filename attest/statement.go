@@ -287,6 +287,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		StartedAt:        run.StartedAt.UTC(),
 		FinishedAt:       run.FinishedAt.UTC(),
 		GpuattestVersion: run.Version,
+		RunID:            run.ID,
 		RunError:         run.RunError,
 		FailedSteps:      []string{},
 		Results:          []FileDigest{},

@@ -21,18 +21,27 @@ const (
 
 // TestResultPredicate is in-toto's test-result v0.1 predicate, with the
 // spec's field names: one per test, benchmark or burn-in step of a run.
+// Each speaks for the whole run as well as for its step: it is PASSED
+// only when the run passed, on hardware that was not simulated (see
+// TestResultPredicates).
 type TestResultPredicate struct {
-	// Result is PASSED, WARNED (the step passed, some cases warned) or
-	// FAILED (the step did not pass, or did not run).
+	// Result is FAILED when the step or the run did not pass, WARNED
+	// when they passed but a case warned or the hardware was simulated,
+	// else PASSED.
 	Result string `json:"result"`
 	// Configuration names, by digest, what the step was run from and
 	// judged on: the pipeline file, the step's results files and the
-	// hardware record.
+	// hardware record (annotated gpuattest.simulated: "true" when it was
+	// simulated).
 	Configuration []ResourceDescriptor `json:"configuration"`
 	// URL links to the run (a CI job), when the run had one.
 	URL string `json:"url,omitempty"`
 	// PassedTests, WarnedTests and FailedTests are the step's case names
-	// by outcome (a burn-in's one test is the step itself).
+	// by outcome (a burn-in's one test is the step itself). FailedTests
+	// also names what else in the run did not pass: other steps by id,
+	// failed preflight checks as preflight/CHECK, a run that failed for
+	// no step's reason as run/error. On simulated hardware the cases that
+	// passed are warned, not passed.
 	PassedTests []string `json:"passedTests"`
 	WarnedTests []string `json:"warnedTests"`
 	FailedTests []string `json:"failedTests"`
@@ -59,9 +68,31 @@ const (
 	roleHardware   = "hardware"
 )
 
+// SimulatedAnnotation is the annotation of a test-result statement's
+// hardware configuration entry whose value is "true" when the hardware
+// was simulated (GPUATTEST_FAKE_GPU).
+const SimulatedAnnotation = "gpuattest.simulated"
+
+// RunErrorTest is the name failedTests gives a run that did not pass for
+// a reason no step or preflight check names (it was interrupted, or its
+// hardware could not be captured). Step ids hold no "/", so it names no
+// step.
+const RunErrorTest = "run/error"
+
 // TestResultPredicates builds one test-result predicate per test,
 // benchmark and burn-in step of run, in pipeline order, keyed by step id
 // in the order returned.
+//
+// A predicate speaks for its step and for the run it was judged in, so
+// that a gate reading any one of them, or only their result, can never
+// pass a release the validation statement fails:
+//   - when the run did not pass (a step of any kind failed, errored or
+//     was skipped, a preflight check failed, the run ended in an error),
+//     every predicate is FAILED and its failedTests names what failed
+//     (other steps by id, preflight/CHECK, RunErrorTest);
+//   - when any hardware was simulated, none is better than WARNED: the
+//     cases that passed are listed in warnedTests, and the hardware
+//     configuration entry carries SimulatedAnnotation.
 func TestResultPredicates(run *Run) ([]string, []*TestResultPredicate, error) {
 	if run == nil {
 		return nil, nil, errors.New("nil run")
@@ -88,6 +119,11 @@ func TestResultPredicates(run *Run) ([]string, []*TestResultPredicate, error) {
 		MediaType:   "application/json",
 		Annotations: map[string]string{roleAnnotation: roleHardware, "gpuattest.digest": "RFC 8785 canonical JSON without volatile fields"},
 	}
+	simulated := runSimulated(run)
+	if simulated {
+		hw.Annotations[SimulatedAnnotation] = "true"
+	}
+	runFailed := runFailures(run)
 	var ids []string
 	var out []*TestResultPredicate
 	for _, s := range run.Steps {
@@ -124,18 +160,27 @@ func TestResultPredicates(run *Run) ([]string, []*TestResultPredicate, error) {
 				p.FailedTests = append(p.FailedTests, f)
 			}
 		}
-		switch {
-		case !slices.Contains(passingVerdicts, s.Verdict):
-			p.Result = TestResultFailed
-			if len(p.FailedTests) == 0 {
-				// The step failed without a failed case (it did not
-				// run, or its gate failed): the step is the test.
-				p.FailedTests = append(p.FailedTests, s.ID)
-				p.PassedTests = slices.DeleteFunc(p.PassedTests, func(n string) bool { return n == s.ID })
+		stepFailed := !slices.Contains(passingVerdicts, s.Verdict)
+		if stepFailed && len(p.FailedTests) == 0 {
+			// The step failed without a failed case (it did not run, or
+			// its gate failed): the step is the test.
+			p.FailedTests = append(p.FailedTests, s.ID)
+			p.PassedTests = slices.DeleteFunc(p.PassedTests, func(n string) bool { return n == s.ID })
+		}
+		for _, f := range runFailed {
+			if f != s.ID && !slices.Contains(p.FailedTests, f) {
+				p.FailedTests = append(p.FailedTests, f)
 			}
-		case len(p.FailedTests) > 0:
+		}
+		if simulated {
+			// Passed on hardware that was not there: a warning.
+			p.WarnedTests = append(p.WarnedTests, p.PassedTests...)
+			p.PassedTests = []string{}
+		}
+		switch {
+		case stepFailed || len(p.FailedTests) > 0:
 			p.Result = TestResultFailed
-		case len(p.WarnedTests) > 0:
+		case simulated || len(p.WarnedTests) > 0:
 			p.Result = TestResultWarned
 		default:
 			p.Result = TestResultPassed
@@ -146,9 +191,48 @@ func TestResultPredicates(run *Run) ([]string, []*TestResultPredicate, error) {
 	return ids, out, nil
 }
 
+// runSimulated reports whether any hardware of run was simulated: the
+// record's GPUs or a device a step ran on.
+func runSimulated(run *Run) bool {
+	if run.Hardware != nil && run.Hardware.Simulated {
+		return true
+	}
+	for _, s := range run.Steps {
+		for _, d := range s.Devices {
+			if d.Simulated {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runFailures names what kept run from passing, as the validation
+// predicate's failed_steps does (step ids, preflight/CHECK), and
+// RunErrorTest when the run did not pass for a reason none of them
+// names. Empty when the run passed.
+func runFailures(run *Run) []string {
+	var out []string
+	for _, s := range run.Steps {
+		if !slices.Contains(passingVerdicts, s.Verdict) {
+			out = append(out, s.ID)
+		}
+	}
+	for _, c := range run.Preflight {
+		if n := "preflight/" + c.Check; c.Status == "failed" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if run.RunError != "" && len(out) == 0 {
+		out = append(out, RunErrorTest)
+	}
+	return out
+}
+
 // TestResultStatements builds the run's test-result statements, one per
 // test, benchmark and burn-in step, over the same subjects as the
-// validation statement.
+// validation statement; see TestResultPredicates for what their result
+// says about the run.
 func TestResultStatements(run *Run) ([]*Statement, error) {
 	ids, preds, err := TestResultPredicates(run)
 	if err != nil {

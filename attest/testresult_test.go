@@ -13,7 +13,9 @@ import (
 
 // TestTestResultStatements: one statement per test, benchmark and
 // burn-in step, over the validation statement's subjects; the result
-// follows the step's verdict and its cases.
+// follows the step's verdict and its cases, and never reads PASSED for a
+// run that did not pass (any step, exec steps included, preflight, a run
+// error) or that ran on simulated hardware (issue 30, items 3 and 4).
 func TestTestResultStatements(t *testing.T) {
 	t.Parallel()
 	type want struct {
@@ -21,10 +23,12 @@ func TestTestResultStatements(t *testing.T) {
 		passed, warned, failed []string
 	}
 	tests := []struct {
-		name    string
-		edit    func(*attest.Run)
-		want    map[string]want
-		wantErr string
+		name          string
+		simulated     bool
+		edit          func(*attest.Run)
+		want          map[string]want
+		wantSimulated bool
+		wantErr       string
 	}{
 		{name: "passed", edit: func(r *attest.Run) {
 			r.Suites = []attest.SuiteCases{{Step: "test", Passed: []string{"a", "b"}}, {Step: "bench", Passed: []string{"k"}}}
@@ -32,18 +36,39 @@ func TestTestResultStatements(t *testing.T) {
 		{name: "skipped case warns", edit: func(r *attest.Run) {
 			r.Suites = []attest.SuiteCases{{Step: "test", Passed: []string{"a"}, Warned: []string{"b"}}}
 		}, want: map[string]want{"test": {"WARNED", []string{"a"}, []string{"b"}, nil}, "bench": {"PASSED", nil, nil, nil}}},
-		{name: "failed case", edit: func(r *attest.Run) {
+		{name: "failed case fails every statement of the run", edit: func(r *attest.Run) {
 			r.Steps[1].Verdict = "failed"
-			r.Suites = []attest.SuiteCases{{Step: "test", Passed: []string{"a"}, Failed: []string{"b"}}}
-		}, want: map[string]want{"test": {"FAILED", []string{"a"}, nil, []string{"b"}}, "bench": {"PASSED", nil, nil, nil}}},
+			r.Suites = []attest.SuiteCases{{Step: "test", Passed: []string{"a"}, Failed: []string{"b"}}, {Step: "bench", Passed: []string{"k"}}}
+		}, want: map[string]want{"test": {"FAILED", []string{"a"}, nil, []string{"b"}}, "bench": {"FAILED", []string{"k"}, nil, []string{"test"}}}},
 		{name: "step skipped names itself", edit: func(r *attest.Run) { r.Steps[2].Verdict = "skipped" },
-			want: map[string]want{"test": {"PASSED", nil, nil, nil}, "bench": {"FAILED", nil, nil, []string{"bench"}}}},
+			want: map[string]want{"test": {"FAILED", nil, nil, []string{"bench"}}, "bench": {"FAILED", nil, nil, []string{"bench"}}}},
+		{name: "failed exec step", edit: func(r *attest.Run) {
+			r.Steps = append(r.Steps, attest.StepVerdict{ID: "memcheck", Kind: "exec", Verdict: "failed", Runner: "host"})
+			r.RunError = "run failed: step memcheck failed"
+			r.Suites = []attest.SuiteCases{{Step: "test", Passed: []string{"a", "b"}}, {Step: "bench", Passed: []string{"k"}}}
+		}, want: map[string]want{"test": {"FAILED", []string{"a", "b"}, nil, []string{"memcheck"}}, "bench": {"FAILED", []string{"k"}, nil, []string{"memcheck"}}}},
+		{name: "failed preflight", edit: func(r *attest.Run) {
+			r.Preflight = []attest.PreflightCheck{{Step: "bench", Check: "ecc", Status: "failed"}, {Check: "driver", Status: "passed"}}
+		}, want: map[string]want{"test": {"FAILED", nil, nil, []string{"preflight/ecc"}}, "bench": {"FAILED", nil, nil, []string{"preflight/ecc"}}}},
+		{name: "run error", edit: func(r *attest.Run) { r.RunError = "run interrupted: context canceled" },
+			want: map[string]want{"test": {"FAILED", nil, nil, []string{"run/error"}}, "bench": {"FAILED", nil, nil, []string{"run/error"}}}},
+		{name: "simulated hardware warns", simulated: true, edit: func(r *attest.Run) {
+			r.Suites = []attest.SuiteCases{{Step: "test", Passed: []string{"a", "b"}}, {Step: "bench", Passed: []string{"k"}}}
+		}, wantSimulated: true, want: map[string]want{"test": {"WARNED", nil, []string{"a", "b"}, nil}, "bench": {"WARNED", nil, []string{"k"}, nil}}},
+		{name: "a simulated device warns", edit: func(r *attest.Run) {
+			r.Steps[2].Devices[0].Simulated = true
+			r.Suites = []attest.SuiteCases{{Step: "test", Passed: []string{"a"}}}
+		}, wantSimulated: true, want: map[string]want{"test": {"WARNED", nil, []string{"a"}, nil}, "bench": {"WARNED", nil, nil, nil}}},
+		{name: "simulated and failed", simulated: true, edit: func(r *attest.Run) {
+			r.Steps[2].Verdict = "failed"
+			r.Suites = []attest.SuiteCases{{Step: "test", Passed: []string{"a"}}, {Step: "bench", Failed: []string{"k"}}}
+		}, wantSimulated: true, want: map[string]want{"test": {"FAILED", nil, []string{"a"}, []string{"bench"}}, "bench": {"FAILED", nil, nil, []string{"k"}}}},
 		{name: "no hardware", edit: func(r *attest.Run) { r.Hardware = nil }, wantErr: "no sealed hardware record"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			run := attesttest.Run(true, hexOf('c'))
+			run := attesttest.Run(tt.simulated, hexOf('c'))
 			tt.edit(run)
 			sts, err := attest.TestResultStatements(run)
 			if tt.wantErr != "" {
@@ -74,6 +99,9 @@ func TestTestResultStatements(t *testing.T) {
 				roles := map[string]string{}
 				for _, c := range p.Configuration {
 					roles[c.Annotations["gpuattest.role"]] = c.Name + "@" + c.Digest["sha256"]
+					if c.Annotations["gpuattest.role"] == "hardware" && (c.Annotations[attest.SimulatedAnnotation] == "true") != tt.wantSimulated {
+						t.Errorf("hardware configuration annotations %v: want %s true: %v", c.Annotations, attest.SimulatedAnnotation, tt.wantSimulated)
+					}
 				}
 				if roles["pipeline"] == "" || roles["hardware"] != "hardware.json@"+strings.TrimPrefix(run.Hardware.Digest, "sha256:") {
 					t.Errorf("configuration %v: want the pipeline and the hardware record by digest", roles)

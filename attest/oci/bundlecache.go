@@ -2,6 +2,7 @@ package oci
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 // DefaultBundleCacheSize is the most a bundle cache holds once trimmed.
@@ -68,17 +71,23 @@ func WithBundleCache(c *BundleCache) Option {
 func (c *BundleCache) path(h v1.Hash) string { return filepath.Join(c.dir, "sha256", h.Hex) }
 
 // get returns the cached bundle h of size bytes, or nil when it is not
-// there or is not (any more) that digest, in which case it is removed.
-func (c *BundleCache) get(h v1.Hash, size int64) []byte {
-	if c == nil || h.Algorithm != "sha256" || !hexSHA256.MatchString(h.Hex) {
+// there, ctx is done, or it is not (any more) that digest or not a
+// regular file, in which case it is removed. The open does not wait: a
+// FIFO planted in the cache is refused, not waited on for a writer that
+// never comes (limits.Open), and the read stops when ctx is done.
+func (c *BundleCache) get(ctx context.Context, h v1.Hash, size int64) []byte {
+	if c == nil || h.Algorithm != "sha256" || !hexSHA256.MatchString(h.Hex) || size < 0 || ctx.Err() != nil {
 		return nil
 	}
-	f, err := os.Open(c.path(h))
+	f, err := limits.Open(c.path(h), "cached bundle")
+	if errors.Is(err, limits.ErrNotRegular) {
+		_ = os.Remove(c.path(h))
+	}
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, size+1))
+	data, err := io.ReadAll(io.LimitReader(ctxReader{ctx, f}, size+1))
 	if err != nil {
 		return nil
 	}

@@ -621,7 +621,7 @@ func (f *fetched) bundleLayer(raw []byte, d *v1.Descriptor) (v1.Descriptor, stri
 // cache when it holds it, and says so when the bytes do not match the
 // digest.
 func readBundle(ctx context.Context, src source, layer v1.Descriptor, cache *BundleCache) ([]byte, string, error) {
-	if data := cache.get(layer.Digest, layer.Size); data != nil {
+	if data := cache.get(ctx, layer.Digest, layer.Size); data != nil {
 		return data, "", nil
 	}
 	rc, err := src.blob(ctx, layer.Digest)

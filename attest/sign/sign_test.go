@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/internal/attesttest"
@@ -167,10 +168,14 @@ func TestKeySignWithTimestamp(t *testing.T) {
 	if r.Failure != verify.FailureSignature {
 		t.Fatalf("untimestamped bundle: failure %s, want signature", r.Failure)
 	}
-	// Without a trusted root it verifies by key alone.
+	// Without a trusted root it verifies by key alone, and has no
+	// verified signing time.
 	r = verifyOne(t, b2, digest, verify.WithKey(priv.Public(), "k"))
 	if !r.Verified {
 		t.Fatalf("failure %s: %v", r.Failure, failed(r))
+	}
+	if at := r.Bundles[0].SignedAt; at != nil {
+		t.Errorf("a key-signed bundle without a timestamp: signed at %v, want none", at)
 	}
 }
 
@@ -217,10 +222,15 @@ func TestKeyless(t *testing.T) {
 		{name: "wrong identity", san: "mallory@example.com", iss: fakesigstore.Issuer, want: verify.FailureSignature},
 		{name: "wrong issuer", san: "release@example.com", iss: "https://token.actions.githubusercontent.com", want: verify.FailureSignature},
 	}
+	signedBefore := time.Now()
 	for _, tt := range tests {
 		r := verifyOne(t, b, digest, verify.WithTrustedRoot(fs.TrustedRoot, "root"), verify.WithCertificateIdentity(tt.san, tt.sanRE, tt.iss, tt.issRE))
 		if r.Failure != tt.want {
 			t.Errorf("%s: failure %s, want %s: %v", tt.name, r.Failure, tt.want, failed(r))
+		}
+		// The RFC 3161 timestamp is the bundle's verified signing time.
+		if at := r.Bundles[0].SignedAt; tt.want == verify.FailureNone && (at == nil || at.After(signedBefore.Add(time.Minute)) || at.Before(signedBefore.Add(-5*time.Minute))) {
+			t.Errorf("%s: signed at %v, want the timestamp, just before %v", tt.name, at, signedBefore)
 		}
 	}
 	// Another Sigstore's trusted root does not verify it.

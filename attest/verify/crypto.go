@@ -153,6 +153,9 @@ func (v *Verifier) checkSignature(r *Report, e Entry, b *bundle.Bundle, br *Bund
 		var parts []string
 		for _, ts := range res.VerifiedTimestamps {
 			parts = append(parts, fmt.Sprintf("%s %s", ts.Type, ts.Timestamp.UTC().Format(time.RFC3339)))
+			if t := ts.Timestamp.UTC(); br.SignedAt == nil || t.Before(*br.SignedAt) {
+				br.SignedAt = &t
+			}
 		}
 		r.add(Check{Check: CheckTimestamps, Target: e.Source, Passed: true, Detail: strings.Join(parts, ", ")})
 	}

@@ -134,6 +134,10 @@ type BundleResult struct {
 	Subjects []attest.Subject `json:"subjects,omitempty"`
 	// Result is the validation predicate's top-level result, if any.
 	Result string `json:"result,omitempty"`
+	// SignedAt is the earliest verified timestamp of the signature (a
+	// transparency log's integrated time or an RFC 3161 timestamp), when
+	// the bundle has one: a key-signed bundle made offline has none.
+	SignedAt *time.Time `json:"signed_at,omitempty"`
 	// Judged is true when the verification's criteria were applied to
 	// this bundle: it is a verified bundle of the predicate type and, when
 	// artifacts were given, it names one of them as a subject (the policy,

@@ -39,7 +39,7 @@ func TestCampaign(t *testing.T) {
 	if _, err := exec.LookPath("nvcc"); err != nil {
 		// The signed runs build a kernel: CI fails here, elsewhere only
 		// the categories without nvcc run.
-		const why = "nvcc not installed: the secrets, crash, resume, key and signed categories sign runs of a CUDA build"
+		const why = "nvcc not installed: the secrets, crash, resume, key, signed and standard categories sign runs of a CUDA build"
 		if testenv.InCI() {
 			t.Fatalf("CI=true but %s (hint: .ci/install installs it)", why)
 		}

@@ -35,6 +35,10 @@
 //     its signed resume are refused, with the step named.
 //   - key: the signing key and its password are out of every step's
 //     reach.
+//   - standard: the in-toto test-result statements of a signed run whose
+//     exec or other test step failed, or that ran on a simulated GPU,
+//     are refused by docs/examples/test-result-policy.yaml, and none of
+//     them says PASSED.
 //
 // For the bundles, pipelines, compare and registry categories, every
 // call must also answer within the goals of inputs of at most 10 MB:

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -133,10 +135,25 @@ func runHistory(c *cobra.Command, f *verifyFlags, rf *registryFlags, hf *history
 	return nil
 }
 
-// printHistory writes the text summary: releases left out, then each
-// series with its marked steps.
+// printHistory writes the text summary: the releases drawn, in signed
+// order, each with its signed identity and any flag; the releases left
+// out; then each series with its marked steps.
 func printHistory(w io.Writer, h *history.History) {
 	fmt.Fprintf(w, "%s: %d release(s) verified, %d left out, %d series\n", textsafe.Line(h.Repository), len(h.Releases), len(h.Excluded), len(h.Series))
+	for _, r := range h.Releases {
+		var runs []string
+		for _, run := range r.Runs {
+			s := "run " + orUnnamed(run.RunID) + " finished " + run.FinishedAt.UTC().Format(time.RFC3339)
+			if run.SignedAt != nil {
+				s += " signed " + run.SignedAt.UTC().Format(time.RFC3339)
+			}
+			runs = append(runs, s+" on "+run.Hardware)
+		}
+		fmt.Fprintf(w, "release  %s  %s: %s\n", textsafe.Line(strings.Join(r.Tags, ", ")), r.Manifest, textsafe.Line(strings.Join(runs, "; ")))
+		for _, f := range r.Flags {
+			fmt.Fprintf(w, "FLAG  %s: %s\n", textsafe.Line(r.Tag), textsafe.Line(f))
+		}
+	}
 	for _, e := range h.Excluded {
 		fmt.Fprintf(w, "LEFT OUT  %s: %s\n", textsafe.Line(e.Tag), textsafe.Line(e.Reason))
 	}
@@ -168,4 +185,12 @@ func openBundleCache(off bool) *oci.BundleCache {
 		return nil
 	}
 	return c
+}
+
+// orUnnamed is a run id, or says the statement has none.
+func orUnnamed(id string) string {
+	if id == "" {
+		return "(no run id)"
+	}
+	return id
 }

@@ -3,7 +3,8 @@
 // artifacts are files of the caller's choosing, a passed run.json with
 // their run-directory copies, a hardware record with no GPU (not
 // simulated: a made-up host), and the attestations pipeline/run.Attest
-// signs. Nothing is built; the files are not CUDA binaries.
+// signs. Nothing is built; the files are not CUDA binaries. Options add
+// a test step, an exec step that failed, or a simulated GPU.
 package runfixture
 
 import (
@@ -59,11 +60,32 @@ const testStepYAML = `  - id: validate
     results: results.json
 `
 
+// execStepYAML is the exec step WithFailedExec adds.
+const execStepYAML = `  - id: %s
+    kind: exec
+    needs: [kernels]
+    run: [./check]
+`
+
 // Option changes the fixture run.
 type Option func(*options)
 
 type options struct {
-	testCases []string
+	testCases  []string
+	failedExec string
+	simulated  bool
+}
+
+// WithFailedExec adds an exec step, id, that ran after the build and
+// exited 1: the run failed.
+func WithFailedExec(id string) Option {
+	return func(o *options) { o.failedExec = id }
+}
+
+// WithSimulatedGPU makes the hardware record a simulated H100
+// (GPUATTEST_FAKE_GPU), marked simulated.
+func WithSimulatedGPU() Option {
+	return func(o *options) { o.simulated = true }
 }
 
 // WithTestCases adds a test step, validate, whose results (the
@@ -87,6 +109,9 @@ func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer, 
 	if len(o.testCases) > 0 {
 		yml += testStepYAML
 	}
+	if o.failedExec != "" {
+		yml += fmt.Sprintf(execStepYAML, o.failedExec)
+	}
 	for name, body := range map[string]string{"p.yaml": yml, "k.cu": "// fixture\n"} {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
 			return nil, err
@@ -96,7 +121,7 @@ func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer, 
 	if err != nil {
 		return nil, err
 	}
-	rec, err := record(dir, p, files)
+	rec, err := record(dir, p, files, o.simulated)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +131,13 @@ func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer, 
 			return nil, err
 		}
 		rec.Steps = append(rec.Steps, sr)
+	}
+	if o.failedExec != "" {
+		exit1 := 1
+		build := rec.Steps[0]
+		rec.Steps = append(rec.Steps, &engine.StepRecord{ID: o.failedExec, Kind: pipeline.KindExec, State: engine.Failed, Reason: "exit status 1",
+			StartedAt: build.StartedAt, FinishedAt: build.FinishedAt, ExitCode: &exit1, Cache: "off"})
+		rec.State, rec.Reason = engine.Failed, "step "+o.failedExec+" failed"
 	}
 	if err := writeJSON(filepath.Join(dir, "run.json"), rec); err != nil {
 		return nil, err
@@ -120,7 +152,7 @@ func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer, 
 
 // record writes the artifacts' copies and the hardware record and
 // returns run.json.
-func record(dir string, p *pipeline.Pipeline, files []File) (*engine.Record, error) {
+func record(dir string, p *pipeline.Pipeline, files []File, simulated bool) (*engine.Record, error) {
 	var arts []step.File
 	det := &cuda.BuildDetails{Targets: []string{"sm_80", "sm_90"}, Output: "fatbin", PTX: true}
 	for _, f := range files {
@@ -134,6 +166,10 @@ func record(dir string, p *pipeline.Pipeline, files []File) (*engine.Record, err
 	}
 	hw := &hardware.Record{GPUs: []hardware.GPU{}, Reason: "fixture: no GPU",
 		Host: hardware.Host{CPUModel: "fixture CPU", CPUCores: 2, MemoryBytes: 8 << 30, Kernel: "6.1.0", OS: "Debian GNU/Linux 12 (bookworm)"}}
+	if simulated {
+		hw.Simulated, hw.Reason, hw.DriverVersion = true, "", "550.54.15"
+		hw.GPUs = []hardware.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-00000000-0000-0000-0000-000000000000", ComputeCapability: "9.0"}}
+	}
 	if err := hw.Seal(); err != nil {
 		return nil, err
 	}
@@ -150,7 +186,7 @@ func record(dir string, p *pipeline.Pipeline, files []File) (*engine.Record, err
 		ExitCode: &exit0, Cache: "off", Outputs: arts, Artifacts: arts, Details: details}
 	return &engine.Record{Schema: engine.RecordSchema, Pipeline: engine.PipelineRef{Name: p.Name, Path: p.Path, Digest: p.Digest},
 		Version: "v0.0.0-fixture", State: engine.Passed, StartedAt: t0, FinishedAt: &t1,
-		Hardware: &engine.HardwareRef{Digest: hw.Digest, File: "hardware.json"}, Steps: []*engine.StepRecord{sr},
+		Hardware: &engine.HardwareRef{Digest: hw.Digest, Simulated: simulated, File: "hardware.json"}, Steps: []*engine.StepRecord{sr},
 		Attempts: []engine.Attempt{{StartedAt: t0, FinishedAt: &t1}}}, nil
 }
 

@@ -26,6 +26,9 @@ type release struct {
 	factor float64
 	// extra adds that many test-result statements (referrers).
 	extra int
+	// also are further GPU models the release was validated on: each
+	// is another signed run, finished an hour after the one before.
+	also []string
 }
 
 // keys are the fixture's signing key and the verifier of its public key.
@@ -71,8 +74,8 @@ func (k keys) verifier(t testing.TB) *verify.Verifier {
 var baseMedians = map[string]float64{"softmax/rows=512/cols=1024": 182_000, "vector_add/n=1048576": 41_000}
 
 // publish signs a simulated run of r (a cuda-build and a benchmark on a
-// simulated GPU) with k and pushes its release and bundles to
-// host/repo:r.tag. It returns the release manifest's digest and its
+// simulated GPU), and one more for each of r.also, with k and pushes its
+// release and bundles to host/repo:r.tag. It returns the release manifest's digest and its
 // file's digest.
 func publish(ctx context.Context, t testing.TB, k keys, host, repo string, i int, r release) (manifest, file string) {
 	t.Helper()
@@ -88,16 +91,34 @@ func publish(ctx context.Context, t testing.TB, k keys, host, repo string, i int
 	if err != nil {
 		t.Fatal(err)
 	}
+	var bundles []oci.Bundle
+	for j, gpu := range append([]string{r.gpu}, r.also...) {
+		bundles = append(bundles, signRun(ctx, t, k, rel, fileHex, i, j, r, gpu)...)
+	}
+	if _, err := oci.Push(ctx, host+"/"+repo+":"+r.tag, rel, bundles); err != nil {
+		t.Fatal(err)
+	}
+	return rel.Digest(), "sha256:" + fileHex
+}
+
+// signRun signs the statements of the j-th run of release r (the i-th
+// of the fixture) on a simulated gpu, over rel.
+func signRun(ctx context.Context, t testing.TB, k keys, rel *oci.Release, fileHex string, i, j int, r release, gpu string) []oci.Bundle {
+	t.Helper()
 	hw := &hardware.Record{Simulated: true, DriverVersion: "550.54.15", CUDADriverVersion: "12.4",
-		GPUs: []hardware.GPU{{Index: 0, Name: r.gpu, UUID: "GPU-00000000-0000-0000-0000-000000000001", ComputeCapability: "9.0"}},
+		GPUs: []hardware.GPU{{Index: 0, Name: gpu, UUID: "GPU-00000000-0000-0000-0000-000000000001", ComputeCapability: "9.0"}},
 		Host: hardware.Host{CPUModel: "fixture CPU", CPUCores: 2, Kernel: "6.1.0", OS: "Debian GNU/Linux 12 (bookworm)"}}
 	if err := hw.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	dev := []attest.Device{{UUID: hw.GPUs[0].UUID, Name: r.gpu, ComputeCapability: "9.0", Simulated: true}}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * 7 * 24 * time.Hour)
+	dev := []attest.Device{{UUID: hw.GPUs[0].UUID, Name: gpu, ComputeCapability: "9.0", Simulated: true}}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i)*7*24*time.Hour + time.Duration(j)*time.Hour)
+	id := "run-" + r.tag
+	if j > 0 {
+		id += fmt.Sprintf("-%d", j)
+	}
 	run := &attest.Run{
-		ID: "run-" + r.tag, PipelinePath: "pipelines/release.yaml", PipelineDigest: "sha256:" + strings.Repeat("a", 64),
+		ID: id, PipelinePath: "pipelines/release.yaml", PipelineDigest: "sha256:" + strings.Repeat("a", 64),
 		Steps: []attest.StepVerdict{
 			{ID: "kernels", Kind: "cuda-build", Verdict: "passed", Runner: "host", Devices: []attest.Device{}},
 			{ID: "bench", Kind: "benchmark", Verdict: "passed", Runner: "host", GPU: true, Backend: "cuda", Devices: dev,
@@ -140,11 +161,8 @@ func publish(ctx context.Context, t testing.TB, k keys, host, repo string, i int
 		t.Fatal(err)
 	}
 	var bundles []oci.Bundle
-	for j, b := range signed {
-		bundles = append(bundles, oci.Bundle{Data: b, PredicateType: stmts[j].PredicateType})
+	for n, b := range signed {
+		bundles = append(bundles, oci.Bundle{Data: b, PredicateType: stmts[n].PredicateType})
 	}
-	if _, err := oci.Push(ctx, host+"/"+repo+":"+r.tag, rel, bundles); err != nil {
-		t.Fatal(err)
-	}
-	return rel.Digest(), "sha256:" + fileHex
+	return bundles
 }

@@ -1,11 +1,13 @@
 package history
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // BMF is Bencher Metric Format (https://bencher.dev/docs/reference/bencher-metric-format/):
@@ -22,11 +24,13 @@ type Metric struct {
 }
 
 // BMFByRelease returns one BMF document per verified release, keyed by
-// tag. A benchmark's name is its series key (step/case on the hardware),
-// so that Bencher never joins different hardware either; its measures
-// are latency (the median in nanoseconds, the confidence interval as
-// its bounds), throughput-gb-s or throughput-gflop-s, and
-// roofline-percent, where the release has them.
+// its tag (Release.Tag). A benchmark's name is its series key (step/case
+// on the hardware), so that Bencher never joins different hardware
+// either; a second run of the release on the same hardware adds
+// " (run RUN_ID)" to it. Its measures are latency (the median in
+// nanoseconds, the confidence interval as its bounds), throughput-gb-s
+// or throughput-gflop-s, and roofline-percent, where the release has
+// them.
 func (h *History) BMFByRelease() map[string]BMF {
 	out := map[string]BMF{}
 	for _, r := range h.Releases {
@@ -47,7 +51,11 @@ func (h *History) BMFByRelease() map[string]BMF {
 			if p.RooflinePercent != nil {
 				m["roofline-percent"] = Metric{Value: *p.RooflinePercent}
 			}
-			doc[name] = m
+			n := name
+			if _, dup := doc[n]; dup {
+				n += " (run " + p.RunID + ")"
+			}
+			doc[n] = m
 		}
 	}
 	return out
@@ -67,21 +75,46 @@ func slug(unit string) string {
 	return strings.Trim(b.String(), "-")
 }
 
-// WriteBMF writes BMFByRelease as one JSON object, keyed by tag.
+// WriteBMF writes BMFByRelease as one indented JSON object, keyed by
+// tag, its keys in release order (signed order, as h.Releases), which a
+// map's encoding would sort as strings instead.
 func (h *History) WriteBMF(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(h.BMFByRelease())
+	docs := h.BMFByRelease()
+	var buf bytes.Buffer
+	buf.WriteString("{")
+	for i, r := range h.Releases {
+		if i > 0 {
+			buf.WriteString(",")
+		}
+		var kv bytes.Buffer
+		enc := json.NewEncoder(&kv)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(r.Tag); err != nil {
+			return err
+		}
+		if err := enc.Encode(docs[r.Tag]); err != nil {
+			return err
+		}
+		k, v, _ := bytes.Cut(bytes.TrimSpace(kv.Bytes()), []byte("\n"))
+		buf.WriteString("\n  ")
+		buf.Write(k)
+		buf.WriteString(": ")
+		if err := json.Indent(&buf, v, "  ", "  "); err != nil {
+			return err
+		}
+	}
+	buf.WriteString("\n}\n")
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // csvHeader names WriteCSV's columns.
-var csvHeader = []string{"series", "step", "case", "gpu", "driver", "clocks", "simulated", "tag", "manifest", "bundle",
+var csvHeader = []string{"series", "step", "case", "gpu", "driver", "clocks", "simulated", "tag", "manifest", "bundle", "run_id", "run_finished_at",
 	"median_ns", "ci_low_ns", "ci_high_ns", "throughput", "throughput_unit", "roofline_percent", "step_from_previous"}
 
-// WriteCSV writes one row per point: its series key, release, figures,
-// and the relative step from the series' previous point when it is
-// marked.
+// WriteCSV writes one row per point: its series key, release, signed
+// run, figures, and the relative step from the series' previous point
+// when it is marked.
 func (h *History) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(csvHeader); err != nil {
@@ -95,15 +128,16 @@ func (h *History) WriteCSV(w io.Writer) error {
 		}
 		for i, p := range s.Points {
 			row := []string{csvSafe(s.Key.String()), csvSafe(s.Key.Step), csvSafe(s.Key.Case), csvSafe(s.Key.GPU), csvSafe(s.Key.Driver), s.Key.Clocks,
-				strconv.FormatBool(s.Key.Simulated), csvSafe(p.Tag), p.Manifest, p.Bundle, f(p.MedianNS), f(p.CILowNS), f(p.CIHighNS), "", "", "", ""}
+				strconv.FormatBool(s.Key.Simulated), csvSafe(p.Tag), p.Manifest, p.Bundle, csvSafe(p.RunID), p.FinishedAt.UTC().Format(time.RFC3339),
+				f(p.MedianNS), f(p.CILowNS), f(p.CIHighNS), "", "", "", ""}
 			if p.Throughput != nil {
-				row[13], row[14] = f(p.Throughput.Value), csvSafe(p.Throughput.Unit)
+				row[15], row[16] = f(p.Throughput.Value), csvSafe(p.Throughput.Unit)
 			}
 			if p.RooflinePercent != nil {
-				row[15] = f(*p.RooflinePercent)
+				row[17] = f(*p.RooflinePercent)
 			}
 			if d, ok := marked[i]; ok {
-				row[16] = f(d)
+				row[18] = f(d)
 			}
 			if err := cw.Write(row); err != nil {
 				return err

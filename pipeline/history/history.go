@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,8 +38,10 @@ type History struct {
 	// Threshold is the relative step between consecutive releases that
 	// is marked (0.03: 3 %).
 	Threshold float64 `json:"threshold"`
-	// Releases are the releases that verified, in release order (tags
-	// ordered as versions).
+	// Releases are the release manifests that verified, each once
+	// whatever the number of tags naming it, in signed order: by the
+	// finish time of its first validation run, then run id, then
+	// manifest digest (never by tag).
 	Releases []Release `json:"releases"`
 	// Excluded are the releases left out, each with the reason.
 	Excluded []Excluded `json:"excluded"`
@@ -46,16 +49,49 @@ type History struct {
 	Series []Series `json:"series"`
 }
 
-// Release is a release that verified.
+// Release is a release manifest that verified. Its tags are the
+// registry's word, which anyone who can push may change; its identity
+// (run id, finish time, signing time) is its signed statements'.
 type Release struct {
-	// Tag is its tag.
+	// Tag is the first of Tags in version order, the name it is drawn
+	// under.
 	Tag string `json:"tag"`
+	// Tags are every tag read that names the manifest, in version order.
+	// More than one is flagged: a tag was re-pointed at, or copied to,
+	// a release signed before.
+	Tags []string `json:"tags"`
 	// Manifest is "sha256:<hex>" of its release manifest.
 	Manifest string `json:"manifest"`
-	// Bundle is "sha256:<hex>" of the validation bundle read.
+	// Bundle, RunID, FinishedAt and SignedAt are those of its first
+	// validation run (Runs[0]): the release's identity.
+	Bundle     string     `json:"bundle"`
+	RunID      string     `json:"run_id,omitempty"`
+	FinishedAt time.Time  `json:"finished_at"`
+	SignedAt   *time.Time `json:"signed_at,omitempty"`
+	// Runs are its verified validation statements, one per signed run
+	// (a release validated on an A100 and an H100 has two), in signed
+	// order; each is drawn in its own hardware's series.
+	Runs []Run `json:"runs"`
+	// Flags say where the registry's tags disagree with the signed
+	// statements: a manifest under several tags, a tag whose version
+	// order is not the signed order.
+	Flags []string `json:"flags,omitempty"`
+}
+
+// Run is one verified validation statement of a release.
+type Run struct {
+	// Bundle is "sha256:<hex>" of its Sigstore bundle.
 	Bundle string `json:"bundle"`
-	// FinishedAt is when its run finished, as signed.
+	// RunID and FinishedAt are the run's id and finish time, as signed
+	// (RunID is empty in statements made before it was signed).
+	RunID      string    `json:"run_id,omitempty"`
 	FinishedAt time.Time `json:"finished_at"`
+	// SignedAt is the signature's verified timestamp, when the bundle
+	// has one (a transparency log or a TSA; not a key signing offline).
+	SignedAt *time.Time `json:"signed_at,omitempty"`
+	// Hardware names the GPU models of its hardware record ("cpu"
+	// without a GPU), with ", SIMULATED" for a simulated one.
+	Hardware string `json:"hardware"`
 }
 
 // Excluded is a release left out of every series.
@@ -105,12 +141,15 @@ type Series struct {
 	Marks []Mark `json:"marks"`
 }
 
-// Point is one release's figures for a case.
+// Point is one release's figures for a case, from one of its runs.
 type Point struct {
 	// Tag, Manifest and Bundle name the release and the bundle read.
 	Tag      string `json:"tag"`
 	Manifest string `json:"manifest"`
 	Bundle   string `json:"bundle"`
+	// RunID and FinishedAt are the signed run's id and finish time.
+	RunID      string    `json:"run_id,omitempty"`
+	FinishedAt time.Time `json:"finished_at"`
 	// MedianNS, CILowNS and CIHighNS are the median time per iteration
 	// and its confidence interval, in nanoseconds.
 	MedianNS float64 `json:"median_ns"`
@@ -271,17 +310,45 @@ func Collect(ctx context.Context, repo string, v *verify.Verifier, opts ...Optio
 		return nil, err
 	}
 	h := &History{Repository: repo, Threshold: o.threshold, Releases: []Release{}, Excluded: []Excluded{}, Series: []Series{}}
-	series := map[Key]*Series{}
+	// One release per manifest: the tags come in version order, so the
+	// first that verified names it.
+	byManifest := map[string]*releaseFound{}
+	var releases []*releaseFound
 	for i, f := range found {
 		if f.reason != "" {
 			h.Excluded = append(h.Excluded, Excluded{Tag: tags[i], Reason: f.reason})
 			continue
 		}
-		if !o.sinceTime.IsZero() && f.release.FinishedAt.Before(o.sinceTime) {
+		if r := byManifest[f.release.Manifest]; r != nil {
+			r.release.Tags = append(r.release.Tags, tags[i])
 			continue
 		}
-		h.Releases = append(h.Releases, f.release)
-		for _, p := range f.points {
+		f.release.Tag, f.release.Tags = tags[i], []string{tags[i]}
+		rf := &releaseFound{release: f.release, points: f.points}
+		byManifest[f.release.Manifest] = rf
+		releases = append(releases, rf)
+	}
+	releases = slices.DeleteFunc(releases, func(r *releaseFound) bool {
+		return !o.sinceTime.IsZero() && r.release.FinishedAt.Before(o.sinceTime)
+	})
+	sort.SliceStable(releases, func(i, j int) bool { return signedBefore(&releases[i].release, &releases[j].release) })
+	for i, r := range releases {
+		if len(r.release.Tags) > 1 {
+			r.release.Flags = append(r.release.Flags, fmt.Sprintf("manifest %s is tagged %s: a tag was re-pointed at, or copied to, a release signed before; it is drawn once, as signed (run %s, finished %s)",
+				r.release.Manifest, strings.Join(r.release.Tags, ", "), orNone(r.release.RunID), r.release.FinishedAt.UTC().Format(time.RFC3339)))
+		}
+		if i > 0 {
+			if prev := releases[i-1].release; oci.CompareTags(prev.Tag, r.release.Tag) > 0 {
+				r.release.Flags = append(r.release.Flags, fmt.Sprintf("tag %s sorts before %s, but its signed run finished after that release's: drawn in signed order",
+					r.release.Tag, prev.Tag))
+			}
+		}
+		h.Releases = append(h.Releases, r.release)
+	}
+	series := map[Key]*Series{}
+	for _, r := range releases {
+		for _, p := range r.points {
+			p.Tag = r.release.Tag
 			s := series[p.key]
 			if s == nil {
 				s = &Series{Key: p.key, Points: []Point{}, Marks: []Mark{}}
@@ -296,6 +363,43 @@ func Collect(ctx context.Context, repo string, v *verify.Verifier, opts ...Optio
 	}
 	sort.Slice(h.Series, func(i, j int) bool { return h.Series[i].Key.String() < h.Series[j].Key.String() })
 	return h, nil
+}
+
+// releaseFound is a verified release and its points, in run order.
+type releaseFound struct {
+	release Release
+	points  []keyedPoint
+}
+
+// signedBefore orders releases by their signed identity: finish time,
+// then run id, then manifest digest.
+func signedBefore(a, b *Release) bool {
+	if !a.FinishedAt.Equal(b.FinishedAt) {
+		return a.FinishedAt.Before(b.FinishedAt)
+	}
+	if a.RunID != b.RunID {
+		return a.RunID < b.RunID
+	}
+	return a.Manifest < b.Manifest
+}
+
+// runBefore orders a release's runs the same way: finish time, run id,
+// bundle digest.
+func runBefore(a, b *Run) bool {
+	if !a.FinishedAt.Equal(b.FinishedAt) {
+		return a.FinishedAt.Before(b.FinishedAt)
+	}
+	if a.RunID != b.RunID {
+		return a.RunID < b.RunID
+	}
+	return a.Bundle < b.Bundle
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no run id)"
+	}
+	return s
 }
 
 // marks are the steps of more than threshold between consecutive points.
@@ -314,8 +418,8 @@ func marks(ps []Point, threshold float64) []Mark {
 	return out
 }
 
-// found is what one release yielded: a reason it was left out, or its
-// release and points.
+// found is what one tag yielded: a reason it was left out, or its
+// release (without tags) and points.
 type found struct {
 	reason  string
 	release Release
@@ -327,7 +431,9 @@ type keyedPoint struct {
 	Point
 }
 
-// readRelease verifies repo:tag and reads its points.
+// readRelease verifies repo:tag and reads the points of every verified
+// validation statement that names its manifest and that the
+// verification judged, each run once.
 func readRelease(ctx context.Context, v *verify.Verifier, repo, tag string, o *options) *found {
 	ref := repo + ":" + tag
 	res, err := oci.Verify(ctx, v, ref, o.oci...)
@@ -337,20 +443,44 @@ func readRelease(ctx context.Context, v *verify.Verifier, repo, tag string, o *o
 	if !res.Report.Verified {
 		return &found{reason: "did not verify (" + res.Report.Failure.String() + "): " + failedChecks(res.Report)}
 	}
+	type run struct {
+		Run
+		points []keyedPoint
+	}
+	var runs []run
+	seen := map[string]bool{}
 	for i := range res.Report.Bundles {
 		b := &res.Report.Bundles[i]
 		st := b.Statement()
-		if st == nil || st.PredicateType != attest.ValidationPredicateType || !names(st, res.Digest) {
+		if st == nil || !b.Judged || st.PredicateType != attest.ValidationPredicateType || !names(st, res.Digest) {
 			continue
 		}
-		f, err := pointsOf(st, Release{Tag: tag, Manifest: res.Digest, Bundle: b.Digest})
+		// The same statement in two bundles (signed twice, or a
+		// referrer repeated) is one run.
+		sum := sha256.Sum256(st.Predicate)
+		if seen[string(sum[:])] {
+			continue
+		}
+		seen[string(sum[:])] = true
+		r, points, err := pointsOf(st, res.Digest, b.Digest)
 		if err != nil {
 			return &found{reason: fmt.Sprintf("validation statement %s: %v", b.Digest, err)}
 		}
-		o.logger.DebugContext(ctx, "release read", "tag", tag, "manifest", res.Digest, "points", len(f.points))
-		return f
+		r.SignedAt = b.SignedAt
+		runs = append(runs, run{Run: r, points: points})
 	}
-	return &found{reason: "verified, but no verified " + attest.ValidationPredicateType + " statement names its manifest " + res.Digest}
+	if len(runs) == 0 {
+		return &found{reason: "verified, but no verified " + attest.ValidationPredicateType + " statement names its manifest " + res.Digest}
+	}
+	sort.SliceStable(runs, func(i, j int) bool { return runBefore(&runs[i].Run, &runs[j].Run) })
+	first := runs[0].Run
+	f := &found{release: Release{Manifest: res.Digest, Bundle: first.Bundle, RunID: first.RunID, FinishedAt: first.FinishedAt, SignedAt: first.SignedAt, Runs: []Run{}}}
+	for _, r := range runs {
+		f.release.Runs = append(f.release.Runs, r.Run)
+		f.points = append(f.points, r.points...)
+	}
+	o.logger.DebugContext(ctx, "release read", "tag", tag, "manifest", res.Digest, "runs", len(runs), "points", len(f.points))
+	return f
 }
 
 // names reports whether st names the release manifest digest.
@@ -389,6 +519,7 @@ func firstLine(s string) string {
 type predicate struct {
 	Simulated  bool                      `json:"simulated"`
 	FinishedAt time.Time                 `json:"finished_at"`
+	RunID      string                    `json:"run_id"`
 	Hardware   hardwarePart              `json:"hardware"`
 	Steps      []attest.StepVerdict      `json:"steps"`
 	Benchmarks []attest.BenchmarkSummary `json:"benchmarks"`
@@ -402,19 +533,19 @@ type hardwarePart struct {
 	} `json:"gpus"`
 }
 
-// pointsOf reads the benchmark points of a verified validation
-// statement.
-func pointsOf(st *attest.Statement, rel Release) (*found, error) {
+// pointsOf reads the run and the benchmark points of a verified
+// validation statement of the release manifest, read from bundle.
+func pointsOf(st *attest.Statement, manifest, bundle string) (Run, []keyedPoint, error) {
 	var p predicate
 	if err := json.Unmarshal(st.Predicate, &p); err != nil {
-		return nil, err
+		return Run{}, nil, err
 	}
-	rel.FinishedAt = p.FinishedAt
-	f := &found{release: rel}
+	r := Run{Bundle: bundle, RunID: textsafe.Line(p.RunID), FinishedAt: p.FinishedAt, Hardware: hardwareOf(&p)}
 	clocks := ClocksUnknown
 	if p.Hardware.ClocksLocked != nil {
 		clocks = map[bool]string{true: "locked", false: "unlocked"}[*p.Hardware.ClocksLocked]
 	}
+	var out []keyedPoint
 	for _, b := range p.Benchmarks {
 		if b.MedianNS <= 0 || !finite(b.MedianNS) {
 			continue
@@ -424,14 +555,34 @@ func pointsOf(st *attest.Statement, rel Release) (*found, error) {
 			b.CILowNS, b.CIHighNS = b.MedianNS, b.MedianNS
 		}
 		k := Key{Step: b.Step, Case: b.Case, GPU: gpuOf(&p, b.Step), Driver: p.Hardware.DriverVersion, Clocks: clocks, Simulated: p.Simulated}
-		pt := Point{Tag: rel.Tag, Manifest: rel.Manifest, Bundle: rel.Bundle, MedianNS: b.MedianNS, CILowNS: b.CILowNS, CIHighNS: b.CIHighNS, Throughput: b.Throughput}
+		pt := Point{Manifest: manifest, Bundle: bundle, RunID: r.RunID, FinishedAt: r.FinishedAt,
+			MedianNS: b.MedianNS, CILowNS: b.CILowNS, CIHighNS: b.CIHighNS, Throughput: b.Throughput}
 		if b.RooflineAttained != nil {
 			pct := *b.RooflineAttained * 100
 			pt.RooflinePercent = &pct
 		}
-		f.points = append(f.points, keyedPoint{key: k, Point: pt})
+		out = append(out, keyedPoint{key: k, Point: pt})
 	}
-	return f, nil
+	return r, out, nil
+}
+
+// hardwareOf names the record's GPU models ("cpu" without), and says
+// SIMULATED for a simulated record.
+func hardwareOf(p *predicate) string {
+	var ns []string
+	for _, g := range p.Hardware.GPUs {
+		if !slices.Contains(ns, g.Name) {
+			ns = append(ns, g.Name)
+		}
+	}
+	s := "cpu"
+	if len(ns) > 0 {
+		s = strings.Join(ns, " + ")
+	}
+	if p.Simulated {
+		s += ", SIMULATED"
+	}
+	return textsafe.Line(s)
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

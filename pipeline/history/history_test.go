@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/pipeline/history"
 )
@@ -180,4 +184,133 @@ func TestHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPage(t, page.Bytes(), manifests)
+}
+
+// TestHistoryTrustsNoTag (issue 30, items 7 and 8): the registry's tags
+// decide nothing the signed statements say. v2 was validated on an H100
+// and an A100 (two signed runs, one tag): both are drawn, each in its
+// hardware's series. v3, a real 50 % regression, was re-pointed at v1's
+// manifest: v1's release is drawn once, under both tags, flagged, and
+// nothing is drawn as v3. v0.9, whose run was signed last, is drawn last
+// and flagged. Each release shows its signed run id and finish time.
+func TestHistoryTrustsNoTag(t *testing.T) {
+	t.Parallel()
+	host := registrytest.StartInProcess(t, nil)
+	k := newKeys(t)
+	manifests := map[string]string{}
+	for i, r := range []release{
+		{tag: "v1", gpu: h100, factor: 1},
+		{tag: "v2", gpu: h100, also: []string{a100}, factor: 1},
+		{tag: "v3", gpu: h100, factor: 1.5},
+		{tag: "v0.9", gpu: h100, factor: 1},
+	} {
+		manifests[r.tag], _ = publish(t.Context(), t, k, host, "kernels", i, r)
+	}
+	// A registry writer re-points v3 at v1's manifest.
+	v1, err := remote.Get(mustRef(t, host+"/kernels:v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Tag(mustRef(t, host+"/kernels:v3").(name.Tag), v1); err != nil {
+		t.Fatal(err)
+	}
+
+	h, err := history.Collect(t.Context(), host+"/kernels", k.verifier(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rel struct {
+		Tags     []string
+		Manifest string
+		RunIDs   []string
+		Hardware []string
+		Flagged  []string
+	}
+	var got []rel
+	for _, r := range h.Releases {
+		g := rel{Tags: r.Tags, Manifest: r.Manifest}
+		for _, run := range r.Runs {
+			g.RunIDs = append(g.RunIDs, run.RunID)
+			g.Hardware = append(g.Hardware, run.Hardware)
+			if !strings.HasPrefix(run.Bundle, "sha256:") || run.FinishedAt.IsZero() {
+				t.Errorf("release %s run %+v: want its bundle digest and signed finish time", r.Tag, run)
+			}
+		}
+		if r.RunID != r.Runs[0].RunID || !r.FinishedAt.Equal(r.Runs[0].FinishedAt) || r.Bundle != r.Runs[0].Bundle {
+			t.Errorf("release %s: identity %s %s %s, want its first run's", r.Tag, r.RunID, r.FinishedAt, r.Bundle)
+		}
+		for _, f := range r.Flags {
+			switch {
+			case strings.Contains(f, "is tagged v1, v3"):
+				g.Flagged = append(g.Flagged, "several tags")
+			case strings.Contains(f, "tag v0.9 sorts before v2"):
+				g.Flagged = append(g.Flagged, "tag order")
+			default:
+				g.Flagged = append(g.Flagged, f)
+			}
+		}
+		got = append(got, g)
+	}
+	sim := func(gpu string) string { return gpu + ", SIMULATED" }
+	want := []rel{
+		{Tags: []string{"v1", "v3"}, Manifest: manifests["v1"], RunIDs: []string{"run-v1"}, Hardware: []string{sim(h100)}, Flagged: []string{"several tags"}},
+		{Tags: []string{"v2"}, Manifest: manifests["v2"], RunIDs: []string{"run-v2", "run-v2-1"}, Hardware: []string{sim(h100), sim(a100)}},
+		{Tags: []string{"v0.9"}, Manifest: manifests["v0.9"], RunIDs: []string{"run-v0.9"}, Hardware: []string{sim(h100)}, Flagged: []string{"tag order"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("releases (-want +got):\n%s", diff)
+	}
+	// The BMF documents come in the same, signed, order.
+	var bmf bytes.Buffer
+	if err := h.WriteBMF(&bmf); err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(&bmf)
+	var keys []string
+	for depth := 0; ; {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			if tok == '{' {
+				depth++
+			} else {
+				depth--
+			}
+		case string:
+			if depth == 1 {
+				keys = append(keys, tok)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"v1", "v2", "v0.9"}, keys); diff != "" {
+		t.Errorf("BMF keys (-want +got):\n%s\n%s", diff, bmf.String())
+	}
+	if len(h.Series) != 4 {
+		t.Fatalf("%d series, want 4 (2 cases on the H100, 2 on the A100)", len(h.Series))
+	}
+	for _, s := range h.Series {
+		var pts []string
+		for _, p := range s.Points {
+			pts = append(pts, p.Tag+"/"+p.RunID)
+			if p.Manifest == manifests["v3"] || p.MedianNS > baseMedians[s.Key.Case]*1.1 {
+				t.Errorf("series %s: point %+v is v3's own release, which no tag names any more", s.Key, p)
+			}
+		}
+		wantPts := map[string][]string{h100: {"v1/run-v1", "v2/run-v2", "v0.9/run-v0.9"}, a100: {"v2/run-v2-1"}}[s.Key.GPU]
+		if diff := cmp.Diff(wantPts, pts); diff != "" {
+			t.Errorf("series %s points (-want +got):\n%s", s.Key, diff)
+		}
+	}
+}
+
+func mustRef(t *testing.T, s string) name.Reference {
+	t.Helper()
+	r, err := name.ParseReference(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -177,16 +177,17 @@ Steps between consecutive releases larger than {{pct .ThresholdPct}} are marked 
 <figcaption>{{.Series.Key.Step}}/{{.Series.Key.Case}} on {{.Series.Key.GPU}}{{if .Series.Key.Driver}}, driver {{.Series.Key.Driver}}{{end}}, clocks {{.Series.Key.Clocks}}{{if .Series.Key.Simulated}} <span class="sim">SIMULATED</span>{{end}}</figcaption>
 {{.SVG}}
 {{if .Marks}}<ul>{{range .Marks}}<li class="mark" data-role="step">{{.Text}}</li>{{end}}</ul>{{end}}
-<details><summary>{{len .Series.Points}} point(s)</summary><table><tr><th>release</th><th>median (ns)</th><th>CI (ns)</th><th>throughput</th><th>roofline</th><th>manifest</th><th>bundle</th></tr>
-{{range .Series.Points}}<tr><td>{{.Tag}}</td><td>{{printf "%.6g" .MedianNS}}</td><td>{{printf "%.6g" .CILowNS}} – {{printf "%.6g" .CIHighNS}}</td><td>{{with .Throughput}}{{printf "%.4g" .Value}} {{.Unit}}{{end}}</td><td>{{with .RooflinePercent}}{{pct .}}{{end}}</td><td><code>{{.Manifest}}</code></td><td><code>{{.Bundle}}</code></td></tr>
+<details><summary>{{len .Series.Points}} point(s)</summary><table><tr><th>release</th><th>run</th><th>median (ns)</th><th>CI (ns)</th><th>throughput</th><th>roofline</th><th>manifest</th><th>bundle</th></tr>
+{{range .Series.Points}}<tr><td>{{.Tag}}</td><td>{{.RunID}}</td><td>{{printf "%.6g" .MedianNS}}</td><td>{{printf "%.6g" .CILowNS}} – {{printf "%.6g" .CIHighNS}}</td><td>{{with .Throughput}}{{printf "%.4g" .Value}} {{.Unit}}{{end}}</td><td>{{with .RooflinePercent}}{{pct .}}{{end}}</td><td><code>{{.Manifest}}</code></td><td><code>{{.Bundle}}</code></td></tr>
 {{end}}</table></details>
 </figure>
 {{else}}<p>No benchmark case in any verified release.</p>{{end}}
 </section>
 <section data-section="releases">
 <h2>Releases drawn</h2>
-<table><tr><th>tag</th><th>run finished</th><th>manifest</th><th>validation bundle</th></tr>
-{{range .H.Releases}}<tr><td>{{.Tag}}</td><td>{{.FinishedAt.Format "2006-01-02 15:04"}}</td><td><code>{{.Manifest}}</code></td><td><code>{{.Bundle}}</code></td></tr>
+<p>In signed order: by the finish time and id of each release's first signed run, never by tag. A tag is the registry's word; the run is the signer's.</p>
+<table><tr><th>tags</th><th>signed runs (id, finished, hardware)</th><th>manifest</th><th>validation bundles</th></tr>
+{{range .H.Releases}}<tr data-release="{{.Manifest}}"><td>{{range $i, $t := .Tags}}{{if $i}}, {{end}}{{$t}}{{end}}{{range .Flags}}<div class="excluded" data-role="flag">{{.}}</div>{{end}}</td><td>{{range .Runs}}<div>{{if .RunID}}{{.RunID}}{{else}}(no run id){{end}}, {{.FinishedAt.Format "2006-01-02 15:04"}}{{with .SignedAt}} (signed {{.Format "2006-01-02 15:04"}}){{end}}, {{.Hardware}}</div>{{end}}</td><td><code>{{.Manifest}}</code></td><td>{{range .Runs}}<div><code>{{.Bundle}}</code></div>{{end}}</td></tr>
 {{end}}</table>
 </section>
 </body>

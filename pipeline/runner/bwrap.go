@@ -196,11 +196,11 @@ func (b *Bwrap) Run(ctx context.Context, c *Command) (*Result, error) {
 			return nil, fmt.Errorf("bwrap runner: %w", err)
 		}
 	}
-	args, err := bwrapArgs(im, c, gpu)
+	args, env, err := bwrapArgs(im, c, gpu)
 	if err != nil {
 		return nil, err
 	}
-	return b.exec(ctx, args, c)
+	return b.exec(ctx, args, env, c)
 }
 
 // gpuBinds are the host's GPU device nodes and driver libraries.
@@ -258,7 +258,9 @@ func hostGPUBinds(ctx context.Context) (*gpuBinds, error) {
 	return g, nil
 }
 
-// bwrapArgs builds bwrap's argument list.
+// bwrapArgs builds bwrap's argument list and the environment of the
+// command (the image's, c.Env over it), which exec passes to bwrap
+// through --args (see envArgsFD), never on its command line.
 //
 // The image's top-level entries are bound read-only one by one onto
 // bwrap's own (tmpfs) root rather than binding the rootfs at /, so that
@@ -266,9 +268,9 @@ func hostGPUBinds(ctx context.Context) (*gpuBinds, error) {
 // the image has no such directory: every directory on the way to a bind
 // target is recreated as a tmpfs directory whose other entries are bound
 // from the image. The skeleton is remounted read-only at the end.
-func bwrapArgs(im *bwrapImage, c *Command, gpu *gpuBinds) ([]string, error) {
+func bwrapArgs(im *bwrapImage, c *Command, gpu *gpuBinds) ([]string, []string, error) {
 	args := []string{
-		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--args", envArgsFD,
 		"--json-status-fd", "3",
 	}
 	special := map[string]bool{"/proc": true, "/dev": true, "/tmp": true}
@@ -329,7 +331,7 @@ func bwrapArgs(im *bwrapImage, c *Command, gpu *gpuBinds) ([]string, error) {
 		return nil
 	}
 	if err := walk("/"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 
@@ -358,13 +360,8 @@ func bwrapArgs(im *bwrapImage, c *Command, gpu *gpuBinds) ([]string, error) {
 	for _, p := range c.ReadOnly {
 		args = append(args, "--ro-bind", p, p)
 	}
-	args = append(args, "--bind", c.Dir, c.Dir, "--remount-ro", "/", "--chdir", c.Dir)
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		args = append(args, "--setenv", k, v)
-	}
-	args = append(args, "--")
-	return append(args, c.Args...), nil
+	args = append(args, "--bind", c.Dir, c.Dir, "--remount-ro", "/", "--chdir", c.Dir, "--")
+	return append(args, c.Args...), env, nil
 }
 
 func topLevel(p string) string {
@@ -398,26 +395,63 @@ type bwrapStatus struct {
 	ExitCode *int `json:"exit-code"`
 }
 
-func (b *Bwrap) exec(ctx context.Context, args []string, c *Command) (*Result, error) {
+// envArgsFD is the file descriptor (in bwrap) from which bwrap reads,
+// with --args, the --setenv options that set the command's environment:
+// a process's command line (/proc/PID/cmdline) is readable by every
+// user of the machine, its environment (/proc/PID/environ) only by its
+// own. fd 3 is --json-status-fd.
+const envArgsFD = "4"
+
+// envArgs are the --setenv options of env, NUL-separated as --args
+// reads them.
+func envArgs(env []string) []byte {
+	var b bytes.Buffer
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, a := range []string{"--setenv", k, v} {
+			b.WriteString(a)
+			b.WriteByte(0)
+		}
+	}
+	return b.Bytes()
+}
+
+// exec runs bwrap with args (which hold --args envArgsFD after
+// --clearenv) and the command's environment env, written to bwrap's
+// envArgsFD through a pipe.
+func (b *Bwrap) exec(ctx context.Context, args, env []string, c *Command) (*Result, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer statusR.Close()
+	envR, envW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		return nil, err
+	}
 	var errTail tailBuffer
 	cmd := exec.Command(b.bin, args...)
 	cmd.Env = []string{}
 	cmd.Stdout = orDiscard(c.Stdout)
 	cmd.Stderr = io.MultiWriter(orDiscard(c.Stderr), &errTail)
-	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.ExtraFiles = []*os.File{statusW, envR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		statusW.Close()
+	err = cmd.Start()
+	statusW.Close()
+	envR.Close()
+	if err != nil {
+		envW.Close()
 		return nil, fmt.Errorf("bwrap runner: starting %s: %w\nhint: install bubblewrap (apt-get install bubblewrap)", b.bin, err)
 	}
-	statusW.Close()
+	// bwrap reads the whole of it before it sets anything up; a bwrap
+	// that dies first fails the write (EPIPE), and its exit says why.
+	go func() {
+		_, _ = envW.Write(envArgs(env))
+		envW.Close()
+	}()
 	statusDone := make(chan bwrapStatus, 1)
 	go func() {
 		var st bwrapStatus

@@ -32,7 +32,7 @@ func TestBwrapArgs(t *testing.T) {
 		Env:      []string{"LANG=C.UTF-8", "X=1"},
 		ReadOnly: []string{"/tmp/inputs"},
 	}
-	got, err := bwrapArgs(im, c, &gpuBinds{
+	got, env, err := bwrapArgs(im, c, &gpuBinds{
 		devices: []string{"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidiactl"},
 		libs:    map[string]string{"libcuda.so.1": "/usr/lib/x86_64-linux-gnu/libcuda.so.535.1"},
 		sys:     true,
@@ -42,7 +42,7 @@ func TestBwrapArgs(t *testing.T) {
 	}
 	r := func(p string) string { return filepath.Join(root, p) }
 	want := []string{
-		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--json-status-fd", "3",
+		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--args", "4", "--json-status-fd", "3",
 		"--symlink", "usr/bin", "/bin",
 		"--ro-bind", r("etc"), "/etc",
 		"--ro-bind", r("etc-file"), "/etc-file",
@@ -62,14 +62,19 @@ func TestBwrapArgs(t *testing.T) {
 		"--ro-bind", "/tmp/inputs", "/tmp/inputs",
 		"--bind", "/var/cache/work", "/var/cache/work",
 		"--remount-ro", "/", "--chdir", "/var/cache/work",
-		"--setenv", "PATH", "/usr/bin:/bin",
-		"--setenv", "LANG", "C.UTF-8",
-		"--setenv", "X", "1",
-		"--setenv", "LD_LIBRARY_PATH", "/usr/local/nvidia/lib64",
 		"--", "nvcc", "--version",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("bwrap args (-want +got):\n%s", diff)
+	}
+	// The environment goes to bwrap through --args 4, never on its
+	// command line.
+	wantEnv := []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "X=1", "LD_LIBRARY_PATH=/usr/local/nvidia/lib64"}
+	if diff := cmp.Diff(wantEnv, env); diff != "" {
+		t.Errorf("environment (-want +got):\n%s", diff)
+	}
+	if got, want := string(envArgs(env[:2])), "--setenv\x00PATH\x00/usr/bin:/bin\x00--setenv\x00LANG\x00C.UTF-8\x00"; got != want {
+		t.Errorf("envArgs = %q, want %q", got, want)
 	}
 }
 

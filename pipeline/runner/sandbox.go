@@ -156,7 +156,7 @@ func (s *Sandbox) Run(ctx context.Context, c *Command) (*Result, error) {
 	if !slices.ContainsFunc(s.writable, func(w string) bool { return within(w, dir) }) {
 		return nil, fmt.Errorf("sandbox: work directory %s is outside the writable directories (%s)", c.Dir, strings.Join(s.writable, ", "))
 	}
-	return s.bwrap.exec(ctx, s.args(dir, c), c)
+	return s.bwrap.exec(ctx, s.args(dir, c), c.Env, c)
 }
 
 // Check runs true in the sandbox, in its first writable directory: it
@@ -177,10 +177,11 @@ func (s *Sandbox) Check(ctx context.Context) error {
 // args builds bwrap's argument list for c, run in dir (c.Dir with links
 // resolved): the host read-only, the scratch and hidden directories
 // empty, the GPU's device nodes when c asks for it, the read-only paths
-// and the work directory bound last.
+// and the work directory bound last. c.Env is not among them: exec
+// passes it through --args (envArgsFD).
 func (s *Sandbox) args(dir string, c *Command) []string {
 	args := []string{
-		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--args", envArgsFD,
 		"--json-status-fd", "3",
 		"--ro-bind", "/", "/",
 		"--dev", "/dev", "--proc", "/proc",
@@ -201,12 +202,7 @@ func (s *Sandbox) args(dir string, c *Command) []string {
 	for _, p := range c.ReadOnly {
 		args = append(args, "--ro-bind", p, p)
 	}
-	args = append(args, "--bind", dir, dir, "--chdir", dir)
-	for _, kv := range c.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		args = append(args, "--setenv", k, v)
-	}
-	args = append(args, "--")
+	args = append(args, "--bind", dir, dir, "--chdir", dir, "--")
 	return append(args, c.Args...)
 }
 
