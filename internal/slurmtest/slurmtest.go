@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -425,4 +426,64 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// User returns the local user name, a member of group, creating the
+// group and the user (a system account with no home directory and no
+// login shell) when they do not exist, for tests that need a second real
+// user, such as a co-tenant of a shared directory. The accounts are left
+// in place for the next test. It needs root, and fails when CI=true
+// without it (skips elsewhere).
+func User(t testing.TB, name, group string) *user.User {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "creating users needs root")
+	}
+	for _, tool := range []string{"groupadd", "useradd", "usermod"} {
+		testenv.RequireTool(t, tool)
+	}
+	if _, err := user.LookupGroup(group); err != nil {
+		if err := retry(exec.Command("groupadd", "--system", group)); err != nil {
+			if _, lerr := user.LookupGroup(group); lerr != nil {
+				t.Fatalf("groupadd %s: %v", group, err)
+			}
+		}
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		err = retry(exec.Command("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--user-group", "--groups", group, name))
+		if u, err = user.Lookup(name); err != nil {
+			t.Fatalf("useradd %s: %v", name, err)
+		}
+	}
+	gids, err := u.GroupIds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(gids, g.Gid) {
+		if err := retry(exec.Command("usermod", "--append", "--groups", group, name)); err != nil {
+			t.Fatalf("usermod %s: %v", name, err)
+		}
+	}
+	return u
+}
+
+// retry runs cmd, again (a fresh copy) up to five times while it fails:
+// the account tools lock /etc/passwd, and another test's may hold it.
+func retry(cmd *exec.Cmd) error {
+	var err error
+	for range 5 {
+		c := exec.Command(cmd.Path, cmd.Args[1:]...)
+		var out []byte
+		if out, err = c.CombinedOutput(); err == nil {
+			return nil
+		}
+		err = fmt.Errorf("%v: %s", err, bytes.TrimSpace(out))
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
 }

@@ -357,17 +357,32 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 		return nil, err
 	}
 	out := &Collected{}
+	// On a shared directory the node bundles are read as the nodes wrote
+	// them: through the dispatch directory, checked as a node checks it.
+	var td *trustedDir
+	var untrusted error
+	if s.Release == "" {
+		if td, untrusted = openTrusted(s.Dispatch); untrusted == nil {
+			defer td.Close()
+		}
+	}
 	for _, j := range s.Jobs {
 		var b []byte
-		if s.Release != "" {
+		switch {
+		case s.Release != "":
 			b, err = fetchNode(ctx, s, j.Name, opts)
-		} else {
-			b, err = limits.ReadFile(filepath.Join(s.Dispatch, "jobs", j.Name, NodeFile), 64<<20, "node bundle")
+		case untrusted != nil:
+			err = untrusted
+		default:
+			b, _, err = td.ReadFile("jobs/"+j.Name+"/"+NodeFile, 64<<20, "node bundle", 0o022)
 		}
 		if err != nil {
 			reason := string(j.Status.State)
 			if j.Status.Reason != "" {
 				reason += " (" + j.Status.Reason + ")"
+			}
+			if untrusted != nil || errors.Is(err, ErrUnsafePath) {
+				reason += "; " + firstLine(err.Error())
 			}
 			out.Missing = append(out.Missing, fmt.Sprintf("job %s (%s %s on %s): no node bundle; %s", j.Name, s.Cluster.Engine, j.ID, orDash(j.Status.Node), reason))
 			continue
@@ -388,9 +403,27 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 // removeKeys deletes the key of every job of the dispatch: their jobs
 // have ended (or were cancelled), and a node deletes its own only when it
 // signed.
+//
+// On a shared directory they go only through the dispatch directory as
+// the node checks it (no link followed, nothing another user could have
+// replaced): a directory swapped by someone else is left alone.
 func (s *State) removeKeys() {
+	if s.Release != "" { // the staging directory, in the run directory
+		for _, j := range s.Jobs {
+			_ = os.Remove(KeyPath(s.Dispatch, j.Name))
+		}
+		return
+	}
+	td, err := openTrusted(s.Dispatch)
+	if err != nil {
+		return
+	}
+	defer td.Close()
+	if td.Dir(KeysDir, 0o077) != nil {
+		return
+	}
 	for _, j := range s.Jobs {
-		_ = os.Remove(KeyPath(s.Dispatch, j.Name))
+		_ = td.root.Remove(KeysDir + "/" + j.Name + ".key")
 	}
 }
 

@@ -140,9 +140,12 @@ type trustedDir struct {
 }
 
 // openTrusted resolves the dispatch directory dir to its real path,
-// checks it and every directory above it, and opens it.
-func openTrusted(dir string) (*trustedDir, error) {
-	uid := os.Geteuid()
+// checks it and every directory above it for this process's user, and
+// opens it.
+func openTrusted(dir string) (*trustedDir, error) { return openTrustedAs(dir, os.Geteuid()) }
+
+// openTrustedAs is openTrusted for the user uid.
+func openTrustedAs(dir string, uid int) (*trustedDir, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -197,7 +200,7 @@ func (t *trustedDir) checkDir(name string, fi fs.FileInfo, deny fs.FileMode) err
 	case ownerOf(fi) != t.uid:
 		return unsafePath(path, "it is owned by "+userName(ownerOf(fi))+", not by "+userName(t.uid)+", who runs this job", "a job works only in a dispatch directory its own user staged; was it swapped for another?")
 	case fi.Mode().Perm()&deny != 0:
-		return unsafePath(path, fmt.Sprintf("its mode %v lets others write it", fi.Mode().Perm()), "staging makes it 0755 (keys/ and jobs/ 0700); was it changed after staging?")
+		return unsafePath(path, fmt.Sprintf("its mode %v gives group or others access that only its user may have", fi.Mode().Perm()), "staging makes the dispatch directory 0755 and keys/ and jobs/ 0700; was it changed after staging?")
 	}
 	return nil
 }
