@@ -82,6 +82,7 @@ func categories() []category {
 		{"resume", false, resumeCases},
 		{"key", false, keyCases},
 		{"signed", false, signedCases},
+		{"fleet", false, fleetCases},
 	}
 }
 
