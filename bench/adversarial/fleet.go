@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -217,11 +218,13 @@ func (f *fleetLab) dispatch(ctx context.Context, dir string, attached bool, cred
 	if err != nil {
 		return u, out, "", err
 	}
-	ds, _ := filepath.Glob(filepath.Join(dir, "shared", "*", "dispatch.intoto.jsonl"))
-	if len(ds) != 1 {
-		return u, out, "", nil
+	var st struct {
+		Dispatch string `json:"dispatch"`
 	}
-	return u, out, filepath.Dir(ds[0]), nil
+	if b, err := os.ReadFile(filepath.Join(dir, "run", "fleet.json")); err == nil && json.Unmarshal(b, &st) == nil {
+		return u, out, st.Dispatch, nil
+	}
+	return u, out, "", nil
 }
 
 // slurm runs a Slurm client command against the category's cluster.
@@ -482,7 +485,11 @@ func (f *fleetLab) hostileStepFile(ctx context.Context) ([]result, error) {
 	if err != nil || u.Exit != 0 || d == "" {
 		return nil, fmt.Errorf("run --fleet --detach: exit %d, %v\n%s", u.Exit, err, out)
 	}
-	u, out, err = f.gpuattest(ctx, dir, nil, nil, "fleet", "collect", "run", "--timeout", "2m")
+	// Under a 4 GiB address-space limit: a coordinator that read /dev/zero
+	// would take the machine's memory.
+	env := append(append([]string{}, f.lab.env...), f.slurmEnv()...)
+	u, out, err = f.spawner.run(ctx, spawnReq{Dir: dir, Env: env, Timeout: 5 * time.Minute,
+		Argv: []string{"sh", "-c", `ulimit -v 4194304 && exec "$0" "$@"`, f.bin, "fleet", "collect", "run", "--timeout", "2m"}})
 	if err != nil {
 		return nil, err
 	}
