@@ -76,6 +76,11 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	if !f.sign.set() {
 		return usageErr("--fleet needs --key or --keyless: the dispatch is signed by the release owner")
 	}
+	// Before the build: a sharedDir others could swap a dispatch directory
+	// in is refused now (staging checks it again).
+	if err := dispatch.CheckStaging(spec); err != nil {
+		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
+	}
 	build, nodes := dispatch.Split(p)
 	if len(nodes.Steps) == 0 {
 		return usageErr("%s has no gpu: true step: there is nothing to run on the fleet", p.Path)

@@ -333,6 +333,9 @@ func TestFleetTwoUsers(t *testing.T) {
 	if staged, _ := os.ReadDir(shared); len(staged) != 0 {
 		t.Errorf("staging left %d entries in the refused sharedDir", len(staged))
 	}
+	if _, err := os.Stat(filepath.Join(dir, "refused", "build")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the build ran before the sharedDir was refused (%v)", err)
+	}
 
 	// 3775: staged; the sticky bit keeps mallory from renaming it.
 	if err := os.Chmod(shared, 0o775|os.ModeSetgid|os.ModeSticky); err != nil {

@@ -159,7 +159,7 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 		return nil, err
 	}
 	// The job has ended: its key goes.
-	if err := os.Remove(keyPath); err != nil {
+	if err := td.root.Remove(keyName); err != nil {
 		return nil, fmt.Errorf("deleting the job key: %w", err)
 	}
 	res := &NodeResult{Bundle: out, Node: pred}

@@ -106,6 +106,21 @@ type Prepared struct {
 	JobScript string
 }
 
+// CheckStaging checks, before anything is built, where Prepare will
+// stage the dispatch: a shared directory that already exists must pass
+// CheckSharedDir (Prepare checks it again, after making it if it did
+// not exist). A registry (Kubernetes) needs nothing here.
+func CheckStaging(spec *fleet.Spec) error {
+	if spec.Kubernetes != nil {
+		return nil
+	}
+	if _, err := os.Stat(spec.SharedDir); err != nil {
+		return nil
+	}
+	_, err := CheckSharedDir(spec.SharedDir)
+	return err
+}
+
 // Prepare stages the work tree, the build outputs, the job script, the
 // binary and one key per job in a new directory under the fleet's shared
 // directory, then signs the dispatch and writes it there. On an error the
