@@ -231,10 +231,12 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 		verify.WithPredicateType(f.predicateType),
 		verify.WithMaxPredicateSize(maxPred),
 		verify.WithPolicyCostLimit(f.maxPolicyCost),
+	}
+	if f.predicateType != ad.PredicateType && f.predicateType != ad.NodePredicateType {
 		// A fleet release's bundles are judged by the dispatch's checks
 		// (fleetRelease); beside an ordinary release they are no part
 		// of its verification, whoever signed them.
-		verify.WithLeftOut(ad.PredicateType, ad.NodePredicateType),
+		opts = append(opts, verify.WithLeftOut(ad.PredicateType, ad.NodePredicateType))
 	}
 	if f.requireArtifacts {
 		opts = append(opts, verify.WithArtifactsRequired())
