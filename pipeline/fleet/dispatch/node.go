@@ -559,14 +559,14 @@ func (n *Node) resumable(job *ad.Job, runDir string) (bool, error) {
 		return fmt.Errorf("refusing to resume the run in %s: %s\nhint: a requeued job resumes only the run its own job started; remove %s to run the job afresh", runDir, why, runDir)
 	}
 	if err := n.trusted.Dir(jdir+"/run", 0o022); err != nil {
-		return false, refuse(err.Error())
+		return false, refuse(firstLine(err.Error()))
 	}
 	if fi, err := n.trusted.root.Lstat(jdir + "/run/" + filepath.Base(layout.Record(runDir))); err != nil || !fi.Mode().IsRegular() || ownerOf(fi) != n.trusted.uid {
 		return false, refuse("its run record is not a regular file of the job's user")
 	}
 	b, _, err := n.trusted.ReadFile(jdir+"/"+BindingFile, 4096, "the run's binding", 0o022)
 	if err != nil {
-		return false, refuse("it carries no binding to this job (" + err.Error() + ")")
+		return false, refuse("it carries no binding to this job (" + firstLine(err.Error()) + ")")
 	}
 	if !hmac.Equal(b, n.binding) {
 		return false, refuse("its binding is not this job's (another job's or dispatch's run, or one forged)")
