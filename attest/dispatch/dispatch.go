@@ -35,6 +35,20 @@ const (
 	SandboxNone = "none"
 )
 
+// How the owner's dispatch lets the nodes run host-runner steps
+// (Dispatch.HostStepsMode).
+const (
+	// HostStepsSandboxed: a Slurm node runs them under bubblewrap, the
+	// shared directory hidden (the default).
+	HostStepsSandboxed = "sandboxed"
+	// HostStepsUnsandboxed: the fleet file's hostSteps: unsandboxed; a
+	// Slurm node runs them as the job's user with no sandbox.
+	HostStepsUnsandboxed = "unsandboxed"
+	// HostStepsPod: Kubernetes; they run in the pod's node container,
+	// which holds no key.
+	HostStepsPod = "pod"
+)
+
 // Dispatch is the dispatch statement's predicate.
 type Dispatch struct {
 	// ID names the dispatch (its directory on the shared filesystem).
@@ -50,8 +64,12 @@ type Dispatch struct {
 	Targets []string `json:"targets"`
 	// Fleet is the fleet file and engine.
 	Fleet Fleet `json:"fleet"`
-	// JobScript is the sha256 digest of the job script every job runs.
-	JobScript string `json:"jobScript"`
+	// JobScript is the sha256 digest of the job script every job runs,
+	// on Kubernetes (the node container's command). On a shared
+	// directory it is empty: the job script pins the dispatch file's
+	// digest, which the dispatch cannot carry in turn, and the
+	// coordinator's record (fleet.json) holds the script's.
+	JobScript string `json:"jobScript,omitempty"`
 	// Staged are the files staged for the nodes, each checked by the node
 	// before it runs anything: the work tree, the build outputs and the
 	// pipeline. Paths are relative to the staged work tree.
@@ -151,8 +169,10 @@ type Node struct {
 	// Hardware is the node's hardware record; nil when none was taken.
 	Hardware *hardware.Record `json:"hardware,omitempty"`
 	// Sandbox says how the node ran its steps on the host runner:
-	// SandboxBwrap or SandboxNone; empty when it ran none there (or on
-	// Kubernetes, where the node container is the sandbox).
+	// SandboxBwrap or SandboxNone; empty when it ran none there, and on
+	// Kubernetes, where they run in the node container, which holds no
+	// key (older Kubernetes nodes said SandboxNone). Verify checks it
+	// against the dispatch's HostStepsMode.
 	Sandbox string `json:"sandbox,omitempty"`
 	// Steps are the GPU steps the node ran.
 	Steps []Step `json:"steps"`
@@ -216,6 +236,19 @@ func Digest(st *attest.Statement) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// HostStepsMode is how the dispatch lets its nodes run host-runner
+// steps: HostStepsPod on Kubernetes, HostStepsUnsandboxed when the owner
+// signed hostSteps: unsandboxed, HostStepsSandboxed otherwise.
+func (d *Dispatch) HostStepsMode() string {
+	switch {
+	case d.Fleet.Engine == "kubernetes" || d.Fleet.Registry != "":
+		return HostStepsPod
+	case d.Fleet.HostSteps == HostStepsUnsandboxed:
+		return HostStepsUnsandboxed
+	}
+	return HostStepsSandboxed
 }
 
 // Job returns the job named name, or nil.

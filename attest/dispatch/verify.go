@@ -38,6 +38,10 @@ type Report struct {
 	DispatchDigest string `json:"dispatchDigest,omitempty"`
 	// Signer describes the key or identity that signed the dispatch.
 	Signer string `json:"signer,omitempty"`
+	// HostSteps is how the owner's dispatch lets the nodes run
+	// host-runner steps (Dispatch.HostStepsMode): each node's own claim
+	// (JobResult.Sandbox) is checked against it.
+	HostSteps string `json:"hostSteps,omitempty"`
 	// Jobs has one row per job of the dispatch, in its order.
 	Jobs []JobResult `json:"jobs"`
 	// Rejected are node bundles that count for no job, with why.
@@ -101,6 +105,58 @@ type Options struct {
 func HasDispatch(entries []verify.Entry) bool {
 	for _, e := range entries {
 		if st, err := sign.UnverifiedStatement(e.Data); err == nil && st.PredicateType == PredicateType {
+			return true
+		}
+	}
+	return false
+}
+
+// FleetRelease reports whether entries are a fleet release's, to verify
+// with the dispatch's checks (VerifyEntries) rather than as an ordinary
+// release judged by its bundles of predicateType: a dispatch is among
+// them, and either one verifies with owner (the owner's key or identity,
+// as for verify.New) and names manifest as its release manifest (any,
+// when manifest is empty), or no bundle of predicateType is among them
+// (the owner's material is wrong, and the dispatch's signature check
+// says so). A dispatch that someone else signed, or the owner's
+// dispatch of another release, added to an ordinary release does not
+// make it a fleet release: the ordinary verification leaves it out
+// (verify.WithLeftOut).
+func FleetRelease(ctx context.Context, entries []verify.Entry, owner []verify.Option, predicateType, manifest string) bool {
+	var disp []verify.Entry
+	typed := false
+	for _, e := range entries {
+		st, err := sign.UnverifiedStatement(e.Data)
+		if err != nil {
+			continue
+		}
+		switch st.PredicateType {
+		case PredicateType:
+			disp = append(disp, e)
+		case predicateType:
+			typed = true
+		}
+	}
+	if len(disp) == 0 {
+		return false
+	}
+	if !typed {
+		return true
+	}
+	for _, e := range disp {
+		st, _, err := verifyOne(ctx, e, PredicateType, owner)
+		if err == nil && (manifest == "" || namesManifest(st, manifest)) {
+			return true
+		}
+	}
+	return false
+}
+
+// namesManifest reports whether st names the release manifest digest
+// ("sha256:<hex>").
+func namesManifest(st *attest.Statement, manifest string) bool {
+	for _, s := range st.Subject {
+		if s.Name == manifestSubject && "sha256:"+s.Digest["sha256"] == manifest {
 			return true
 		}
 	}
@@ -229,6 +285,10 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 	}
 	r.checkFiles(st, o)
 	r.Dispatch = d
+	r.HostSteps = d.HostStepsMode()
+	if len(d.Jobs) == 0 {
+		r.Problems = append(r.Problems, "the dispatch has no jobs: it delegates to no node, so it proves nothing ran on any hardware")
+	}
 	if r.DispatchDigest, err = Digest(st); err != nil {
 		return err
 	}
@@ -264,6 +324,8 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 			row.Verdict, row.Detail = VerdictPassed, ""
 			passed[j.Name] = n
 			if problem := checkNode(&j, n, o); problem != "" {
+				row.Verdict, row.Detail = VerdictFailed, problem
+			} else if problem := checkSandbox(d, n); problem != "" {
 				row.Verdict, row.Detail = VerdictFailed, problem
 			} else if j.Distinct {
 				byNode := nodesOfClass[j.Class]
@@ -438,6 +500,32 @@ func checkNode(j *Job, n *Node, o Options) string {
 		}
 	}
 	return ""
+}
+
+// checkSandbox checks a node's claim of how it ran its host-runner
+// steps against what the owner signed; it returns the contradiction, or
+// "". Under the default (sandboxed) a node that says it ran them with no
+// sandbox went against the dispatch; under hostSteps: unsandboxed no
+// honest node sandboxes, and any step there could have read every job
+// key of the dispatch, so a claim of a sandbox proves nothing; on
+// Kubernetes the node container is the sandbox and a node names none.
+func checkSandbox(d *Dispatch, n *Node) string {
+	mode := d.HostStepsMode()
+	ok := n.Sandbox == ""
+	switch mode {
+	case HostStepsSandboxed:
+		ok = ok || n.Sandbox == SandboxBwrap
+	case HostStepsUnsandboxed, HostStepsPod:
+		ok = ok || n.Sandbox == SandboxNone
+	}
+	if ok {
+		return ""
+	}
+	signed := "hostSteps: " + mode
+	if mode == HostStepsPod {
+		signed = "a Kubernetes fleet, whose host-runner steps run in the pod's node container"
+	}
+	return fmt.Sprintf("on node %s: the node claims its host-runner steps ran with sandbox %q, which contradicts the owner's dispatch (%s)", n.NodeName, n.Sandbox, signed)
 }
 
 // verifyOne verifies one bundle of predicate type typ with opts and

@@ -350,3 +350,126 @@ func TestVerifyArtifacts(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifySandboxClaims (issue 30, item 11): each node's claim of how
+// it ran its host-runner steps is checked against the hostSteps setting
+// the owner signed, which the report carries: under the default a node
+// that ran them unsandboxed fails, under hostSteps: unsandboxed one that
+// claims a sandbox fails, and on Kubernetes one that claims bwrap fails.
+func TestVerifySandboxClaims(t *testing.T) {
+	tests := []struct {
+		name      string
+		fleet     dispatch.Fleet
+		claim     string
+		wantMode  string
+		wantProbs []string
+	}{
+		{name: "sandboxed, bwrap", fleet: dispatch.Fleet{Engine: "slurm"}, claim: dispatch.SandboxBwrap, wantMode: dispatch.HostStepsSandboxed},
+		{name: "sandboxed, no host step", fleet: dispatch.Fleet{Engine: "slurm"}, wantMode: dispatch.HostStepsSandboxed},
+		{name: "sandboxed, none", fleet: dispatch.Fleet{Engine: "slurm"}, claim: dispatch.SandboxNone, wantMode: dispatch.HostStepsSandboxed,
+			wantProbs: []string{`job h100-0 (class h100): failed: on node node-h100-0: the node claims its host-runner steps ran with sandbox "none", which contradicts the owner's dispatch (hostSteps: sandboxed)`, "target sm_90: not covered"}},
+		{name: "unsandboxed, none", fleet: dispatch.Fleet{Engine: "slurm", HostSteps: "unsandboxed"}, claim: dispatch.SandboxNone, wantMode: dispatch.HostStepsUnsandboxed},
+		{name: "unsandboxed, bwrap", fleet: dispatch.Fleet{Engine: "slurm", HostSteps: "unsandboxed"}, claim: dispatch.SandboxBwrap, wantMode: dispatch.HostStepsUnsandboxed,
+			wantProbs: []string{`job h100-0 (class h100): failed: on node node-h100-0: the node claims its host-runner steps ran with sandbox "bwrap", which contradicts the owner's dispatch (hostSteps: unsandboxed)`, "target sm_90: not covered"}},
+		{name: "kubernetes, empty", fleet: dispatch.Fleet{Engine: "kubernetes", Registry: "reg/x"}, wantMode: dispatch.HostStepsPod},
+		{name: "kubernetes, none (older nodes)", fleet: dispatch.Fleet{Engine: "kubernetes", Registry: "reg/x"}, claim: dispatch.SandboxNone, wantMode: dispatch.HostStepsPod},
+		{name: "kubernetes, bwrap", fleet: dispatch.Fleet{Engine: "kubernetes", Registry: "reg/x"}, claim: dispatch.SandboxBwrap, wantMode: dispatch.HostStepsPod,
+			wantProbs: []string{`claims its host-runner steps ran with sandbox "bwrap", which contradicts the owner's dispatch (a Kubernetes fleet`, "target sm_90: not covered"}},
+		{name: "unknown claim", fleet: dispatch.Fleet{Engine: "slurm"}, claim: "chroot", wantMode: dispatch.HostStepsSandboxed,
+			wantProbs: []string{`sandbox "chroot", which contradicts`, "target sm_90: not covered"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.d.Fleet = tt.fleet
+			f.resign(t)
+			a, h := f.node("a100-0"), f.node("h100-0")
+			if tt.claim != dispatch.SandboxNone || tt.wantMode != dispatch.HostStepsSandboxed {
+				a.Sandbox = map[string]string{dispatch.HostStepsSandboxed: dispatch.SandboxBwrap, dispatch.HostStepsUnsandboxed: dispatch.SandboxNone}[tt.wantMode]
+			}
+			h.Sandbox = tt.claim
+			nodes := []verify.Entry{f.bundle(t, f.jobKeys["a100-0"], a, "a"), f.bundle(t, f.jobKeys["h100-0"], h, "h")}
+			r, err := dispatch.Verify(t.Context(), f.entry, []verify.Option{verify.WithKey(f.ownerPub, "release.pub")}, nodes, dispatch.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.HostSteps != tt.wantMode {
+				t.Errorf("report's host steps %q, want %q (what the owner signed)", r.HostSteps, tt.wantMode)
+			}
+			if r.Verified != (len(tt.wantProbs) == 0) || len(r.Problems) != len(tt.wantProbs) {
+				t.Fatalf("verified %v, problems:\n%s\nwant %d", r.Verified, strings.Join(r.Problems, "\n"), len(tt.wantProbs))
+			}
+			for i, w := range tt.wantProbs {
+				if !strings.Contains(r.Problems[i], w) {
+					t.Errorf("problem %d = %q, want it to contain %q", i, r.Problems[i], w)
+				}
+			}
+			if got := r.Jobs[1].Sandbox; got != tt.claim {
+				t.Errorf("job h100-0's row shows sandbox %q, want the node's claim %q", got, tt.claim)
+			}
+		})
+	}
+}
+
+// TestVerifyNoJobs (issue 30, item 12): a dispatch with no jobs (and no
+// targets to cover) delegates to no node and proves nothing: it fails.
+func TestVerifyNoJobs(t *testing.T) {
+	f := newFixture(t)
+	f.d.Jobs, f.d.Targets = nil, nil
+	f.resign(t)
+	r, err := dispatch.Verify(t.Context(), f.entry, []verify.Option{verify.WithKey(f.ownerPub, "release.pub")}, nil, dispatch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verified || r.Failure != verify.FailurePolicy || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "the dispatch has no jobs") {
+		t.Errorf("verified %v, failure %v, problems %q; want a policy failure naming the missing jobs", r.Verified, r.Failure, r.Problems)
+	}
+}
+
+// TestFleetRelease (issue 30, item 12): a release is a fleet release when
+// the owner signed a dispatch naming its manifest, or when it holds
+// nothing else to judge; a dispatch that another key signed, or the
+// owner's dispatch of another release, beside an ordinary release's
+// validation statement leaves it ordinary.
+func TestFleetRelease(t *testing.T) {
+	const manifest = "sha256:" + "12121212121212121212121212121212121212121212121212121212121212ab"
+	withManifest := func(m string) []attest.Subject {
+		return append(append([]attest.Subject{}, subjects...), attest.Subject{Name: attest.ManifestSubjectName, Digest: map[string]string{"sha256": m[len("sha256:"):]}})
+	}
+	f := newFixture(t)
+	stranger, _, _ := newSigner(t)
+	owner := []verify.Option{verify.WithKey(f.ownerPub, "release.pub")}
+	dispatchBy := func(s *sign.Signer, m string) verify.Entry {
+		st, err := f.d.Statement(withManifest(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return verify.Entry{Source: "dispatch", Data: signStmt(t, s, st)}
+	}
+	const ordinary = "https://example.com/ordinary/v1" // a predicate type the signer does not check
+	validation := verify.Entry{Source: "validation", Data: signStmt(t, f.owner, &attest.Statement{Type: attest.StatementType, Subject: withManifest(manifest),
+		PredicateType: ordinary, Predicate: []byte(`{"result":"passed"}`)})}
+	other := "sha256:" + strings.Repeat("34", 32)
+	tests := []struct {
+		name     string
+		entries  []verify.Entry
+		manifest string
+		want     bool
+	}{
+		{name: "the owner's dispatch of this release", entries: append([]verify.Entry{dispatchBy(f.owner, manifest)}, f.good(t)...), manifest: manifest, want: true},
+		{name: "a fleet release read with the wrong key", entries: append([]verify.Entry{dispatchBy(stranger, manifest)}, f.good(t)...), manifest: manifest, want: true},
+		{name: "a stranger's dispatch beside a validation statement", entries: []verify.Entry{validation, dispatchBy(stranger, manifest)}, manifest: manifest},
+		{name: "the owner's dispatch of another release beside a validation statement", entries: []verify.Entry{validation, dispatchBy(f.owner, other)}, manifest: manifest},
+		{name: "the owner's dispatch of this release beside a validation statement", entries: []verify.Entry{validation, dispatchBy(f.owner, manifest)}, manifest: manifest, want: true},
+		{name: "bundle files: the owner's dispatch", entries: []verify.Entry{validation, dispatchBy(f.owner, other)}, want: true},
+		{name: "bundle files: a stranger's dispatch", entries: []verify.Entry{validation, dispatchBy(stranger, other)}},
+		{name: "no dispatch", entries: []verify.Entry{validation}, manifest: manifest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := dispatch.FleetRelease(t.Context(), tt.entries, owner, ordinary, tt.manifest); got != tt.want {
+				t.Errorf("FleetRelease = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

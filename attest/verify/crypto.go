@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,12 +76,34 @@ func (v *Verifier) verifyBundle(r *Report, e Entry) BundleResult {
 		r.fail(FailurePolicy)
 		return br
 	}
+	if typ := v.leftOutType(&b); typ != "" {
+		r.add(Check{Check: CheckStatement, Target: e.Source, Passed: true, Detail: "left out, unverified: predicate type " + typ + " is no part of this verification"})
+		br.leftOut = true
+		return br
+	}
 	keyids := dropKeyIDs(&b)
 	if !v.checkSignature(r, e, &b, &br, keyids) {
 		return br
 	}
 	v.readStatement(r, e, &b, &br)
 	return br
+}
+
+// leftOutType is the predicate type of b's statement, as its payload
+// says before any check, when the Verifier leaves that type out
+// (WithLeftOut); "" otherwise.
+func (v *Verifier) leftOutType(b *bundle.Bundle) string {
+	env := b.GetDsseEnvelope()
+	if len(v.opts.leftOut) == 0 || env == nil || env.GetPayloadType() != attest.PayloadType || int64(len(env.GetPayload())) > v.opts.maxPredicateSize {
+		return ""
+	}
+	var st struct {
+		PredicateType string `json:"predicateType"`
+	}
+	if json.Unmarshal(env.GetPayload(), &st) != nil || st.PredicateType == v.opts.predicateType || !slices.Contains(v.opts.leftOut, st.PredicateType) {
+		return ""
+	}
+	return st.PredicateType
 }
 
 // dropKeyIDs clears the keyid of every DSSE signature of b and returns

@@ -30,6 +30,7 @@ type options struct {
 	maxPredicateSize int64
 	requireArtifacts bool
 	allowSimulated   bool
+	leftOut          []string
 	logger           *slog.Logger
 	now              func() time.Time
 }
@@ -154,6 +155,17 @@ func WithArtifactsRequired() Option {
 // ran. The criteria and the report say so.
 func WithSimulatedAllowed() Option {
 	return func(o *options) error { o.allowSimulated = true; return nil }
+}
+
+// WithLeftOut leaves out, unverified and unjudged, every bundle whose
+// statement has one of predicateTypes (read from its payload before any
+// check): bundles that belong to another verification, such as a fleet
+// release's dispatch and node statements beside an ordinary release's.
+// A check says which were left out. A bundle left out can make the
+// verification neither pass nor fail; one of the Verifier's own
+// predicate type is never left out.
+func WithLeftOut(predicateTypes ...string) Option {
+	return func(o *options) error { o.leftOut = append(o.leftOut, predicateTypes...); return nil }
 }
 
 // WithLogger sets the logger for diagnostics (default, and nil: discard).

@@ -146,6 +146,8 @@ type BundleResult struct {
 	Judged bool `json:"judged,omitempty"`
 
 	statement *attest.Statement
+	// leftOut is set for a bundle left out unverified (WithLeftOut).
+	leftOut bool
 	// Read from the predicate by readPredicates.
 	simulated   bool
 	coverage    *policy.CoverageFacts

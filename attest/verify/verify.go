@@ -156,8 +156,10 @@ func (v *Verifier) verifyEntries(ctx context.Context, r *Report, entries []Entry
 			return
 		}
 		br := v.verifyBundle(r, e)
-		v.opts.logger.DebugContext(ctx, "bundle checked", "source", e.Source, "verified", br.Verified, "predicate_type", br.PredicateType)
-		r.Bundles = append(r.Bundles, br)
+		v.opts.logger.DebugContext(ctx, "bundle checked", "source", e.Source, "verified", br.Verified, "predicate_type", br.PredicateType, "left_out", br.leftOut)
+		if !br.leftOut {
+			r.Bundles = append(r.Bundles, br)
+		}
 	}
 }
 

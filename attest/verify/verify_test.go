@@ -723,3 +723,40 @@ func h100Throughput(gbps int) string {
   && predicate.steps.exists(s, s.id == b.step && s.backend == "cuda"
     && size(s.devices) > 0 && s.devices.all(d, d.name.contains("H100") && !d.simulated)))`, gbps)
 }
+
+// TestLeftOut: a bundle of a predicate type the Verifier leaves out
+// (a fleet dispatch beside an ordinary release) is neither verified nor
+// judged, whoever signed it, and a check says so; one of the Verifier's
+// own predicate type is never left out.
+func TestLeftOut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	stranger, _ := newKey(t, f.dir, "stranger")
+	const leftOut = "https://gpuattest.dev/fleet-dispatch/v1"
+	foreign := signStatement(t, stranger, &attest.Statement{Type: attest.StatementType, PredicateType: leftOut, Predicate: []byte(`{}`),
+		Subject: []attest.Subject{{Name: "kernels.fatbin", Digest: map[string]string{"sha256": f.artifact.SHA256}}}})
+	bundles := append(append(append([]byte{}, f.bundle...), '\n'), foreign...)
+	if r := f.verify(t, bundles, []verify.Artifact{f.artifact}); r.Verified || r.Failure != verify.FailureSignature {
+		t.Errorf("without WithLeftOut: verified %v, failure %v; want the stranger's bundle to fail the signature check", r.Verified, r.Failure)
+	}
+	r := f.verify(t, bundles, []verify.Artifact{f.artifact}, verify.WithLeftOut(leftOut))
+	if !r.Verified || len(r.Bundles) != 1 {
+		t.Fatalf("with WithLeftOut: verified %v, %d bundle(s), failed %v; want verified over the validation bundle alone", r.Verified, len(r.Bundles), failedChecks(r))
+	}
+	left := 0
+	for _, c := range r.Checks {
+		if c.Passed && strings.Contains(c.Detail, "left out, unverified: predicate type "+leftOut) {
+			left++
+		}
+	}
+	if left != 1 {
+		t.Errorf("%d checks say a bundle was left out, want 1: %+v", left, r.Checks)
+	}
+	// The Verifier's own predicate type is judged, whatever WithLeftOut says.
+	if r := f.verify(t, bundles, []verify.Artifact{f.artifact}, verify.WithLeftOut(attest.ValidationPredicateType, leftOut)); !r.Verified || len(r.Bundles) != 1 {
+		t.Errorf("leaving out the Verifier's own type: verified %v, %d bundle(s); want the validation bundle judged", r.Verified, len(r.Bundles))
+	}
+	if r := f.verify(t, foreign, nil, verify.WithLeftOut(leftOut)); r.Verified {
+		t.Errorf("only a bundle left out: verified; want no bundle of the predicate type")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 
 	"github.com/gpuattest/gpuattest/internal/testenv"
@@ -45,6 +46,20 @@ func TestCampaign(t *testing.T) {
 		}
 		t.Logf("running bundles and pipelines only: %s", why)
 		cfg.only = []string{"bundles", "pipelines", "registry"}
+	}
+	if err := fleetReady(); err != nil {
+		// The fleet category runs a local Slurm as root: CI fails here,
+		// elsewhere the other categories run.
+		if testenv.InCI() {
+			t.Fatalf("CI=true but %v (hint: .ci/install installs Slurm, munge and bubblewrap; the campaign runs as root)", err)
+		}
+		t.Logf("leaving out the fleet category: %v", err)
+		if cfg.only == nil {
+			for _, c := range categories() {
+				cfg.only = append(cfg.only, c.name)
+			}
+		}
+		cfg.only = slices.DeleteFunc(cfg.only, func(c string) bool { return c == "fleet" })
 	}
 	var err error
 	if cfg.bin, err = buildGpuattest(t.TempDir()); err != nil {

@@ -83,6 +83,7 @@ func categories() []category {
 		{"key", false, keyCases},
 		{"signed", false, signedCases},
 		{"standard", false, standardCases},
+		{"fleet", false, fleetCases},
 	}
 }
 

@@ -39,6 +39,10 @@
 //     exec or other test step failed, or that ran on a simulated GPU,
 //     are refused by docs/examples/test-result-policy.yaml, and none of
 //     them says PASSED.
+//   - fleet: on a real Slurm with two real users, a stand-in binary, a
+//     re-signed or rolled-back dispatch, another job's run directory, a
+//     swapped dispatch directory and a hostile step file are each refused
+//     by the node or the coordinator (issue 30).
 //
 // For the bundles, pipelines, compare and registry categories, every
 // call must also answer within the goals of inputs of at most 10 MB:

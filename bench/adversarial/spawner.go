@@ -31,6 +31,9 @@ type spawnReq struct {
 	Timeout time.Duration
 	// KillAfter, when set, sends SIGKILL after this long.
 	KillAfter time.Duration
+	// Cred, when set, runs the command as that user (the fleet
+	// category's co-tenants).
+	Cred *syscall.Credential `json:",omitempty"`
 }
 
 // spawnResp is what the command did.
@@ -70,6 +73,9 @@ func spawn(req spawnReq) spawnResp {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
 	cmd.Dir, cmd.Env = req.Dir, req.Env
+	if req.Cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: req.Cred}
+	}
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()

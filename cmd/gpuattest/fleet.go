@@ -76,6 +76,11 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	if !f.sign.set() {
 		return usageErr("--fleet needs --key or --keyless: the dispatch is signed by the release owner")
 	}
+	// Before the build: a sharedDir others could swap a dispatch directory
+	// in is refused now (staging checks it again).
+	if err := dispatch.CheckStaging(spec); err != nil {
+		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
+	}
 	build, nodes := dispatch.Split(p)
 	if len(nodes.Steps) == 0 {
 		return usageErr("%s has no gpu: true step: there is nothing to run on the fleet", p.Path)
@@ -246,6 +251,7 @@ func printFleetReport(w io.Writer, r *ad.Report) {
 	fmt.Fprintf(w, "fleet dispatch: %s\n", verdict)
 	if r.Dispatch != nil {
 		fmt.Fprintf(w, "dispatch %s (%s), %d job(s)\n", r.Dispatch.ID, r.DispatchDigest, len(r.Dispatch.Jobs))
+		fmt.Fprintln(w, hostStepsLine(r.HostSteps))
 	}
 	if r.SimulatedAccepted {
 		fmt.Fprintln(w, "simulated GPUs accepted: the verdict says nothing about real hardware")
@@ -275,6 +281,19 @@ func printFleetReport(w io.Writer, r *ad.Report) {
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "  FAIL "+firstLine(p))
 	}
+}
+
+// hostStepsLine says how the owner's dispatch lets the nodes run
+// host-runner steps; each job's row then shows its node's own claim,
+// which verify checks against it.
+func hostStepsLine(mode string) string {
+	switch mode {
+	case ad.HostStepsUnsandboxed:
+		return "host steps: UNSANDBOXED, as the owner signed (hostSteps: unsandboxed): a host-runner step could read any job key of the dispatch"
+	case ad.HostStepsPod:
+		return "host steps: in each pod's node container, which holds no key (Kubernetes), as the owner signed"
+	}
+	return "host steps: sandboxed, as the owner signed (bwrap on each node, the shared directory and its keys hidden)"
 }
 
 // engineConfig is what engineFor needs: the fleet file's (or the
@@ -309,14 +328,16 @@ func engineFor(ec engineConfig) (fleet.Engine, error) {
 }
 
 func newFleetNodeCmd() *cobra.Command {
-	var release string
+	var release, dispatchDigest string
 	var registry *registryFlags
 	c := &cobra.Command{
 		Use:   "node (DISPATCH-DIR CLASS | --release REF CLASS)",
 		Short: "Run one job of a dispatch on this node (the job script calls it)",
 		Long: "node runs the GPU steps of the dispatch in DISPATCH-DIR as job CLASS-$" + fleet.IndexEnv + ",\n" +
 			"after checking every staged file against the dispatch, and signs the node's bundle\n" +
-			"with the job's key, which it then deletes. A requeued job resumes its run.\n\n" +
+			"with the job's key, which it then deletes. A requeued job resumes its run. It works\n" +
+			"only in a DISPATCH-DIR that no one but its user can replace, and refuses a dispatch\n" +
+			"file whose digest is not --dispatch-digest (the job script pins it).\n\n" +
 			"With --release (Kubernetes: the pod's node container) it pulls the staged dispatch\n" +
 			"from the registry by digest instead, checks and runs it the same way, and writes its\n" +
 			"unsigned report to " + fleet.ReportMount + " for 'gpuattest fleet sign', which alone holds the key.\n\n" +
@@ -329,6 +350,9 @@ func newFleetNodeCmd() *cobra.Command {
 			}
 			if (release != "") != (len(args) == 1) {
 				return usageErr("give DISPATCH-DIR and CLASS, or --release REF and CLASS")
+			}
+			if release == "" && !validDigest(dispatchDigest) {
+				return usageErr("--dispatch-digest is %q: expected sha256:<64 hex digits>, the dispatch file's digest, which the fleet's job script passes", dispatchDigest)
 			}
 			src, err := gpuSource()
 			if err != nil {
@@ -343,7 +367,7 @@ func newFleetNodeCmd() *cobra.Command {
 			if release != "" {
 				return reportNode(c, n, release, args[0], idx, registry)
 			}
-			n.Dir, n.Job = args[0], fmt.Sprintf("%s-%d", args[1], idx)
+			n.Dir, n.Job, n.DispatchDigest = args[0], fmt.Sprintf("%s-%d", args[1], idx), dispatchDigest
 			res, err := dispatch.RunNode(c.Context(), n)
 			if res != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s on %s: %s; bundle %s\n", n.Job, n.NodeName, res.Node.Result, res.Bundle)
@@ -355,6 +379,7 @@ func newFleetNodeCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&release, "release", "", "the staged dispatch in the fleet's registry, by digest (REPOSITORY@sha256:...); Kubernetes")
+	c.Flags().StringVar(&dispatchDigest, "dispatch-digest", "", "with DISPATCH-DIR: the sha256 digest (sha256:<hex>) the dispatch file must have; the job script passes it")
 	registry = addRegistryFlags(c)
 	return c
 }
@@ -493,6 +518,20 @@ func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSi
 		return nil, nil, err
 	}
 	return r, fetched, nil
+}
+
+// validDigest reports whether d is sha256:<64 lowercase hex digits>.
+func validDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	for _, c := range h {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // taskSuffix is "_TASK" for an array task's index, "" otherwise.

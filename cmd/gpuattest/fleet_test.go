@@ -22,6 +22,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -157,7 +158,7 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 		t.Errorf("job keys left on the shared directory after the jobs ended: %v", shared)
 	}
 	code, out = fleetCLI(t, dir, "fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated")
-	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
+	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") || !strings.Contains(out, "host steps: sandboxed, as the owner signed") {
 		t.Fatalf("fleet verify: exit %d\n%s", code, out)
 	}
 	for _, job := range []string{"a100-0", "h100-0"} {
@@ -685,6 +686,23 @@ func TestFleetVerifyUsage(t *testing.T) {
 	}
 }
 
+// TestFleetNodeNeedsDispatchDigest: fleet node refuses to run a dispatch
+// directory without the digest the job script pins (issue 30, item 1).
+func TestFleetNodeNeedsDispatchDigest(t *testing.T) {
+	t.Setenv(fleet.IndexEnv, "0")
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"fleet", "node", dir, "a100"},
+		{"fleet", "node", "--dispatch-digest", "sha256:abc", dir, "a100"},
+		{"fleet", "node", "--dispatch-digest", strings.Repeat("a", 64), dir, "a100"},
+	} {
+		var out bytes.Buffer
+		if code := execute(args, strings.NewReader(""), &out, &out); code != exitUsage || !strings.Contains(out.String(), "--dispatch-digest") {
+			t.Errorf("%v: exit %d, want %d naming --dispatch-digest\n%s", args, code, exitUsage, out.String())
+		}
+	}
+}
+
 // TestFleetUnsandboxedHostSteps: with hostSteps: unsandboxed the node runs
 // the host-runner step with no sandbox, so the step that probes for the
 // job key finds it (the probe works: the sandbox is what keeps the key
@@ -710,5 +728,9 @@ func TestFleetUnsandboxedHostSteps(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^  ` + job + ` .* failed +simulated +host steps sandbox: none$`).MatchString(out) {
 			t.Errorf("verify does not list job %s as failed with its host steps unsandboxed:\n%s", job, out)
 		}
+	}
+	// What the owner signed, beside what each node says (issue 30, item 11).
+	if !strings.Contains(out, "host steps: UNSANDBOXED, as the owner signed (hostSteps: unsandboxed)") {
+		t.Errorf("verify does not print the hostSteps setting the owner signed:\n%s", out)
 	}
 }

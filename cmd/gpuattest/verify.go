@@ -140,11 +140,21 @@ func (f *verifyFlags) addFlags(c *cobra.Command, prefix string) {
 	fl.BoolVar(&f.requireArtifacts, "require-artifacts", false, prefix+"fail (exit 11) when no ARTIFACT is given; without it verify says \"0 artifacts checked\"")
 }
 
-// fleetRelease reports whether entries are a fleet release's, to verify
-// with the dispatch's checks: a dispatch is among them and the predicate
-// type asked for is the default.
-func (f *verifyFlags) fleetRelease(entries []verify.Entry) bool {
-	return f.predicateType == attest.ValidationPredicateType && ad.HasDispatch(entries)
+// fleetRelease reports whether entries, read from the release whose
+// manifest digest is manifest ("" for bundle files), are a fleet
+// release's, to verify with the dispatch's checks: the predicate type
+// asked for is the default and the owner signed a dispatch of this
+// release (ad.FleetRelease). A dispatch anyone else added leaves the
+// release ordinary.
+func (f *verifyFlags) fleetRelease(ctx context.Context, entries []verify.Entry, manifest string) bool {
+	if f.predicateType != attest.ValidationPredicateType || !ad.HasDispatch(entries) {
+		return false
+	}
+	owner, err := f.ownerOptions()
+	if err != nil {
+		return false // the ordinary verification reports it
+	}
+	return ad.FleetRelease(ctx, entries, owner, f.predicateType, manifest)
 }
 
 // keyless reports whether an identity flag is set.
@@ -222,6 +232,12 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 		verify.WithMaxPredicateSize(maxPred),
 		verify.WithPolicyCostLimit(f.maxPolicyCost),
 	}
+	if f.predicateType != ad.PredicateType && f.predicateType != ad.NodePredicateType {
+		// A fleet release's bundles are judged by the dispatch's checks
+		// (fleetRelease); beside an ordinary release they are no part
+		// of its verification, whoever signed them.
+		opts = append(opts, verify.WithLeftOut(ad.PredicateType, ad.NodePredicateType))
+	}
 	if f.requireArtifacts {
 		opts = append(opts, verify.WithArtifactsRequired())
 	}
@@ -268,7 +284,7 @@ func runVerify(c *cobra.Command, f *verifyFlags, args []string) error {
 	if err != nil {
 		return inputError(ctx, err)
 	}
-	if f.fleetRelease(in.entries) {
+	if f.fleetRelease(ctx, in.entries, "") {
 		return verifyFleetBundles(c, f, in)
 	}
 	w := c.OutOrStdout()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/verify"
@@ -47,7 +48,7 @@ func runVerifyRef(c *cobra.Command, f *verifyFlags, rf *registryFlags, args []st
 	w := c.OutOrStdout()
 	if *f.output == "text" {
 		opts = append(opts, oci.WithCriteria(func(cr oci.Criteria) {
-			if f.fleetRelease(cr.Entries) {
+			if f.fleetRelease(c.Context(), cr.Entries, manifestOf(cr.Source)) {
 				return // verified below, with the dispatch's checks
 			}
 			fmt.Fprintf(w, "Verifying %d bundle(s) from %s against these criteria:\n", cr.Bundles, textsafe.Line(cr.Source))
@@ -65,13 +66,22 @@ func runVerifyRef(c *cobra.Command, f *verifyFlags, rf *registryFlags, args []st
 	if err != nil {
 		return err
 	}
-	if f.fleetRelease(res.Entries) {
+	if f.fleetRelease(c.Context(), res.Entries, res.Digest) {
 		// A fleet release: no bundle of the validation type names the
 		// manifest, so no file was fetched nor written; read it again for
 		// the dispatch's checks, and write it (pull) once they pass.
 		return verifyFleetRelease(c, f, ref, rf, dest)
 	}
 	return renderRef(w, *f.output, res)
+}
+
+// manifestOf is the manifest digest of a release source,
+// NAME@sha256:<hex>.
+func manifestOf(source string) string {
+	if i := strings.LastIndex(source, "@"); i >= 0 {
+		return source[i+1:]
+	}
+	return ""
 }
 
 // awaitRef runs oci.Verify until it returns or a signal arrives: verify

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -425,4 +426,74 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// User returns the local user name, a member of group, creating the
+// group and the user when they do not exist (EnsureUser), for tests that
+// need a second real user, such as a co-tenant of a shared directory. It
+// needs root, and fails when CI=true without it (skips elsewhere).
+func User(t testing.TB, name, group string) *user.User {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "creating users needs root")
+	}
+	for _, tool := range []string{"groupadd", "useradd", "usermod"} {
+		testenv.RequireTool(t, tool)
+	}
+	u, err := EnsureUser(name, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// EnsureUser returns the local user name, a member of group, creating
+// the group and the user (a system account with no home directory and
+// no login shell, its own primary group) when they do not exist, with
+// groupadd, useradd and usermod. The accounts are left in place for the
+// next test or campaign. It needs root.
+func EnsureUser(name, group string) (*user.User, error) {
+	if _, err := user.LookupGroup(group); err != nil {
+		if err := retry("groupadd", "--system", group); err != nil {
+			if _, lerr := user.LookupGroup(group); lerr != nil {
+				return nil, fmt.Errorf("groupadd %s: %w", group, err)
+			}
+		}
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		err = retry("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--user-group", "--groups", group, name)
+		if u, err = user.Lookup(name); err != nil {
+			return nil, fmt.Errorf("useradd %s: %w", name, err)
+		}
+	}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return nil, err
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(gids, g.Gid) {
+		if err := retry("usermod", "--append", "--groups", group, name); err != nil {
+			return nil, fmt.Errorf("usermod %s: %w", name, err)
+		}
+	}
+	return u, nil
+}
+
+// retry runs the command up to five times while it fails: the account
+// tools lock /etc/passwd, and another test's may hold it.
+func retry(name string, args ...string) error {
+	var err error
+	for range 5 {
+		var out []byte
+		if out, err = exec.Command(name, args...).CombinedOutput(); err == nil {
+			return nil
+		}
+		err = fmt.Errorf("%v: %s", err, bytes.TrimSpace(out))
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
 }

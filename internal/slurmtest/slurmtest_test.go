@@ -2,7 +2,9 @@ package slurmtest_test
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,22 @@ func TestClusterRunsTypedGPUJobs(t *testing.T) {
 		}
 		if strings.TrimSpace(string(got)) != w {
 			t.Errorf("%s: job wrote %q, want %q\n%s", filepath.Base(file), got, w, c.Logs())
+		}
+	}
+}
+
+// TestUser makes (or finds) a user in a group, twice: the second call
+// finds what the first made.
+func TestUser(t *testing.T) {
+	for range 2 {
+		u := slurmtest.User(t, "gpuattest-alice", "gpuattest-proj")
+		g, err := user.LookupGroup("gpuattest-proj")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gids, err := u.GroupIds()
+		if err != nil || !slices.Contains(gids, g.Gid) || u.Username != "gpuattest-alice" {
+			t.Fatalf("user %+v in groups %v (%v), want gpuattest-alice in gpuattest-proj (%s)", u, gids, err, g.Gid)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,13 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
+	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 )
@@ -37,9 +41,13 @@ const SimulateEnv = "GPUATTEST_FLEET_SIMULATE"
 // State is the coordinator's record of a dispatch (StateFile).
 type State struct {
 	// Dispatch is the dispatch directory on the shared filesystem;
-	// DispatchDigest its statement's digest.
+	// DispatchDigest its statement's digest; DispatchFile the sha256
+	// digest of the dispatch file the coordinator signed and keeps in
+	// the run directory (DispatchFile), which is what it checks the
+	// nodes against: it never reads the shared copy back.
 	Dispatch       string `json:"dispatch"`
 	DispatchDigest string `json:"dispatchDigest"`
+	DispatchFile   string `json:"dispatchFile,omitempty"`
 	// Cluster is the cluster the jobs went to; JobScript the script's
 	// digest.
 	Cluster   fleet.Cluster `json:"cluster"`
@@ -80,8 +88,17 @@ func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepare
 	if err != nil {
 		return nil, fmt.Errorf("describing the cluster: %w", err)
 	}
-	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Cluster: cluster, JobScript: prep.Dispatch.JobScript, Simulated: simulate,
+	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, DispatchFile: digestOf(prep.File), Cluster: cluster, JobScript: prep.JobScript, Simulated: simulate,
 		SubmittedAt: time.Now().UTC(), Release: prep.Release}
+	// The coordinator's own copy of what it signed, kept before any job
+	// runs: collect, push and report read this one, never the shared
+	// directory's.
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(filepath.Join(outDir, DispatchFile), prep.File, 0o644); err != nil {
+		return nil, err
+	}
 	for i := range spec.Classes {
 		c := &spec.Classes[i]
 		req, err := request(prep, c, timeLimit(c), simulate)
@@ -281,8 +298,8 @@ func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout 
 				}
 				j.Status = got
 			}
-			if b, err := os.ReadFile(filepath.Join(s.Dispatch, "jobs", j.Name, StepFile)); err == nil {
-				j.Step = strings.TrimSpace(string(b))
+			if step, err := readStep(filepath.Join(s.Dispatch, "jobs", j.Name, StepFile)); err == nil {
+				j.Step = step
 			}
 			done = done && j.Status.State.Final()
 		}
@@ -321,28 +338,51 @@ type Collected struct {
 // A job without a bundle is reported missing with the scheduler's state
 // and reason.
 func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, opts ...oci.Option) (*Collected, error) {
-	disp, err := limits.ReadFile(filepath.Join(s.Dispatch, DispatchFile), 64<<20, "dispatch")
-	if err != nil {
-		return nil, err
+	if s.DispatchFile == "" {
+		// A record of an older gpuattest, which kept no copy: the shared
+		// one, if it is the statement the record names.
+		disp, err := limits.ReadFile(filepath.Join(s.Dispatch, DispatchFile), 64<<20, "dispatch")
+		if err != nil {
+			return nil, err
+		}
+		if err := checkDispatch(disp, s, filepath.Join(s.Dispatch, DispatchFile)); err != nil {
+			return nil, err
+		}
+		if err := atomicfile.Write(filepath.Join(outDir, DispatchFile), disp, 0o644); err != nil {
+			return nil, err
+		}
 	}
-	if err := atomicfile.Write(filepath.Join(outDir, DispatchFile), disp, 0o644); err != nil {
-		return nil, err
-	}
+	var err error
 	if err := os.MkdirAll(filepath.Join(outDir, NodesDir), 0o755); err != nil {
 		return nil, err
 	}
 	out := &Collected{}
+	// On a shared directory the node bundles are read as the nodes wrote
+	// them: through the dispatch directory, checked as a node checks it.
+	var td *trustedDir
+	var untrusted error
+	if s.Release == "" {
+		if td, untrusted = openTrusted(s.Dispatch); untrusted == nil {
+			defer td.Close()
+		}
+	}
 	for _, j := range s.Jobs {
 		var b []byte
-		if s.Release != "" {
+		switch {
+		case s.Release != "":
 			b, err = fetchNode(ctx, s, j.Name, opts)
-		} else {
-			b, err = limits.ReadFile(filepath.Join(s.Dispatch, "jobs", j.Name, NodeFile), 64<<20, "node bundle")
+		case untrusted != nil:
+			err = untrusted
+		default:
+			b, _, err = td.ReadFile("jobs/"+j.Name+"/"+NodeFile, 64<<20, "node bundle", 0o022)
 		}
 		if err != nil {
 			reason := string(j.Status.State)
 			if j.Status.Reason != "" {
 				reason += " (" + j.Status.Reason + ")"
+			}
+			if untrusted != nil || errors.Is(err, ErrUnsafePath) {
+				reason += "; " + firstLine(err.Error())
 			}
 			out.Missing = append(out.Missing, fmt.Sprintf("job %s (%s %s on %s): no node bundle; %s", j.Name, s.Cluster.Engine, j.ID, orDash(j.Status.Node), reason))
 			continue
@@ -352,7 +392,7 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 			return nil, err
 		}
 	}
-	if out.Report, err = VerifyDir(ctx, outDir, nil, allowSimulated); err != nil {
+	if out.Report, err = verifyDir(ctx, outDir, s, nil, allowSimulated); err != nil {
 		return nil, err
 	}
 	s.Done = true
@@ -363,9 +403,27 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 // removeKeys deletes the key of every job of the dispatch: their jobs
 // have ended (or were cancelled), and a node deletes its own only when it
 // signed.
+//
+// On a shared directory they go only through the dispatch directory as
+// the node checks it (no link followed, nothing another user could have
+// replaced): a directory swapped by someone else is left alone.
 func (s *State) removeKeys() {
+	if s.Release != "" { // the staging directory, in the run directory
+		for _, j := range s.Jobs {
+			_ = os.Remove(KeyPath(s.Dispatch, j.Name))
+		}
+		return
+	}
+	td, err := openTrusted(s.Dispatch)
+	if err != nil {
+		return
+	}
+	defer td.Close()
+	if td.Dir(KeysDir, 0o077) != nil {
+		return
+	}
 	for _, j := range s.Jobs {
-		_ = os.Remove(KeyPath(s.Dispatch, j.Name))
+		_ = td.root.Remove(KeysDir + "/" + j.Name + ".key")
 	}
 }
 
@@ -375,9 +433,27 @@ func (s *State) removeKeys() {
 // checks only the nodes against the dispatch as written (the coordinator,
 // which signed it, does so).
 func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
+	var st *State
+	if owner == nil {
+		var err error
+		if st, err = LoadState(dir); err != nil {
+			return nil, err
+		}
+	}
+	return verifyDir(ctx, dir, st, owner, allowSimulated)
+}
+
+// verifyDir is VerifyDir; without owner, the dispatch counts only if it
+// is the one the coordinator's record st names.
+func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
 	disp, err := limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
+	}
+	if owner == nil {
+		if err := checkDispatch(disp, st, filepath.Join(dir, DispatchFile)); err != nil {
+			return nil, err
+		}
 	}
 	files, err := filepath.Glob(filepath.Join(dir, NodesDir, "*.intoto.jsonl"))
 	if err != nil {
@@ -401,6 +477,56 @@ func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimu
 		return ad.CheckNodes(ctx, entry, nodes, o)
 	}
 	return ad.Verify(ctx, entry, owner, nodes, o)
+}
+
+// ErrNotOurDispatch is wrapped by the error for a dispatch file that is
+// not the one the coordinator's record (fleet.json) names.
+var ErrNotOurDispatch = errors.New("not the dispatch this run signed")
+
+// checkDispatch checks the dispatch file data, read from path, against
+// the coordinator's record: its sha256 (DispatchFile), or for a record
+// without one its statement's digest (DispatchDigest).
+func checkDispatch(data []byte, s *State, path string) error {
+	if s.DispatchFile != "" {
+		if got := digestOf(data); got != s.DispatchFile {
+			return fmt.Errorf("%w: %s is %s, %s names %s (a dispatch signed by another key, or an older one?)", ErrNotOurDispatch, path, got, StateFile, s.DispatchFile)
+		}
+		return nil
+	}
+	st, err := sign.UnverifiedStatement(bytes.TrimSpace(data))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if got, err := ad.Digest(st); err != nil || got != s.DispatchDigest {
+		return fmt.Errorf("%w: %s holds the statement %s, %s names %s", ErrNotOurDispatch, path, got, StateFile, s.DispatchDigest)
+	}
+	return nil
+}
+
+// maxStepFile bounds the step file a node writes (a step's ID).
+const maxStepFile = 4 << 10
+
+// readStep reads a job's step file: a regular file, not a symbolic link,
+// of at most maxStepFile bytes. A node's step could have planted a link
+// to /dev/zero or a FIFO there; neither blocks nor grows the read.
+func readStep(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: %w", path, limits.ErrNotRegular)
+	}
+	b, err := limits.ReadAll(f, maxStepFile, path, "step file")
+	if err != nil {
+		return "", err
+	}
+	return textsafe.Line(strings.TrimSpace(string(b))), nil
 }
 
 func orDash(s string) string {

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
@@ -35,6 +37,10 @@ type Node struct {
 	// Dir is the dispatch directory; Job the job's name (CLASS-INDEX).
 	Dir string
 	Job string
+	// DispatchDigest is the sha256 digest ("sha256:<hex>") of the
+	// dispatch file, as the job script pins it: RunNode refuses a
+	// dispatch file with any other.
+	DispatchDigest string
 	// Engine, JobID and NodeName are the scheduler (the dispatch's when
 	// empty), its job ID and the node's name ($SLURM_JOB_ID and
 	// $SLURMD_NODENAME on Slurm).
@@ -59,8 +65,16 @@ type Node struct {
 
 	// sandbox is set by RunNode: the steps on the host runner run in a
 	// runner.Sandbox that hides the shared directory (Slurm), unless the
-	// dispatch says hostSteps: unsandboxed.
-	sandbox bool
+	// dispatch says hostSteps: unsandboxed. On Kubernetes (ReportNode)
+	// the node container is their sandbox, and the statement says
+	// nothing (podSandbox).
+	sandbox    bool
+	podSandbox bool
+	// trusted is the checked dispatch directory and binding the MAC that
+	// binds the job's run directory to the job (RunNode); nil on
+	// Kubernetes, where the pod's own volume holds the run.
+	trusted *trustedDir
+	binding []byte
 }
 
 // NodeResult is what the node signed.
@@ -84,19 +98,54 @@ var ErrNodeFailed = errors.New("the node failed")
 // RunNode returns ErrNodeFailed. (On Kubernetes, ReportNode and SignNode
 // split this between two containers; only the transport differs.)
 func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
-	l, err := loadDispatch(filepath.Join(n.Dir, DispatchFile), n.Job)
+	if !strings.HasPrefix(n.DispatchDigest, "sha256:") {
+		return nil, errors.New("no digest of the dispatch file to check it against: refusing to run\nhint: the fleet's job script pins it (fleet node --dispatch-digest sha256:...); run the node through job.sh")
+	}
+	// Nothing is read from the shared directory before it is checked: no
+	// one but this job's user may be able to replace the dispatch
+	// directory, or anything in it the node uses.
+	td, err := openTrusted(n.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer td.Close()
+	given := n.Dir
+	n.Dir, n.trusted = td.path, td
+	data, _, err := td.ReadFile(DispatchFile, 64<<20, "the dispatch", 0o022)
+	if err != nil {
+		return nil, fmt.Errorf("reading the dispatch: %w", err)
+	}
+	if got := digestOf(data); got != n.DispatchDigest {
+		return nil, fmt.Errorf("refusing to run: the dispatch file %s is %s, the job script names %s: it changed on the shared directory", td.Path(DispatchFile), got, n.DispatchDigest)
+	}
+	l, err := parseDispatch(data, n.Job)
 	if err != nil {
 		return nil, err
 	}
 	// The key is read now, before anything runs; the node holds it in
 	// memory and the file stays, outside every directory a step is given,
 	// only so that a requeued job can sign.
-	keyPath := KeyPath(n.Dir, l.job.Name)
-	signer, err := jobSigner(keyPath, l.job)
+	keyName := KeysDir + "/" + l.job.Name + ".key"
+	pemKey, fi, err := td.ReadFile(keyName, 64<<10, "the job key", 0o077)
+	if err != nil {
+		return nil, fmt.Errorf("the job key: %w\nhint: a job key is deleted when its job ends; a job runs once per dispatch", err)
+	}
+	keyPath := td.Path(keyName)
+	if fi.Mode().Perm()&0o077 != 0 || ownerOf(fi) != td.uid {
+		return nil, fmt.Errorf("the job key %s is readable by others (%v) or not %s's: refusing it", keyPath, fi.Mode().Perm(), userName(td.uid))
+	}
+	signer, err := jobSigner(pemKey, keyPath, l.job)
 	if err != nil {
 		return nil, err
 	}
+	if err := td.Dir("jobs/"+l.job.Name, 0o022); err != nil {
+		return nil, err
+	}
+	n.binding = runBinding(pemKey, l)
 	n.sandbox = l.d.Fleet.HostSteps != fleet.HostStepsUnsandboxed
+	if given != td.path { // the steps' environment names neither path
+		n.Env = withoutKey(n.Env, filepath.Join(given, KeysDir), filepath.Join(given, "jobs", l.job.Name))
+	}
 	pred, runErr, err := n.execute(ctx, l, keyPath)
 	if err != nil {
 		return nil, err
@@ -110,7 +159,7 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 		return nil, err
 	}
 	// The job has ended: its key goes.
-	if err := os.Remove(keyPath); err != nil {
+	if err := td.root.Remove(keyName); err != nil {
 		return nil, fmt.Errorf("deleting the job key: %w", err)
 	}
 	res := &NodeResult{Bundle: out, Node: pred}
@@ -136,6 +185,12 @@ func loadDispatch(path, job string) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseDispatch(data, job)
+}
+
+// parseDispatch reads the dispatch file data and finds job in it.
+func parseDispatch(data []byte, job string) (*loaded, error) {
+	var err error
 	l := &loaded{}
 	if l.stmt, err = sign.UnverifiedStatement(data); err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w", err)
@@ -190,9 +245,9 @@ func signNode(ctx context.Context, signer *sign.Signer, l *loaded, pred *ad.Node
 	return b, nil
 }
 
-// jobSigner loads the job's key and checks it is the one the dispatch
-// delegated to the job.
-func jobSigner(path string, job *ad.Job) (*sign.Signer, error) {
+// loadJobKey reads the job key at path (Kubernetes: the sign
+// container's mount), refusing one others can read.
+func loadJobKey(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("the job key: %w\nhint: a job key is deleted when its job ends; a job runs once per dispatch", err)
@@ -200,9 +255,15 @@ func jobSigner(path string, job *ad.Job) (*sign.Signer, error) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("the job key %s is readable by others (%v): refusing it", path, fi.Mode().Perm())
 	}
-	kp, err := sign.LoadPrivateKey(path, nil)
+	return limits.ReadFile(path, 64<<10, "job key")
+}
+
+// jobSigner parses the job's key (pemKey, read from path) and checks it
+// is the one the dispatch delegated to the job.
+func jobSigner(pemKey []byte, path string, job *ad.Job) (*sign.Signer, error) {
+	kp, err := sign.ParsePrivateKey(pemKey, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(job.PublicKey))
 	if err != nil {
@@ -218,8 +279,13 @@ func jobSigner(path string, job *ad.Job) (*sign.Signer, error) {
 // run copies and checks the staged files, then runs the GPU steps; an
 // error says why the node failed.
 func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPath string, pred *ad.Node) error {
-	if b, err := os.ReadFile(filepath.Join(n.Dir, JobScript)); err != nil || digestOf(b) != d.JobScript {
-		return fmt.Errorf("refusing to run: the job script %s is not the one the dispatch names (%s)", filepath.Join(n.Dir, JobScript), d.JobScript)
+	// On Kubernetes the dispatch names the job script (the node
+	// container's command, staged with it); on a shared directory
+	// sbatch's own copy ran, which pinned this dispatch.
+	if d.JobScript != "" {
+		if b, err := limits.ReadFile(filepath.Join(n.Dir, JobScript), 64<<10, "job script"); err != nil || digestOf(b) != d.JobScript {
+			return fmt.Errorf("refusing to run: the job script %s is not the one the dispatch names (%s)", filepath.Join(n.Dir, JobScript), d.JobScript)
+		}
 	}
 	work := filepath.Join(jdir, "work")
 	if err := checkedCopy(n.Dir, work, d.Staged); err != nil {
@@ -263,7 +329,11 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 	if n.Version != "" {
 		opts = append(opts, run.WithVersion(n.Version))
 	}
-	if _, err := os.Stat(layout.Record(runDir)); err == nil {
+	resume, err := n.resumable(job, runDir)
+	if err != nil {
+		return err
+	}
+	if resume {
 		opts = append(opts, run.WithResume(runDir)) // requeued after preemption
 	} else {
 		opts = append(opts, run.WithOutDir(runDir))
@@ -289,6 +359,9 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 // cannot start fails the node, naming the opt-out; it never runs the
 // steps unsandboxed.
 func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node) ([]run.Option, error) {
+	if n.podSandbox {
+		return nil, nil // the node container holds no key
+	}
 	if !n.sandbox {
 		pred.Sandbox = ad.SandboxNone
 		return nil, nil
@@ -443,9 +516,62 @@ func withoutKey(env []string, paths ...string) []string {
 func stepWriter(file string) func(run.Event) {
 	return func(e run.Event) {
 		if e.Type == "start" {
-			_ = os.WriteFile(file, []byte(e.Step+"\n"), 0o644)
+			_ = atomicfile.Write(file, []byte(e.Step+"\n"), 0o644)
 		}
 	}
+}
+
+// BindingFile is the file, beside a job's run directory
+// (jobs/<job>/run.binding), whose MAC binds the run directory to the job:
+// a requeued job resumes only a run directory its own job started.
+const BindingFile = "run.binding"
+
+// runBinding is the MAC that binds a job's run directory to the job:
+// HMAC-SHA256, keyed by the job's private key (pemKey), over the
+// dispatch's digest, the job's name and its nonce. No one who cannot
+// read the job key can make it, and a run directory of another job or
+// dispatch carries another.
+func runBinding(pemKey []byte, l *loaded) []byte {
+	m := hmac.New(sha256.New, pemKey)
+	fmt.Fprintf(m, "gpuattest fleet run directory v1\ndispatch %s\njob %s\nnonce %s\n", l.digest, l.job.Name, l.job.Nonce)
+	return []byte(hex.EncodeToString(m.Sum(nil)) + "\n")
+}
+
+// resumable reports whether the node resumes the run in runDir (a
+// requeued job): only when it holds a run record and the job's own
+// binding, checked, all of it the job's user's and no link. A fresh run
+// first writes the binding. Without a binding (Kubernetes: the pod's own
+// volume) a run record alone resumes.
+func (n *Node) resumable(job *ad.Job, runDir string) (bool, error) {
+	_, err := os.Lstat(layout.Record(runDir))
+	exists := err == nil
+	if n.trusted == nil || n.binding == nil {
+		return exists, nil
+	}
+	jdir := "jobs/" + job.Name
+	if !exists {
+		if err := atomicfile.Write(n.trusted.Path(jdir+"/"+BindingFile), n.binding, 0o600); err != nil {
+			return false, fmt.Errorf("binding the run directory to the job: %w", err)
+		}
+		return false, nil
+	}
+	refuse := func(why string) error {
+		return fmt.Errorf("refusing to resume the run in %s: %s\nhint: a requeued job resumes only the run its own job started; remove %s to run the job afresh", runDir, why, runDir)
+	}
+	if err := n.trusted.Dir(jdir+"/run", 0o022); err != nil {
+		return false, refuse(firstLine(err.Error()))
+	}
+	if fi, err := n.trusted.root.Lstat(jdir + "/run/" + filepath.Base(layout.Record(runDir))); err != nil || !fi.Mode().IsRegular() || ownerOf(fi) != n.trusted.uid {
+		return false, refuse("its run record is not a regular file of the job's user")
+	}
+	b, _, err := n.trusted.ReadFile(jdir+"/"+BindingFile, 4096, "the run's binding", 0o022)
+	if err != nil {
+		return false, refuse("it carries no binding to this job (" + firstLine(err.Error()) + ")")
+	}
+	if !hmac.Equal(b, n.binding) {
+		return false, refuse("its binding is not this job's (another job's or dispatch's run, or one forged)")
+	}
+	return true, nil
 }
 
 func firstLine(s string) string {

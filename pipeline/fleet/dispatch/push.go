@@ -29,8 +29,16 @@ func Push(ctx context.Context, dir, ref string, allowFailed, allowSimulated bool
 	if !st.Done {
 		return nil, fmt.Errorf("refusing to push %s: the dispatch was not collected\nhint: gpuattest fleet collect %s", dir, dir)
 	}
+	// The dispatch pushed is the one this run signed, failed or not.
+	disp, err := limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDispatch(disp, st, filepath.Join(dir, DispatchFile)); err != nil {
+		return nil, fmt.Errorf("refusing to push %s: %w", dir, err)
+	}
 	if !allowFailed {
-		r, err := VerifyDir(ctx, dir, nil, allowSimulated || st.Simulated)
+		r, err := verifyDir(ctx, dir, st, nil, allowSimulated || st.Simulated)
 		if err != nil {
 			return nil, err
 		}

@@ -162,6 +162,9 @@ func reportNode(ctx context.Context, n *Node, r Release) (*ad.Node, error, error
 	if err != nil {
 		return nil, nil, err
 	}
+	// The host-runner steps run in this container, which holds no key:
+	// the statement names no sandbox of the node's own.
+	n.podSandbox = true
 	// No step may name the key's path, though this container has none.
 	return n.execute(ctx, l, filepath.Join(r.KeyDir, strconv.Itoa(r.Index)+".key"))
 }
@@ -191,7 +194,12 @@ func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	signer, err := jobSigner(filepath.Join(r.KeyDir, strconv.Itoa(r.Index)+".key"), l.job)
+	keyPath := filepath.Join(r.KeyDir, strconv.Itoa(r.Index)+".key")
+	pemKey, err := loadJobKey(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := jobSigner(pemKey, keyPath, l.job)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +209,9 @@ func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 	}
 	pred.Dispatch, pred.Job, pred.Nonce = l.digest, l.job.Name, l.job.Nonce
 	pred.Engine, pred.JobID, pred.NodeName = n.Engine, n.JobID, n.NodeName
+	// The steps ran in the node container, which holds no key: the node
+	// names no sandbox of its own, whatever its report says.
+	pred.Sandbox = ""
 	if pred.Engine == "" {
 		pred.Engine = l.d.Fleet.Engine
 	}

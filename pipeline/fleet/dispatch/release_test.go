@@ -125,6 +125,14 @@ func TestStagedThroughRegistry(t *testing.T) {
 		if row.Node != "node-"+row.Job || !row.Simulated || row.JobID != "gpuattest-x/"+strings.TrimPrefix(row.Job, row.Class+"-") {
 			t.Errorf("row %+v", row)
 		}
+		// The host-runner step ran in the node container, which holds no
+		// key: the node names no sandbox of its own (docs/fleet.md).
+		if row.Sandbox != "" {
+			t.Errorf("job %s: sandbox %q in its node statement, want none named on Kubernetes", row.Job, row.Sandbox)
+		}
+	}
+	if col.Report.HostSteps != ad.HostStepsPod {
+		t.Errorf("the report's host steps %q, want %q", col.Report.HostSteps, ad.HostStepsPod)
 	}
 	// a100-1's bundle signed with a100-0's key: SignNode refuses the key,
 	// and a bundle made so anyway fails verify.
@@ -170,8 +178,8 @@ func runJob(t *testing.T, prep *dispatch.Prepared, j ad.Job, keys map[string][]b
 	if err != nil {
 		t.Fatalf("node side of %s: %v", j.Name, err)
 	}
-	if pred.Result != ad.ResultPassed {
-		t.Fatalf("node %s: %s", j.Name, pred.Reason)
+	if pred.Result != ad.ResultPassed || pred.Sandbox != "" {
+		t.Fatalf("node %s: %s, sandbox %q (want passed, no sandbox named)", j.Name, pred.Reason, pred.Sandbox)
 	}
 	sn := dispatch.Node{Engine: "kubernetes", JobID: n.JobID, NodeName: n.NodeName}
 	rel.Work = t.TempDir()

@@ -60,7 +60,7 @@ func Report(ctx context.Context, dir string) (*report.Report, error) {
 		}
 		return rep, nil
 	}
-	r, err := VerifyDir(ctx, dir, nil, st.Simulated)
+	r, err := verifyDir(ctx, dir, st, nil, st.Simulated)
 	if err != nil {
 		return nil, err
 	}

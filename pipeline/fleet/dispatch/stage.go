@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -25,6 +26,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
@@ -41,6 +43,10 @@ const (
 	KeysDir  = "keys"
 	StepFile = "step"
 )
+
+// BinaryPath is where the gpuattest the nodes run is staged, relative
+// to the dispatch directory.
+const BinaryPath = "bin/gpuattest"
 
 // KeyPath is where job's private key is staged in the dispatch
 // directory dir: KEYS/<job>.key, beside the jobs' directories rather than
@@ -93,6 +99,26 @@ type Prepared struct {
 	// Release is the staged dispatch in the fleet's registry, by digest
 	// (Kubernetes); empty on a shared directory.
 	Release string
+	// File is the dispatch file as staged (dispatch.intoto.jsonl): the
+	// coordinator keeps this copy and never reads the shared one back.
+	File []byte
+	// JobScript is the job script's digest.
+	JobScript string
+}
+
+// CheckStaging checks, before anything is built, where Prepare will
+// stage the dispatch: a shared directory that already exists must pass
+// CheckSharedDir (Prepare checks it again, after making it if it did
+// not exist). A registry (Kubernetes) needs nothing here.
+func CheckStaging(spec *fleet.Spec) error {
+	if spec.Kubernetes != nil {
+		return nil
+	}
+	if _, err := os.Stat(spec.SharedDir); err != nil {
+		return nil
+	}
+	_, err := CheckSharedDir(spec.SharedDir)
+	return err
 }
 
 // Prepare stages the work tree, the build outputs, the job script, the
@@ -108,8 +134,23 @@ func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 		}
 		dir = filepath.Join(s.StageDir, id)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the dispatch directory: %w\nhint: sharedDir must be writable here and on every node", err)
+	}
+	if s.Fleet.Kubernetes == nil {
+		// No co-tenant may be able to swap the dispatch directory.
+		if _, err := CheckSharedDir(s.Fleet.SharedDir); err != nil {
+			return nil, err
+		}
+	}
+	// Mkdir, not MkdirAll: the directory is new, made here, 0755 at most
+	// (the umask can only take bits away).
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the dispatch directory: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("creating the dispatch directory: %w", err)
 	}
 	prep, err := prepare(ctx, s, id, dir)
 	if err != nil {
@@ -144,19 +185,10 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
 	kube := s.Fleet.Kubernetes != nil
 	if !kube {
-		if err := st.file(s.Binary, "bin/gpuattest", 0o755); err != nil {
+		if err := st.file(s.Binary, BinaryPath, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	script := fmt.Sprintf("#!/bin/sh\n# gpuattest fleet job of dispatch %s: the node side runs the GPU steps\n# and signs the node's bundle with the job's key.\nexec %s fleet node %s \"$1\"\n",
-		id, shellQuote(filepath.Join(dir, "bin", "gpuattest")), shellQuote(dir))
-	if kube {
-		script = kubeScript(id) // the pods' image holds gpuattest
-	}
-	if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256([]byte(script))
 	rel, err := filepath.Rel(base, s.Pipeline.Path)
 	if err != nil || !filepath.IsLocal(rel) {
 		abs, _ := filepath.Abs(s.Pipeline.Path)
@@ -178,10 +210,16 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		Pipeline:  ad.Ref{Name: s.Pipeline.Name, Path: filepath.ToSlash(rel), Digest: s.Pipeline.Digest},
 		Source:    st.source,
 		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Partition: s.Fleet.Partition, Server: s.Cluster.Server, Namespace: s.Cluster.Namespace},
-		JobScript: "sha256:" + hex.EncodeToString(sum[:]),
 		Staged:    st.files,
 	}
 	if kube {
+		// The pods' image holds gpuattest; the script names no digest,
+		// so the dispatch can name the script's.
+		script := kubeScript(id)
+		if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
+			return nil, err
+		}
+		d.JobScript = digestOf([]byte(script))
 		d.Fleet.Registry = s.Fleet.Kubernetes.Registry
 	} else if s.Fleet.HostSteps == fleet.HostStepsUnsandboxed {
 		d.Fleet.HostSteps = fleet.HostStepsUnsandboxed
@@ -204,13 +242,63 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 	if err := sign.WriteJSONL(filepath.Join(dir, DispatchFile), [][]byte{b}); err != nil {
 		return nil, err
 	}
-	prep := &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b}
+	// The file as written, checked to be the statement signed: its
+	// sha256 is what the job script pins, and the coordinator keeps it.
+	file, err := limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	if err != nil {
+		return nil, err
+	}
+	if back, err := sign.UnverifiedStatement(bytes.TrimSpace(file)); err != nil {
+		return nil, fmt.Errorf("reading back the dispatch: %w", err)
+	} else if got, err := ad.Digest(back); err != nil || got != digest {
+		return nil, fmt.Errorf("the dispatch read back from %s is not the one signed: it changed on the shared directory", dir)
+	}
+	prep := &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b, File: file, JobScript: d.JobScript}
+	if !kube {
+		script := slurmScript(id, dir, st.files[st.index(BinaryPath)].SHA256, digestOf(file))
+		if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
+			return nil, err
+		}
+		prep.JobScript = digestOf([]byte(script))
+	}
 	if kube {
 		if prep.Release, err = pushStaged(ctx, dir, s.Fleet.Kubernetes.Registry, d, s.Registry); err != nil {
 			return nil, err
 		}
 	}
 	return prep, nil
+}
+
+// slurmScript is the job script of a dispatch on a shared directory.
+// sbatch keeps its own copy of it, which no one on the shared directory
+// can change, and it pins what the node runs: it copies the staged
+// gpuattest into a new private directory on the node (mktemp -d under
+// /tmp: 0700, the job's user's), checks the copy's sha256 against
+// binSHA256 (hex) and only then runs the copy, which refuses a dispatch
+// file whose digest is not dispatchDigest.
+func slurmScript(id, dir, binSHA256, dispatchDigest string) string {
+	return fmt.Sprintf(`#!/bin/sh
+# gpuattest fleet job of dispatch %[1]s. sbatch keeps this copy of the
+# script. It copies gpuattest from the shared directory into a private
+# directory on this node, checks the copy's sha256 there, and only then runs
+# it; the node refuses a dispatch file whose sha256 is not the one below,
+# runs the GPU steps and signs the node's bundle with the job's key.
+dir=%[2]s
+bin_sha256=%[3]s
+dispatch_digest=%[4]s
+umask 077
+priv=$(mktemp -d /tmp/gpuattest-node.XXXXXXXXXX) || exit 1
+trap 'rm -rf "$priv"' EXIT
+trap 'exit 143' HUP INT TERM
+cp "$dir/%[5]s" "$priv/gpuattest" || exit 1
+chmod 0500 "$priv/gpuattest" || exit 1
+sum=$(sha256sum "$priv/gpuattest") || exit 1
+if [ "${sum%%%% *}" != "$bin_sha256" ]; then
+	echo "gpuattest fleet job: refusing to run $dir/%[5]s: it is sha256:${sum%%%% *}, the dispatch names sha256:$bin_sha256" >&2
+	exit 1
+fi
+"$priv/gpuattest" fleet node --dispatch-digest "$dispatch_digest" "$dir" "$1"
+`, id, shellQuote(dir), binSHA256, dispatchDigest, BinaryPath)
 }
 
 // releaseOf is the OCI release of the staged outputs; with copyTo set it
