@@ -73,11 +73,12 @@ func TestVerifyInterrupt(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
-			// Signal once verify has begun (it prints its criteria after
-			// the handlers are installed), not after a fixed sleep: on a
+			// Signal once verify has begun, not after a fixed sleep: on a
 			// loaded machine a signal sent too early kills the process
-			// before gpuattest can handle it.
-			for !strings.Contains(out.String(), "against these criteria") {
+			// before gpuattest has installed its handlers. It has begun
+			// when it hashes the sparse file (it holds it open) or prints
+			// its criteria; both come after the handlers.
+			for !strings.Contains(out.String(), "against these criteria") && !holdsOpen(cmd.Process.Pid, sparse) {
 				select {
 				case werr := <-done:
 					t.Fatalf("exited before verifying (%v):\n%s", werr, out.String())
@@ -168,4 +169,19 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// holdsOpen reports whether process pid has path open (Linux /proc).
+func holdsOpen(pid int, path string) bool {
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(fds)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && target == path {
+			return true
+		}
+	}
+	return false
 }
