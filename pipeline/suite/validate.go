@@ -36,7 +36,7 @@ func (r *Results) Validate() problem.List {
 	for i, d := range r.Devices {
 		if s := d.Sustained; s != nil {
 			p := fmt.Sprintf("devices[%d].sustained", i)
-			loopWindow(&v, p, s.LoopFromUnixNS, s.LoopToUnixNS)
+			validateLoopWindow(&v, p, s.LoopFromUnixNS, s.LoopToUnixNS)
 			if b := s.Burn; b != nil {
 				b.validate(&v, p+".burn")
 			}
@@ -107,7 +107,7 @@ func (s *Sustained) validate(v *problem.List, p string) {
 	atLeast(v, p+".mismatches", float64(s.Mismatches), 0)
 	oneOf(v, p+".check", s.Check, "bytes", "checksum64")
 	atLeast(v, p+".memory_interval_s", s.MemoryIntervalSeconds, 0)
-	loopWindow(v, p, s.LoopFromUnixNS, s.LoopToUnixNS)
+	validateLoopWindow(v, p, s.LoopFromUnixNS, s.LoopToUnixNS)
 	if b := s.Burn; b != nil {
 		b.validate(v, p+".burn")
 	}
@@ -120,8 +120,8 @@ func (s *Sustained) validate(v *problem.List, p string) {
 	}
 }
 
-// loopWindow reports a loop window that ends before it starts.
-func loopWindow(v *problem.List, p string, from, to int64) {
+// validateLoopWindow reports a loop window that ends before it starts.
+func validateLoopWindow(v *problem.List, p string, from, to int64) {
 	atLeast(v, p+".loop_from_unix_ns", float64(from), 0)
 	if to != 0 && to < from {
 		v.Add(p+".loop_to_unix_ns", "", "%d: expected a time at or after loop_from_unix_ns (%d)", to, from)
