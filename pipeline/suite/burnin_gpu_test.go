@@ -366,3 +366,54 @@ func TestBurninHalfClockGPU(t *testing.T) {
 		}
 	}
 }
+
+// The bandwidth case (the harness's --membw) is judged against the
+// memory-bandwidth floor of its GPU's model: on a GPU recorded as a real
+// H100 SXM a copy at 2147 GB/s is under the floor (2345 GB/s, 70 % of
+// 3.35 TB/s) and fails the benchmark; at 2684 GB/s it passes; on a
+// simulated GPU the floor is named and not judged; on a model without
+// floors, "no floor: not judged".
+func TestBenchmarkBandwidthFloor(t *testing.T) {
+	t.Parallel()
+	_, real, uuids := simNode(t, 1, true, nil)
+	_, simulated, _ := simNode(t, 1, false, nil)
+	unknown := *real
+	unknown.GPUs = append([]hardware.GPU(nil), real.GPUs...)
+	unknown.GPUs[0].Name = "NVIDIA Hypothetical X1"
+	tests := []struct {
+		name    string
+		rec     *hardware.Record
+		ns      string
+		status  step.Status
+		verdict string
+		want    string
+	}{
+		{"under the floor", real, "1000000", step.Failed, attest.FloorFailed, "device-local copy bandwidth, under the H100 SXM floor of 2345 GB/s"},
+		{"above the floor", real, "800000", step.Passed, attest.FloorPassed, ""},
+		{"simulated", simulated, "1000000", step.Passed, attest.FloorNotJudged, ""},
+		{"unknown model", &unknown, "1000000", step.Passed, attest.FloorNotJudged, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			results := `{"schema":"https://gpuattest.dev/results/v1","tool":"t","backend":"cuda","device":"NVIDIA H100 80GB HBM3","devices":[{"ordinal":0,"uuid":"` + uuids[0] + `","cases":1,"passed":1}],` +
+				`"cases":[{"name":"membw/bytes=1073741824/gpu=0","kernel":"membw","status":"passed","message":"","samples_ns":[` + tt.ns + `,` + tt.ns + `,` + tt.ns + `],"flops":0,"bytes":2147483648,` +
+				`"config":{"floor_metric":"memory_bandwidth","device_uuid":"` + uuids[0] + `","device_ordinal":"0"}}]}`
+			s := newContext(t, pipeline.Step{ID: "bench", Kind: "benchmark", Results: "out.json", Repeats: pipeline.Repeats{N: 3},
+				Run: sh(`printf '%s\n' '` + results + `' > out.json`)})
+			s.Hardware = tt.rec
+			out, err := Benchmark{}.Execute(t.Context(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := out.Details.(*BenchmarkDetails)
+			if out.Status != tt.status || !strings.Contains(out.Reason, tt.want) || len(d.Floors) != 1 || d.Floors[0].Verdict != tt.verdict || d.Floors[0].GPU != uuids[0] ||
+				d.Floors[0].Metric != "memory_bandwidth" || d.Floors[0].Measured == nil {
+				t.Fatalf("status %s %q, floors %+v; want %s, %q, verdict %s", out.Status, out.Reason, d.Floors, tt.status, tt.want, tt.verdict)
+			}
+			if f := d.Floors[0]; tt.rec != &unknown && (f.Model != "H100 SXM" || f.Min != 2.345e12 || f.Unit != "bytes/s") {
+				t.Errorf("floor %+v", f)
+			}
+		})
+	}
+}
