@@ -1,7 +1,9 @@
 package floors_test
 
 import (
+	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -120,6 +122,26 @@ func TestUnitsFormat(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+}
+
+// docRow is a model's row in docs/gpu-check.md's floors table.
+func docRow(m floors.Model) string {
+	return fmt.Sprintf("| %s | %v | %v of %v | %v of %v | %s |", m.Name, m.Power.Min, m.MemoryBandwidth.Min, m.MemoryBandwidth.Peak,
+		m.TensorFP16.Min, m.TensorFP16.Peak, "["+m.TensorFP16.Source.Name+"]("+m.TensorFP16.Source.URL+")")
+}
+
+// docs/gpu-check.md shows the table as it is.
+func TestFloorsDocumented(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/gpu-check.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range floors.Models() {
+		if row := docRow(m); !strings.Contains(string(b), row+"\n") {
+			t.Errorf("docs/gpu-check.md lacks the row\n%s", row)
 		}
 	}
 }
