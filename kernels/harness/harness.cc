@@ -2164,11 +2164,12 @@ void run_membw(Cuda& c, const Options& o, CaseResult& res) {
 
 // SweepRegion is the memory sweep of a sustained run: o.memsweep of the
 // free memory left after the cases, in slices of o.memsweep_slice bytes
-// (an eighth of the region by default, at most 1 GiB). Every round, step
-// takes the next slice: it checks the pattern it wrote there the visit
-// before (so each word holds it for a whole cycle of the region, hot),
-// then writes the next pass's (A, ~A, B, ~B in turn). Errors accumulate
-// on the device and finish reads them once.
+// (an eighth of the region by default, at most 1 GiB). The first pass is
+// written over the whole region before the loop; every round, step takes
+// the next slice: it checks the pattern written there the visit before
+// (so each word holds it for a whole cycle of the region, hot), then
+// writes the next pass's (A, ~A, B, ~B in turn). Errors accumulate on the
+// device and finish reads them once.
 class SweepRegion {
  public:
   SweepRegion(Cuda& c, const Options& o, CaseResult& res) : c_(c), o_(o), mod_(c, res), bufs_(c) {
@@ -2189,25 +2190,26 @@ class SweepRegion {
     res.config["slices"] = std::to_string(slices_.size());
     res.config["slice_bytes"] = std::to_string(slice);
     res.config["mode"] = "sustained";
+    // The first pass is written before the loop, so that every visit in
+    // the loop checks what the cycle before wrote (and the region is in
+    // place before the loop's memory is watched for leaks).
+    for (size_t k = 0; k < slices_.size(); ++k) write_next(slices_[k]);
+    c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(memsweep region written)");
   }
 
-  // step sweeps the next slice: check (after the first visit), then write.
+  // step sweeps the next slice: check what the visit before wrote, then
+  // write the next pass.
   void step() {
     if (slices_.empty()) return;
     Slice& s = slices_[next_];
     next_ = (next_ + 1) % slices_.size();
-    if (s.visits > 0) {
-      mod_.check(s.ptr, s.words, s.base, (s.visits - 1) % kSweepPasses, errs_);
-      checked_ += s.words * 4;
-    }
-    mod_.write(s.ptr, s.words, s.base, s.visits % kSweepPasses);
-    if (s.visits == 0 && s.inject_here && o_.inject_fault == "memsweep")
-      c_.check(c_.api.cuMemsetD8(s.ptr + 4, 0x5a, 1), "cuMemsetD8(--inject-fault memsweep)");
-    ++s.visits;
+    mod_.check(s.ptr, s.words, s.base, (s.visits - 1) % kSweepPasses, errs_);
+    checked_ += s.words * 4;
+    write_next(s);
   }
 
   // finish reads the errors and gives res its verdict: bytes_covered are
-  // the bytes checked at least once, sweeps the full cycles.
+  // the bytes checked at least once, sweeps the full cycles of checks.
   void finish(CaseResult& res) {
     unsigned long long e[2] = {0, 0};
     c_.check(c_.api.cuMemcpyDtoH(e, errs_, 16), "cuMemcpyDtoH(memsweep errors)");
@@ -2233,9 +2235,18 @@ class SweepRegion {
   struct Slice {
     cu::CUdeviceptr ptr;
     unsigned long long words, base;
-    unsigned visits;
+    unsigned visits;  // writes so far
     bool inject_here;
   };
+
+  // write_next writes s's next pass (--inject-fault memsweep: one byte of
+  // the last chunk corrupted after its first write).
+  void write_next(Slice& s) {
+    mod_.write(s.ptr, s.words, s.base, s.visits % kSweepPasses);
+    if (s.visits == 0 && s.inject_here && o_.inject_fault == "memsweep")
+      c_.check(c_.api.cuMemsetD8(s.ptr + 4, 0x5a, 1), "cuMemsetD8(--inject-fault memsweep)");
+    ++s.visits;
+  }
   Cuda& c_;
   const Options& o_;
   SweepModule mod_;
