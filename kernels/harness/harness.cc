@@ -1710,6 +1710,21 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
     // without timing.
     s.e2 = std::make_unique<Event>(c, cu::CU_EVENT_BLOCKING_SYNC | cu::CU_EVENT_DISABLE_TIMING);
   }
+  struct HookSlot {
+    std::unique_ptr<Event> e0, e1;
+    bool pending = false;
+  };
+  const int kHookRing = 16;
+  std::vector<HookSlot> hooks(each_round ? kHookRing : 0);
+  for (auto& h : hooks) {
+    h.e0 = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
+    h.e1 = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
+  }
+  auto harvest_hook = [&](HookSlot& h) {
+    c.check(c.api.cuEventSynchronize(h.e1->e), "cuEventSynchronize(the round's sweep slice)");
+    sus.busy_s += double(elapsed_ms(c, *h.e0, *h.e1)) / 1e3;
+    h.pending = false;
+  };
   Event start(c, cu::CU_EVENT_DEFAULT), end(c, cu::CU_EVENT_DEFAULT);
   auto harvest = [&](int slot) {
     Slot& s = ring[size_t(slot)];
@@ -1760,7 +1775,17 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
         c.check(c.api.cuEventRecord(s.e2->e, nullptr), "cuEventRecord");
         ++issued;
       }
-      if (each_round) each_round();
+      if (each_round) {
+        // The round's own work (the sweep's slice) keeps the device busy
+        // too: its event pair counts in the busy time. Pairs are reused
+        // in a ring, harvested before reuse.
+        HookSlot& h = hooks[size_t(sus.iterations % kHookRing)];
+        if (h.pending) harvest_hook(h);
+        c.check(c.api.cuEventRecord(h.e0->e, nullptr), "cuEventRecord");
+        each_round();
+        c.check(c.api.cuEventRecord(h.e1->e, nullptr), "cuEventRecord");
+        h.pending = true;
+      }
       ++sus.iterations;
       const double el = seconds_since(t0);
       if (el >= next && el < o.duration_s) {
@@ -1769,6 +1794,8 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
       }
     }
     c.check(c.api.cuEventRecord(end.e, nullptr), "cuEventRecord");
+    for (auto& h : hooks)
+      if (h.pending) harvest_hook(h);
     for (long long j = std::max(0LL, issued - kRing); j < issued; ++j) {
       const int slot = int(j % kRing);
       if (ring[size_t(slot)].c >= 0) harvest(slot);
