@@ -54,7 +54,7 @@ func simNode(t *testing.T, n int, real bool, setup func(*gpu.Simulated)) (*gpu.S
 // with telemetry every 20 ms, and returns its outcome.
 func burnOn(t *testing.T, sim *gpu.Simulated, rec *hardware.Record, duration string, edit func(*pipeline.Step), knobs ...string) (*step.Outcome, *BurninDetails) {
 	t.Helper()
-	s := sustainedStep(t, duration, knobs...)
+	s := sustainedStep(t, duration, append([]string{"SUS_WINDOW=1"}, knobs...)...)
 	if edit != nil {
 		edit(s.Step)
 	}
@@ -87,7 +87,7 @@ func TestBurninOneCappedSampleIsNotLoad(t *testing.T) {
 			sim.SetUtilization(i, 100)
 		}
 		// GPU 1's reasons show the power cap in one reading, its third
-		// since the loop started.
+		// since the loop's window opened.
 		sim.Device(1).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
 			if _, err := os.Stat(mark); err == nil && inLoop.Add(1) == 3 {
 				return nvml.ClocksEventReasonSwPowerCap, nvml.SUCCESS
@@ -96,7 +96,7 @@ func TestBurninOneCappedSampleIsNotLoad(t *testing.T) {
 		}
 		sim.Device(1).GetCurrentClocksThrottleReasonsFunc = sim.Device(1).GetCurrentClocksEventReasonsFunc
 	})
-	out, d := burnOn(t, sim, rec, "400ms", nil, "SUS_BACKEND=cuda", "SUS_DEVICES="+strings.Join(uuids, ","), "SUS_MARK="+mark)
+	out, d := burnOn(t, sim, rec, "400ms", nil, "SUS_BACKEND=cuda", "SUS_DEVICES="+strings.Join(uuids, ","), "SUS_MARK_IN="+mark)
 	want := fmt.Sprintf("gpu 1 (%s): median power 300 W over the loop's", uuids[1])
 	if out.Status != step.Failed || !strings.Contains(out.Reason, want) || strings.Count(out.Reason, "did not load the GPU") != 1 {
 		t.Errorf("status %s %q; want failed: %s", out.Status, out.Reason, want)

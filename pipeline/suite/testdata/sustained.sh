@@ -8,9 +8,11 @@
 # of case scale that differ, 0), SUS_RSS_STEP (host RSS growth per memory
 # sample, 0), SUS_ERROR (the loop's error), SUS_UUID (device_uuid),
 # SUS_DEVICES (UUIDs, comma-separated: a run over several devices, each
-# with its own loop, listed under "devices"), SUS_SETUP (seconds of setup
-# before the loop starts, 0), SUS_MARK (a file created when the loop
-# starts), SUS_NOWINDOW (1: no loop window in the results), SUS_BURN
+# with its own loop, listed under "devices"), SUS_WINDOW (1: the results
+# give the loop's window, from the host clock), SUS_SETUP (seconds of
+# setup before the loop starts, 0), SUS_MARK (a file created just before
+# the loop's window opens), SUS_MARK_IN (one created just after),
+# SUS_NOWINDOW (1: no loop window after all), SUS_BURN
 # (the burn's TFLOP/s per device, comma-separated, in the order of
 # SUS_DEVICES, or of the one device: six windows each), SUS_SLOW
 # (I:F: device I's last two windows run at F times its rate).
@@ -18,9 +20,11 @@ out=$1
 echo "${GPUATTEST_DURATION:-unset}" >> duration.log
 sleep "${SUS_SETUP:-0}"
 [ -n "${SUS_MARK:-}" ] && touch "$SUS_MARK"
-from=$(date +%s%N)
+from=0 to=0
+[ "${SUS_WINDOW:-0}" = 1 ] && from=$(date +%s%N)
+[ -n "${SUS_MARK_IN:-}" ] && touch "$SUS_MARK_IN"
 sleep "${SUS_SLEEP:-${GPUATTEST_DURATION:-0}}"
-to=$(date +%s%N)
+[ "${SUS_WINDOW:-0}" = 1 ] && to=$(date +%s%N)
 [ "${SUS_NOWINDOW:-0}" = 1 ] && from=0 to=0
 awk -v backend="${SUS_BACKEND:-cpu}" -v duty="${SUS_DUTY:-0.98}" -v bad="${SUS_BAD:-0}" -v step="${SUS_RSS_STEP:-0}" \
 	-v err="${SUS_ERROR:-}" -v uuid="${SUS_UUID:-}" -v devices="${SUS_DEVICES:-}" -v dur="${GPUATTEST_DURATION:-1}" \
