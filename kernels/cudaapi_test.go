@@ -170,8 +170,8 @@ func TestChecksumCubins(t *testing.T) {
 		src, header, name string
 		entries           []string
 	}{
-		{"checksum.cu", "checksum_cubin.h", "kChecksumCubin", []string{"gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check"}},
-		{"burn_mma.cu", "burn_mma_cubin.h", "kBurnMmaCubin", []string{"gpuattest_burn_mma"}},
+		{"checksum.cu", "checksum_cubin.h", "kChecksumCubin", []string{"gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check", "gpuattest_copy"}},
+		{"burn_mma.cu", "burn_mma_cubin.h", "kBurnMmaCubin", []string{"gpuattest_burn_mma", "gpuattest_burn_stream_init"}},
 	} {
 		src, err := os.ReadFile("harness/" + tc.src)
 		if err != nil {
