@@ -52,6 +52,11 @@ type ValidationPredicate struct {
 	Benchmarks []BenchmarkSummary `json:"benchmarks,omitempty"`
 	// Burnin summarizes each burn-in step.
 	Burnin []BurninSummary `json:"burnin,omitempty"`
+	// Floors are the per-model floors the burn-in and benchmark steps
+	// judged each GPU against, with what it reached, and the GPUs they
+	// could not judge (no floor for the model, "no floor: not judged"):
+	// what "passed" meant.
+	Floors []AppliedFloor `json:"floors,omitempty"`
 	// Telemetry summarizes GPU telemetry over the run.
 	Telemetry *TelemetrySummary `json:"telemetry,omitempty"`
 	// Preflight lists the preflight checks and their outcomes.
@@ -271,6 +276,46 @@ type BurninSummary struct {
 	Telemetry *StepTelemetry `json:"telemetry,omitempty"`
 	// Verdict is the step's verdict.
 	Verdict string `json:"verdict"`
+}
+
+// Verdicts of AppliedFloor.Verdict.
+const (
+	FloorPassed    = "passed"
+	FloorFailed    = "failed"
+	FloorNotJudged = "not judged"
+)
+
+// AppliedFloor is one floor of a GPU's model that a step judged the GPU
+// against (gpuattest's per-model table, pipeline/floors), or the record
+// that it judged none and why.
+type AppliedFloor struct {
+	// Step is the step's id.
+	Step string `json:"step"`
+	// GPU is the GPU's UUID.
+	GPU string `json:"gpu,omitempty"`
+	// Model is the table's model ("H100 SXM"); empty when the table has
+	// none for the GPU.
+	Model string `json:"model,omitempty"`
+	// Metric is what the floor bounds: power_share (the burn-in's median
+	// power of the enforced limit), memory_bandwidth (the bandwidth
+	// case's device-local copy) or tensor_fp16 (the tensor-core burn).
+	Metric string `json:"metric"`
+	// Min is the floor and Peak the model's published peak, in Unit
+	// ("share of the enforced power limit", "bytes/s", "flop/s").
+	Min  float64 `json:"min,omitempty"`
+	Peak float64 `json:"peak,omitempty"`
+	Unit string  `json:"unit,omitempty"`
+	// Measured is what the GPU reached, in Unit; absent when not
+	// measured.
+	Measured *float64 `json:"measured,omitempty"`
+	// Source names where Peak was published, SourceURL where it is.
+	Source    string `json:"source,omitempty"`
+	SourceURL string `json:"source_url,omitempty"`
+	// Verdict is passed, failed or "not judged".
+	Verdict string `json:"verdict"`
+	// Note says why a floor was not judged ("no floor: not judged", a
+	// simulated GPU, no readings).
+	Note string `json:"note,omitempty"`
 }
 
 // TelemetrySummary summarizes GPU telemetry taken around GPU steps.

@@ -192,6 +192,9 @@ type Run struct {
 	Benchmarks []BenchmarkSummary
 	// Burnin are the burn-in summaries.
 	Burnin []BurninSummary
+	// Floors are the per-model floors the burn-in and benchmark steps
+	// applied (or could not).
+	Floors []AppliedFloor
 	// Suites are the case names of each test, benchmark and burn-in step
 	// by outcome, for the test-result statements.
 	Suites []SuiteCases
@@ -279,6 +282,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		Build:            normalizeBuild(run.Build),
 		Benchmarks:       run.Benchmarks,
 		Burnin:           run.Burnin,
+		Floors:           run.Floors,
 		Telemetry:        run.Telemetry,
 		Preflight:        run.Preflight,
 		Source:           run.Source,

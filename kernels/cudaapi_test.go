@@ -170,8 +170,8 @@ func TestChecksumCubins(t *testing.T) {
 		src, header, name string
 		entries           []string
 	}{
-		{"checksum.cu", "checksum_cubin.h", "kChecksumCubin", []string{"gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check"}},
-		{"burn_mma.cu", "burn_mma_cubin.h", "kBurnMmaCubin", []string{"gpuattest_burn_mma"}},
+		{"checksum.cu", "checksum_cubin.h", "kChecksumCubin", []string{"gpuattest_checksum", "gpuattest_burn", "gpuattest_mem_write", "gpuattest_mem_check", "gpuattest_copy"}},
+		{"burn_mma.cu", "burn_mma_cubin.h", "kBurnMmaCubin", []string{"gpuattest_burn_mma", "gpuattest_burn_stream_init"}},
 	} {
 		src, err := os.ReadFile("harness/" + tc.src)
 		if err != nil {
@@ -246,10 +246,12 @@ func firstLine(s string) string {
 }
 
 // The burn kernels, compiled by nvcc for the pipelines' targets, are what
-// they claim: the tensor-core burn's SASS runs HMMA (mma.sync
-// m16n8k16, fp32 accumulate), the FFMA burn's runs FFMA, and so do the
-// embedded cubins and the embedded PTX when ptxas assembles it as the
-// driver's JIT would.
+// they claim: the tensor-core burn's SASS runs HMMA (mma.sync m16n8k16,
+// fp32 accumulate: 8 per round, 16 rounds unrolled, and 4 in the last
+// pass), rotates its fragments with SHFL.IDX (two per round) and streams
+// 16 bytes per lane from and to memory (LDG.E.128, STG.E.128); the FFMA
+// burn's runs FFMA; and so do the embedded cubins and the embedded PTX
+// when ptxas assembles it as the driver's JIT would.
 func TestBurnKernelsSASS(t *testing.T) {
 	t.Parallel()
 	testenv.RequireTool(t, "nvcc")
@@ -281,11 +283,11 @@ func TestBurnKernelsSASS(t *testing.T) {
 	}
 	for _, arch := range []string{"sm_80", "sm_90"} {
 		for _, tc := range []struct {
-			src, header, fn, op string
-			min                 int
+			src, header, fn string
+			min             map[string]int
 		}{
-			{"harness/burn_mma.cu", "harness/burn_mma_ptx.h", "gpuattest_burn_mma", "HMMA.16816.F32", 12},
-			{"harness/checksum.cu", "harness/checksum_ptx.h", "gpuattest_burn", "FFMA", 128},
+			{"harness/burn_mma.cu", "harness/burn_mma_ptx.h", "gpuattest_burn_mma", map[string]int{"HMMA.16816.F32": 132, "SHFL.IDX": 32, "LDG.E.128": 1, "STG.E.128": 1}},
+			{"harness/checksum.cu", "harness/checksum_ptx.h", "gpuattest_burn", map[string]int{"FFMA": 128}},
 		} {
 			cubin := filepath.Join(dir, tc.fn+"-"+arch+".cubin")
 			run("nvcc", "-cubin", "-arch="+arch, "-o", cubin, tc.src)
@@ -301,8 +303,10 @@ func TestBurnKernelsSASS(t *testing.T) {
 			}
 			for _, bin := range []string{cubin, jit, embedded} {
 				sass := run("cuobjdump", "-sass", "-fun", tc.fn, bin)
-				if n := strings.Count(sass, tc.op); n < tc.min {
-					t.Errorf("%s for %s (%s): %d %s instructions, want at least %d", tc.fn, arch, filepath.Base(bin), n, tc.op, tc.min)
+				for op, min := range tc.min {
+					if n := strings.Count(sass, op+" "); n < min {
+						t.Errorf("%s for %s (%s): %d %s instructions, want at least %d", tc.fn, arch, filepath.Base(bin), n, op, min)
+					}
 				}
 			}
 		}

@@ -300,8 +300,12 @@ func TestFakeDriverSustained(t *testing.T) {
 			burn = &r.results.Cases[i]
 		}
 	}
+	// Its name leaves out the iterations (a multiple of the 128 rounds
+	// after which its fragments are back): its result does not depend on
+	// them, so GPUs of one model compare it.
 	if burn == nil || burn.Config["sm_count"] != "2" || burn.Config["grid"] != "16" || burn.Config["iters"] == "" || burn.Flops <= 0 ||
-		burn.Correctness == nil || burn.Correctness.MaxAbsError != 0 || !strings.HasPrefix(burn.Name, "burn/hmma/grid=16x256/iters=") || burn.Config["burn_kernel"] != "hmma" {
+		burn.Correctness == nil || burn.Correctness.MaxAbsError != 0 || burn.Name != "burn/hmma/grid=16x256" || burn.Config["burn_kernel"] != "hmma" ||
+		mustAtoi(t, burn.Config["iters"])%128 != 0 {
 		t.Errorf("burn case %+v; want the tensor-core burn on 2 SMs x 8 blocks, exact against the host", burn)
 	}
 	// Without the burn case (--no-burn) the rounds are short enough for

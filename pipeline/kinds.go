@@ -32,7 +32,7 @@ var kinds = map[string]kindSpec{
 	KindCUDABuild: {fields: []string{"sources", "flags", "output", "outDir", "ptx", "reproducible"}, cacheable: true, validate: validateCUDABuild},
 	KindTest:      {fields: []string{"results", "format"}, run: true, validate: validateSuite},
 	KindBenchmark: {fields: []string{"results", "format", "warmup", "repeats", "precision", "maxTime", "seeds", "baseline", "reference", "rounds", "gate"}, run: true, validate: validateBenchmark},
-	KindBurnin:    {fields: []string{"results", "format", "duration", "leakTolerance", "minDutyCycle", "warmup", "repeats", "seeds"}, run: true, validate: validateBurnin},
+	KindBurnin:    {fields: []string{"results", "format", "duration", "leakTolerance", "minDutyCycle", "allowMissingReadings", "warmup", "repeats", "seeds"}, run: true, validate: validateBurnin},
 	KindProfile:   {run: true},
 }
 

@@ -89,6 +89,10 @@ type Step struct {
 	Duration      Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
 	LeakTolerance Size     `yaml:"leakTolerance,omitempty" json:"leakTolerance,omitempty"`
 	MinDutyCycle  Percent  `yaml:"minDutyCycle,omitempty" json:"minDutyCycle,omitempty"`
+	// AllowMissingReadings lets a burn-in on a real GPU pass when NVML
+	// reports no power, power limit or utilization for it (some VMs,
+	// vGPU, MIG): its load is then noted as not judged instead of failing.
+	AllowMissingReadings bool `yaml:"allowMissingReadings,omitempty" json:"allowMissingReadings,omitempty"`
 }
 
 // Reference is a benchmark's same-run reference: a second command (the
@@ -148,4 +152,8 @@ type Preflight struct {
 	AllowMIG           bool   `yaml:"allowMIG,omitempty" json:"allowMIG,omitempty"`
 	AllowOtherProcess  bool   `yaml:"allowOtherProcesses,omitempty" json:"allowOtherProcesses,omitempty"`
 	RequirePersistence bool   `yaml:"requirePersistence,omitempty" json:"requirePersistence,omitempty"`
+	// RequireFloors fails preflight on a GPU whose model has no floors in
+	// gpuattest's table (pipeline/floors): without it such a GPU is
+	// warned about and its floors are not judged.
+	RequireFloors bool `yaml:"requireFloors,omitempty" json:"requireFloors,omitempty"`
 }

@@ -71,7 +71,7 @@ if [ $simulated = 1 ]; then
 	echo "=== SIMULATED GPU CHECK: the simulated 8-GPU node (GPUATTEST_FAKE_GPU=h100:8) and the fake CUDA driver (kernels run on the host); nothing runs on a GPU ==="
 	[ -f simulated/libcuda.so.1 ] || { echo "run.sh: no simulated/libcuda.so.1 in this bundle: rebuild it with make gpu-check-bundle" >&2; exit 2; }
 	export GPUATTEST_FAKE_GPU=h100:8 GPU_CHECK_BACKEND=cuda
-	export GPU_CHECK_SIZES="--n 262144 --gemm 128 --rows 256 --cols 512"
+	export GPU_CHECK_SIZES="--n 262144 --gemm 128 --rows 256 --cols 512 --membw-bytes 4194304"
 	uuids=$(./gpuattest device -o json 2>/dev/null | grep -o '"uuid": *"GPU-[0-9a-f-]*"' | grep -o 'GPU-[0-9a-f-]*' | paste -sd, -)
 	export LD_LIBRARY_PATH="$PWD/simulated${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKE_CUDA_DEVICES=8 FAKE_CUDA_UUIDS="$uuids"
 	export FAKE_CUDA_NAME="NVIDIA H100 80GB HBM3 (SIMULATED: fake driver)" FAKE_CUDA_MEMORY=$((160 << 20))

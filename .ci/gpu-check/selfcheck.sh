@@ -3,7 +3,7 @@
 # on a GPU machine, from the bundle alone, that gpu-check loads, judges and
 # catches what it claims. Run it first whenever a GPU machine is available:
 #
-#   bin/gpu-check/run.sh --selfcheck [--simulated] [--out DIR]
+#   bin/gpu-check/run.sh --selfcheck [--simulated [--gpus N]] [--part P] [--out DIR]
 #
 # Three parts, in this order (the fault last, so its Xid cannot reach the
 # first part's telemetry):
@@ -13,7 +13,9 @@
 #      NVML's view with the harness's;
 #   2. silent corruption on the real driver: a short sustained run on every
 #      GPU with one repeat corrupted on one device must exit 1 naming the
-#      repeat and that device's UUID;
+#      repeat and that device's UUID; and one with one mantissa bit of the
+#      tensor-core burn's last pass flipped on that device (what a stuck
+#      multiplier bit does) must exit 1 naming the device's UUID;
 #   3. a real illegal-address fault: exit 1, "the context is lost", later
 #      cases "not run", then a clean run in a new process exits 0.
 # DIR (default selfcheck) receives the log, the nvidia-smi CSV, each part's
@@ -24,19 +26,38 @@
 # --simulated runs the same without a GPU, as the simulated 8-GPU HGX
 # H100 node: part 1 is run.sh --simulated (GPUATTEST_FAKE_GPU=h100:8 and
 # the cuda backend on the bundle's fake driver, simulated/libcuda.so.1,
-# built from kernels/testdata/fakecuda), and so are parts 2 and 3.
+# built from kernels/testdata/fakecuda), and so are parts 2 and 3;
+# --gpus N simulates a node of N GPUs for parts 2 and 3 (1: the one-GPU
+# machine a first self-check meets). --part P runs part P alone.
 # Everything it prints says SIMULATED; it proves the plumbing, never a GPU.
+# --smi-fields prints the nvidia-smi fields part 1 queries on this
+# driver and exits.
 set -uo pipefail
 cd "$(dirname "$0")"
-simulated=0 out=selfcheck
+# smi_fields are the nvidia-smi fields part 1 logs: the clock-event
+# reasons are clocks_event_reasons.active from driver R535 on, and
+# clocks_throttle_reasons.active before it.
+smi_fields() {
+	local reasons=clocks_event_reasons.active
+	if ! nvidia-smi --query-gpu=$reasons --format=csv,noheader -i 0 >/dev/null 2>&1; then
+		reasons=clocks_throttle_reasons.active
+	fi
+	echo "timestamp,index,uuid,utilization.gpu,power.draw,power.limit,clocks.sm,clocks.mem,temperature.gpu,temperature.memory,$reasons"
+}
+usage() { echo "usage: run.sh --selfcheck [--simulated [--gpus N]] [--part 1|2|3] [--out DIR] | --smi-fields" >&2; exit 2; }
+simulated=0 out=selfcheck simgpus=8 only=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--simulated) simulated=1 ;;
-	--out) out=$2; shift ;;
-	*) echo "usage: run.sh --selfcheck [--simulated] [--out DIR]" >&2; exit 2 ;;
+	--out) [ $# -ge 2 ] || usage; out=$2; shift ;;
+	--gpus) [ $# -ge 2 ] || usage; simgpus=$2; shift; case $simgpus in [1-9] | [1-5][0-9] | 6[0-4]) ;; *) usage ;; esac ;;
+	--part) [ $# -ge 2 ] || usage; only=$2; shift; case $only in 1 | 2 | 3) ;; *) usage ;; esac ;;
+	--smi-fields) smi_fields; exit $? ;;
+	*) usage ;;
 	esac
 	shift
 done
+part() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 rm -rf "$out" && mkdir -p "$out" && out=$(cd "$out" && pwd)
 log=$out/selfcheck.log
 exec > >(tee "$log") 2>&1
@@ -63,9 +84,9 @@ ngpu=1
 sizes=(--n 4194304 --gemm 1024 --rows 2048 --cols 2048)
 secs=10
 if [ $simulated = 1 ]; then
-	uuids=$(GPUATTEST_FAKE_GPU=h100:8 ./gpuattest device -o json 2>/dev/null | grep -o '"uuid": *"GPU-[0-9a-f-]*"' | grep -o 'GPU-[0-9a-f-]*' | paste -sd, -)
-	sim_env=(env LD_LIBRARY_PATH="$PWD/simulated" FAKE_CUDA_DEVICES=8 FAKE_CUDA_UUIDS="$uuids" FAKE_CUDA_NAME="NVIDIA H100 80GB HBM3 (SIMULATED: fake driver)")
-	ngpu=8
+	uuids=$(GPUATTEST_FAKE_GPU=h100:$simgpus ./gpuattest device -o json 2>/dev/null | grep -o '"uuid": *"GPU-[0-9a-f-]*"' | grep -o 'GPU-[0-9a-f-]*' | paste -sd, -)
+	sim_env=(env LD_LIBRARY_PATH="$PWD/simulated" FAKE_CUDA_DEVICES=$simgpus FAKE_CUDA_UUIDS="$uuids" FAKE_CUDA_NAME="NVIDIA H100 80GB HBM3 (SIMULATED: fake driver)")
+	ngpu=$simgpus
 	sizes=(--n 65536 --gemm 64 --rows 64 --cols 256)
 	secs=3
 elif command -v nvidia-smi >/dev/null; then
@@ -73,12 +94,12 @@ elif command -v nvidia-smi >/dev/null; then
 fi
 bad=$((ngpu > 5 ? 5 : ngpu - 1))
 
+if part 1; then
 echo
 echo "=== ${label}part 1: the whole gpu-check, nvidia-smi at 2 Hz alongside"
 smi_pid=
 if [ $simulated = 0 ] && command -v nvidia-smi >/dev/null; then
-	nvidia-smi --query-gpu=timestamp,index,uuid,utilization.gpu,power.draw,power.limit,clocks.sm,clocks.mem,temperature.gpu,temperature.memory,clocks_event_reasons.active \
-		--format=csv,noheader,nounits -lms 500 >"$out/nvidia-smi.csv" 2>"$out/nvidia-smi.err" &
+	nvidia-smi --query-gpu="$(smi_fields)" --format=csv,noheader,nounits -lms 500 >"$out/nvidia-smi.csv" 2>"$out/nvidia-smi.err" &
 	smi_pid=$!
 else
 	echo "nvidia-smi: not run (${label:-no nvidia-smi}); NVML's view comes from gpuattest's own telemetry only"
@@ -105,7 +126,9 @@ if [ -s "$out/nvidia-smi.csv" ]; then
 	duty=$(grep -o '"duty_cycle": [0-9.e-]*' work/build/burnin-results.json 2>/dev/null | head -n1 | awk '{printf "%.1f", 100 * $2}')
 	echo "harness: burn-in duty cycle ${duty:-?} % (lowest GPU; CUDA events) against NVML's utilization above"
 fi
+fi
 
+if part 2; then
 echo
 echo "=== ${label}part 2: silent corruption (repeat 3 of sgemm corrupted on device $bad of $ngpu), must exit 1 naming the repeat and the device"
 "${sim_env[@]}" "$harness" --backend cuda --fatbin-dir work/build --devices all --duration "$secs" "${sizes[@]}" \
@@ -117,7 +140,18 @@ msg=$(grep -o '"message": "the output of repeat 3 differs from repeat 1[^"]*"' "
 ok=0
 [ $rc = 1 ] && [ -n "$uuid" ] && case $msg in *"$uuid"*) ok=1 ;; esac
 verdict "silent-corruption" $ok "exit $rc; ${msg:-no case names repeat 3}"
+echo "--- ${label}the tensor-core burn's last pass with one mantissa bit flipped on device $bad (as a stuck multiplier bit would), must exit 1 naming the device"
+"${sim_env[@]}" "$harness" --backend cuda --fatbin-dir work/build --devices all --duration "$secs" "${sizes[@]}" \
+	--inject-fault "burn@$bad" --watchdog 60 --out "$out/burn-fault.json" 2>"$out/burn-fault.err"
+rc=$?
+tail -n 2 "$out/burn-fault.err"
+msg=$(grep -o '"message": "[0-9]* of [0-9]* warps differ from the host[^"]*"' "$out/burn-fault.json" 2>/dev/null | head -n1)
+ok=0
+[ $rc = 1 ] && [ -n "$uuid" ] && case $msg in *"$uuid"*) ok=1 ;; esac
+verdict "burn-corruption" $ok "exit $rc; ${msg:-no burn case names the warps that differ}"
+fi
 
+if part 3; then
 echo
 echo "=== ${label}part 3: a real illegal-address fault, then a clean run in a new process"
 "${sim_env[@]}" "$harness" --backend cuda --fatbin-dir work/build --inject-illegal-address reduce_sum --repeats 2 "${sizes[@]}" --watchdog 60 --out "$out/fault.json" 2>"$out/fault.err"
@@ -132,10 +166,11 @@ verdict "clean-after-fault" $([ $rc = 0 ] && echo 1 || echo 0) "a new process ex
 if command -v dmesg >/dev/null; then
 	dmesg 2>/dev/null | grep -i 'NVRM: Xid' | tail -n 5 | sed 's/^/kernel log: /'
 fi
+fi
 
 echo
 echo "=== ${label}self-check: $failures part(s) failed"
-gpu=$(command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -n1 | tr ' ' '-' || echo simulated-h100x8)
+gpu=$(command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -n1 | tr ' ' '-' || echo simulated-h100x$simgpus)
 {
 	echo "# ${label}gpu-check self-check: $(date -u +%Y-%m-%d), $gpu"
 	echo

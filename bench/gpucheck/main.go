@@ -21,6 +21,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
@@ -251,6 +252,39 @@ func (t *table) benchmark(r *rundir.Run) {
 		}
 		t.row("benchmark", c.Name, v, roof)
 	}
+	t.floors("benchmark", st.Benchmark.Floors)
+}
+
+// floors prints each floor a step applied: the GPU's model, the floor
+// against its peak and what the GPU reached, or why it was not judged.
+func (t *table) floors(section string, fs []attest.AppliedFloor) {
+	for _, f := range fs {
+		var parts []string
+		if f.Model != "" {
+			parts = append(parts, fmt.Sprintf("%s floor %s of peak %s", f.Model, floorValue(f.Metric, f.Min), floorValue(f.Metric, f.Peak)))
+		}
+		if f.Measured != nil {
+			parts = append(parts, "reached "+floorValue(f.Metric, *f.Measured))
+		}
+		v := f.GPU + ": " + strings.Join(parts, ", ")
+		if f.Note != "" {
+			v += " (" + f.Note + ")"
+		}
+		t.row(section, "floor "+f.Metric, v, f.Verdict)
+	}
+}
+
+// floorValue formats a floor's value in its metric's unit.
+func floorValue(metric string, v float64) string {
+	switch metric {
+	case "memory_bandwidth":
+		return fmt.Sprintf("%.0f GB/s", v/1e9)
+	case "tensor_fp16":
+		return fmt.Sprintf("%.4g TFLOP/s", v/1e12)
+	case "power_share":
+		return fmt.Sprintf("%.0f %% of the limit", 100*v)
+	}
+	return fmt.Sprint(v)
 }
 
 func (t *table) burnin(r *rundir.Run) {
@@ -288,6 +322,7 @@ func (t *table) burnin(r *rundir.Run) {
 	for _, g := range d.GPUs {
 		t.burninGPU(g)
 	}
+	t.floors("burn-in", d.Floors)
 	// The burn-in keeps its last run's harness results as results-last.json.
 	if res, err := suite.ReadResults(filepath.Join(r.Dir, "steps", st.ID, "results-last.json")); err == nil {
 		if v := kernelCode(res); v != "" {
@@ -329,10 +364,27 @@ func (t *table) burninGPU(g suite.BurninGPU) {
 	}
 	if g.PowerMaxWatts != nil {
 		p := fmt.Sprintf("peak %.0f W", *g.PowerMaxWatts)
+		if g.PowerMedianWatts != nil {
+			p = fmt.Sprintf("median %.0f W over the loop, %s", *g.PowerMedianWatts, p)
+		}
 		if g.PowerLimitWatts != nil && *g.PowerLimitWatts > 0 {
-			p += fmt.Sprintf(" of %.0f W limit (%.0f %%)", *g.PowerLimitWatts, 100**g.PowerMaxWatts / *g.PowerLimitWatts)
+			ref, label := *g.PowerMaxWatts, ""
+			if g.PowerMedianWatts != nil {
+				ref, label = *g.PowerMedianWatts, "median "
+			}
+			p += fmt.Sprintf(" of %.0f W limit (%s%.0f %%)", *g.PowerLimitWatts, label, 100*ref / *g.PowerLimitWatts)
 		}
 		parts = append(parts, p)
+	}
+	if g.BurnTFLOPS != nil {
+		b := fmt.Sprintf("burn %s %.4g TFLOP/s", g.BurnKernel, *g.BurnTFLOPS)
+		if g.BurnNodeMedianTFLOPS != nil && *g.BurnNodeMedianTFLOPS > 0 {
+			b += fmt.Sprintf(" (%.0f %% of the node's median)", 100**g.BurnTFLOPS / *g.BurnNodeMedianTFLOPS)
+		}
+		if g.BurnFirstTFLOPS != nil && g.BurnLastTFLOPS != nil {
+			b += fmt.Sprintf(", first window %.4g, last %.4g", *g.BurnFirstTFLOPS, *g.BurnLastTFLOPS)
+		}
+		parts = append(parts, b)
 	}
 	if g.PowerCappedShare != nil {
 		parts = append(parts, fmt.Sprintf("power-capped %.0f %% of samples", 100**g.PowerCappedShare))

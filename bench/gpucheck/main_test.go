@@ -7,6 +7,7 @@ import (
 	"testing"
 	"text/tabwriter"
 
+	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 
 	"github.com/gpuattest/gpuattest/internal/reportfixture"
@@ -125,5 +126,36 @@ func TestKernelCode(t *testing.T) {
 	}
 	if got := kernelCode(&suite.Results{}); got != "" {
 		t.Errorf("kernelCode of no cases = %q, want empty", got)
+	}
+}
+
+// The burn-in and benchmark rows show each GPU's burn throughput, its
+// median power over the loop and every floor applied, with its model,
+// floor, peak and what the GPU reached, or why it was not judged.
+func TestTableFloors(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	tb := &table{w: tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)}
+	idx, tflops, med, median, limit, loaded := 0, 410.0, 405.0, 640.0, 700.0, true
+	tb.burninGPU(suite.BurninGPU{Index: &idx, UUID: "GPU-0", PowerMaxWatts: &limit, PowerMedianWatts: &median, PowerLimitWatts: &limit, Loaded: &loaded,
+		BurnKernel: "hmma", BurnTFLOPS: &tflops, BurnNodeMedianTFLOPS: &med})
+	reached, bw := 410e12, 2.1e12
+	tb.floors("burn-in", []attest.AppliedFloor{{GPU: "GPU-0", Model: "H100 SXM", Metric: "tensor_fp16", Min: 396e12, Peak: 989.4e12, Measured: &reached, Verdict: attest.FloorPassed}})
+	tb.floors("benchmark", []attest.AppliedFloor{
+		{GPU: "GPU-0", Model: "H100 SXM", Metric: "memory_bandwidth", Min: 2.345e12, Peak: 3.35e12, Measured: &bw, Verdict: attest.FloorFailed},
+		{GPU: "GPU-1", Metric: "memory_bandwidth", Measured: &bw, Verdict: attest.FloorNotJudged, Note: "no floor: not judged"},
+	})
+	tb.w.Flush()
+	for _, want := range []string{
+		"median 640 W over the loop, peak 700 W of 700 W limit (median 91 %)",
+		"burn hmma 410 TFLOP/s",
+		"(101 % of the node's median)",
+		"floor tensor_fp16    GPU-0: H100 SXM floor 396 TFLOP/s of peak 989.4 TFLOP/s, reached 410 TFLOP/s",
+		"floor memory_bandwidth  GPU-0: H100 SXM floor 2345 GB/s of peak 3350 GB/s, reached 2100 GB/s",
+		"GPU-1: reached 2100 GB/s (no floor: not judged)",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(out.String()), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -84,9 +84,26 @@ extern "C" __global__ void gpuattest_mem_write(unsigned* __restrict__ p, u64 n, 
   for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = mem_pattern(base + i, pass);
 }
 
+// gpuattest_mem_check adds the words that differ to errors[0] and lowers
+// errors[1] to the sweep address (base + i) of the first one it finds.
 extern "C" __global__ void gpuattest_mem_check(const unsigned* __restrict__ p, u64 n, u64 base, unsigned pass, u64* __restrict__ errors) {
   const u64 stride = u64(blockDim.x) * gridDim.x;
-  u64 bad = 0;
-  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) bad += p[i] != mem_pattern(base + i, pass);
-  if (bad) atomicAdd(errors, bad);
+  u64 bad = 0, first = ~0ull;
+  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    if (p[i] != mem_pattern(base + i, pass)) {
+      ++bad;
+      first = first < base + i ? first : base + i;
+    }
+  }
+  if (bad) {
+    atomicAdd(errors, bad);
+    atomicMin(errors + 1, first);
+  }
+}
+
+// gpuattest_copy is the bandwidth case (--membw): dst = src, n16 16-byte
+// words, grid-stride; every byte is read once and written once.
+extern "C" __global__ void gpuattest_copy(const uint4* __restrict__ src, uint4* __restrict__ dst, u64 n16) {
+  const u64 stride = u64(blockDim.x) * gridDim.x;
+  for (u64 i = u64(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += stride) dst[i] = src[i];
 }

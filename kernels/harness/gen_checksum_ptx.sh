@@ -10,9 +10,12 @@
 # reproducible), and assembles the PTX with ptxas for sm_80 and sm_90:
 #
 #   checksum_ptx.h    from checksum.cu, compute_70 (checksum, FFMA burn,
-#   checksum_cubin.h  memory sweep); cubins sm_80, sm_90
-#   burn_mma_ptx.h    from burn_mma.cu, compute_80 (the tensor-core burn)
-#   burn_mma_cubin.h  cubins sm_80, sm_90
+#   checksum_cubin.h  memory sweep, bandwidth copy); cubins sm_80, sm_90
+#   burn_mma_ptx.h    from burn_mma.cu, compute_80 (the tensor-core burn
+#   burn_mma_cubin.h  and its stream's fill); cubins sm_80, sm_90
+#
+# Every array is alignas(64). nvcc 11.8 (PTX ISA 7.8) has no wgmma (PTX
+# ISA 8.0, CUDA 12.0, target sm_90a): the burn is mma.sync on sm_90 too.
 #
 #   harness/gen_checksum_ptx.sh [NVCC]
 set -eu
@@ -33,7 +36,7 @@ gen() {
 		echo "namespace harness {"
 		echo ""
 		echo "// $4 is the PTX of $5 ($1)."
-		echo "const char $4[] = R\"PTX("
+		echo "alignas(64) const char $4[] = R\"PTX("
 		# The banner names the local nvcc build; the version line is
 		# lowered to 7.0 (the code uses nothing newer: ptxas checks it in
 		# the tests).
@@ -61,7 +64,9 @@ gen_cubin() {
 			"$nvcc" -cubin -arch=sm_$arch -o "$tmp" "$1"
 			echo ""
 			echo "// $3Sm$arch is the sm_$arch cubin of $4 ($1, nvcc -cubin -arch=sm_$arch)."
-			echo "const unsigned char $3Sm$arch[] = {"
+			# Aligned as the driver wants an image it loads in place
+			# (cuModuleLoadData reads ELF headers of 8-byte fields).
+			echo "alignas(64) const unsigned char $3Sm$arch[] = {"
 			od -An -v -tx1 "$tmp" | sed -e 's/^ *//' -e 's/ *$//' -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'
 			echo "};"
 		done
@@ -70,7 +75,7 @@ gen_cubin() {
 	} >"$2"
 }
 
-gen checksum.cu compute_70 checksum_ptx.h kChecksumPTX "gpuattest_checksum and gpuattest_burn"
-gen burn_mma.cu compute_80 burn_mma_ptx.h kBurnMmaPTX "gpuattest_burn_mma"
-gen_cubin checksum.cu checksum_cubin.h kChecksumCubin "gpuattest_checksum, gpuattest_burn and the memory sweep"
-gen_cubin burn_mma.cu burn_mma_cubin.h kBurnMmaCubin "gpuattest_burn_mma"
+gen checksum.cu compute_70 checksum_ptx.h kChecksumPTX "gpuattest_checksum, gpuattest_burn, the memory sweep and gpuattest_copy"
+gen burn_mma.cu compute_80 burn_mma_ptx.h kBurnMmaPTX "gpuattest_burn_mma and gpuattest_burn_stream_init"
+gen_cubin checksum.cu checksum_cubin.h kChecksumCubin "gpuattest_checksum, gpuattest_burn, the memory sweep and gpuattest_copy"
+gen_cubin burn_mma.cu burn_mma_cubin.h kBurnMmaCubin "gpuattest_burn_mma and gpuattest_burn_stream_init"

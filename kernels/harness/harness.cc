@@ -25,6 +25,7 @@
 // sustained run was inconsistent), 2 usage, 3 the harness itself could not
 // run (backend cuda unavailable, I/O).
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -94,7 +95,9 @@ struct Options {
   bool n_set = false, gemm_set = false, rows_set = false, cols_set = false;
   int device = 0;
   // devices (--devices all|I,J): run every listed device at once, one
-  // context and host thread each; empty runs --device alone.
+  // context and host thread each, and write the results in the devices
+  // shape (a "devices" list, case names ending /gpu=I) even when the list
+  // holds one device; empty runs --device alone.
   std::string devices;
   // watchdog_s (--watchdog S): a device with no progress (no case
   // finished, no sample or repeat completed) for this long fails the run
@@ -110,8 +113,24 @@ struct Options {
   // memsweep (--memsweep F): after the cases, sweep F of the device's
   // free memory (cpu: a scaled-down host buffer) with address-dependent
   // patterns and moving inversions; 0 is off.
+  // In a sustained run the sweep's region is allocated after the cases
+  // and a slice of it is checked and rewritten every round (memsweep_slice
+  // bytes, 0: an eighth of the region, at most 1 GiB), so that the whole
+  // region is swept again and again while the GPU is hot.
   double memsweep = 0;
   long long memsweep_max = 0;  // --memsweep-max BYTES: at most this much (0: no cap)
+  long long memsweep_slice = 0;
+  // membw (--membw): add the bandwidth case, a device-local copy of
+  // membw_bytes (0: a quarter of the free memory, at most 1 GiB) timed like
+  // the other cases; its bytes are what the copy reads and writes.
+  bool membw = false;
+  long long membw_bytes = 0;
+  // burn_mem_every (--burn-mem-every N): the tensor-core burn streams 16
+  // bytes per lane through its buffer every N blocks of 16 rounds (0: no
+  // stream); burn_stream (--burn-stream BYTES) is the buffer's size (0:
+  // four times the L2, at most an eighth of the free memory).
+  unsigned burn_mem_every = 1;
+  long long burn_stream = 0;
   bool flush = true;
   long batch = 0;  // cuda: launches per sample; 0 chooses (>= kMinSampleNs)
   // cuda: warm up for at least warmup_ms of timed batches, or until three
@@ -176,6 +195,36 @@ struct MemSample {
 };
 
 // Sustained is a sustained run's account ("sustained" in the results).
+// BurnWindow is the burn case's work in one window of a sustained loop:
+// the launches whose end falls in [from_s, to_s) of the loop (on the
+// device's clock, from CUDA events).
+struct BurnWindow {
+  double from_s = 0, to_s = 0, flops = 0, busy_s = 0;
+};
+
+// BurnThroughput is what the burn case achieved over a sustained loop:
+// its flops over its own busy time, in total and per window.
+struct BurnThroughput {
+  std::string kernel;  // hmma, ffma
+  double flops = 0, busy_s = 0, window_s = 0;
+  long long launches = 0;
+  std::vector<BurnWindow> windows;
+  void add(double at_s, double flops_, double busy) {
+    flops += flops_;
+    busy_s += busy;
+    ++launches;
+    if (window_s <= 0) return;
+    const size_t k = size_t(std::max(0.0, at_s) / window_s);
+    if (windows.size() <= k) {
+      const size_t n = windows.size();
+      windows.resize(k + 1);
+      for (size_t i = n; i <= k; ++i) windows[i].from_s = double(i) * window_s, windows[i].to_s = double(i + 1) * window_s;
+    }
+    windows[k].flops += flops_;
+    windows[k].busy_s += busy;
+  }
+};
+
 struct Sustained {
   double duration_s = 0, elapsed_s = 0, busy_s = 0, duty = 0, memory_interval_s = 0;
   double cpu_s = -1;  // cpu backend: CPU time the process used in the loop
@@ -184,7 +233,17 @@ struct Sustained {
   int threads = 0;
   long long iterations = 0, checked = 0, mismatches = 0;
   std::vector<MemSample> memory;
+  // loop_from_ns and loop_to_ns are when the loop started and ended
+  // (Unix nanoseconds, this host's clock), so that telemetry of the loop
+  // can be told from the setup's; 0 when it did not run.
+  long long loop_from_ns = 0, loop_to_ns = 0;
+  BurnThroughput burn;  // the burn case's, when it ran in the loop
 };
+
+// unix_ns is the wall clock in Unix nanoseconds.
+long long unix_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 // Device is what the results say about the CUDA device.
 struct Device {
@@ -237,7 +296,14 @@ const char* kHelp =
     "                            free memory in 1 GiB chunks: an address-dependent pattern and its\n"
     "                            inverse, two patterns, each checked (cpu: a host buffer of\n"
     "                            --memsweep-max or 64 MiB, scaled down); the case reports bytes_covered\n"
-    "  --memsweep-max BYTES      sweep at most BYTES\n"
+    "  --memsweep-max BYTES      sweep at most BYTES; in a sustained run (--duration) the region is\n"
+    "                            allocated after the cases and a slice of it is checked against the\n"
+    "                            pattern written the round before and rewritten every round, so it\n"
+    "                            is swept again and again while the GPU is hot\n"
+    "  --memsweep-slice BYTES    sustained: the slice swept per round (default an eighth, <= 1 GiB)\n"
+    "  --membw                   add the bandwidth case: a device-local copy, timed like the others\n"
+    "                            (bytes read plus written per launch)\n"
+    "  --membw-bytes BYTES       the copy's size (default a quarter of the free memory, <= 1 GiB)\n"
     "  --no-burn                 sustained: leave out the burn case (cuda: a tensor-core mma.sync or\n"
     "                            FFMA register loop on every SM; cpu: the FFMA loop on the host), which\n"
     "                            takes most of each round\n"
@@ -245,9 +311,14 @@ const char* kHelp =
     "                            when the other cases of a round take more than a quarter of it)\n"
     "  --burn-kernel K           sustained on cuda: hmma (tensor cores, sm_80+), ffma, or auto (default:\n"
     "                            hmma on compute capability 8.0 and later)\n"
+    "  --burn-mem-every N        hmma: stream 16 bytes per lane through HBM every N blocks of 16\n"
+    "                            rounds (default 1; 0: no stream)\n"
+    "  --burn-stream BYTES       hmma: the stream's buffer (default 4x the L2, <= 1/8 of the free memory)\n"
     "  --threads N               sustained on cpu: worker threads (default: the usable CPUs)\n"
     "  --tolerance KERNEL=X      override a kernel's max-abs-error tolerance\n"
-    "  --inject-fault KERNEL     corrupt one output element of KERNEL (proves the check)\n"
+    "  --inject-fault KERNEL     corrupt one output element of KERNEL (proves the check); burn: flip the\n"
+    "                            lowest mantissa bit of one A value of the tensor-core burn's last pass\n"
+    "                            (what a stuck multiplier bit does); memsweep: corrupt one swept byte\n"
     "  --inject-illegal-address KERNEL\n"
     "                            launch KERNEL with an invalid output pointer: on cuda a real\n"
     "                            illegal-address fault that loses the context, on cpu simulated\n"
@@ -397,6 +468,16 @@ Options parse(int argc, char** argv) {
       o.burn = false;
     } else if (a == "--burn-ms") {
       o.burn_ms = parse_double(a, next(), 0, 10000);
+    } else if (a == "--burn-mem-every") {
+      o.burn_mem_every = unsigned(parse_long(a, next(), 0, 1 << 20));
+    } else if (a == "--burn-stream") {
+      o.burn_stream = parse_long(a, next(), 1 << 20, 1L << 50);
+    } else if (a == "--membw") {
+      o.membw = true;
+    } else if (a == "--membw-bytes") {
+      o.membw_bytes = parse_long(a, next(), 1 << 20, 1L << 40);
+    } else if (a == "--memsweep-slice") {
+      o.memsweep_slice = parse_long(a, next(), 4096, 1L << 40);
     } else if (a == "--burn-kernel") {
       o.burn_kernel = next();
       if (o.burn_kernel != "auto" && o.burn_kernel != "hmma" && o.burn_kernel != "ffma") usage("--burn-kernel " + o.burn_kernel + ": expected auto, hmma or ffma");
@@ -473,6 +554,11 @@ struct Problem {
   // when ref_at is empty.
   std::vector<double> ref;
   std::vector<size_t> ref_at;
+  // ref_bits, when set, is every output word exactly (the burn cases):
+  // check_output compares bits, not values; ref_unit names what a word is
+  // the result of ("warp", "thread").
+  std::vector<uint32_t> ref_bits;
+  std::string ref_unit = "word";
   size_t out_n = 0;
   double flops = 0, bytes = 0, tol = 0;
   std::map<std::string, std::string> config;
@@ -842,6 +928,68 @@ const cu::CUdeviceptr kBadPointer = 0x100;
 // driver has no occupancy calculator.
 const int kDefaultBlocksPerSM = 4;
 
+// load_driver loads libcuda.so.1 and resolves the entry points the
+// harness uses into api; false, with why, when it cannot.
+bool load_driver(cu::Api& api, std::string& why) {
+  api.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!api.lib) {
+    why = std::string("libcuda.so.1 not loadable: ") + dlerror();
+    return false;
+  }
+  bool ok = true;
+  auto sym = [&](auto& fn, const char* n, bool required = true) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(api.lib, n));
+    if (!fn && required) {
+      why = std::string("libcuda.so.1 lacks ") + n;
+      ok = false;
+    }
+  };
+  sym(api.cuInit, "cuInit");
+  sym(api.cuDeviceGetCount, "cuDeviceGetCount");
+  sym(api.cuDeviceGet, "cuDeviceGet");
+  sym(api.cuDeviceGetName, "cuDeviceGetName");
+  sym(api.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  // The GPU's UUID (not a MIG instance's: that is cuDeviceGetUuid_v2),
+  // as NVML names it, so telemetry can find the device.
+  sym(api.cuDeviceGetUuid, "cuDeviceGetUuid", false);
+  sym(api.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", false);
+  sym(api.cuCtxCreate, "cuCtxCreate_v2");
+  sym(api.cuCtxDestroy, "cuCtxDestroy_v2");
+  sym(api.cuCtxSynchronize, "cuCtxSynchronize");
+  sym(api.cuModuleLoadData, "cuModuleLoadData");
+  sym(api.cuModuleUnload, "cuModuleUnload");
+  sym(api.cuModuleGetFunction, "cuModuleGetFunction");
+  sym(api.cuMemAlloc, "cuMemAlloc_v2");
+  sym(api.cuMemFree, "cuMemFree_v2");
+  sym(api.cuMemAllocHost, "cuMemAllocHost_v2");
+  sym(api.cuMemFreeHost, "cuMemFreeHost");
+  sym(api.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+  sym(api.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+  sym(api.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  sym(api.cuMemsetD8, "cuMemsetD8_v2");
+  sym(api.cuMemGetInfo, "cuMemGetInfo_v2");
+  sym(api.cuLaunchKernel, "cuLaunchKernel");
+  sym(api.cuEventCreate, "cuEventCreate");
+  sym(api.cuEventDestroy, "cuEventDestroy_v2");
+  sym(api.cuEventRecord, "cuEventRecord");
+  sym(api.cuEventSynchronize, "cuEventSynchronize");
+  sym(api.cuEventElapsedTime, "cuEventElapsedTime");
+  sym(api.cuGetErrorString, "cuGetErrorString");
+  sym(api.cuGetErrorName, "cuGetErrorName", false);
+  sym(api.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", false);
+  sym(api.cuStreamCreate, "cuStreamCreate", false);
+  sym(api.cuStreamDestroy, "cuStreamDestroy_v2", false);
+  sym(api.cuStreamSynchronize, "cuStreamSynchronize", false);
+  sym(api.cuStreamBeginCapture, "cuStreamBeginCapture_v2", false);
+  sym(api.cuStreamEndCapture, "cuStreamEndCapture", false);
+  sym(api.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", false);
+  sym(api.cuGraphLaunch, "cuGraphLaunch", false);
+  sym(api.cuGraphExecDestroy, "cuGraphExecDestroy", false);
+  sym(api.cuGraphDestroy, "cuGraphDestroy", false);
+  sym(api.cuMemsetD8Async, "cuMemsetD8Async", false);
+  return ok;
+}
+
 class Cuda {
  public:
   cu::Api api;
@@ -850,83 +998,17 @@ class Cuda {
   Device info;
   cu::CUdeviceptr flush = 0;
   size_t flush_bytes = 0;
+  size_t l2 = 0;  // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
   int sms = 1;  // multiprocessors (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
 
-  // open loads the driver and creates a context on the ordinal-th visible
-  // device (the driver applies CUDA_VISIBLE_DEVICES); on failure it
-  // returns false with the reason in why.
-  bool open(int ordinal, std::string& why) {
-    api.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!api.lib) {
-      why = std::string("libcuda.so.1 not loadable: ") + dlerror();
-      return false;
-    }
-    bool ok = true;
-    auto sym = [&](auto& fn, const char* n, bool required = true) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(api.lib, n));
-      if (!fn && required) {
-        why = std::string("libcuda.so.1 lacks ") + n;
-        ok = false;
-      }
-    };
-    sym(api.cuInit, "cuInit");
-    sym(api.cuDeviceGetCount, "cuDeviceGetCount");
-    sym(api.cuDeviceGet, "cuDeviceGet");
-    sym(api.cuDeviceGetName, "cuDeviceGetName");
-    sym(api.cuDeviceGetAttribute, "cuDeviceGetAttribute");
-    // The GPU's UUID (not a MIG instance's: that is cuDeviceGetUuid_v2),
-    // as NVML names it, so telemetry can find the device.
-    sym(api.cuDeviceGetUuid, "cuDeviceGetUuid", false);
-    sym(api.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", false);
-    sym(api.cuCtxCreate, "cuCtxCreate_v2");
-    sym(api.cuCtxDestroy, "cuCtxDestroy_v2");
-    sym(api.cuCtxSynchronize, "cuCtxSynchronize");
-    sym(api.cuModuleLoadData, "cuModuleLoadData");
-    sym(api.cuModuleUnload, "cuModuleUnload");
-    sym(api.cuModuleGetFunction, "cuModuleGetFunction");
-    sym(api.cuMemAlloc, "cuMemAlloc_v2");
-    sym(api.cuMemFree, "cuMemFree_v2");
-    sym(api.cuMemAllocHost, "cuMemAllocHost_v2");
-    sym(api.cuMemFreeHost, "cuMemFreeHost");
-    sym(api.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
-    sym(api.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-    sym(api.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
-    sym(api.cuMemsetD8, "cuMemsetD8_v2");
-    sym(api.cuMemGetInfo, "cuMemGetInfo_v2");
-    sym(api.cuLaunchKernel, "cuLaunchKernel");
-    sym(api.cuEventCreate, "cuEventCreate");
-    sym(api.cuEventDestroy, "cuEventDestroy_v2");
-    sym(api.cuEventRecord, "cuEventRecord");
-    sym(api.cuEventSynchronize, "cuEventSynchronize");
-    sym(api.cuEventElapsedTime, "cuEventElapsedTime");
-    sym(api.cuGetErrorString, "cuGetErrorString");
-    sym(api.cuGetErrorName, "cuGetErrorName", false);
-    sym(api.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", false);
-    sym(api.cuStreamCreate, "cuStreamCreate", false);
-    sym(api.cuStreamDestroy, "cuStreamDestroy_v2", false);
-    sym(api.cuStreamSynchronize, "cuStreamSynchronize", false);
-    sym(api.cuStreamBeginCapture, "cuStreamBeginCapture_v2", false);
-    sym(api.cuStreamEndCapture, "cuStreamEndCapture", false);
-    sym(api.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", false);
-    sym(api.cuGraphLaunch, "cuGraphLaunch", false);
-    sym(api.cuGraphExecDestroy, "cuGraphExecDestroy", false);
-    sym(api.cuGraphDestroy, "cuGraphDestroy", false);
-    sym(api.cuMemsetD8Async, "cuMemsetD8Async", false);
-    if (!ok) return false;
-    cu::CUresult rc = api.cuInit(0);
-    if (rc != 0) {
-      why = "cuInit failed: " + err(rc);
-      return false;
-    }
-    int count = 0;
-    if ((rc = api.cuDeviceGetCount(&count)) != 0 || count == 0) {
-      why = rc != 0 ? "cuDeviceGetCount failed: " + err(rc) : std::string("no CUDA device");
-      return false;
-    }
-    if (ordinal >= count) {
-      why = "device " + std::to_string(ordinal) + " requested but only " + std::to_string(count) + " visible";
-      return false;
-    }
+  // open creates a context on the ordinal-th visible device (the driver
+  // applies CUDA_VISIBLE_DEVICES) of the driver a (loaded and cuInit'ed);
+  // identified is called once the device's name, UUID and PCI id are in
+  // info, before the context is created (where a sick GPU hangs), so that
+  // a watchdog can name it. On failure it returns false with the reason
+  // in why.
+  bool open(const cu::Api& a, int ordinal, std::string& why, const std::function<void()>& identified) {
+    api = a;
     try {
       check(api.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
       char buf[256] = {0};
@@ -945,12 +1027,14 @@ class Cuda {
       }
       char bus[64] = {0};
       if (api.cuDeviceGetPCIBusId && api.cuDeviceGetPCIBusId(bus, sizeof bus - 1, dev) == 0) info.pci_bus_id = bus;
+      if (identified) identified();
       check(api.cuCtxCreate(&ctx, 0, dev), "cuCtxCreate");
       check(api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute(SM count)");
       sms = std::max(1, sms);
-      int l2 = 0;
-      check(api.cuDeviceGetAttribute(&l2, cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute(L2)");
-      flush_bytes = std::max<size_t>(size_t(l2) * 2, size_t(8) << 20);
+      int l2b = 0;
+      check(api.cuDeviceGetAttribute(&l2b, cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute(L2)");
+      l2 = size_t(std::max(0, l2b));
+      flush_bytes = std::max<size_t>(l2 * 2, size_t(8) << 20);
       check(api.cuMemAlloc(&flush, flush_bytes), "cuMemAlloc(flush)");
     } catch (const CudaError& e) {
       why = e.what();
@@ -1296,9 +1380,41 @@ void run_cuda(Cuda& c, const Problem& p, const Options& o, CaseResult& res, std:
 
 // ---- correctness ------------------------------------------------------------
 
+// check_bits compares every word of out with p.ref_bits: the burn cases,
+// whose results are exact by construction. max_abs_error is the number of
+// words that differ, mean_abs_error their share.
+void check_bits(const Problem& p, const std::vector<float>& out, CaseResult& res) {
+  res.tol = 0;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < p.ref_bits.size(); ++i) {
+    uint32_t w = 0;
+    if (i < out.size()) std::memcpy(&w, &out[i], 4);
+    if (i >= out.size() || w != p.ref_bits[i]) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  res.max_abs = double(bad);
+  res.mean_abs = p.ref_bits.empty() ? 0 : double(bad) / double(p.ref_bits.size());
+  res.corr = bad == 0 ? 1 : 0;
+  if (bad > 0) {
+    char buf[384];
+    std::snprintf(buf, sizeof buf,
+                  "%zu of %zu %ss differ from the host's exact result (first: %s %zu): the GPU computed a wrong product or sum "
+                  "(a stuck or flipped bit in its arithmetic)",
+                  bad, p.ref_bits.size(), p.ref_unit.c_str(), p.ref_unit.c_str(), first);
+    res.status = "failed";
+    res.message = buf;
+  }
+}
+
 // check_output compares out with the fp64 reference (every element, or
-// the sampled ones when p.ref_at names them).
+// the sampled ones when p.ref_at names them), or bit for bit with
+// p.ref_bits when the problem has it.
 void check_output(const Problem& p, const std::vector<float>& out, CaseResult& res) {
+  if (!p.ref_bits.empty()) {
+    check_bits(p, out, res);
+    return;
+  }
   const size_t n = p.ref.size();
   double max_abs = 0, sum_abs = 0;
   double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
@@ -1357,6 +1473,8 @@ struct SustainedCase {
   std::unique_ptr<CudaCase> cc;
   long long repeats = 1, mismatches = 0, first_mismatch = 0;
   double busy_s = 0;
+  bool burn = false;  // the burn case: its throughput is recorded per window
+  unsigned char first_byte = 0;  // the first output's first byte (--inject-inconsistency)
 };
 
 MemSample memory_sample(double elapsed_s, long long iteration, Cuda* c) {
@@ -1523,9 +1641,13 @@ std::string load_embedded(Cuda& c, const Embedded& e, cu::CUmodule* m) {
 // sum with the first repeat's, computed on the host. Up to kRing repeats
 // are in flight, so the GPU never waits for the host. Busy time is the sum
 // of each repeat's event pair (kernel and checksum), wall time an event
-// pair around the whole loop.
+// pair around the whole loop. each_round, when set, is called after every
+// round's launches (the memory sweep's slice). The burn case's flops and
+// busy time (its kernel's own event pair, without the checksum) go to
+// sus.burn by the window its launch ended in (on the device's clock,
+// from the loop's start event).
 void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<SustainedCase>>& sc,
-                    const std::vector<CaseResult>& cases, Sustained& sus) {
+                    const std::vector<CaseResult>& cases, Sustained& sus, const std::function<void()>& each_round) {
   sus.timing = "cuda_events";
   sus.check = "checksum64";
   const unsigned kGrid = 512, kBlock = 256;
@@ -1569,21 +1691,41 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
                     cases[sc[i]->result].name.c_str(), (unsigned long long)sum_of(0), (unsigned long long)golden[i]);
       throw CudaError(b);
     }
+    // The loop compares checksums: the first output's bytes are not
+    // needed on the host any more (at sustained sizes, hundreds of MB).
+    std::vector<float>().swap(sc[i]->first);
   }
 
   struct Slot {
-    std::unique_ptr<Event> e0, e1, e2;
+    std::unique_ptr<Event> e0, ek, e1, e2;  // ek: after the kernel, before its checksum
     int c = -1;
     long long repeat = 0;
   };
   std::vector<Slot> ring(kRing);
   for (auto& s : ring) {
     s.e0 = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
+    s.ek = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
     s.e1 = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
     // The host waits on e2 (after the copy): blocking, not spinning, and
     // without timing.
     s.e2 = std::make_unique<Event>(c, cu::CU_EVENT_BLOCKING_SYNC | cu::CU_EVENT_DISABLE_TIMING);
   }
+  struct HookSlot {
+    std::unique_ptr<Event> e0, e1;
+    bool pending = false;
+  };
+  const int kHookRing = 16;
+  std::vector<HookSlot> hooks(each_round ? kHookRing : 0);
+  for (auto& h : hooks) {
+    h.e0 = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
+    h.e1 = std::make_unique<Event>(c, cu::CU_EVENT_DEFAULT);
+  }
+  auto harvest_hook = [&](HookSlot& h) {
+    c.check(c.api.cuEventSynchronize(h.e1->e), "cuEventSynchronize(the round's sweep slice)");
+    sus.busy_s += double(elapsed_ms(c, *h.e0, *h.e1)) / 1e3;
+    h.pending = false;
+  };
+  Event start(c, cu::CU_EVENT_DEFAULT), end(c, cu::CU_EVENT_DEFAULT);
   auto harvest = [&](int slot) {
     Slot& s = ring[size_t(slot)];
     SustainedCase& k = *sc[size_t(s.c)];
@@ -1591,6 +1733,7 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
     const double busy = double(elapsed_ms(c, *s.e0, *s.e1)) / 1e3;
     k.busy_s += busy;
     sus.busy_s += busy;
+    if (k.burn) sus.burn.add(double(elapsed_ms(c, start, *s.ek)) / 1e3, cases[k.result].flops, double(elapsed_ms(c, *s.e0, *s.ek)) / 1e3);
     ++sus.checked;
     progressed();
     if (sum_of(slot) != golden[size_t(s.c)]) {
@@ -1603,8 +1746,9 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
 
   const double interval = memory_interval(o.duration_s);
   sus.memory_interval_s = interval;
-  Event start(c, cu::CU_EVENT_DEFAULT), end(c, cu::CU_EVENT_DEFAULT);
+  sus.burn.window_s = interval;
   sus.memory.push_back(memory_sample(0, 0, &c));
+  sus.loop_from_ns = unix_ns();
   const auto t0 = std::chrono::steady_clock::now();
   double next = interval;
   long long issued = 0;
@@ -1620,10 +1764,9 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
         s.repeat = ++k.repeats;
         c.check(c.api.cuEventRecord(s.e0->e, nullptr), "cuEventRecord");
         k.cc->launch();
+        c.check(c.api.cuEventRecord(s.ek->e, nullptr), "cuEventRecord");
         if (o.inject_inconsistency == k.p.kernel && s.repeat == 3) {
-          unsigned char b0;
-          std::memcpy(&b0, k.first.data(), 1);
-          c.check(c.api.cuMemsetD8(k.cc->dout, (unsigned char)(b0 ^ 1), 1), "cuMemsetD8(--inject-inconsistency)");
+          c.check(c.api.cuMemsetD8(k.cc->dout, (unsigned char)(k.first_byte ^ 1), 1), "cuMemsetD8(--inject-inconsistency)");
         }
         checksum(k.cc->dout, k.cc->out_n, parts.dev + cu::CUdeviceptr(slot) * part_bytes);
         c.check(c.api.cuEventRecord(s.e1->e, nullptr), "cuEventRecord");
@@ -1631,6 +1774,17 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
                 "cuMemcpyDtoHAsync(checksum partials)");
         c.check(c.api.cuEventRecord(s.e2->e, nullptr), "cuEventRecord");
         ++issued;
+      }
+      if (each_round) {
+        // The round's own work (the sweep's slice) keeps the device busy
+        // too: its event pair counts in the busy time. Pairs are reused
+        // in a ring, harvested before reuse.
+        HookSlot& h = hooks[size_t(sus.iterations % kHookRing)];
+        if (h.pending) harvest_hook(h);
+        c.check(c.api.cuEventRecord(h.e0->e, nullptr), "cuEventRecord");
+        each_round();
+        c.check(c.api.cuEventRecord(h.e1->e, nullptr), "cuEventRecord");
+        h.pending = true;
       }
       ++sus.iterations;
       const double el = seconds_since(t0);
@@ -1640,6 +1794,8 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
       }
     }
     c.check(c.api.cuEventRecord(end.e, nullptr), "cuEventRecord");
+    for (auto& h : hooks)
+      if (h.pending) harvest_hook(h);
     for (long long j = std::max(0LL, issued - kRing); j < issued; ++j) {
       const int slot = int(j % kRing);
       if (ring[size_t(slot)].c >= 0) harvest(slot);
@@ -1651,6 +1807,7 @@ void sustained_cuda(Cuda& c, const Options& o, std::vector<std::unique_ptr<Susta
     sus.error = std::string(e.what()) + " (after " + std::to_string(seconds_since(t0)) +
                 " s; an asynchronous fault surfaces at the next synchronisation, so it may come from an earlier launch)";
   }
+  sus.loop_to_ns = unix_ns();
   sus.elapsed_s = seconds_since(t0);
   sus.memory.push_back(memory_sample(sus.elapsed_s, sus.iterations, sus.error.empty() ? &c : nullptr));
 }
@@ -1686,6 +1843,28 @@ std::string jnum(double v) {
   return b;
 }
 
+// render_loop writes a sustained loop's window and burn throughput, each
+// as ", \"key\": ..." (nothing for what it lacks).
+std::string render_loop(const Sustained& s) {
+  std::ostringstream o;
+  if (s.loop_from_ns > 0) o << ", \"loop_from_unix_ns\": " << s.loop_from_ns << ", \"loop_to_unix_ns\": " << s.loop_to_ns;
+  const BurnThroughput& b = s.burn;
+  if (b.busy_s > 0) {
+    o << ", \"burn\": {\"kernel\": " << jstr(b.kernel) << ", \"launches\": " << b.launches << ", \"flops\": " << jnum(b.flops)
+      << ", \"busy_s\": " << jnum(b.busy_s) << ", \"tflops\": " << jnum(b.flops / b.busy_s / 1e12) << ", \"window_s\": " << jnum(b.window_s)
+      << ", \"windows\": [";
+    bool first = true;
+    for (const BurnWindow& w : b.windows) {
+      if (w.busy_s <= 0) continue;
+      o << (first ? "" : ", ") << "{\"from_s\": " << jnum(w.from_s) << ", \"to_s\": " << jnum(w.to_s) << ", \"flops\": " << jnum(w.flops)
+        << ", \"busy_s\": " << jnum(w.busy_s) << "}";
+      first = false;
+    }
+    o << "]}";
+  }
+  return o.str();
+}
+
 std::string render(const std::string& backend, const Device* dev, const std::vector<CaseResult>& cases, const Sustained* sus,
                    const std::string& extra = "") {
   std::ostringstream o;
@@ -1706,6 +1885,7 @@ std::string render(const std::string& backend, const Device* dev, const std::vec
     o << ", \"iterations\": " << s.iterations << ", \"outputs_checked\": " << s.checked << ", \"mismatches\": " << s.mismatches
       << ", \"consistent\": " << (s.mismatches == 0 && s.error.empty() ? "true" : "false") << ", \"check\": " << jstr(s.check);
     if (s.memory_interval_s > 0) o << ", \"memory_interval_s\": " << jnum(s.memory_interval_s);
+    o << render_loop(s);
     if (!s.memory.empty()) {
       o << ",\n    \"memory\": [";
       for (size_t i = 0; i < s.memory.size(); ++i) {
@@ -1804,86 +1984,306 @@ CaseResult sweep_case(const Options& o, const std::string& backend) {
   return res;
 }
 
-void sweep_verdict(CaseResult& res, long long bytes, long long errors, long long free_b, const std::string& inject) {
+// SweepChunk is one allocation of a sweep: its device pointer and bytes.
+struct SweepChunk {
+  cu::CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+};
+
+// where names the sweep address addr (a 32-bit word index over the
+// chunks in order) as its chunk and byte offset in it.
+std::string sweep_where(const std::vector<SweepChunk>& chunks, unsigned long long addr, CaseResult& res) {
+  unsigned long long base = 0;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    const unsigned long long words = chunks[k].bytes / 4;
+    if (addr < base + words) {
+      const unsigned long long off = (addr - base) * 4;
+      res.config["first_error_chunk"] = std::to_string(k);
+      res.config["first_error_offset"] = std::to_string(off);
+      char b[160];
+      std::snprintf(b, sizeof b, "first at chunk %zu (of %zu), byte offset %llu (0x%llx)", k, chunks.size(), off, off);
+      return b;
+    }
+    base += words;
+  }
+  return "";
+}
+
+// sweep_verdict records what a sweep covered and found; where names the
+// first failing word (sweep_where), when one failed.
+void sweep_verdict(CaseResult& res, long long bytes, long long errors, long long free_b, const std::string& inject, const std::string& where = "") {
   res.bytes = double(bytes) * 2 * kSweepPasses;
   res.config["bytes_covered"] = std::to_string(bytes);
   if (free_b >= 0) res.config["free_bytes"] = std::to_string(free_b);
   res.config["errors"] = std::to_string(errors);
-  char b[256];
+  char b[512];
   if (errors > 0) {
     res.status = "failed";
-    std::snprintf(b, sizeof b, "%lld of %lld words differ from the pattern written (%s)", errors, bytes / 4,
+    std::snprintf(b, sizeof b, "%lld of %lld words differ from the pattern written%s%s (%s)", errors, bytes / 4, where.empty() ? "" : ", ", where.c_str(),
                   inject.empty() ? "a memory fault: stuck bit, coupling or address decoding" : inject.c_str());
     res.message = b;
   }
 }
 
-// sweep_cuda sweeps o.memsweep of c's free memory (capped by
-// o.memsweep_max): 1 GiB chunks allocated until the share is reached or
-// an allocation fails, every pass written and checked on the device.
-void sweep_cuda(Cuda& c, const Options& o, CaseResult& res) {
-  size_t free_b = 0, total = 0;
-  c.check(c.api.cuMemGetInfo(&free_b, &total), "cuMemGetInfo");
+// SweepModule is checksum.cu loaded for the sweep, with its two kernels.
+struct SweepModule {
+  Cuda& c;
+  cu::CUmodule m = nullptr;
+  cu::CUfunction wr = nullptr, ck = nullptr;
+  explicit SweepModule(Cuda& c, CaseResult& res) : c(c) {
+    res.config["code"] = load_embedded(c, kChecksumCode, &m);
+    c.check(c.api.cuModuleGetFunction(&wr, m, "gpuattest_mem_write"), "cuModuleGetFunction(gpuattest_mem_write)");
+    c.check(c.api.cuModuleGetFunction(&ck, m, "gpuattest_mem_check"), "cuModuleGetFunction(gpuattest_mem_check)");
+  }
+  ~SweepModule() {
+    if (m) c.api.cuModuleUnload(m);
+  }
+  SweepModule(const SweepModule&) = delete;
+  SweepModule& operator=(const SweepModule&) = delete;
+  unsigned grid() const { return unsigned(std::max(1, c.sms) * 8); }
+  void write(cu::CUdeviceptr d, unsigned long long words, unsigned long long base, unsigned pass) {
+    void* a[] = {&d, &words, &base, &pass};
+    c.check(c.api.cuLaunchKernel(wr, grid(), 1, 1, 256, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_mem_write)");
+  }
+  // check adds the words that differ to errs[0] and lowers errs[1] to the
+  // address of the first.
+  void check(cu::CUdeviceptr d, unsigned long long words, unsigned long long base, unsigned pass, cu::CUdeviceptr errs) {
+    void* a[] = {&d, &words, &base, &pass, &errs};
+    c.check(c.api.cuLaunchKernel(ck, grid(), 1, 1, 256, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_mem_check)");
+  }
+};
+
+// sweep_alloc allocates o.memsweep of c's free memory (capped by
+// o.memsweep_max) in chunks of at most 1 GiB, until the share is reached
+// or an allocation fails; bufs frees them. It returns the free memory it
+// saw, and the device's total in *total.
+size_t sweep_alloc(Cuda& c, const Options& o, CudaCase& bufs, std::vector<SweepChunk>& chunks, unsigned long long* got, size_t* total = nullptr) {
+  size_t free_b = 0, tot = 0;
+  c.check(c.api.cuMemGetInfo(&free_b, &tot), "cuMemGetInfo");
+  if (total) *total = tot;
   unsigned long long want = (unsigned long long)(double(free_b) * o.memsweep);
   if (o.memsweep_max > 0) want = std::min<unsigned long long>(want, (unsigned long long)o.memsweep_max);
   const size_t chunk = size_t(1) << 30;
-  struct Module {
-    Cuda& c;
-    cu::CUmodule m = nullptr;
-    ~Module() {
-      if (m) c.api.cuModuleUnload(m);
-    }
-  } mod{c};
-  res.config["code"] = load_embedded(c, kChecksumCode, &mod.m);
-  cu::CUfunction wr = nullptr, ck = nullptr;
-  c.check(c.api.cuModuleGetFunction(&wr, mod.m, "gpuattest_mem_write"), "cuModuleGetFunction(gpuattest_mem_write)");
-  c.check(c.api.cuModuleGetFunction(&ck, mod.m, "gpuattest_mem_check"), "cuModuleGetFunction(gpuattest_mem_check)");
-  CudaCase bufs(c);  // frees the chunks
-  std::vector<std::pair<cu::CUdeviceptr, size_t>> chunks;
-  cu::CUdeviceptr errs = bufs.alloc(8);
-  unsigned long long got = 0;
-  while (got < want) {
-    size_t n = size_t(std::min<unsigned long long>(chunk, want - got)) & ~size_t(3);
+  *got = 0;
+  while (*got < want) {
+    size_t n = size_t(std::min<unsigned long long>(chunk, want - *got)) & ~size_t(3);
     if (n == 0) break;
     cu::CUdeviceptr d = 0;
     if (c.api.cuMemAlloc(&d, n) != 0) break;  // fragmentation: sweep what was allocated
     bufs.bufs.push_back(d);
     chunks.push_back({d, n});
-    got += n;
+    *got += n;
   }
-  int sms = 0;
-  c.api.cuDeviceGetAttribute(&sms, cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c.dev);
-  const unsigned grid = unsigned(std::max(1, sms) * 8), block = 256;
+  return free_b;
+}
+
+// sweep_cuda sweeps o.memsweep of c's free memory (capped by
+// o.memsweep_max): 1 GiB chunks allocated until the share is reached or
+// an allocation fails, every pass written and checked on the device. A
+// failing sweep names the chunk and byte offset of the first word that
+// differs.
+void sweep_cuda(Cuda& c, const Options& o, CaseResult& res) {
+  SweepModule mod(c, res);
+  CudaCase bufs(c);  // frees the chunks
+  std::vector<SweepChunk> chunks;
+  cu::CUdeviceptr errs = bufs.alloc(16);
+  unsigned long long got = 0;
+  size_t total = 0;
+  const size_t free_b = sweep_alloc(c, o, bufs, chunks, &got, &total);
   c.check(c.api.cuMemsetD8(errs, 0, 8), "cuMemsetD8(memsweep errors)");
+  c.check(c.api.cuMemsetD8(errs + 8, 0xff, 8), "cuMemsetD8(memsweep errors)");
   for (unsigned pass = 0; pass < unsigned(kSweepPasses); ++pass) {
     unsigned long long base = 0;
-    for (auto& [d, n] : chunks) {
-      unsigned long long words = n / 4, b0 = base;
-      unsigned ps = pass;
-      void* a[] = {&d, &words, &b0, &ps};
-      c.check(c.api.cuLaunchKernel(wr, grid, 1, 1, block, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_mem_write)");
-      base += words;
+    for (auto& ch : chunks) {
+      mod.write(ch.ptr, ch.bytes / 4, base, pass);
+      base += ch.bytes / 4;
     }
     if (o.inject_fault == "memsweep" && pass == 1 && !chunks.empty()) {
-      c.check(c.api.cuMemsetD8(chunks.back().first + 4, 0x5a, 1), "cuMemsetD8(--inject-fault memsweep)");
+      c.check(c.api.cuMemsetD8(chunks.back().ptr + 4, 0x5a, 1), "cuMemsetD8(--inject-fault memsweep)");
     }
     base = 0;
-    for (auto& [d, n] : chunks) {
-      unsigned long long words = n / 4, b0 = base;
-      unsigned ps = pass;
-      void* a[] = {&d, &words, &b0, &ps, &errs};
-      c.check(c.api.cuLaunchKernel(ck, grid, 1, 1, block, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_mem_check)");
-      base += words;
+    for (auto& ch : chunks) {
+      mod.check(ch.ptr, ch.bytes / 4, base, pass, errs);
+      base += ch.bytes / 4;
     }
     c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(memsweep pass " + std::to_string(pass) + ")");
     progressed();
   }
-  unsigned long long errors = 0;
-  c.check(c.api.cuMemcpyDtoH(&errors, errs, 8), "cuMemcpyDtoH(memsweep errors)");
+  unsigned long long e[2] = {0, 0};
+  c.check(c.api.cuMemcpyDtoH(e, errs, 16), "cuMemcpyDtoH(memsweep errors)");
   res.config["chunks"] = std::to_string(chunks.size());
   res.config["total_bytes"] = std::to_string(total);
-  sweep_verdict(res, (long long)got, (long long)errors, (long long)free_b, o.inject_fault == "memsweep" ? "--inject-fault memsweep" : "");
+  sweep_verdict(res, (long long)got, (long long)e[0], (long long)free_b, o.inject_fault == "memsweep" ? "--inject-fault memsweep" : "",
+                e[0] > 0 ? sweep_where(chunks, e[1], res) : "");
 }
+
+// run_membw is the bandwidth case (--membw) on c: a device-local copy of
+// o.membw_bytes (default a quarter of the free memory, at most 1 GiB)
+// with checksum.cu's gpuattest_copy, timed like the other cases (CUDA
+// events around a batch of copies lasting at least kMinSampleNs; samples
+// are per copy), its bytes the ones each copy reads and writes. The
+// source holds the sweep's pattern and the copy is checked against it
+// afterwards.
+void run_membw(Cuda& c, const Options& o, CaseResult& res) {
+  SweepModule mod(c, res);
+  cu::CUfunction copy = nullptr;
+  c.check(c.api.cuModuleGetFunction(&copy, mod.m, "gpuattest_copy"), "cuModuleGetFunction(gpuattest_copy)");
+  size_t free_b = 0, total = 0;
+  c.check(c.api.cuMemGetInfo(&free_b, &total), "cuMemGetInfo");
+  size_t bytes = o.membw_bytes > 0 ? size_t(o.membw_bytes) : std::min(size_t(1) << 30, free_b / 4);
+  bytes &= ~size_t(4095);
+  if (bytes == 0) throw CudaError("--membw: no device memory free for the copy");
+  res.name = "membw/bytes=" + std::to_string(bytes);
+  res.config["copy_bytes"] = std::to_string(bytes);
+  res.config["floor_metric"] = "memory_bandwidth";
+  res.bytes = 2.0 * double(bytes);
+  res.flops = 0;
+  CudaCase bufs(c);
+  cu::CUdeviceptr src = bufs.alloc(bytes), dst = bufs.alloc(bytes), errs = bufs.alloc(16);
+  mod.write(src, bytes / 4, 0, 0);
+  unsigned long long n16 = bytes / 16;
+  const unsigned block = 256;
+  const int per_sm = c.blocks_per_sm(copy, int(block), 0);
+  const unsigned grid = unsigned(std::max(1L, std::min<long>(long(c.sms) * per_sm, long((n16 + block - 1) / block))));
+  res.config["grid"] = std::to_string(grid);
+  res.config["block"] = std::to_string(block);
+  res.config["sm_count"] = std::to_string(c.sms);
+  auto launch = [&]() {
+    void* a[] = {&src, &dst, &n16};
+    c.check(c.api.cuLaunchKernel(copy, grid, 1, 1, block, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_copy)");
+  };
+  for (int i = 0; i < std::max(1, o.warmup); ++i) launch();
+  c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(membw warm-up)");
+  Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
+  auto sample = [&](long batch) {
+    c.check(c.api.cuEventRecord(e0.e, nullptr), "cuEventRecord");
+    for (long j = 0; j < batch; ++j) launch();
+    c.check(c.api.cuEventRecord(e1.e, nullptr), "cuEventRecord");
+    c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(membw)");
+    return double(elapsed_ms(c, e0, e1)) * 1e6;
+  };
+  long batch = 1;
+  for (;;) {
+    const double ns = sample(batch);
+    if (ns >= kMinSampleNs || batch >= kMaxBatch) break;
+    batch = std::min(kMaxBatch, std::max(batch * 2, long(std::ceil(double(batch) * kMinSampleNs * 1.25 / std::max(ns, 1.0)))));
+  }
+  res.config["batch"] = std::to_string(batch);
+  Sampler sampler(o);
+  {
+    SampledWindow window(res);
+    while (!sampler.done(res)) {
+      res.samples.push_back(std::max(1e-3, sample(batch) / double(batch)));
+      progressed();
+    }
+  }
+  c.check(c.api.cuMemsetD8(errs, 0, 8), "cuMemsetD8(membw errors)");
+  c.check(c.api.cuMemsetD8(errs + 8, 0xff, 8), "cuMemsetD8(membw errors)");
+  mod.check(dst, bytes / 4, 0, 0, errs);
+  unsigned long long e[2] = {0, 0};
+  c.check(c.api.cuMemcpyDtoH(e, errs, 16), "cuMemcpyDtoH(membw errors)");
+  res.mem_used = c.mem_used();
+  if (e[0] > 0) {
+    res.status = "failed";
+    res.message = std::to_string(e[0]) + " of " + std::to_string(bytes / 4) + " words differ after the copy (first at byte " + std::to_string(e[1] * 4) + ")";
+  }
+}
+
+// SweepRegion is the memory sweep of a sustained run: o.memsweep of the
+// free memory left after the cases, in slices of o.memsweep_slice bytes
+// (an eighth of the region by default, at most 1 GiB). The first pass is
+// written over the whole region before the loop; every round, step takes
+// the next slice: it checks the pattern written there the visit before
+// (so each word holds it for a whole cycle of the region, hot), then
+// writes the next pass's (A, ~A, B, ~B in turn). Errors accumulate on the
+// device and finish reads them once.
+class SweepRegion {
+ public:
+  SweepRegion(Cuda& c, const Options& o, CaseResult& res) : c_(c), o_(o), mod_(c, res), bufs_(c) {
+    errs_ = bufs_.alloc(16);
+    c.check(c.api.cuMemsetD8(errs_, 0, 8), "cuMemsetD8(memsweep errors)");
+    c.check(c.api.cuMemsetD8(errs_ + 8, 0xff, 8), "cuMemsetD8(memsweep errors)");
+    free_b_ = sweep_alloc(c, o, bufs_, chunks_, &got_);
+    const size_t slice = size_t(o.memsweep_slice > 0 ? o.memsweep_slice : std::min<long long>(std::max<long long>((long long)got_ / 8, 4096), 1LL << 30)) & ~size_t(3);
+    unsigned long long base = 0;
+    for (auto& ch : chunks_) {
+      for (size_t off = 0; off < ch.bytes; off += slice) {
+        const size_t n = std::min(slice, ch.bytes - off);
+        slices_.push_back({ch.ptr + off, n / 4, base + off / 4, 0, off == 0 && &ch == &chunks_.back()});
+      }
+      base += ch.bytes / 4;
+    }
+    res.config["chunks"] = std::to_string(chunks_.size());
+    res.config["slices"] = std::to_string(slices_.size());
+    res.config["slice_bytes"] = std::to_string(slice);
+    res.config["mode"] = "sustained";
+    // The first pass is written before the loop, so that every visit in
+    // the loop checks what the cycle before wrote (and the region is in
+    // place before the loop's memory is watched for leaks).
+    for (size_t k = 0; k < slices_.size(); ++k) write_next(slices_[k]);
+    c.check(c.api.cuCtxSynchronize(), "cuCtxSynchronize(memsweep region written)");
+  }
+
+  // step sweeps the next slice: check what the visit before wrote, then
+  // write the next pass.
+  void step() {
+    if (slices_.empty()) return;
+    Slice& s = slices_[next_];
+    next_ = (next_ + 1) % slices_.size();
+    mod_.check(s.ptr, s.words, s.base, (s.visits - 1) % kSweepPasses, errs_);
+    checked_ += s.words * 4;
+    write_next(s);
+  }
+
+  // finish reads the errors and gives res its verdict: bytes_covered are
+  // the bytes checked at least once, sweeps the full cycles of checks.
+  void finish(CaseResult& res) {
+    unsigned long long e[2] = {0, 0};
+    c_.check(c_.api.cuMemcpyDtoH(e, errs_, 16), "cuMemcpyDtoH(memsweep errors)");
+    unsigned long long covered = 0, cycles = ~0ull;
+    for (auto& s : slices_) {
+      if (s.visits > 1) covered += s.words * 4;
+      cycles = std::min<unsigned long long>(cycles, s.visits > 0 ? s.visits - 1 : 0);
+    }
+    if (slices_.empty()) cycles = 0;
+    res.config["sweeps"] = std::to_string(cycles);
+    res.config["bytes_checked"] = std::to_string(checked_);
+    res.config["region_bytes"] = std::to_string(got_);
+    sweep_verdict(res, (long long)covered, (long long)e[0], (long long)free_b_, o_.inject_fault == "memsweep" ? "--inject-fault memsweep" : "",
+                  e[0] > 0 ? sweep_where(chunks_, e[1], res) : "");
+    res.bytes = double(checked_) * 2;
+    if (res.status == "passed" && covered == 0) {
+      res.status = "error";
+      res.message = "the sustained run ended before any slice of the sweep was checked (" + std::to_string(slices_.size()) + " slices)";
+    }
+  }
+
+ private:
+  struct Slice {
+    cu::CUdeviceptr ptr;
+    unsigned long long words, base;
+    unsigned visits;  // writes so far
+    bool inject_here;
+  };
+
+  // write_next writes s's next pass (--inject-fault memsweep: one byte of
+  // the last chunk corrupted after its first write).
+  void write_next(Slice& s) {
+    mod_.write(s.ptr, s.words, s.base, s.visits % kSweepPasses);
+    if (s.visits == 0 && s.inject_here && o_.inject_fault == "memsweep")
+      c_.check(c_.api.cuMemsetD8(s.ptr + 4, 0x5a, 1), "cuMemsetD8(--inject-fault memsweep)");
+    ++s.visits;
+  }
+  Cuda& c_;
+  const Options& o_;
+  SweepModule mod_;
+  CudaCase bufs_;  // frees the chunks
+  std::vector<SweepChunk> chunks_;
+  std::vector<Slice> slices_;
+  cu::CUdeviceptr errs_ = 0;
+  unsigned long long got_ = 0, checked_ = 0;
+  size_t free_b_ = 0, next_ = 0;
+};
 
 // sweep_cpu is the sweep on a host buffer of --memsweep-max (64 MiB by
 // default): the same patterns and passes, scaled down; it tests the
@@ -1892,14 +2292,22 @@ void sweep_cpu(const Options& o, CaseResult& res) {
   const size_t bytes = size_t(o.memsweep_max > 0 ? o.memsweep_max : (64LL << 20)) & ~size_t(3);
   std::vector<uint32_t> buf(bytes / 4);
   long long errors = 0;
+  unsigned long long first = ~0ull;
   for (unsigned pass = 0; pass < unsigned(kSweepPasses); ++pass) {
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = mem_pattern(i, pass);
     if (o.inject_fault == "memsweep" && pass == 1) buf[1] ^= 0x5a;
-    for (size_t i = 0; i < buf.size(); ++i) errors += buf[i] != mem_pattern(i, pass);
+    for (size_t i = 0; i < buf.size(); ++i) {
+      if (buf[i] != mem_pattern(i, pass)) {
+        ++errors;
+        first = std::min<unsigned long long>(first, i);
+      }
+    }
     progressed();
   }
   res.config["scaled_down"] = "true";
-  sweep_verdict(res, (long long)bytes, errors, -1, o.inject_fault == "memsweep" ? "--inject-fault memsweep" : "");
+  const std::vector<SweepChunk> one = {{0, bytes}};
+  sweep_verdict(res, (long long)bytes, errors, -1, o.inject_fault == "memsweep" ? "--inject-fault memsweep" : "",
+                errors > 0 ? sweep_where(one, first, res) : "");
 }
 
 // DeviceRun is one device's part of a run: its cases and sustained loop.
@@ -1932,28 +2340,80 @@ struct DeviceRun {
 
 // ---- the burn case (sustained mode) --------------------------------------------
 
-// burn_mma_value is burn_mma.cu's A element e of lane's fragment of tile
-// j in warp w, for seed bits s.
-float burn_mma_value(unsigned w, unsigned lane, unsigned j, unsigned e, unsigned s) {
-  unsigned h = (w * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0xC2B2AE35u) ^ (e * 0x27D4EB2Fu) ^ s;
-  h ^= h >> 15;
-  h *= 0x2C1B3C6Du;
-  h ^= h >> 12;
-  return float(int(h % 17u) - 8) * 0.125f;
+// kBurnMmaPeriod is burn_mma.cu's BURN_PERIOD: after a multiple of it
+// rounds every fragment is back where it started, so a launch's result
+// does not depend on its length.
+const unsigned kBurnMmaPeriod = 128;
+
+// burn_hash32 is burn_mma.cu's burn_hash (murmur3's finaliser).
+uint32_t burn_hash32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
 }
 
-// burn_mma_host is gpuattest_burn_mma's output for warp w: every round
-// cancels exactly, and the last A_j*B (B all 1/2) adds, over the 16x8
-// tile, 8 * 1/2 * the sum of A_j's 256 elements, whichever lane holds
-// them. Every partial sum is a multiple of 1/64 under 2^13: exact.
-float burn_mma_host(unsigned w, float seed) {
-  unsigned s;
-  std::memcpy(&s, &seed, 4);
-  double total = 0;
-  for (unsigned j = 0; j < 4; ++j)
-    for (unsigned lane = 0; lane < 32; ++lane)
-      for (unsigned e = 0; e < 8; ++e) total += 4.0 * double(burn_mma_value(w, lane, j, e, s));
-  return float(total);
+// burn_int is burn_mma.cu's burn_int: the integer behind element e of
+// lane's fragment of tile j (A 0-3, B 4-5) in warp w for seed s, wide
+// (11 significant bits) at reduction index k < 3, narrow elsewhere.
+int burn_int(unsigned w, unsigned lane, unsigned j, unsigned e, unsigned s) {
+  const uint32_t h = burn_hash32(burn_hash32(w * 0x9E3779B9u + s) ^ (lane << 8) ^ (j << 4) ^ e);
+  const unsigned k = 2 * (lane % 4) + (e & 1) + ((j < 4 ? e >= 4 : e >= 2) ? 8 : 0);
+  const int mag = k < 3 ? int(1024u + (h & 1023u)) : int((h >> 10) % 256u);
+  return (h >> 31) ? -mag : mag;
+}
+
+// burn_scale is burn_mma.cu's burn_scale: tile j's power-of-two scale.
+float burn_scale(unsigned j) {
+  static const float sc[6] = {1.0f, 0.125f, 4.0f, 0.03125f, 0.25f, 8.0f};
+  return sc[j];
+}
+
+// burn_mix is burn_mma.cu's burn_mix: an accumulator element's bits
+// (-0 taken as +0) hashed with its position.
+uint32_t burn_mix(float v, unsigned lane, unsigned j, unsigned r) {
+  v = v + 0.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return burn_hash32(bits ^ (lane * 0x01000193u) ^ (j << 28) ^ (r << 24));
+}
+
+// burn_mma_host is gpuattest_burn_mma's output for warp w with no memory
+// error: every round cancels exactly and the fragments are back where
+// they started (the iterations are a multiple of kBurnMmaPeriod), so each
+// accumulator j holds A_j times B tile 4 (j = 0, 1) or 5 (j = 2, 3).
+// mma.sync m16n8k16 lays the fragments out over the lanes
+// (PTX ISA; group g = lane / 4, t = lane % 4) as
+//   A: element i is row g (i in 0, 1, 4, 5) or g+8, column 2t + (i & 1),
+//      plus 8 for i >= 4;
+//   B: element i is row 2t + (i & 1), plus 8 for i >= 2, column g;
+//   C: element i is row g (i < 2) or g+8, column 2t + (i & 1).
+// Every product and partial sum fits in 24 bits (burn_mma.cu), so float
+// arithmetic here gives a tensor core's bits in any order.
+uint32_t burn_mma_host(unsigned w, unsigned seed) {
+  float A[4][16][16], B[2][16][8];
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned j = 0; j < 4; ++j)
+      for (unsigned i = 0; i < 8; ++i)
+        A[j][(i == 2 || i == 3 || i >= 6) ? g + 8 : g][2 * t + (i & 1) + (i >= 4 ? 8 : 0)] = float(burn_int(w, lane, j, i, seed)) * burn_scale(j);
+    for (unsigned j = 4; j < 6; ++j)
+      for (unsigned i = 0; i < 4; ++i) B[j - 4][2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = float(burn_int(w, lane, j, i, seed)) * burn_scale(j);
+  }
+  uint32_t h = 0;
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned j = 0; j < 4; ++j)
+      for (unsigned r = 0; r < 4; ++r) {
+        const unsigned row = r < 2 ? g : g + 8, col = 2 * t + (r & 1);
+        double acc = 0;
+        for (unsigned k = 0; k < 16; ++k) acc += double(A[j][row][k]) * double(B[j < 2 ? 0 : 1][k][col]);
+        h += burn_mix(float(acc), lane, j, r);
+      }
+  }
+  return h;
 }
 
 // BurnKernel is the burn case's kernel: its code, entry point and name,
@@ -1992,37 +2452,58 @@ double round_ms(Cuda& c, std::vector<std::unique_ptr<SustainedCase>>& sc) {
 // times the other cases' (--burn-ms is a floor).
 const double kBurnShare = 0.8;
 
-// burn_problem describes the burn case's launch: name, sizes, flops and
-// the host reference at sampled threads (ffma) or warps (hmma).
-void burn_problem(Problem& p, const BurnKernel& bk, unsigned grid, unsigned block, unsigned iters, float seed) {
+// ffma_reference fills p.ref_bits with gpuattest_burn's output for every
+// one of threads threads: it depends on the thread only through t & 1023
+// (its chains start at seed + (t & 1023) * 1e-6), so 1024 host chains
+// give every thread's exact bits.
+void ffma_reference(Problem& p, size_t threads, unsigned iters, float seed) {
+  std::vector<uint32_t> distinct(std::min<size_t>(threads, 1024));
+  for (size_t t = 0; t < distinct.size(); ++t) {
+    const float v = burn_host(unsigned(t), iters, seed);
+    std::memcpy(&distinct[t], &v, 4);
+  }
+  p.ref_bits.resize(threads);
+  for (size_t t = 0; t < threads; ++t) p.ref_bits[t] = distinct[t & 1023];
+  p.ref_unit = "thread";
+}
+
+// burn_problem describes the burn case's launch: name, sizes, flops, the
+// bytes its stream moves, and the exact expected output of every warp
+// (hmma) or thread (ffma) in p.ref_bits. The tensor-core burn's name
+// leaves out its iterations: its result does not depend on them, so the
+// outputs of GPUs of one model are compared whatever each one's
+// calibration; the FFMA burn's result does, so its name keeps them.
+void burn_problem(Problem& p, const BurnKernel& bk, unsigned grid, unsigned block, unsigned iters, float seed, unsigned mem_every, bool stream) {
   const unsigned threads = grid * block, warps = threads / 32;
   p.kernel = "burn";
   p.tol = 0;
   if (bk.mma) {
     p.out_n = warps;
-    // 8 mma per round and 4 more, each 2 x 16 x 8 x 16 flops.
+    // Per round 8 mma and 4 more at the end, each 2 x 16 x 8 x 16 flops.
     p.flops = double(warps) * (double(iters) * 8 + 4) * 4096;
-    for (unsigned w = 0; w < warps; w += std::max(1u, warps / 64)) {
-      p.ref_at.push_back(w);
-      p.ref.push_back(double(burn_mma_host(w, seed)));
-    }
+    unsigned s;
+    std::memcpy(&s, &seed, 4);
+    p.ref_bits.resize(warps);
+    for (unsigned w = 0; w < warps; ++w) p.ref_bits[w] = burn_mma_host(w, s);
+    p.ref_unit = "warp";
+    const double memops = stream && mem_every > 0 ? double(iters / 16 / mem_every) : 0;
+    p.bytes = double(warps) * memops * 32 * 32 + double(p.out_n) * 4;  // 16 B read + 16 B written per lane
+    p.name = "burn/hmma/grid=" + std::to_string(grid) + "x" + std::to_string(block);
   } else {
     p.out_n = threads;
     p.flops = double(threads) * double(iters) * 256;
-    for (unsigned t = 0; t < threads; t += std::max(1u, threads / 64)) {
-      p.ref_at.push_back(t);
-      p.ref.push_back(double(burn_host(t, iters, seed)));
-    }
+    ffma_reference(p, threads, iters, seed);
+    p.bytes = double(p.out_n) * 4;
+    p.name = "burn/ffma/grid=" + std::to_string(grid) + "x" + std::to_string(block) + "/iters=" + std::to_string(iters);
   }
-  p.bytes = double(p.out_n) * 4;
-  p.name = "burn/" + bk.name + "/grid=" + std::to_string(grid) + "x" + std::to_string(block) + "/iters=" + std::to_string(iters);
 }
 
 // burn_calibrate sets *iters so that one launch takes about target_ms,
-// from the fastest of three timed launches of 64 iterations (after one
-// untimed: the first pays the module's loading and the clocks' ramp).
-void burn_calibrate(Cuda& c, CudaCase& cc, unsigned* iters, double target_ms) {
-  *iters = 64;
+// from the fastest of three timed launches of unit iterations (after one
+// untimed: the first pays the module's loading and the clocks' ramp); the
+// count is a multiple of unit.
+void burn_calibrate(Cuda& c, CudaCase& cc, unsigned* iters, unsigned unit, double target_ms) {
+  *iters = unit;
   Event e0(c, cu::CU_EVENT_DEFAULT), e1(c, cu::CU_EVENT_DEFAULT);
   cc.launch();
   double ms = 1e30;
@@ -2033,16 +2514,31 @@ void burn_calibrate(Cuda& c, CudaCase& cc, unsigned* iters, double target_ms) {
     c.check(c.api.cuEventSynchronize(e1.e), "cuEventSynchronize(burn calibration)");
     ms = std::min(ms, std::max(1e-3, double(elapsed_ms(c, e0, e1))));
   }
-  *iters = unsigned(std::clamp(64.0 * target_ms / ms, 1.0, double(1 << 24)));
+  const double units = std::clamp(target_ms / ms, 1.0, double((1u << 24) / unit));
+  *iters = unsigned(units) * unit;
+}
+
+// burn_stream_bytes is the tensor-core burn's stream buffer on c: --burn-stream,
+// else four times the L2 (a sweep through it misses the L2, so it streams
+// from HBM), at least 1 MiB, at most an eighth of the free memory; a
+// multiple of 512 bytes.
+size_t burn_stream_bytes(Cuda& c, const Options& o) {
+  size_t free_b = 0, total = 0;
+  c.check(c.api.cuMemGetInfo(&free_b, &total), "cuMemGetInfo");
+  size_t want = o.burn_stream > 0 ? size_t(o.burn_stream) : std::max(size_t(4) * c.l2, size_t(1) << 20);
+  if (o.burn_stream <= 0) want = std::min(want, free_b / 8);
+  return want & ~size_t(511);
 }
 
 // add_burn_case sets up the burn case on c: the embedded tensor-core
 // gpuattest_burn_mma (or the FFMA gpuattest_burn: pick_burn) on a grid of
 // as many 256-thread blocks as the SMs hold at once, its iteration count
 // calibrated so that a launch takes most of each round (at least
-// o.burn_ms, and kBurnShare of the round with the other cases in sc); it
-// runs its first repeat, checks sampled threads or warps against the host
-// exactly and appends the case to cases and sc.
+// o.burn_ms, and kBurnShare of the round with the other cases in sc); the
+// tensor-core burn streams through a buffer of its own (burn_stream_bytes)
+// every o.burn_mem_every blocks of rounds. It runs the first repeat,
+// checks every warp (or thread) against the host exactly and appends the
+// case to cases and sc.
 void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, std::vector<std::unique_ptr<SustainedCase>>& sc, DeviceRun& dr) {
   auto s = std::make_unique<SustainedCase>();
   CaseResult res;
@@ -2065,18 +2561,48 @@ void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, st
     const size_t out_n = bk.mma ? grid * block / 32 : size_t(grid) * block;
     cc.out_n = out_n;
     cc.dout = cc.out = cc.alloc(out_n * sizeof(float));
-    auto iters = std::make_shared<unsigned>(64);
+    auto iters = std::make_shared<unsigned>(bk.mma ? kBurnMmaPeriod : 64);
     const float seed = kBurnSeed;
     const std::string what = std::string("cuLaunchKernel(") + bk.entry + ")";
-    cc.launch = [&cc, grid, block, iters, seed, what]() {
-      unsigned it = *iters;
-      float sd = seed;
-      void* args[] = {&cc.out, &it, &sd};
-      cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), what);
-    };
-    burn_calibrate(c, cc, iters.get(), target);
+    const bool inject = o.inject_fault == "burn";
+    unsigned mem_every = 0;
+    if (bk.mma) {
+      cu::CUdeviceptr stream = 0;
+      unsigned long long n16 = 0;
+      if (o.burn_mem_every > 0) {
+        const size_t bytes = burn_stream_bytes(c, o);
+        if (bytes >= 512) {
+          stream = cc.alloc(bytes);
+          n16 = bytes / 16;
+          mem_every = o.burn_mem_every;
+          cu::CUfunction init = nullptr;
+          c.check(c.api.cuModuleGetFunction(&init, cc.mod, "gpuattest_burn_stream_init"), "cuModuleGetFunction(gpuattest_burn_stream_init)");
+          void* a[] = {&stream, &n16};
+          c.check(c.api.cuLaunchKernel(init, unsigned(c.sms) * 8, 1, 1, 256, 1, 1, 0, nullptr, a, nullptr), "cuLaunchKernel(gpuattest_burn_stream_init)");
+          res.config["stream_bytes"] = std::to_string(bytes);
+        }
+      }
+      res.config["mem_every"] = std::to_string(mem_every);
+      unsigned sd;
+      std::memcpy(&sd, &seed, 4);
+      cc.launch = [&cc, grid, block, iters, sd, what, stream, n16, mem_every, inject]() {
+        unsigned it = *iters, s2 = sd, me = mem_every, inj = inject ? 1u : 0u;
+        cu::CUdeviceptr st = stream;
+        unsigned long long n = n16;
+        void* args[] = {&cc.out, &it, &s2, &st, &n, &me, &inj};
+        cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), what);
+      };
+    } else {
+      cc.launch = [&cc, grid, block, iters, seed, what]() {
+        unsigned it = *iters;
+        float sd = seed;
+        void* args[] = {&cc.out, &it, &sd};
+        cc.c.check(cc.c.api.cuLaunchKernel(cc.fn, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr), what);
+      };
+    }
+    burn_calibrate(c, cc, iters.get(), bk.mma ? kBurnMmaPeriod : 64, target);
     Problem& p = s->p;
-    burn_problem(p, bk, grid, block, *iters, seed);
+    burn_problem(p, bk, grid, block, *iters, seed, mem_every, mem_every > 0);
     res.name = p.name;
     res.flops = p.flops;
     res.bytes = p.bytes;
@@ -2086,6 +2612,8 @@ void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, st
     res.config["block"] = std::to_string(block);
     res.config["iters"] = std::to_string(*iters);
     res.config["burn_kernel"] = bk.name;
+    res.config["check"] = bk.mma ? "every warp, exact (per-warp hash of the accumulators)" : "every thread, exact";
+    if (inject) res.config["inject"] = "--inject-fault burn";
     std::snprintf(b, sizeof b, "%.3f", others);
     res.config["round_others_ms"] = b;
     std::snprintf(b, sizeof b, "%.3f", target);
@@ -2097,6 +2625,9 @@ void add_burn_case(Cuda& c, const Options& o, std::vector<CaseResult>& cases, st
     check_output(p, out, res);
     if (res.status == "passed") res.message = "";
     s->first = std::move(out);
+    s->first_byte = s->first.empty() ? 0 : (unsigned char)(*reinterpret_cast<const unsigned char*>(s->first.data()));
+    s->burn = true;
+    std::vector<uint32_t>().swap(p.ref_bits);
   } catch (const std::exception& e) {
     res.status = "error";
     res.message = e.what();
@@ -2143,10 +2674,7 @@ void add_cpu_burn_case(const Options& o, std::vector<CaseResult>& cases, std::ve
   p.flops = double(p.out_n) * double(iters) * 256;
   p.bytes = double(p.out_n) * 4;
   p.tol = 0;
-  for (unsigned t = 0; t < p.out_n; t += 4) {
-    p.ref_at.push_back(t);
-    p.ref.push_back(double(burn_host(t, iters, kBurnSeed)));
-  }
+  ffma_reference(p, p.out_n, iters, kBurnSeed);
   p.name = "burn/ffma-host/threads=" + std::to_string(p.out_n) + "/iters=" + std::to_string(iters);
   CaseResult res;
   res.kernel = "burn";
@@ -2233,6 +2761,7 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
               for (int i = 0; i <= o.warmup; ++i) cpu_compute(p, o, out);
             }
             s->first = out;
+            std::memcpy(&s->first_byte, out.data(), out.empty() ? 0 : 1);
           } else if (gpu) {
             run_cuda(*cuda, p, o, res, out);
           } else {
@@ -2256,6 +2785,13 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
           res.message += "; the context is lost, later cases are not run";
         }
         if (sustained && res.status == "passed") {
+          if (gpu) {
+            // The loop compares checksums on the device: the inputs and
+            // the reference are not needed on the host any more.
+            std::vector<std::vector<float>>().swap(p.in);
+            std::vector<double>().swap(p.ref);
+            std::vector<size_t>().swap(p.ref_at);
+          }
           s->p = std::move(p);
           s->result = cases.size();
           sc.push_back(std::move(s));
@@ -2264,6 +2800,31 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
       std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
       dr.add_case(std::move(res));
     }
+  }
+
+  if (o.membw && !sustained && !lost && gpu) {
+    CaseResult res;
+    res.kernel = "membw";
+    res.name = "membw";
+    res.config["backend"] = backend;
+    dr.set_current(res.name);
+    try {
+      run_membw(*cuda, o, res);
+    } catch (const std::exception& e) {
+      res.status = "error";
+      res.message = e.what();
+    }
+    std::string why;
+    if (!cuda->healthy(why)) {
+      lost = true;
+      lost_after = res.name;
+      res.status = "error";
+      res.message += (res.message.empty() ? "" : "; ") + std::string("the context was lost during the copy: ") + why;
+    }
+    std::fprintf(stderr, "%s%-44s %-7s %s\n", dr.tag.c_str(), res.name.c_str(), res.status.c_str(), res.message.c_str());
+    dr.add_case(std::move(res));
+  } else if (o.membw && !gpu) {
+    std::fprintf(stderr, "%sgpuattest-harness: --membw: the cpu backend has no device memory; no bandwidth case\n", dr.tag.c_str());
   }
 
   if (o.memsweep > 0 && !sustained && !lost) {
@@ -2298,8 +2859,30 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
       lost_after = "the burn case";
     }
   }
+  // In a sustained run on a GPU the sweep's region is allocated after the
+  // cases and swept a slice per round (SweepRegion).
+  std::unique_ptr<SweepRegion> region;
+  CaseResult sweep_res;
+  if (sustained && gpu && o.memsweep > 0 && !lost && !sc.empty()) {
+    sweep_res = sweep_case(o, backend);
+    sweep_res.name += "/sustained";
+    dr.set_current(sweep_res.name);
+    try {
+      region = std::make_unique<SweepRegion>(*cuda, o, sweep_res);
+    } catch (const std::exception& e) {
+      sweep_res.status = "error";
+      sweep_res.message = e.what();
+    }
+  }
   Sustained& sus = dr.sus;
   bool looped = false;
+#ifdef __GLIBC__
+  // What the cases' setup freed goes back to the system before the loop
+  // (glibc keeps freed heap otherwise).
+  if (sustained && gpu) malloc_trim(0);
+#endif
+  for (auto& s : sc)
+    if (s->burn) sus.burn.kernel = cases[s->result].config["burn_kernel"];
   if (sustained) {
     sus.duration_s = o.duration_s;
     sus.timing = gpu ? "cuda_events" : "steady_clock";
@@ -2313,7 +2896,9 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
       looped = true;
       try {
         if (gpu) {
-          sustained_cuda(*cuda, o, sc, cases, sus);
+          std::function<void()> hook;
+          if (region) hook = [&region]() { region->step(); };
+          sustained_cuda(*cuda, o, sc, cases, sus, hook);
         } else {
           sustained_cpu(o, sc, sus);
         }
@@ -2341,6 +2926,26 @@ void run_device(DeviceRun& dr, const std::string& backend, const Options& all) {
     std::fprintf(stderr, "%sgpuattest-harness: sustained %.1f s: duty cycle %.1f %% (%s), %lld iterations, %lld outputs checked, %lld differ%s%s\n",
                  dr.tag.c_str(), sus.elapsed_s, 100 * sus.duty, sus.timing.c_str(), sus.iterations, sus.checked, sus.mismatches,
                  sus.error.empty() ? "" : "; ", sus.error.c_str());
+    if (sus.burn.busy_s > 0)
+      std::fprintf(stderr, "%sgpuattest-harness: burn (%s): %.4g TFLOP/s over %.1f s in %lld launches\n", dr.tag.c_str(), sus.burn.kernel.c_str(),
+                   sus.burn.flops / sus.burn.busy_s / 1e12, sus.burn.busy_s, sus.burn.launches);
+    if (!sweep_res.name.empty()) {
+      if (region && looped) {
+        try {
+          region->finish(sweep_res);
+        } catch (const std::exception& e) {
+          sweep_res.status = "error";
+          sweep_res.message = e.what();
+        }
+      } else if (sweep_res.status == "passed") {
+        sweep_res.status = "error";
+        sweep_res.message = "sustained loop not run: " + sus.error;
+      }
+      std::fprintf(stderr, "%s%-44s %-7s %s (%s bytes swept, %s sweeps)\n", dr.tag.c_str(), sweep_res.name.c_str(), sweep_res.status.c_str(),
+                   sweep_res.message.c_str(), sweep_res.config["bytes_covered"].c_str(), sweep_res.config["sweeps"].c_str());
+      region.reset();
+      dr.add_case(std::move(sweep_res));
+    }
   }
   // CUDA objects go before the context.
   sc.clear();
@@ -2426,12 +3031,15 @@ CrossDevice compare_devices(std::vector<std::unique_ptr<DeviceRun>>& runs) {
   return x;
 }
 
-// render_run writes the results of the run: as before for one device;
-// for several, every device's cases (names ending /gpu=I, config
-// device_uuid), a "devices" list, the cross-device comparison and a
-// sustained block that sums the devices' loops (duty cycle: the lowest).
-std::string render_run(const std::string& backend, bool sustained, std::vector<std::unique_ptr<DeviceRun>>& runs, const CrossDevice* x) {
-  if (runs.size() == 1) {
+// render_run writes the results of the run: for --device alone, one
+// device's cases; with --devices (any number of them, one included: the
+// same shape whatever the count), every device's cases (names ending
+// /gpu=I, config device_uuid, failures naming the device), a "devices"
+// list, the cross-device comparison and a sustained block that sums the
+// devices' loops (duty cycle: the lowest; loop window: their span).
+std::string render_run(const std::string& backend, bool sustained, std::vector<std::unique_ptr<DeviceRun>>& runs, const CrossDevice* x,
+                       bool devices_shape) {
+  if (runs.size() == 1 && !devices_shape) {
     return render(backend, runs[0]->info.load(), runs[0]->cases, sustained ? &runs[0]->sus : nullptr);
   }
   std::vector<CaseResult> cases;
@@ -2466,13 +3074,16 @@ std::string render_run(const std::string& backend, bool sustained, std::vector<s
     if (sustained) {
       const Sustained& s = r.sus;
       e << ", \"sustained\": {\"elapsed_s\": " << jnum(s.elapsed_s) << ", \"busy_s\": " << jnum(s.busy_s) << ", \"duty_cycle\": " << jnum(s.duty)
-        << ", \"iterations\": " << s.iterations << ", \"outputs_checked\": " << s.checked << ", \"mismatches\": " << s.mismatches;
+        << ", \"iterations\": " << s.iterations << ", \"outputs_checked\": " << s.checked << ", \"mismatches\": " << s.mismatches << render_loop(s);
       if (!s.error.empty()) e << ", \"error\": " << jstr(s.error);
       e << "}";
       if (i == 0) {
         sus = s;
+        sus.burn = BurnThroughput{};  // per device only
         sus.error = s.error.empty() ? "" : device_label(r) + ": " + s.error;
       } else {
+        if (s.loop_from_ns > 0 && (sus.loop_from_ns == 0 || s.loop_from_ns < sus.loop_from_ns)) sus.loop_from_ns = s.loop_from_ns;
+        sus.loop_to_ns = std::max(sus.loop_to_ns, s.loop_to_ns);
         sus.elapsed_s = std::max(sus.elapsed_s, s.elapsed_s);
         sus.busy_s += s.busy_s;
         sus.duty = std::min(sus.duty, s.duty);
@@ -2573,7 +3184,7 @@ class Watchdog {
       snap.push_back(std::move(s));
     }
     std::string why;
-    if (!write_atomic(o_.out, render_run(backend_, sustained, snap, nullptr), why)) std::fprintf(stderr, "gpuattest-harness: %s\n", why.c_str());
+    if (!write_atomic(o_.out, render_run(backend_, sustained, snap, nullptr, !o_.devices.empty()), why)) std::fprintf(stderr, "gpuattest-harness: %s\n", why.c_str());
     std::fflush(stderr);
     std::_Exit(1);
   }
@@ -2587,14 +3198,86 @@ class Watchdog {
   std::thread th_;
 };
 
+// InitResult is what cuInit and cuDeviceGetCount answered.
+struct InitResult {
+  cu::CUresult init = 0, count_rc = 0;
+  int count = 0;
+};
+
+// init_driver runs cuInit and cuDeviceGetCount on a thread of their own
+// and waits for them at most watchdog_s seconds (forever when 0): a sick
+// GPU hangs the driver's initialisation, and the watchdog must bound it
+// too. It returns false when they did not return in time (the thread is
+// left behind: the process exits without waiting for it).
+bool init_driver(const cu::Api& api, double watchdog_s, InitResult* out) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    InitResult r;
+  };
+  auto sh = std::make_shared<Shared>();
+  std::thread([sh, api]() {
+    InitResult r;
+    r.init = api.cuInit(0);
+    if (r.init == 0) r.count_rc = api.cuDeviceGetCount(&r.count);
+    std::lock_guard<std::mutex> l(sh->mu);
+    sh->r = r;
+    sh->done = true;
+    sh->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> l(sh->mu);
+  if (watchdog_s > 0) {
+    if (!sh->cv.wait_for(l, std::chrono::duration<double>(watchdog_s), [&]() { return sh->done; })) return false;
+  } else {
+    sh->cv.wait(l, [&]() { return sh->done; });
+  }
+  *out = sh->r;
+  return true;
+}
+
+// cuda_error names rc with the driver's own words when it can.
+std::string cuda_error(const cu::Api& api, cu::CUresult rc) {
+  Cuda c;
+  c.api = api;
+  return c.err(rc);
+}
+
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
-  Cuda cuda;
-  CpuBackend cpu;
+  cu::Api api;
   std::string backend = o.backend;
+  int count = 0;
   if (backend != "cpu") {
     std::string why;
-    if (cuda.open(o.device, why)) {
+    bool ok = load_driver(api, why);
+    if (ok) {
+      InitResult ir;
+      if (!init_driver(api, o.watchdog_s, &ir)) {
+        // A hung cuInit is a GPU machine whose driver or GPU stopped
+        // answering: a failure, named, never a CPU run.
+        char b[256];
+        std::snprintf(b, sizeof b, "cuInit did not return within %g s: the watchdog (--watchdog) stopped the run", o.watchdog_s);
+        std::fprintf(stderr, "gpuattest-harness: watchdog: %s\nhint: a GPU or the driver stopped answering; nvidia-smi -q and dmesg (Xid) say which\n", b);
+        CaseResult c;
+        c.name = c.kernel = "init";
+        c.status = "error";
+        c.message = b;
+        std::string werr;
+        if (!write_atomic(o.out, render("cuda", nullptr, {c}, nullptr), werr)) std::fprintf(stderr, "gpuattest-harness: %s\n", werr.c_str());
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+      if (ir.init != 0) {
+        why = "cuInit failed: " + cuda_error(api, ir.init);
+        ok = false;
+      } else if (ir.count_rc != 0 || ir.count == 0) {
+        why = ir.count_rc != 0 ? "cuDeviceGetCount failed: " + cuda_error(api, ir.count_rc) : std::string("no CUDA device");
+        ok = false;
+      }
+      count = ir.count;
+    }
+    if (ok) {
       backend = "cuda";
     } else if (backend == "cuda") {
       std::fprintf(stderr, "gpuattest-harness: backend cuda unavailable: %s\nhint: use --backend cpu (or auto) on a machine without a GPU\n", why.c_str());
@@ -2615,8 +3298,6 @@ int main(int argc, char** argv) {
     }
   }
   const bool gpu = backend == "cuda";
-  std::fprintf(stderr, "gpuattest-harness: backend %s%s%s%s%s\n", backend.c_str(), gpu ? ", device " : "", gpu ? cuda.info.name.c_str() : "",
-               gpu && !cuda.info.uuid.empty() ? " " : "", gpu ? cuda.info.uuid.c_str() : "");
   const bool sustained = o.duration_s > 0;
   if (sustained && gpu) {
     // Sizes that keep a GPU busy for milliseconds per launch.
@@ -2630,9 +3311,8 @@ int main(int argc, char** argv) {
   std::vector<int> ordinals = {o.device};
   if (!o.devices.empty() && !gpu) {
     std::fprintf(stderr, "gpuattest-harness: --devices %s: the cpu backend is one device\n", o.devices.c_str());
+    o.devices.clear();
   } else if (!o.devices.empty()) {
-    int count = 0;
-    cuda.check(cuda.api.cuDeviceGetCount(&count), "cuDeviceGetCount");
     ordinals.clear();
     if (o.devices == "all") {
       for (int i = 0; i < count; ++i) ordinals.push_back(i);
@@ -2646,11 +3326,18 @@ int main(int argc, char** argv) {
       }
     }
     if (ordinals.empty() || ordinals[0] != o.device) {
-      std::fprintf(stderr, "gpuattest-harness: --devices %s must start with the opened device %d\nhint: --devices all, or a list starting with --device\n",
+      std::fprintf(stderr, "gpuattest-harness: --devices %s must start with device %d (--device)\nhint: --devices all, or a list starting with --device\n",
                    o.devices.c_str(), o.device);
       return 2;
     }
+  } else if (gpu && o.device >= count) {
+    std::fprintf(stderr, "gpuattest-harness: backend cuda unavailable: device %d requested but only %d visible\nhint: --device I among the visible devices (CUDA_VISIBLE_DEVICES)\n",
+                 o.device, count);
+    return 3;
   }
+  std::fprintf(stderr, "gpuattest-harness: backend %s%s\n", backend.c_str(),
+               gpu ? (", " + std::to_string(ordinals.size()) + " of " + std::to_string(count) + " visible device(s)").c_str() : "");
+  const bool devices_shape = !o.devices.empty();
   const bool multi = ordinals.size() > 1;
   std::vector<std::unique_ptr<DeviceRun>> runs;
   std::vector<std::unique_ptr<Cuda>> opened(ordinals.size());
@@ -2659,40 +3346,50 @@ int main(int argc, char** argv) {
     runs[i]->ordinal = ordinals[i];
     if (multi) runs[i]->tag = "[gpu " + std::to_string(ordinals[i]) + "] ";
   }
-  runs[0]->cuda = gpu ? &cuda : nullptr;
-  if (gpu) runs[0]->info = &cuda.info;
-  // One host thread and context per further device; the first runs on
-  // this thread, in the context opened above.
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < ordinals.size(); ++i) {
-    threads.emplace_back([&, i]() {
-      DeviceRun& dr = *runs[i];
-      opened[i] = std::make_unique<Cuda>();
-      std::string why;
-      if (opened[i]->open(ordinals[i], why)) {
-        dr.cuda = opened[i].get();
-        dr.info = &opened[i]->info;
-      } else {
-        dr.open_error = "opening device " + std::to_string(ordinals[i]) + ": " + why;
-      }
-      run_device(dr, backend, o);
-    });
-  }
+  // The watchdog starts before any device is opened: creating a context
+  // is where a sick GPU hangs.
   std::unique_ptr<Watchdog> dog;
   if (o.watchdog_s > 0) dog = std::make_unique<Watchdog>(o, backend, runs);
-  run_device(*runs[0], backend, o);
-  for (auto& t : threads) t.join();
+  if (gpu) {
+    // Every device is opened and run on a thread of its own, device 0
+    // too: one that cannot be opened marks that GPU, not the node.
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < ordinals.size(); ++i) {
+      threads.emplace_back([&, i]() {
+        DeviceRun& dr = *runs[i];
+        dr.set_current("opening the device");
+        opened[i] = std::make_unique<Cuda>();
+        Cuda& c = *opened[i];
+        std::string why;
+        const bool ok = c.open(api, ordinals[i], why, [&]() {
+          dr.info = &c.info;
+          std::fprintf(stderr, "%sgpuattest-harness: device %d: %s%s%s\n", dr.tag.c_str(), ordinals[i], c.info.name.c_str(), c.info.uuid.empty() ? "" : " ",
+                       c.info.uuid.c_str());
+        });
+        if (ok) {
+          dr.cuda = &c;
+        } else {
+          dr.open_error = "opening device " + std::to_string(ordinals[i]) + ": " + why;
+          std::fprintf(stderr, "%sgpuattest-harness: %s\n", dr.tag.c_str(), dr.open_error.c_str());
+        }
+        run_device(dr, backend, o);
+      });
+    }
+    for (auto& t : threads) t.join();
+  } else {
+    run_device(*runs[0], backend, o);
+  }
   if (dog) dog->stop();
 
   CrossDevice cross;
-  if (multi) cross = compare_devices(runs);
+  if (devices_shape) cross = compare_devices(runs);
   bool all_passed = true;
   for (auto& r : runs) {
-    all_passed = all_passed && (!sustained || (r->sus.error.empty() && r->sus.mismatches == 0));
+    all_passed = all_passed && (!sustained || (r->sus.error.empty() && r->sus.mismatches == 0)) && r->open_error.empty();
     for (auto& c : r->cases) all_passed = all_passed && c.status == "passed";
   }
   std::string why;
-  if (!write_atomic(o.out, render_run(backend, sustained, runs, multi ? &cross : nullptr), why)) {
+  if (!write_atomic(o.out, render_run(backend, sustained, runs, devices_shape ? &cross : nullptr, devices_shape), why)) {
     std::fprintf(stderr, "gpuattest-harness: %s\n", why.c_str());
     return 3;
   }

@@ -266,6 +266,7 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 		}
 		c.run.Benchmarks = append(c.run.Benchmarks, bs)
 	}
+	c.run.Floors = append(c.run.Floors, d.Floors...)
 }
 
 // appendComparison adds case name's verdict from rep, when rep has it.
@@ -304,6 +305,7 @@ func (c *collector) burnin(s *pipeline.Step, sr *rundir.Step, d *suite.BurninDet
 		b.Telemetry = stepTelemetry(sr.Telemetry, d.ThrottleShare)
 	}
 	c.run.Burnin = append(c.run.Burnin, b)
+	c.run.Floors = append(c.run.Floors, d.Floors...)
 }
 
 // addPreflight adds the outcome of each check the preflight of step id

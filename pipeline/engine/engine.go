@@ -678,6 +678,10 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 		if watch, err = e.o.monitor.Watch(ctx, s, sc.StepDir, sc.Env); err != nil {
 			return nil, fmt.Errorf("starting telemetry: %w", err)
 		}
+		// Preflight is over: a step that reports nothing until it ends (a
+		// sustained burn-in is one invocation) must not show it for its
+		// whole run.
+		sc.Report(step.Progress{Phase: "running"})
 	}
 	runCtx := ctx
 	if t := s.Timeout.Value(); t > 0 {

@@ -44,6 +44,7 @@ func ExamplePreflight() {
 	// passed ecc: gpu 0 (Mock NVIDIA A100-SXM4-40GB): seen enabled, required enabled [simulated]
 	// passed row-remap: gpu 0 (Mock NVIDIA A100-SXM4-40GB): seen no failure, required no failure [simulated]
 	// passed mig: gpu 0 (Mock NVIDIA A100-SXM4-40GB): seen disabled, required disabled [simulated]
+	// passed floors: gpu 0 (Mock NVIDIA A100-SXM4-40GB): floors of A100 SXM 40GB: power 85 % of the limit, memory bandwidth 1089 GB/s, tensor fp16 156 TFLOP/s [simulated]
 	// passed processes: gpu 0 (Mock NVIDIA A100-SXM4-40GB): seen none, required none [simulated]
 	// passed memory: gpu 0 (Mock NVIDIA A100-SXM4-40GB): seen 39.99 GiB free, required >= 16 GiB free [simulated]
 }

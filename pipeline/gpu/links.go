@@ -24,9 +24,12 @@ type PCIeLink struct {
 	GenSeen   *int `json:"gen_seen,omitempty"`
 	WidthSeen *int `json:"width_seen,omitempty"`
 	// Loaded is whether a sample saw the GPU at least
-	// MinLoadedUtilization % busy (or utilization was not reported), so
-	// that the generation is judged.
+	// MinLoadedUtilization % busy, so that the generation is judged.
 	Loaded bool `json:"loaded"`
+	// LoadUnknown is true when no sample reported the GPU's utilization:
+	// its link generation is then not judged (an idle GPU lowers it), and
+	// a generation below the maximum is noted.
+	LoadUnknown bool `json:"load_unknown,omitempty"`
 }
 
 // NVLinks are a GPU's NVLinks before and after a step: how many were
@@ -190,8 +193,9 @@ func thermalReasons(h Health) []string {
 // which the hardware corrected.
 func healthNotes(h Health) []string {
 	var out []string
-	if b, a := h.CorrectedBefore, h.CorrectedAfter; b != nil && a != nil && *a > *b {
-		out = append(out, fmt.Sprintf("gpu %d: %d corrected ECC error(s) during the step (volatile count %d -> %d)", h.Index, *a-*b, *b, *a))
+	out = append(out, correctedReasons(h)...)
+	if p := h.PCIe; p != nil && p.LoadUnknown && p.MaxGen != nil && p.GenSeen != nil && *p.GenSeen < *p.MaxGen {
+		out = append(out, fmt.Sprintf("gpu %d: PCIe link at Gen%d (the GPU and system support Gen%d), not judged: NVML reported no utilization, and an idle GPU lowers its link speed", h.Index, *p.GenSeen, *p.MaxGen))
 	}
 	if n := h.NVLink; n != nil {
 		if b, a := n.CRCBefore, n.CRCAfter; b != nil && a != nil && *a > *b {
@@ -200,6 +204,21 @@ func healthNotes(h Health) []string {
 		if b, a := n.ReplayBefore, n.ReplayAfter; b != nil && a != nil && *a > *b {
 			out = append(out, fmt.Sprintf("gpu %d: %d NVLink replay(s) during the step (%d -> %d)", h.Index, *a-*b, *b, *a))
 		}
+	}
+	return out
+}
+
+// correctedReasons are the memory errors ECC corrected during the step:
+// a rise of the corrected (single-bit) ECC count, or of the rows remapped
+// for correctable errors. A test or burn-in step fails on them
+// (Summary.CorrectedErrorsFail); any other step notes them.
+func correctedReasons(h Health) []string {
+	var out []string
+	if b, a := h.CorrectedBefore, h.CorrectedAfter; b != nil && a != nil && *a > *b {
+		out = append(out, fmt.Sprintf("gpu %d: %d corrected ECC error(s) during the step (volatile count %d -> %d)", h.Index, *a-*b, *b, *a))
+	}
+	if b, a := h.RemappedCorrectableBefore, h.RemappedCorrectableAfter; b != nil && a != nil && *a > *b {
+		out = append(out, fmt.Sprintf("gpu %d: %d row(s) remapped for correctable memory errors during the step (%d -> %d)", h.Index, *a-*b, *b, *a))
 	}
 	return out
 }

@@ -116,7 +116,9 @@ const BenchmarkInterval = 100 * time.Millisecond
 // Start starts telemetry for step s into stepDir/telemetry.jsonl at the
 // step's interval (DefaultInterval when unset, BenchmarkInterval for a
 // benchmark step), watching the GPUs the step can see (env is its
-// environment, as for Preflight).
+// environment, as for Preflight). A test or burn-in step fails on
+// corrected memory errors (FailOnCorrectedErrors); every NVML call is
+// bounded by DefaultCallTimeout.
 func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string, env []string) (*Watch, error) {
 	interval := DefaultInterval
 	if s.Kind == pipeline.KindBenchmark {
@@ -128,6 +130,11 @@ func (m *Monitor) Start(ctx context.Context, s *pipeline.Step, stepDir string, e
 	var opts []TelemetryOption
 	if gpus, _ := m.visible(env); len(gpus) > 0 {
 		opts = append(opts, WatchGPUs(gpus...))
+	}
+	if s.Kind == pipeline.KindTest || s.Kind == pipeline.KindBurnin {
+		// Their memory sweeps and the burn's stream are there to find a
+		// weak cell, which ECC corrects: a corrected error fails them.
+		opts = append(opts, FailOnCorrectedErrors())
 	}
 	t, err := StartTelemetry(ctx, m.src, filepath.Join(stepDir, TelemetryFile), interval, opts...)
 	if err != nil {

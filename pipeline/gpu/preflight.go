@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/floors"
 )
 
 // CheckStatus is the outcome of one preflight check.
@@ -44,6 +45,7 @@ const (
 	CheckFabric            = "fabric"
 	CheckComputeMode       = "compute-mode"
 	CheckXidHistory        = "xid-history"
+	CheckFloors            = "floors"
 )
 
 // Check is one preflight check on one GPU (GPU set) or on the machine.
@@ -358,6 +360,7 @@ func Preflight(rec *hardware.Record, spec *pipeline.Preflight, embedded []string
 		p.ecc(g)
 		p.memoryHealth(g)
 		p.mig(g)
+		p.floors(g)
 		if haveLive && lg.Lost != "" {
 			p.add(CheckGPU, g, CheckFailed, "lost", "reachable", "NVML reports the GPU"+uuidText(cmp.Or(g.UUID, lg.UUID))+" lost or needing a reset ("+lg.Lost+") (hint: nvidia-smi -i "+strconv.Itoa(g.Index)+"; reset the GPU or reboot)")
 			continue
@@ -522,6 +525,30 @@ func (p *preflightRun) driver(minDriver []int) {
 	} else {
 		p.add(CheckDriver, nil, CheckPassed, p.rec.DriverVersion, req, "")
 	}
+}
+
+// floors checks that g's model has floors in gpuattest's table
+// (pipeline/floors): one that has none is not judged against them, a
+// warning, and a failure with preflight.requireFloors.
+func (p *preflightRun) floors(g *hardware.GPU) {
+	if m, ok := floors.Lookup(g.Name); ok {
+		p.add(CheckFloors, g, CheckPassed, m.Name, "a model with floors",
+			fmt.Sprintf("floors of %s: power %v of the limit, memory bandwidth %v, tensor fp16 %v", m.Name, m.Power.Min, m.MemoryBandwidth.Min, m.TensorFP16.Min))
+		return
+	}
+	if p.spec.RequireFloors {
+		p.add(CheckFloors, g, CheckFailed, "no floors", "a model with floors (preflight.requireFloors)",
+			fmt.Sprintf("%s has no floors in gpuattest's table (%s), and preflight.requireFloors fails it (hint: run it without requireFloors, where its floors are not judged, or add its model to pipeline/floors with its datasheet)", orModel(g.Name), floors.NotJudged))
+		return
+	}
+	p.add(CheckFloors, g, CheckWarned, "no floors", "not required", fmt.Sprintf("%s has no floors in gpuattest's table: %s (preflight.requireFloors fails it)", orModel(g.Name), floors.NotJudged))
+}
+
+func orModel(name string) string {
+	if name == "" {
+		return "the GPU's model (unnamed)"
+	}
+	return name
 }
 
 // ecc checks g's ECC mode against preflight.requireECC.

@@ -47,6 +47,32 @@ func findCheck(t *testing.T, checks []Check, name string, gpu int) Check {
 	return Check{}
 }
 
+// A GPU of a model without floors (pipeline/floors) is warned about,
+// "no floor: not judged", and fails preflight with requireFloors; a
+// known model passes, naming its floors.
+func TestPreflightFloors(t *testing.T) {
+	t.Parallel()
+	rec := &hardware.Record{GPUs: []hardware.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3"}, {Index: 1, Name: "NVIDIA Hypothetical X1"}}}
+	for _, require := range []bool{false, true} {
+		checks, err := Preflight(rec, &pipeline.Preflight{RequireFloors: require}, nil, pipeline.Size{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := findCheck(t, checks, CheckFloors, 0); c.Status != CheckPassed || !strings.Contains(c.Message, "floors of H100 SXM: power 85 % of the limit, memory bandwidth 2345 GB/s, tensor fp16 396 TFLOP/s") {
+			t.Errorf("H100: %+v", c)
+		}
+		c := findCheck(t, checks, CheckFloors, 1)
+		want := map[bool]CheckStatus{false: CheckWarned, true: CheckFailed}[require]
+		if c.Status != want || !strings.Contains(c.Message, "NVIDIA Hypothetical X1 has no floors") || !strings.Contains(c.Message, "no floor: not judged") ||
+			(require && !strings.Contains(c.Message, "requireFloors fails it")) {
+			t.Errorf("requireFloors %v: %+v; want %s", require, c, want)
+		}
+		if err := Err(checks); (err != nil) != require {
+			t.Errorf("requireFloors %v: Err = %v", require, err)
+		}
+	}
+}
+
 func TestPreflightPass(t *testing.T) {
 	t.Parallel()
 	yes := true
@@ -65,8 +91,8 @@ func TestPreflightPass(t *testing.T) {
 	}
 	want := []string{
 		"gpu/warned/-", "driver/passed/-",
-		"compute-capability/passed/0", "ecc/passed/0", "row-remap/passed/0", "mig/passed/0", "fabric/passed/0", "processes/passed/0", "memory/passed/0", "persistence/passed/0",
-		"compute-capability/passed/1", "ecc/passed/1", "row-remap/passed/1", "mig/passed/1", "fabric/passed/1", "processes/passed/1", "memory/passed/1", "persistence/passed/1",
+		"compute-capability/passed/0", "ecc/passed/0", "row-remap/passed/0", "mig/passed/0", "floors/passed/0", "fabric/passed/0", "processes/passed/0", "memory/passed/0", "persistence/passed/0",
+		"compute-capability/passed/1", "ecc/passed/1", "row-remap/passed/1", "mig/passed/1", "floors/passed/1", "fabric/passed/1", "processes/passed/1", "memory/passed/1", "persistence/passed/1",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)

@@ -81,9 +81,10 @@ var simModels = map[string]simModel{
 // SimulatedFilled) and replaces the mocks' random UUIDs by UUIDs derived
 // from model and index, so two collections give the same record.
 //
-// Tests inject faults with InjectXid, InjectDoubleBitECC, SetRemapFailure,
+// Tests inject faults with InjectXid, InjectDoubleBitECC,
+// InjectCorrectedECC, AddRemappedRows(Correctable), SetRemapFailure,
 // SetClockEventReasons and AddProcess, or set the function fields of
-// Device(i) directly.
+// Device(i) directly (a function that blocks is a hung GPU).
 type Simulated struct {
 	spec   string
 	model  simModel
@@ -127,6 +128,7 @@ type simDevice struct {
 	remapFailed  bool
 	remapPending bool
 	remapUnc     int // rows remapped for uncorrectable errors
+	remapCorr    int // rows remapped for correctable errors
 	recovery     *nvml.DeviceGpuRecoveryAction
 	reasons      uint64
 	procs        []nvml.ProcessInfo
@@ -257,6 +259,14 @@ func (s *Simulated) SetRemapPending(i int, pending bool) {
 func (s *Simulated) AddRemappedRows(i int, n int) {
 	s.mu.Lock()
 	s.devs[i].remapUnc += n
+	s.mu.Unlock()
+}
+
+// AddRemappedRowsCorrectable adds n rows remapped for correctable errors
+// to GPU i.
+func (s *Simulated) AddRemappedRowsCorrectable(i int, n int) {
+	s.mu.Lock()
+	s.devs[i].remapCorr += n
 	s.mu.Unlock()
 }
 
@@ -673,7 +683,7 @@ func (s *Simulated) fillHealth(sd *simDevice) {
 	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return 0, sd.remapUnc, sd.remapPending, sd.remapFailed, nvml.SUCCESS
+		return sd.remapCorr, sd.remapUnc, sd.remapPending, sd.remapFailed, nvml.SUCCESS
 	}
 	d.GetGpuFabricInfo_v4Func = func() (nvml.GpuFabricInfo_v4, nvml.Return) {
 		s.mu.Lock()

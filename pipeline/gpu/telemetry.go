@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -197,6 +198,14 @@ type Summary struct {
 	EventsLost string `json:"events_lost,omitempty"`
 	// Notes say what could not be watched (events not supported, ...).
 	Notes []string `json:"notes,omitempty"`
+	// CorrectedErrorsFail is true when corrected ECC errors and rows
+	// remapped for correctable errors during the step fail it (test and
+	// burn-in steps: the memory sweep and the burn's stream are there to
+	// find them); else they are noted.
+	CorrectedErrorsFail bool `json:"corrected_errors_fail,omitempty"`
+	// CallTimeoutSeconds bounds every NVML call telemetry makes for a GPU
+	// (a round of them: a sample, the counters at start or stop).
+	CallTimeoutSeconds float64 `json:"call_timeout_s,omitempty"`
 	// Verdict is failed on a new double-bit ECC error, a row-remap failure,
 	// a fatal Xid or a GPU NVML reports lost or needing a reset.
 	Verdict Verdict `json:"verdict"`
@@ -235,6 +244,14 @@ type Health struct {
 	RemappedRowsBefore *int `json:"remapped_rows_uncorrectable_before,omitempty"`
 	// RemappedRowsAfter is the same count at stop.
 	RemappedRowsAfter *int `json:"remapped_rows_uncorrectable_after,omitempty"`
+	// RemappedCorrectableBefore and RemappedCorrectableAfter are the rows
+	// remapped for correctable errors at start and stop.
+	RemappedCorrectableBefore *int `json:"remapped_rows_correctable_before,omitempty"`
+	RemappedCorrectableAfter  *int `json:"remapped_rows_correctable_after,omitempty"`
+	// Hung says, when an NVML call for the GPU did not return within the
+	// call timeout, which round of calls it was: the GPU or the driver
+	// hangs, and the step fails.
+	Hung string `json:"hung,omitempty"`
 	// RemapPendingBefore is whether a row remapping waited for a reset at
 	// start.
 	RemapPendingBefore *bool `json:"remap_pending_before,omitempty"`
@@ -310,20 +327,27 @@ type Telemetry struct {
 	memV2    bool
 	interval time.Duration
 	start    time.Time
-	lib      nvml.Interface
-	release  func()
-	devs     []nvml.Device // the watched GPUs; sum.GPUs and stats follow this order
-	kmsg     string        // kernel log to read Xids from ("" none)
-	kmsgSeq  *uint64       // its last record at start; nil when not read
-	set      nvml.EventSet
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-	stopped  *Summary
-	stopErr  error
+	// callTimeout bounds each round of NVML calls for one GPU; hung
+	// marks, by position in devs, a GPU that did not answer in time: its
+	// calls are not made again (the goroutine that made the hung one is
+	// left behind).
+	callTimeout time.Duration
+	hung        []bool
+	lib         nvml.Interface
+	release     func()
+	devs        []nvml.Device // the watched GPUs; sum.GPUs and stats follow this order
+	kmsg        string        // kernel log to read Xids from ("" none)
+	kmsgSeq     *uint64       // its last record at start; nil when not read
+	set         nvml.EventSet
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	stopOnce    sync.Once
+	stopped     *Summary
+	stopErr     error
 
 	mu       sync.Mutex
 	f        *os.File
+	closed   bool // Stop has run: a goroutine left behind writes nothing
 	writeErr error
 	sum      Summary
 	stats    []gpuStats
@@ -347,7 +371,53 @@ type gpuStats struct {
 type TelemetryOption func(*telemetryOptions) error
 
 type telemetryOptions struct {
-	gpus []int // NVML indices; nil: every GPU
+	gpus          []int // NVML indices; nil: every GPU
+	failCorrected bool
+	callTimeout   time.Duration
+}
+
+// DefaultCallTimeout is how long telemetry waits for one round of NVML
+// calls for a GPU (a sample, its counters at start or at stop, an event
+// wait) before it gives the GPU up as hung and fails the step.
+const DefaultCallTimeout = 10 * time.Second
+
+// FailOnCorrectedErrors makes a rise of the corrected ECC count, or of
+// the rows remapped for correctable errors, fail the step (as test and
+// burn-in steps do: a single-bit fault is what their memory sweeps look
+// for, and ECC hides it from their outputs); without it, it is noted.
+func FailOnCorrectedErrors() TelemetryOption {
+	return func(o *telemetryOptions) error {
+		o.failCorrected = true
+		return nil
+	}
+}
+
+// WithCallTimeout bounds each round of NVML calls for one GPU by d
+// (DefaultCallTimeout when not given).
+func WithCallTimeout(d time.Duration) TelemetryOption {
+	return func(o *telemetryOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("gpu.WithCallTimeout: %v: expected a positive duration", d)
+		}
+		o.callTimeout = d
+		return nil
+	}
+}
+
+// within runs f on a goroutine of its own and waits at most d for it: a
+// hung NVML call must not hang gpuattest. ok is false when f did not
+// return in time; it is left running and its result dropped.
+func within[T any](d time.Duration, f func() T) (v T, ok bool) {
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v = <-ch:
+		return v, true
+	case <-timer.C:
+		return v, false
+	}
 }
 
 // WatchGPUs watches only the GPUs with these NVML indices (the ones a
@@ -384,12 +454,29 @@ func StartTelemetry(ctx context.Context, src Source, path string, interval time.
 	if interval < MinInterval {
 		return nil, fmt.Errorf("telemetry interval %v: expected at least %v\nhint: NVML refreshes most readings every few milliseconds; 1s is the default", interval, MinInterval)
 	}
-	lib, release, err := src.Open()
-	if err != nil {
-		return nil, err
+	if o.callTimeout == 0 {
+		o.callTimeout = DefaultCallTimeout
 	}
-	t := &Telemetry{simulated: src.Simulated(), interval: interval, lib: lib, release: release, index: map[nvml.Device]int{}}
+	type opened struct {
+		lib     nvml.Interface
+		release func()
+		err     error
+	}
+	op, ok := within(o.callTimeout, func() opened {
+		lib, release, err := src.Open()
+		return opened{lib, release, err}
+	})
+	if !ok {
+		return nil, fmt.Errorf("opening NVML did not return within %v: the driver or a GPU hangs (hint: nvidia-smi; dmesg for Xids)", o.callTimeout)
+	}
+	if op.err != nil {
+		return nil, op.err
+	}
+	lib, release := op.lib, op.release
+	t := &Telemetry{simulated: src.Simulated(), interval: interval, lib: lib, release: release, index: map[nvml.Device]int{}, callTimeout: o.callTimeout}
 	t.sum.Simulated = t.simulated
+	t.sum.CorrectedErrorsFail = o.failCorrected
+	t.sum.CallTimeoutSeconds = o.callTimeout.Seconds()
 	t.legacyReasons = lib.Extensions().LookupSymbol("nvmlDeviceGetCurrentClocksEventReasons") != nil
 	t.memV2 = lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
 	t.sum.IntervalSeconds = interval.Seconds()
@@ -443,7 +530,12 @@ func (t *Telemetry) openDevices(gpus []int) error {
 		}
 		t.index[d] = len(t.devs)
 		t.devs = append(t.devs, d)
-		t.sum.GPUs = append(t.sum.GPUs, before(i, d))
+		h, ok := within(t.callTimeout, func() Health { return before(i, d) })
+		if !ok {
+			h = Health{Index: i, Hung: fmt.Sprintf("reading its identity and counters at start did not return within %v", t.callTimeout)}
+		}
+		t.sum.GPUs = append(t.sum.GPUs, h)
+		t.hung = append(t.hung, !ok)
 		t.stats = append(t.stats, gpuStats{})
 	}
 	return nil
@@ -461,6 +553,7 @@ func before(i int, d nvml.Device) Health {
 	hr := readHealth(d)
 	h.DoubleBitBefore, h.RemappedRowsBefore, h.RemapFailedBefore, h.RetiredPagesPendingBefore, h.Lost = hr.dbe, hr.remapped, hr.failed, hr.pending, hr.lost
 	h.RemapPendingBefore, h.RecoveryActionBefore, h.CorrectedBefore = hr.remapPending, hr.recovery, hr.corrected
+	h.RemappedCorrectableBefore = hr.remappedCorr
 	before := readSlowdown(d)
 	for _, c := range slowdownCounters {
 		if v := before[c.name]; v != nil {
@@ -477,6 +570,7 @@ func after(h *Health, d nvml.Device, s gpuStats) {
 	hr := readHealth(d)
 	h.DoubleBitAfter, h.RemappedRowsAfter, h.RemapFailedAfter, h.RetiredPagesPendingAfter = hr.dbe, hr.remapped, hr.failed, hr.pending
 	h.RemapPendingAfter, h.RecoveryActionAfter, h.CorrectedAfter = hr.remapPending, hr.recovery, hr.corrected
+	h.RemappedCorrectableAfter = hr.remappedCorr
 	after := readSlowdown(d)
 	for j := range h.Slowdown {
 		h.Slowdown[j].AfterNS = after[h.Slowdown[j].Reason]
@@ -490,7 +584,10 @@ func after(h *Health, d nvml.Device, s gpuStats) {
 	h.NVLink.after(d)
 	if p := h.PCIe; p != nil {
 		p.GenSeen, p.WidthSeen = s.genMax, s.widthMax
-		p.Loaded = s.utilMax == nil || *s.utilMax >= MinLoadedUtilization
+		// Without utilization readings the load is unknown, and an idle
+		// GPU lowers its link speed: the generation is not judged.
+		p.Loaded = s.utilMax != nil && *s.utilMax >= MinLoadedUtilization
+		p.LoadUnknown = s.utilMax == nil
 	}
 	if th := h.Thermal; th != nil {
 		th.GPUMaxC, th.MemMaxC = s.tempMax, s.memTempMax
@@ -503,6 +600,7 @@ type health struct {
 	dbe          *uint64
 	corrected    *uint64
 	remapped     *int
+	remappedCorr *int
 	failed       *bool
 	remapPending *bool
 	pending      *bool
@@ -520,9 +618,9 @@ func readHealth(d nvml.Device) health {
 	if v, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
 		h.corrected = ptr(v)
 	}
-	_, unc, rp, f, ret := d.GetRemappedRows()
+	corr, unc, rp, f, ret := d.GetRemappedRows()
 	if ret == nvml.SUCCESS {
-		h.remapped, h.failed, h.remapPending = ptr(unc), ptr(f), ptr(rp)
+		h.remapped, h.remappedCorr, h.failed, h.remapPending = ptr(unc), ptr(corr), ptr(f), ptr(rp)
 	}
 	h.lost = lostText(h.lost, "the remapped rows", ret)
 	p, ret := d.GetRetiredPagesPendingStatus()
@@ -681,21 +779,57 @@ func (t *Telemetry) event(e nvml.EventData) {
 // sample reads every watched GPU once and writes one line each.
 func (t *Telemetry) sample() {
 	now := time.Now()
-	lines := make([]Line, 0, len(t.devs))
-	lost := make([]string, len(t.devs))
+	type read struct {
+		l    Line
+		lost string
+	}
+	reads := make([]*read, len(t.devs))
+	hung := make([]bool, len(t.devs))
 	for k, d := range t.devs {
-		var l Line
-		l, lost[k] = t.read(d, t.sum.GPUs[k].Index, now)
-		lines = append(lines, l)
+		if t.isHung(k) {
+			continue
+		}
+		i := t.sum.GPUs[k].Index
+		r, ok := within(t.callTimeout, func() read {
+			l, lost := t.read(d, i, now)
+			return read{l, lost}
+		})
+		if !ok {
+			hung[k] = true
+			continue
+		}
+		reads[k] = &r
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for k, l := range lines {
-		if why := lost[k]; why != "" && t.sum.GPUs[k].Lost == "" {
-			t.sum.GPUs[k].Lost = why
+	for k, r := range reads {
+		if hung[k] {
+			t.markHung(k, "a sample (temperature, power, clocks, memory, utilization)")
 		}
-		t.stats[k].add(l)
-		t.writeLine(l)
+		if r == nil {
+			continue
+		}
+		if r.lost != "" && t.sum.GPUs[k].Lost == "" {
+			t.sum.GPUs[k].Lost = r.lost
+		}
+		t.stats[k].add(r.l)
+		t.writeLine(r.l)
+	}
+}
+
+// isHung reports whether the GPU at position k stopped answering.
+func (t *Telemetry) isHung(k int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.hung[k]
+}
+
+// markHung records that the GPU at position k did not answer the round
+// of calls what within the call timeout; t.mu is held.
+func (t *Telemetry) markHung(k int, what string) {
+	t.hung[k] = true
+	if t.sum.GPUs[k].Hung == "" {
+		t.sum.GPUs[k].Hung = fmt.Sprintf("%s did not return within %v", what, t.callTimeout)
 	}
 }
 
@@ -856,7 +990,7 @@ func memoryUsed(d nvml.Device, v2 bool) (uint64, nvml.Return) {
 // writeLine appends one JSON line; t.mu is held. The first write error is
 // kept and reported by Stop.
 func (t *Telemetry) writeLine(l Line) {
-	if t.writeErr != nil {
+	if t.writeErr != nil || t.closed {
 		return
 	}
 	b, err := json.Marshal(l)
@@ -883,18 +1017,42 @@ func (t *Telemetry) Stop() (*Summary, error) { return t.StopFor("") }
 func (t *Telemetry) StopFor(device string) (*Summary, error) {
 	t.stopOnce.Do(func() {
 		t.cancel()
-		t.wg.Wait()
+		// The loops end within an interval and an event wait, unless an
+		// NVML call hangs in them.
+		if _, ok := within(t.callTimeout+eventWait+t.interval, func() bool { t.wg.Wait(); return true }); !ok {
+			t.mu.Lock()
+			t.note("telemetry's sampling or event loop did not stop within %v (an NVML call hangs): left behind", t.callTimeout+eventWait+t.interval)
+			t.mu.Unlock()
+		}
 		t.sample()
 		if t.set != nil {
-			t.drainEvents()
-			t.set.Free()
+			if _, ok := within(t.callTimeout, func() bool { t.drainEvents(); t.set.Free(); return true }); !ok {
+				t.mu.Lock()
+				t.note("draining and freeing the NVML event set did not return within %v", t.callTimeout)
+				t.mu.Unlock()
+			}
+		}
+		for k, d := range t.devs {
+			if t.isHung(k) {
+				continue
+			}
+			h := t.sum.GPUs[k]
+			st := t.stats[k]
+			got, ok := within(t.callTimeout, func() Health { after(&h, d, st); return h })
+			t.mu.Lock()
+			if ok {
+				t.sum.GPUs[k] = got
+			} else {
+				t.markHung(k, "reading its counters at stop")
+			}
+			t.mu.Unlock()
 		}
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		for k, d := range t.devs {
-			after(&t.sum.GPUs[k], d, t.stats[k])
+		t.closed = true
+		if _, ok := within(t.callTimeout, func() bool { t.release(); return true }); !ok {
+			t.note("releasing NVML did not return within %v", t.callTimeout)
 		}
-		t.release()
 		t.kmsgStop()
 		s := &t.sum
 		s.DurationSeconds = time.Since(t.start).Seconds()
@@ -951,7 +1109,16 @@ func verdict(s *Summary) Verdict {
 		reasons = append(reasons, healthReasons(h)...)
 		reasons = append(reasons, linkReasons(h, mostNVLinks(s.GPUs))...)
 		reasons = append(reasons, thermalReasons(h)...)
-		s.Notes = append(s.Notes, healthNotes(h)...)
+		notes := healthNotes(h)
+		if s.CorrectedErrorsFail {
+			c := correctedReasons(h)
+			for i := range c {
+				c[i] += ": a memory fault the sweep and the burn-in are there to find (ECC corrected it, so no output shows it; hint: nvidia-smi -q -d ECC,ROW_REMAPPER)"
+			}
+			reasons = append(reasons, c...)
+			notes = slices.DeleteFunc(notes, func(n string) bool { return slices.Contains(correctedReasons(h), n) })
+		}
+		s.Notes = append(s.Notes, notes...)
 		if h.RetiredPagesPendingBefore != nil && h.RetiredPagesPendingAfter != nil && !*h.RetiredPagesPendingBefore && *h.RetiredPagesPendingAfter {
 			s.Notes = append(s.Notes, fmt.Sprintf("gpu %d: a page retirement became pending during the step", h.Index))
 		}
@@ -999,6 +1166,9 @@ func lostGPUs(gpus []Health) string {
 // errors, row-remap failure, and remapReasons.
 func healthReasons(h Health) []string {
 	var reasons []string
+	if h.Hung != "" {
+		reasons = append(reasons, fmt.Sprintf("gpu %d%s: NVML stopped answering: %s: the GPU or the driver hangs, so its results are void (hint: nvidia-smi -i %d; dmesg for Xids; reset the GPU or reboot)", h.Index, uuidText(h.UUID), h.Hung, h.Index))
+	}
 	if h.Lost != "" {
 		reasons = append(reasons, fmt.Sprintf("gpu %d%s: lost during the step (%s): it fell off the bus or needs a reset, so its results are void (hint: nvidia-smi -i %d; reset or reboot)", h.Index, uuidText(h.UUID), h.Lost, h.Index))
 	}

@@ -46,6 +46,12 @@ func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []Line) {
 	if err != nil || again.Samples != sum.Samples {
 		t.Errorf("second Stop = %+v, %v", again, err)
 	}
+	return sum, readLines(t, path)
+}
+
+// readLines reads a telemetry file.
+func readLines(t *testing.T, path string) []Line {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +66,7 @@ func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []Line) {
 		}
 		lines = append(lines, l)
 	}
-	return sum, lines
+	return lines
 }
 
 // samplesTaken is the number of lines tel's sampler has written.
@@ -182,6 +188,14 @@ func TestTelemetryVerdicts(t *testing.T) {
 			during:      func(s *Simulated) { s.SetRecoveryAction(0, nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET) },
 			wantStatus:  VerdictFailed,
 			wantReasons: []string{"gpu 0: the driver asks for recovery action drain_and_reset"},
+		},
+		{
+			// Xid 32, 38 and 109 were only notes.
+			name:       "fatal xid 32, 38 and 109",
+			during:     func(s *Simulated) { s.InjectXid(0, 32); s.InjectXid(1, 38); s.InjectXid(1, 109) },
+			wantStatus: VerdictFailed,
+			wantReasons: []string{"gpu 0: fatal Xid 32 (invalid or corrupted push buffer stream)", "gpu 1: fatal Xid 38 (driver firmware error)",
+				"gpu 1: fatal Xid 109 (context switch timeout)"},
 		},
 		{
 			name:        "row-remap failure",
@@ -354,7 +368,7 @@ func TestTelemetryBadPath(t *testing.T) {
 
 func TestFatalXids(t *testing.T) {
 	t.Parallel()
-	want := []uint64{48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 144, 145, 146, 147, 148, 149, 150, 154}
+	want := []uint64{32, 38, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 109, 119, 120, 140, 144, 145, 146, 147, 148, 149, 150, 154}
 	if diff := cmp.Diff(want, FatalXids()); diff != "" {
 		t.Error(diff)
 	}

@@ -9,6 +9,9 @@ import (
 // say: they report memory corruption, a lost or hung GPU, or interconnect
 // errors (NVIDIA's Xid catalog):
 //
+//	32  invalid or corrupted push buffer stream (a PCIe or
+//	    memory-interface fault as often as a driver one)
+//	38  driver firmware error
 //	48  double-bit ECC error
 //	61  internal micro-controller breakpoint/warning
 //	62  internal micro-controller halt
@@ -19,6 +22,7 @@ import (
 //	92  high single-bit ECC error rate
 //	94  contained ECC error
 //	95  uncontained ECC error
+//	109 context switch timeout
 //	119 GSP RPC timeout
 //	120 GSP error
 //	140 unrecovered ECC error
@@ -35,6 +39,8 @@ import (
 // Other Xids (13, 31, 43, 45: usually the application's own fault) are
 // recorded and reported but do not fail the step on their own.
 var fatalXids = map[uint64]string{
+	32:  "invalid or corrupted push buffer stream",
+	38:  "driver firmware error",
 	48:  "double-bit ECC error",
 	61:  "internal micro-controller breakpoint/warning",
 	62:  "internal micro-controller halt",
@@ -45,6 +51,7 @@ var fatalXids = map[uint64]string{
 	92:  "high single-bit ECC error rate",
 	94:  "contained ECC error",
 	95:  "uncontained ECC error",
+	109: "context switch timeout",
 	119: "GSP RPC timeout",
 	120: "GSP error",
 	140: "unrecovered ECC error",

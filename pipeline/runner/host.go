@@ -15,6 +15,12 @@ type Host struct {
 	// KillGrace is how long a cancelled process group gets between SIGTERM
 	// and SIGKILL; zero means 2 seconds.
 	KillGrace time.Duration
+	// WaitDelay bounds the waits that have no bound of their own: for the
+	// output pipes once the process exited (a process it started that
+	// left its group may hold them open) and for the process to exit
+	// after SIGKILL (one stuck in an uninterruptible driver call never
+	// does); zero means 5 seconds.
+	WaitDelay time.Duration
 }
 
 var _ Runner = (*Host)(nil)
@@ -43,6 +49,11 @@ func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
 	}
 	cmd.Stdout = c.Stdout
 	cmd.Stderr = c.Stderr
+	waitDelay := h.WaitDelay
+	if waitDelay == 0 {
+		waitDelay = 5 * time.Second
+	}
+	cmd.WaitDelay = waitDelay
 	// Own process group, so cancelling kills the whole tree; and the child
 	// dies with gpuattest even when gpuattest is SIGKILLed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -67,13 +78,27 @@ func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
 		case <-done:
 		case <-time.After(grace):
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-done
+			select {
+			case <-done:
+			case <-time.After(2 * waitDelay):
+				// Killed and still there: a process in an uninterruptible
+				// call (a hung GPU driver) cannot be reaped; the step's
+				// time is up all the same.
+				return &Result{ExitCode: -1, Duration: time.Since(start)},
+					fmt.Errorf("%s: %w; it did not exit %v after SIGKILL (stuck in an uninterruptible call: a hung GPU driver?) and was left behind", c.Args[0], context.Cause(ctx), 2*waitDelay)
+			}
 		}
 		// Reap anything left in the group.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		return &Result{ExitCode: -1, Duration: time.Since(start)}, fmt.Errorf("%s: %w", c.Args[0], context.Cause(ctx))
 	}
 	res := &Result{Duration: time.Since(start)}
+	if errors.Is(waitErr, exec.ErrWaitDelay) {
+		// The process exited; something it started left its group and
+		// kept its output open.
+		res.Notes = append(res.Notes, fmt.Sprintf("%s exited, but a process it started held its output open %v later (it had left the process group): its output after that is not recorded", c.Args[0], waitDelay))
+		waitErr = nil
+	}
 	if waitErr != nil {
 		var ee *exec.ExitError
 		if !errors.As(waitErr, &ee) {

@@ -87,3 +87,39 @@ func TestHostCancelKillsGroup(t *testing.T) {
 		t.Fatal("grandchild survived cancellation")
 	}
 }
+
+// The host runner's waits are bounded: a step whose process exits while
+// something it started has left its process group (setsid) and holds its
+// output open returns within WaitDelay, with a note, instead of waiting
+// for the stray process (30 s here; forever for a daemon); so does a
+// cancelled one.
+func TestHostWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	for _, cancelled := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(t.Context())
+		if cancelled {
+			time.AfterFunc(200*time.Millisecond, cancel)
+		}
+		var out bytes.Buffer
+		start := time.Now()
+		script := "setsid sleep 30 & echo started"
+		if cancelled {
+			script += "; sleep 30"
+		}
+		res, err := (&Host{KillGrace: 100 * time.Millisecond, WaitDelay: 500 * time.Millisecond}).Run(ctx, &Command{
+			Args: []string{"/bin/sh", "-c", script}, Dir: t.TempDir(), Stdout: &out})
+		cancel()
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("cancelled %v: Run returned after %v", cancelled, d)
+		}
+		switch {
+		case cancelled && !errors.Is(err, context.Canceled):
+			t.Errorf("cancelled: err = %v", err)
+		case !cancelled && (err != nil || res.ExitCode != 0 || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "held its output open")):
+			t.Errorf("exited: res %+v, err %v; want exit 0 and a note", res, err)
+		}
+		if !strings.HasPrefix(out.String(), "started") {
+			t.Errorf("stdout %q", out.String())
+		}
+	}
+}

@@ -16,7 +16,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/floors"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -75,6 +77,10 @@ type BenchmarkDetails struct {
 	Reference *ReferenceResult `json:"reference,omitempty"`
 	// Gate is the baseline comparison, when the step names a baseline.
 	Gate *GateResult `json:"gate,omitempty"`
+	// Floors are the memory-bandwidth floors of the GPUs' models
+	// (pipeline/floors) the bandwidth cases were judged against, or "no
+	// floor: not judged".
+	Floors []attest.AppliedFloor `json:"floors,omitempty"`
 }
 
 // BenchmarkCase is one merged case of a benchmark.
@@ -455,6 +461,7 @@ func (br *benchRun) judge() error {
 	if err := br.summarize(d.Cases, sideCandidate, br.cand); err != nil {
 		return err
 	}
+	br.bandwidthFloors()
 	br.clocks()
 	if ref := d.Reference; ref != nil {
 		ref.Backend, ref.Device, ref.Counts, ref.Cases, err = br.merge(br.ref)
@@ -922,3 +929,61 @@ func benchmarkJUnit(s *step.Context, d *BenchmarkDetails) []JUnitCase {
 	}
 	return jc
 }
+
+// bandwidthFloors judges each bandwidth case (the harness's --membw:
+// config floor_metric memory_bandwidth) on the cuda backend against the
+// memory-bandwidth floor of its GPU's model, and records the floor in
+// the details: a GPU under it fails, on real hardware; on simulated GPUs
+// the floor is named and not judged; a model without floors gets "no
+// floor: not judged".
+func (br *benchRun) bandwidthFloors() {
+	d, rec := br.d, br.s.Hardware
+	if d.Backend != "cuda" {
+		return
+	}
+	for _, c := range d.Cases {
+		if c.Config[ConfigFloorMetric] != string(floors.MetricMemoryBandwidth) {
+			continue
+		}
+		uuid, model := c.Config["device_uuid"], d.Device
+		if uuid == "" {
+			uuid = d.DeviceUUID
+		}
+		if rec != nil {
+			for _, g := range rec.GPUs {
+				if uuid != "" && strings.EqualFold(g.UUID, uuid) {
+					model = g.Name
+				}
+			}
+		}
+		f := attest.AppliedFloor{Step: br.s.Step.ID, GPU: uuid, Metric: string(floors.MetricMemoryBandwidth), Verdict: attest.FloorNotJudged}
+		if c.GBPS > 0 {
+			f.Measured = ptrFloat(c.GBPS * 1e9)
+		}
+		m, ok := floors.Lookup(model)
+		if !ok {
+			f.Note = floors.NotJudged
+			d.Floors = append(d.Floors, f)
+			continue
+		}
+		fl := m.MemoryBandwidth
+		f.Model, f.Min, f.Peak, f.Unit, f.Source, f.SourceURL = m.Name, float64(fl.Min), float64(fl.Peak), fl.Min.Unit(), fl.Source.Name, fl.Source.URL
+		switch {
+		case f.Measured == nil:
+			f.Note = "the case has no median"
+		case d.Hardware.Simulated:
+			f.Note = "SIMULATED GPU: the fake driver's copy runs on the host, not judged"
+		case *f.Measured >= float64(fl.Min):
+			f.Verdict = attest.FloorPassed
+		default:
+			f.Verdict = attest.FloorFailed
+			br.failures = append(br.failures, fmt.Sprintf("case %s on %s: %v device-local copy bandwidth, under the %s floor of %v (%.0f %% of its %v peak, %s)",
+				c.Name, orUnknown(uuid), floors.BytesPerSecond(*f.Measured), m.Name, fl.Min, 100*float64(fl.Min)/float64(fl.Peak), fl.Peak, fl.Source.Name))
+		}
+		d.Floors = append(d.Floors, f)
+	}
+}
+
+// ConfigFloorMetric is the case config key naming the floor metric a
+// case measures (the bandwidth case: "memory_bandwidth").
+const ConfigFloorMetric = "floor_metric"

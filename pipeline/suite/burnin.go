@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"io"
 	"io/fs"
 	"math"
@@ -17,6 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/pipeline/floors"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -162,6 +164,9 @@ type BurninDetails struct {
 	// several (the results' devices) or the one GPU the results name,
 	// with what telemetry saw of it.
 	GPUs []BurninGPU `json:"gpus,omitempty"`
+	// Floors are the floors of each GPU's model (pipeline/floors) the
+	// burn-in judged it against, or "no floor: not judged".
+	Floors []attest.AppliedFloor `json:"floors,omitempty"`
 	// Notes are facts worth reading (e.g. no output digests to compare).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -175,6 +180,9 @@ type BurninGPU struct {
 	UUID string `json:"uuid,omitempty"`
 	// Ordinal is its CUDA ordinal in the results, when they list devices.
 	Ordinal *int `json:"ordinal,omitempty"`
+	// Model is its name in the hardware record (else as the results
+	// name it): the key of its floors and of the node median below.
+	Model string `json:"model,omitempty"`
 	// DutyCycle, Iterations, RepeatsChecked and Mismatches are the
 	// device's own sustained loop, when the results list devices.
 	DutyCycle      *float64 `json:"duty_cycle,omitempty"`
@@ -183,23 +191,40 @@ type BurninGPU struct {
 	Mismatches     int64    `json:"mismatches,omitempty"`
 	// Error is the device's own error, when it had one.
 	Error string `json:"error,omitempty"`
-	// Samples counts its telemetry samples.
-	Samples int `json:"samples,omitempty"`
+	// Samples counts its telemetry samples; LoopSamples those taken while
+	// the sustained loop ran (the results' loop window), which the load,
+	// utilization and memory-trend rules judge.
+	Samples     int `json:"samples,omitempty"`
+	LoopSamples int `json:"loop_samples,omitempty"`
 	// TempMinC and TempMaxC are its temperature range.
 	TempMinC *float64 `json:"temp_min_c,omitempty"`
 	TempMaxC *float64 `json:"temp_max_c,omitempty"`
-	// PowerMaxWatts is its peak power; PowerLimitWatts its enforced limit
-	// from the hardware record.
-	PowerMaxWatts   *float64 `json:"power_max_w,omitempty"`
-	PowerLimitWatts *float64 `json:"power_limit_w,omitempty"`
-	// PowerCappedShare is the share of samples at the software power cap
-	// (expected under load); ThrottleShare the share with a slowdown.
+	// PowerMaxWatts is its peak power; PowerMedianWatts its median over
+	// the loop; PowerLimitWatts its enforced limit from the hardware
+	// record.
+	PowerMaxWatts    *float64 `json:"power_max_w,omitempty"`
+	PowerMedianWatts *float64 `json:"power_median_w,omitempty"`
+	PowerLimitWatts  *float64 `json:"power_limit_w,omitempty"`
+	// PowerCappedShare is the share of the loop's samples at the software
+	// power cap (expected under load); ThrottleShare the share of all
+	// samples with a slowdown.
 	PowerCappedShare *float64 `json:"power_capped_share,omitempty"`
 	ThrottleShare    *float64 `json:"throttle_share,omitempty"`
-	// Loaded says whether the burn-in reached the GPU's power limit: peak
-	// power at least MinPowerShare of the limit, or the power cap seen;
-	// nil when not judged (not the cuda backend, or no power readings).
+	// Loaded says whether the burn-in held the GPU at its power limit: a
+	// median power over the loop of at least its model's power floor
+	// (MinPowerShare of the limit), or the power cap in at least
+	// MinCappedShare of the loop's samples; nil when not judged (not the
+	// cuda backend, or no power readings).
 	Loaded *bool `json:"loaded,omitempty"`
+	// BurnKernel and BurnTFLOPS are the burn case's kernel and what it
+	// achieved on this GPU; BurnFirstTFLOPS and BurnLastTFLOPS over the
+	// loop's first and last windows (10 s, or a third of a shorter loop);
+	// BurnNodeMedianTFLOPS the median of the node's GPUs of its model.
+	BurnKernel           string   `json:"burn_kernel,omitempty"`
+	BurnTFLOPS           *float64 `json:"burn_tflops,omitempty"`
+	BurnFirstTFLOPS      *float64 `json:"burn_first_tflops,omitempty"`
+	BurnLastTFLOPS       *float64 `json:"burn_last_tflops,omitempty"`
+	BurnNodeMedianTFLOPS *float64 `json:"burn_node_median_tflops,omitempty"`
 	// Utilization is the median of NVML's utilization samples (0-1) and
 	// UtilizationSamples their count: the cross-check of DutyCycle.
 	Utilization        *float64 `json:"nvml_utilization,omitempty"`
@@ -284,6 +309,11 @@ type burnRun struct {
 	sawDev      bool
 	// Sustained runs: duty cycle weighted by loop time.
 	dutyTime, loopTime float64
+	// windows are the sustained loops' windows by lowercased device UUID
+	// ("": the run's, over every device); burns the burn throughput by
+	// device UUID (the invocation that burned longest).
+	windows map[string][]loopWindow
+	burns   map[string]*BurnThroughput
 }
 
 func (br *burnRun) fail(iter int, format string, args ...any) {
@@ -520,6 +550,12 @@ func (br *burnRun) sustained(iter int, r *Results) {
 	}
 	br.dutyTime += sus.DutyCycle * sus.ElapsedSeconds
 	br.loopTime += sus.ElapsedSeconds
+	br.addLoop("", sus.LoopFromUnixNS, sus.LoopToUnixNS, r.DeviceUUID, sus.Burn)
+	for _, dev := range r.Devices {
+		if ds := dev.Sustained; ds != nil && dev.UUID != "" {
+			br.addLoop(dev.UUID, ds.LoopFromUnixNS, ds.LoopToUnixNS, dev.UUID, ds.Burn)
+		}
+	}
 	br.caseFailures(iter, r)
 	for _, c := range r.Cases {
 		if cs := c.Sustained; cs != nil && cs.Mismatches > 0 {
@@ -553,6 +589,24 @@ func (br *burnRun) sustained(iter int, r *Results) {
 	}
 	d.HostRSS = steeper(d.HostRSS, host, sus.MemoryIntervalSeconds)
 	d.DeviceMemory = steeper(d.DeviceMemory, dev, sus.MemoryIntervalSeconds)
+}
+
+// addLoop records a sustained loop's window under key (a device UUID, ""
+// for the run's) and the burn throughput b of the device with uuid.
+func (br *burnRun) addLoop(key string, from, to int64, uuid string, b *BurnThroughput) {
+	if br.windows == nil {
+		br.windows, br.burns = map[string][]loopWindow{}, map[string]*BurnThroughput{}
+	}
+	if from > 0 && to >= from {
+		k := strings.ToLower(key)
+		br.windows[k] = append(br.windows[k], loopWindow{from, to})
+	}
+	if b != nil && uuid != "" {
+		k := strings.ToLower(uuid)
+		if cur := br.burns[k]; cur == nil || b.BusySeconds > cur.BusySeconds {
+			br.burns[k] = b
+		}
+	}
 }
 
 // steeper returns the trend of series, or cur when cur rises faster.
@@ -705,40 +759,110 @@ func scanSamples(r io.Reader, limit int, each func(telemetryLine)) error {
 	return sc.Err()
 }
 
-// gpuSamples are one GPU's telemetry samples in a burn-in.
+// gpuSample is one telemetry sample of a GPU, as a burn-in reads it.
+type gpuSample struct {
+	t                 time.Time
+	temp, power, util *float64 // util 0-1
+	mem               *int64
+	capped, throttled bool
+}
+
+// gpuSamples are one GPU's telemetry samples in a burn-in, in order.
 type gpuSamples struct {
-	n, throttled, capped int
-	tmin, tmax, pmax     *float64
-	util                 []float64 // NVML utilization, 0-1
-	mem                  []int64   // NVML used memory
+	all []gpuSample
 }
 
 func (g *gpuSamples) add(l telemetryLine) {
-	g.n++
-	if l.Throttled {
-		g.throttled++
-	}
-	if l.PowerCapped {
-		g.capped++
+	s := gpuSample{t: l.Time, capped: l.PowerCapped, throttled: l.Throttled, power: l.PowerWatts, mem: l.MemoryUsed}
+	if l.TemperatureC != nil {
+		s.temp = ptrFloat(float64(*l.TemperatureC))
 	}
 	if l.Utilization != nil {
-		g.util = append(g.util, *l.Utilization/100)
+		s.util = ptrFloat(*l.Utilization / 100)
 	}
-	if l.MemoryUsed != nil {
-		g.mem = append(g.mem, *l.MemoryUsed)
-	}
-	if l.TemperatureC != nil {
-		t := float64(*l.TemperatureC)
-		if g.tmin == nil || t < *g.tmin {
-			g.tmin = ptrFloat(t)
+	g.all = append(g.all, s)
+}
+
+// sampleStats are what a set of samples says.
+type sampleStats struct {
+	n, throttled, capped int
+	tmin, tmax, pmax     *float64
+	power, util          []float64
+	mem                  []int64
+}
+
+func statsOf(samples []gpuSample) sampleStats {
+	var st sampleStats
+	for _, s := range samples {
+		st.n++
+		if s.throttled {
+			st.throttled++
 		}
-		if g.tmax == nil || t > *g.tmax {
-			g.tmax = ptrFloat(t)
+		if s.capped {
+			st.capped++
+		}
+		if s.temp != nil {
+			if st.tmin == nil || *s.temp < *st.tmin {
+				st.tmin = ptrFloat(*s.temp)
+			}
+			if st.tmax == nil || *s.temp > *st.tmax {
+				st.tmax = ptrFloat(*s.temp)
+			}
+		}
+		if s.power != nil {
+			st.power = append(st.power, *s.power)
+			if st.pmax == nil || *s.power > *st.pmax {
+				st.pmax = ptrFloat(*s.power)
+			}
+		}
+		if s.util != nil {
+			st.util = append(st.util, *s.util)
+		}
+		if s.mem != nil {
+			st.mem = append(st.mem, *s.mem)
 		}
 	}
-	if l.PowerWatts != nil && (g.pmax == nil || *l.PowerWatts > *g.pmax) {
-		g.pmax = ptrFloat(*l.PowerWatts)
+	return st
+}
+
+// busy reports whether any sample saw the GPU's utilization above zero.
+func (st sampleStats) busy() bool {
+	return slices.ContainsFunc(st.util, func(u float64) bool { return u > 0 })
+}
+
+// loopWindow is when a sustained loop ran, in Unix nanoseconds.
+type loopWindow struct{ from, to int64 }
+
+// inLoop returns the samples taken while one of windows ran; all of them
+// (and false) when there is no window.
+func inLoop(samples []gpuSample, windows []loopWindow) ([]gpuSample, bool) {
+	if len(windows) == 0 {
+		return samples, false
 	}
+	var out []gpuSample
+	for _, s := range samples {
+		ns := s.t.UnixNano()
+		for _, w := range windows {
+			if ns >= w.from && ns <= w.to {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out, true
+}
+
+// median returns the median of xs (xs is not changed); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	u := slices.Clone(xs)
+	slices.Sort(u)
+	if len(u)%2 == 1 {
+		return u[len(u)/2]
+	}
+	return (u[len(u)/2-1] + u[len(u)/2]) / 2
 }
 
 // telemetry fills the temperature range and throttle share from the
@@ -752,6 +876,7 @@ func (br *burnRun) telemetry() {
 		if !errors.Is(err, fs.ErrNotExist) {
 			d.Notes = append(d.Notes, "telemetry not read: "+err.Error())
 		}
+		br.gpus(nil)
 		return
 	}
 	defer f.Close()
@@ -774,36 +899,40 @@ func (br *burnRun) telemetry() {
 		}
 	}
 	all := map[int]*gpuSamples{}
-	var judged gpuSamples
+	var judged []gpuSample
 	err = scanSamples(f, 0, func(l telemetryLine) {
 		if all[l.GPU] == nil {
 			all[l.GPU] = &gpuSamples{}
 		}
 		all[l.GPU].add(l)
 		if gpu < 0 || l.GPU == gpu {
-			judged.add(l)
+			g := gpuSamples{}
+			g.add(l)
+			judged = append(judged, g.all[0])
 		}
 	})
 	if err != nil {
 		d.Notes = append(d.Notes, "telemetry not fully read: "+err.Error())
 	}
 	br.gpus(all)
-	if judged.n == 0 {
+	st := statsOf(judged)
+	if st.n == 0 {
 		d.Notes = append(d.Notes, "telemetry holds no sample for this burn-in")
 		return
 	}
 	if gpu >= 0 {
 		d.TelemetryGPU = &gpu
 	}
-	d.TelemetrySamples = judged.n
-	d.TempMinC, d.TempMaxC = judged.tmin, judged.tmax
-	d.ThrottleShare = ptrFloat(float64(judged.throttled) / float64(judged.n))
+	d.TelemetrySamples = st.n
+	d.TempMinC, d.TempMaxC = st.tmin, st.tmax
+	d.ThrottleShare = ptrFloat(float64(st.throttled) / float64(st.n))
 }
 
 // gpus fills d.GPUs, one entry per burned-in GPU (the results' devices,
-// or the GPU they name), with its telemetry, and judges each GPU's load
-// on the cuda backend: its peak power must reach MinPowerShare of its
-// limit, or the power cap must have held its clocks.
+// or the GPU they name), with its telemetry (all of nil: none), and
+// judges each GPU: its load and NVML utilization over the loop, its
+// device memory trend, its burn throughput against its model's other
+// GPUs and against itself over time, and its model's floors.
 func (br *burnRun) gpus(all map[int]*gpuSamples) {
 	d, rec := br.d, br.s.Hardware
 	index := func(uuid string) *int {
@@ -821,7 +950,7 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 	switch {
 	case len(br.devices) > 0:
 		for _, rd := range br.devices {
-			g := BurninGPU{UUID: rd.UUID, Ordinal: ptrInt(rd.Ordinal), Index: index(rd.UUID), Error: rd.Error}
+			g := BurninGPU{UUID: rd.UUID, Ordinal: ptrInt(rd.Ordinal), Index: index(rd.UUID), Error: rd.Error, Model: rd.Name}
 			if s := rd.Sustained; s != nil {
 				g.DutyCycle, g.Iterations, g.RepeatsChecked, g.Mismatches = ptrFloat(s.DutyCycle), s.Iterations, s.OutputsChecked, s.Mismatches
 				if g.Error == "" {
@@ -831,98 +960,189 @@ func (br *burnRun) gpus(all map[int]*gpuSamples) {
 			d.GPUs = append(d.GPUs, g)
 		}
 	case d.DeviceUUID != "":
-		d.GPUs = append(d.GPUs, BurninGPU{UUID: d.DeviceUUID, Index: index(d.DeviceUUID)})
+		d.GPUs = append(d.GPUs, BurninGPU{UUID: d.DeviceUUID, Index: index(d.DeviceUUID), Model: d.Device})
 	default:
 		return
 	}
-	simIdle := false
-	defer func() {
-		if simIdle {
-			d.Notes = append(d.Notes, "SIMULATED GPUs report idle telemetry (no utilization): power and NVML utilization not judged")
-		}
-	}()
+	simulated := rec != nil && rec.Simulated
+	simIdle, windowless := false, false
 	for k := range d.GPUs {
 		g := &d.GPUs[k]
+		if rec != nil && g.Index != nil {
+			for _, rg := range rec.GPUs {
+				if rg.Index == *g.Index {
+					g.PowerLimitWatts = rg.PowerLimitWatts
+					g.Model = rg.Name
+				}
+			}
+		}
+		if b := br.burns[strings.ToLower(g.UUID)]; b != nil {
+			br.throughput(g, b)
+		}
+		if all == nil {
+			continue
+		}
 		if g.Index == nil {
 			d.Notes = append(d.Notes, fmt.Sprintf("GPU %s: not in the hardware record, no telemetry of it", g.UUID))
 			continue
 		}
-		if rec != nil {
-			for _, rg := range rec.GPUs {
-				if rg.Index == *g.Index {
-					g.PowerLimitWatts = rg.PowerLimitWatts
-				}
-			}
+		var samples []gpuSample
+		if s := all[*g.Index]; s != nil {
+			samples = s.all
 		}
-		s := all[*g.Index]
-		if s == nil || s.n == 0 {
-			continue
+		whole := statsOf(samples)
+		loop, ok := inLoop(samples, br.windowsOf(g.UUID))
+		windowless = windowless || !ok
+		st := statsOf(loop)
+		g.Samples, g.LoopSamples = whole.n, st.n
+		if whole.n > 0 {
+			g.TempMinC, g.TempMaxC, g.PowerMaxWatts = whole.tmin, whole.tmax, whole.pmax
+			g.ThrottleShare = ptrFloat(float64(whole.throttled) / float64(whole.n))
 		}
-		g.Samples, g.TempMinC, g.TempMaxC, g.PowerMaxWatts = s.n, s.tmin, s.tmax, s.pmax
-		g.PowerCappedShare = ptrFloat(float64(s.capped) / float64(s.n))
-		g.ThrottleShare = ptrFloat(float64(s.throttled) / float64(s.n))
-		br.deviceLeak(g, s)
-		if rec != nil && rec.Simulated && !s.busy() {
+		if st.n > 0 {
+			g.PowerCappedShare = ptrFloat(float64(st.capped) / float64(st.n))
+		}
+		br.deviceLeak(g, st)
+		if simulated && whole.n > 0 && !whole.busy() {
 			// A simulated GPU that reports no load has no model of it (the
 			// fake driver's kernels run on the host): its idle power and
 			// utilization say nothing about the burn-in.
 			simIdle = true
+			br.floor(g, floors.MetricPower, nil, "SIMULATED GPU reports idle telemetry: not judged")
 			continue
 		}
-		br.utilization(g, s)
-		if d.Backend != "cuda" || g.PowerMaxWatts == nil || g.PowerLimitWatts == nil || *g.PowerLimitWatts <= 0 {
-			continue
-		}
-		loaded := *g.PowerMaxWatts >= MinPowerShare**g.PowerLimitWatts || s.capped > 0
-		g.Loaded = &loaded
-		if !loaded {
-			br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): peak power %.0f W is %.0f %% of its %.0f W limit and the power cap never held its clocks: the burn-in did not load the GPU (expected >= %.0f %% of the limit, or sw_power_cap)",
-				*g.Index, g.UUID, *g.PowerMaxWatts, 100**g.PowerMaxWatts / *g.PowerLimitWatts, *g.PowerLimitWatts, 100*MinPowerShare))
-		}
+		br.utilization(g, st)
+		br.load(g, st)
 	}
+	if simIdle {
+		d.Notes = append(d.Notes, "SIMULATED GPUs report idle telemetry (no utilization): power and NVML utilization not judged")
+	}
+	if windowless && all != nil {
+		d.Notes = append(d.Notes, "the results give no loop window (loop_from_unix_ns): power, utilization and the memory trend are judged on every sample, the setup's too")
+	}
+	br.nodeThroughput()
 }
 
-// busy reports whether any sample saw the GPU's utilization above zero.
-func (g *gpuSamples) busy() bool {
-	return slices.ContainsFunc(g.util, func(u float64) bool { return u > 0 })
+// windowsOf returns the loop windows of the GPU with uuid: its own (a
+// run over several devices), else the run's.
+func (br *burnRun) windowsOf(uuid string) []loopWindow {
+	if w := br.windows[strings.ToLower(uuid)]; len(w) > 0 {
+		return w
+	}
+	return br.windows[""]
 }
 
-// utilization records the median of g's NVML utilization samples s and,
-// on the cuda backend, fails a GPU whose median stays under
-// MinNVMLUtilization: its kernels did not keep it busy, whatever the
-// harness's duty cycle says.
-func (br *burnRun) utilization(g *BurninGPU, s *gpuSamples) {
-	if len(s.util) == 0 {
+// MinCappedShare is the share of a burn-in loop's telemetry samples at
+// the software power cap that counts a GPU as loaded to its limit,
+// whatever its median power.
+const MinCappedShare = 0.5
+
+// load judges g's load on the cuda backend from its loop samples st: the
+// median power over the loop must reach its model's power floor (85 % of
+// the enforced limit: MinPowerShare where the model has no floor), or
+// MinCappedShare of the samples must show the power cap holding it. A
+// single sample at the cap, or a peak, no longer passes. A GPU whose
+// power or limit NVML does not report is noted, and fails on a real GPU
+// unless the step sets allowMissingReadings.
+func (br *burnRun) load(g *BurninGPU, st sampleStats) {
+	d := br.d
+	if d.Backend != "cuda" {
 		return
 	}
-	u := slices.Clone(s.util)
-	slices.Sort(u)
-	med := u[len(u)/2]
-	if len(u)%2 == 0 {
-		med = (u[len(u)/2-1] + u[len(u)/2]) / 2
+	share, model := floors.Share(MinPowerShare), ""
+	var floor *floors.Floor[floors.Share]
+	if m, ok := floors.Lookup(g.Model); ok {
+		f := m.Power
+		floor, share, model = &f, f.Min, m.Name
 	}
-	g.Utilization, g.UtilizationSamples = ptrFloat(med), len(u)
-	if br.d.Backend != "cuda" || len(u) < minUtilSamples || med >= MinNVMLUtilization {
+	if len(st.power) == 0 || g.PowerLimitWatts == nil || !(*g.PowerLimitWatts > 0) {
+		what := "no power readings over the loop"
+		if len(st.power) > 0 {
+			what = "no enforced power limit in the hardware record"
+		}
+		br.missing(g, what+": its load is not judged")
+		br.floor(g, floors.MetricPower, nil, what)
+		return
+	}
+	med := median(st.power)
+	g.PowerMedianWatts = &med
+	capped := float64(st.capped) / float64(st.n)
+	loaded := med >= float64(share)**g.PowerLimitWatts || capped >= MinCappedShare
+	g.Loaded = &loaded
+	measured := med / *g.PowerLimitWatts
+	if floor != nil {
+		br.applied(g, model, floors.MetricPower, float64(floor.Min), float64(floor.Peak), floors.Share(0).Unit(), floor.Source, &measured, loaded, "")
+	} else {
+		br.floor(g, floors.MetricPower, &measured, floors.NotJudged+fmt.Sprintf(" (the generic load rule, %.0f %% of the limit, applies)", 100*MinPowerShare))
+	}
+	if !loaded {
+		br.failures = append(br.failures, fmt.Sprintf("gpu %s: median power %.0f W over the loop's %d samples is %.0f %% of its %.0f W limit, and the power cap held it in %.0f %% of them: the burn-in did not load the GPU (expected a median of at least %.0f %% of the limit, or the cap in at least %.0f %% of the samples)",
+			gpuName(g), med, st.n, 100*measured, *g.PowerLimitWatts, 100*capped, 100*float64(share), 100*MinCappedShare))
+	}
+}
+
+// missing notes a reading NVML does not give for g and, on a real GPU,
+// fails the burn-in unless the step allows it.
+func (br *burnRun) missing(g *BurninGPU, what string) {
+	simulated := br.s.Hardware != nil && br.s.Hardware.Simulated
+	note := fmt.Sprintf("gpu %s: %s", gpuName(g), what)
+	switch {
+	case simulated:
+		br.d.Notes = append(br.d.Notes, note+" (SIMULATED)")
+	case br.s.Step.AllowMissingReadings:
+		br.d.Notes = append(br.d.Notes, note+" (allowMissingReadings)")
+	default:
+		br.failures = append(br.failures, note+"; hint: some VMs, vGPU and MIG do not report it; set allowMissingReadings: true on the step to accept that")
+	}
+}
+
+// gpuName names g: "5 (GPU-...)", by NVML index when the record has it,
+// else by CUDA ordinal.
+func gpuName(g *BurninGPU) string {
+	switch {
+	case g.Index != nil:
+		return fmt.Sprintf("%d (%s)", *g.Index, g.UUID)
+	case g.Ordinal != nil:
+		return fmt.Sprintf("ordinal %d (%s)", *g.Ordinal, g.UUID)
+	}
+	return g.UUID
+}
+
+// utilization records the median of g's NVML utilization samples over
+// the loop and, on the cuda backend, fails a GPU whose median stays under
+// MinNVMLUtilization: its kernels did not keep it busy, whatever the
+// harness's duty cycle says. No utilization readings at all are noted,
+// and fail on a real GPU unless the step allows it.
+func (br *burnRun) utilization(g *BurninGPU, st sampleStats) {
+	if len(st.util) == 0 {
+		if br.d.Backend == "cuda" {
+			br.missing(g, "no utilization readings over the loop: its NVML utilization is not judged")
+		}
+		return
+	}
+	med := median(st.util)
+	g.Utilization, g.UtilizationSamples = ptrFloat(med), len(st.util)
+	if br.d.Backend != "cuda" || len(st.util) < minUtilSamples || med >= MinNVMLUtilization {
 		return
 	}
 	duty := "no duty cycle of its own"
 	if g.DutyCycle != nil {
 		duty = fmt.Sprintf("the harness reports a %.0f %% duty cycle", 100**g.DutyCycle)
 	}
-	br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): NVML saw it busy a median %.0f %% of the time over %d samples (expected >= %.0f %%) while %s: the burn-in did not keep the GPU busy (hint: another process, a stalled host thread, or a harness that counts waiting as work)",
-		*g.Index, g.UUID, 100*med, len(u), 100*MinNVMLUtilization, duty))
+	br.failures = append(br.failures, fmt.Sprintf("gpu %s: NVML saw it busy a median %.0f %% of the time over %d samples (expected >= %.0f %%) while %s: the burn-in did not keep the GPU busy (hint: another process, a stalled host thread, or a harness that counts waiting as work)",
+		gpuName(g), 100*med, len(st.util), 100*MinNVMLUtilization, duty))
 }
 
-// deviceLeak fits a line through g's NVML used-memory samples s (the
-// device's memory, not what the harness process sees of it), leaving
-// out the first and last tenth where the burn-in allocates and frees,
-// and fails a slope above the leak tolerance per sample.
-func (br *burnRun) deviceLeak(g *BurninGPU, s *gpuSamples) {
-	cut := max(1, len(s.mem)/10)
-	if len(s.mem)-2*cut < minTrendIterations {
+// deviceLeak fits a line through g's NVML used-memory samples over the
+// loop (the device's memory, not what the harness process sees of it),
+// leaving out the first and last tenth, and fails a slope above the leak
+// tolerance per sample.
+func (br *burnRun) deviceLeak(g *BurninGPU, st sampleStats) {
+	cut := max(1, len(st.mem)/10)
+	if len(st.mem)-2*cut < minTrendIterations {
 		return
 	}
-	mid := s.mem[cut : len(s.mem)-cut]
+	mid := st.mem[cut : len(st.mem)-cut]
 	ys := make([]float64, len(mid))
 	for i, v := range mid {
 		ys[i] = float64(v)
@@ -938,8 +1158,143 @@ func (br *burnRun) deviceLeak(g *BurninGPU, s *gpuSamples) {
 	}
 	g.DeviceMemory = &Trend{Series: kept, SlopePerIteration: &slope}
 	if slope > float64(br.tol) {
-		br.failures = append(br.failures, fmt.Sprintf("gpu %d (%s): NVML's used device memory rises by %.0f bytes per telemetry sample over %d samples (tolerance %d): leak",
-			*g.Index, g.UUID, slope, len(mid), br.tol))
+		br.failures = append(br.failures, fmt.Sprintf("gpu %s: NVML's used device memory rises by %.0f bytes per telemetry sample over %d samples (tolerance %d): leak",
+			gpuName(g), slope, len(mid), br.tol))
+	}
+}
+
+// MinNodeThroughputShare is the share of its model's median burn
+// throughput on the node a GPU must reach; MinLastWindowShare the share
+// of its first window's throughput its last window must keep.
+const (
+	MinNodeThroughputShare = 0.90
+	MinLastWindowShare     = 0.90
+)
+
+// maxThroughputWindow is the longest first and last window the burn's
+// throughput is compared over (shorter when the loop is under three of
+// them).
+const maxThroughputWindow = 10 * time.Second
+
+// throughput records g's burn throughput b and judges its last window
+// against its first: a GPU that slows down by more than 10 % while it
+// burns (heat, a failing fan, a power brake that telemetry missed) fails.
+func (br *burnRun) throughput(g *BurninGPU, b *BurnThroughput) {
+	g.BurnKernel, g.BurnTFLOPS = b.Kernel, ptrFloat(b.TFLOPS)
+	if len(b.Windows) == 0 {
+		return
+	}
+	end := b.Windows[len(b.Windows)-1].ToSeconds
+	span := min(maxThroughputWindow.Seconds(), end/3)
+	if span < b.WindowSeconds || span <= 0 {
+		return
+	}
+	rate := func(in func(w BurnWindow) bool) (float64, bool) {
+		var f, busy float64
+		for _, w := range b.Windows {
+			if in(w) {
+				f, busy = f+w.Flops, busy+w.BusySeconds
+			}
+		}
+		return f / busy / 1e12, busy > 0
+	}
+	first, ok1 := rate(func(w BurnWindow) bool { return w.ToSeconds <= span+1e-9 })
+	last, ok2 := rate(func(w BurnWindow) bool { return w.FromSeconds >= end-span-1e-9 })
+	if !ok1 || !ok2 {
+		return
+	}
+	g.BurnFirstTFLOPS, g.BurnLastTFLOPS = &first, &last
+	if last < MinLastWindowShare*first {
+		br.failures = append(br.failures, fmt.Sprintf("gpu %s: the burn's last %.0f s ran at %.4g TFLOP/s, %.0f %% of its first %.0f s (%.4g TFLOP/s): the GPU slowed down while it burned (expected at least %.0f %%; hint: clocks, temperature and power in its telemetry rows)",
+			gpuName(g), span, last, 100*last/first, span, first, 100*MinLastWindowShare))
+	}
+}
+
+// nodeThroughput judges every GPU's burn throughput against the median
+// of the GPUs of its model on the node (the burn is calibrated per GPU,
+// so only its achieved work shows a slow one), and against its model's
+// tensor floor.
+func (br *burnRun) nodeThroughput() {
+	d := br.d
+	byModel := map[string][]float64{}
+	for _, g := range d.GPUs {
+		if g.BurnTFLOPS != nil && g.BurnKernel != "" {
+			byModel[g.Model+"\x00"+g.BurnKernel] = append(byModel[g.Model+"\x00"+g.BurnKernel], *g.BurnTFLOPS)
+		}
+	}
+	simulated := br.s.Hardware != nil && br.s.Hardware.Simulated
+	for k := range d.GPUs {
+		g := &d.GPUs[k]
+		if g.BurnTFLOPS == nil {
+			if d.Backend == "cuda" {
+				br.floor(g, floors.MetricTensorFP16, nil, "no tensor-core burn throughput in the results")
+			}
+			continue
+		}
+		peers := byModel[g.Model+"\x00"+g.BurnKernel]
+		med := median(peers)
+		g.BurnNodeMedianTFLOPS = &med
+		if len(peers) > 1 && *g.BurnTFLOPS < MinNodeThroughputShare*med {
+			br.failures = append(br.failures, fmt.Sprintf("gpu %s: the burn ran at %.4g TFLOP/s, %.0f %% of the median of the node's %d %s GPUs (%.4g TFLOP/s): a slow GPU (expected at least %.0f %%; hint: its clocks in the telemetry rows, a throttle, a GPU at a lower clock)",
+				gpuName(g), *g.BurnTFLOPS, 100**g.BurnTFLOPS/med, len(peers), orUnknown(g.Model), med, 100*MinNodeThroughputShare))
+		}
+		measured := *g.BurnTFLOPS * 1e12
+		m, ok := floors.Lookup(g.Model)
+		switch {
+		case !ok:
+			br.floor(g, floors.MetricTensorFP16, &measured, floors.NotJudged)
+		case g.BurnKernel != "hmma":
+			br.floor(g, floors.MetricTensorFP16, &measured, "the FFMA burn ran, not the tensor-core one: not judged")
+		case simulated:
+			br.applied(g, m.Name, floors.MetricTensorFP16, float64(m.TensorFP16.Min), float64(m.TensorFP16.Peak), floors.FLOPS(0).Unit(), m.TensorFP16.Source, &measured, true,
+				"SIMULATED GPU: the fake driver's timing is the host's, not judged")
+		default:
+			pass := measured >= float64(m.TensorFP16.Min)
+			br.applied(g, m.Name, floors.MetricTensorFP16, float64(m.TensorFP16.Min), float64(m.TensorFP16.Peak), floors.FLOPS(0).Unit(), m.TensorFP16.Source, &measured, pass, "")
+			if !pass {
+				br.failures = append(br.failures, fmt.Sprintf("gpu %s: the tensor-core burn ran at %v, under the %s floor of %v (%.0f %% of its %v peak, %s)",
+					gpuName(g), floors.FLOPS(measured), m.Name, m.TensorFP16.Min, 100*float64(m.TensorFP16.Min)/float64(m.TensorFP16.Peak), m.TensorFP16.Peak, m.TensorFP16.Source.Name))
+			}
+		}
+	}
+}
+
+// applied records a floor of g's model that was judged (passed or not);
+// a note makes it "not judged" with the floor named.
+func (br *burnRun) applied(g *BurninGPU, model string, metric floors.Metric, lo, peak float64, unit string, src floors.Source, measured *float64, pass bool, note string) {
+	verdict := attest.FloorFailed
+	switch {
+	case note != "":
+		verdict = attest.FloorNotJudged
+	case pass:
+		verdict = attest.FloorPassed
+	}
+	br.d.Floors = append(br.d.Floors, attest.AppliedFloor{Step: br.s.Step.ID, GPU: g.UUID, Model: model, Metric: string(metric), Min: lo, Peak: peak,
+		Unit: unit, Measured: measured, Source: src.Name, SourceURL: src.URL, Verdict: verdict, Note: note})
+}
+
+// floor records a floor of g that was not judged, and why (for a known
+// model, with its floor named).
+func (br *burnRun) floor(g *BurninGPU, metric floors.Metric, measured *float64, why string) {
+	m, ok := floors.Lookup(g.Model)
+	if !ok {
+		if why != floors.NotJudged && !strings.HasPrefix(why, floors.NotJudged) {
+			why = floors.NotJudged + "; " + why
+		}
+		br.d.Floors = append(br.d.Floors, attest.AppliedFloor{Step: br.s.Step.ID, GPU: g.UUID, Metric: string(metric), Measured: measured,
+			Verdict: attest.FloorNotJudged, Note: why})
+		return
+	}
+	switch metric {
+	case floors.MetricPower:
+		f := m.Power
+		br.applied(g, m.Name, metric, float64(f.Min), float64(f.Peak), f.Min.Unit(), f.Source, measured, false, why)
+	case floors.MetricTensorFP16:
+		f := m.TensorFP16
+		br.applied(g, m.Name, metric, float64(f.Min), float64(f.Peak), f.Min.Unit(), f.Source, measured, false, why)
+	case floors.MetricMemoryBandwidth:
+		f := m.MemoryBandwidth
+		br.applied(g, m.Name, metric, float64(f.Min), float64(f.Peak), f.Min.Unit(), f.Source, measured, false, why)
 	}
 }
 

@@ -127,6 +127,45 @@ type DeviceSustained struct {
 	OutputsChecked int64   `json:"outputs_checked" jsonschema:"minimum=0"`
 	Mismatches     int64   `json:"mismatches" jsonschema:"minimum=0"`
 	Error          string  `json:"error,omitempty"`
+	// LoopFromUnixNS and LoopToUnixNS are when the device's loop ran (see
+	// Sustained).
+	LoopFromUnixNS int64 `json:"loop_from_unix_ns,omitempty" jsonschema:"minimum=0"`
+	LoopToUnixNS   int64 `json:"loop_to_unix_ns,omitempty" jsonschema:"minimum=0"`
+	// Burn is what the device's burn case achieved.
+	Burn *BurnThroughput `json:"burn,omitempty"`
+}
+
+// BurnThroughput is what a sustained run's burn case achieved on one
+// device: its floating-point operations over the time the device spent
+// in it (CUDA events), in total and per window of the loop, so that a
+// GPU that computes slowly, or slows down, shows.
+type BurnThroughput struct {
+	// Kernel is the burn kernel: hmma (tensor cores, fp16 inputs, fp32
+	// accumulate) or ffma.
+	Kernel string `json:"kernel"`
+	// Launches counts the burn case's launches in the loop.
+	Launches int64 `json:"launches" jsonschema:"minimum=0"`
+	// Flops and BusySeconds are their floating-point operations and the
+	// device time they took.
+	Flops       float64 `json:"flops" jsonschema:"minimum=0"`
+	BusySeconds float64 `json:"busy_s" jsonschema:"minimum=0"`
+	// TFLOPS is Flops / BusySeconds / 1e12.
+	TFLOPS float64 `json:"tflops" jsonschema:"minimum=0"`
+	// WindowSeconds is the windows' length.
+	WindowSeconds float64 `json:"window_s" jsonschema:"minimum=0"`
+	// Windows are the launches grouped by when they ended, from the
+	// loop's start; a window without a launch is left out.
+	Windows []BurnWindow `json:"windows,omitempty"`
+}
+
+// BurnWindow is the burn case's work in one window of a sustained loop.
+type BurnWindow struct {
+	// FromSeconds and ToSeconds bound the window, from the loop's start.
+	FromSeconds float64 `json:"from_s" jsonschema:"minimum=0"`
+	ToSeconds   float64 `json:"to_s" jsonschema:"minimum=0"`
+	// Flops and BusySeconds are the launches that ended in it.
+	Flops       float64 `json:"flops" jsonschema:"minimum=0"`
+	BusySeconds float64 `json:"busy_s" jsonschema:"minimum=0"`
 }
 
 // CrossDevice is the comparison of each case's output between the GPUs
@@ -192,6 +231,14 @@ type Sustained struct {
 	Memory []MemorySample `json:"memory,omitempty"`
 	// Error says why the loop stopped early or did not run.
 	Error string `json:"error,omitempty"`
+	// LoopFromUnixNS and LoopToUnixNS are when the loop ran (Unix
+	// nanoseconds, the suite's host clock; over several devices, the span
+	// of their loops), so that telemetry of the loop can be told from the
+	// setup's; absent when the suite does not say.
+	LoopFromUnixNS int64 `json:"loop_from_unix_ns,omitempty"`
+	LoopToUnixNS   int64 `json:"loop_to_unix_ns,omitempty"`
+	// Burn is what the burn case achieved, in a run on one device.
+	Burn *BurnThroughput `json:"burn,omitempty"`
 }
 
 // MemorySample is one memory reading of a sustained run.

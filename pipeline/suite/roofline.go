@@ -56,6 +56,10 @@ var peaks = []struct {
 		Peak{"A100 SXM 40GB", 19.5e12, 156e12, 312e12, 312e12, 1.555e12}},
 	{func(n string) bool { return strings.Contains(n, "a100") },
 		Peak{"A100 SXM 80GB", 19.5e12, 156e12, 312e12, 312e12, 2.039e12}},
+	// B200 (HGX B200, per GPU: the 8-GPU board's figures over 8); GB200
+	// is a different board.
+	{func(n string) bool { return strings.Contains(n, "b200") && !strings.Contains(n, "gb200") },
+		Peak{"B200", 75e12, 1.125e15, 2.25e15, 2.25e15, 8e12}},
 	{func(n string) bool { return strings.Contains(n, "l40s") },
 		Peak{"L40S", 91.6e12, 183e12, 362.05e12, 362.05e12, 864e9}},
 	{func(n string) bool { return n == "nvidia l4" || n == "l4" || strings.HasSuffix(n, " l4") },

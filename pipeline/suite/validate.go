@@ -33,6 +33,15 @@ func (r *Results) Validate() problem.List {
 	if s := r.Sustained; s != nil {
 		s.validate(&v, "sustained")
 	}
+	for i, d := range r.Devices {
+		if s := d.Sustained; s != nil {
+			p := fmt.Sprintf("devices[%d].sustained", i)
+			validateLoopWindow(&v, p, s.LoopFromUnixNS, s.LoopToUnixNS)
+			if b := s.Burn; b != nil {
+				b.validate(&v, p+".burn")
+			}
+		}
+	}
 	seen := map[string]int{}
 	for i, c := range r.Cases {
 		p := fmt.Sprintf("cases[%d]", i)
@@ -98,12 +107,42 @@ func (s *Sustained) validate(v *problem.List, p string) {
 	atLeast(v, p+".mismatches", float64(s.Mismatches), 0)
 	oneOf(v, p+".check", s.Check, "bytes", "checksum64")
 	atLeast(v, p+".memory_interval_s", s.MemoryIntervalSeconds, 0)
+	validateLoopWindow(v, p, s.LoopFromUnixNS, s.LoopToUnixNS)
+	if b := s.Burn; b != nil {
+		b.validate(v, p+".burn")
+	}
 	for i, m := range s.Memory {
 		q := fmt.Sprintf("%s.memory[%d]", p, i)
 		atLeast(v, q+".elapsed_s", m.ElapsedSeconds, 0)
 		atLeast(v, q+".iteration", float64(m.Iteration), 0)
 		atLeast(v, q+".host_rss_bytes", float64(m.HostRSSBytes), 0)
 		atLeast(v, q+".device_used_bytes", float64(m.DeviceUsedBytes), 0)
+	}
+}
+
+// validateLoopWindow reports a loop window that ends before it starts.
+func validateLoopWindow(v *problem.List, p string, from, to int64) {
+	atLeast(v, p+".loop_from_unix_ns", float64(from), 0)
+	if to != 0 && to < from {
+		v.Add(p+".loop_to_unix_ns", "", "%d: expected a time at or after loop_from_unix_ns (%d)", to, from)
+	}
+}
+
+func (b *BurnThroughput) validate(v *problem.List, p string) {
+	oneOf(v, p+".kernel", b.Kernel, "hmma", "ffma")
+	atLeast(v, p+".launches", float64(b.Launches), 0)
+	atLeast(v, p+".flops", b.Flops, 0)
+	atLeast(v, p+".busy_s", b.BusySeconds, 0)
+	atLeast(v, p+".tflops", b.TFLOPS, 0)
+	atLeast(v, p+".window_s", b.WindowSeconds, 0)
+	for i, w := range b.Windows {
+		q := fmt.Sprintf("%s.windows[%d]", p, i)
+		atLeast(v, q+".from_s", w.FromSeconds, 0)
+		atLeast(v, q+".flops", w.Flops, 0)
+		atLeast(v, q+".busy_s", w.BusySeconds, 0)
+		if w.ToSeconds < w.FromSeconds {
+			v.Add(q+".to_s", "", "%v: expected a time at or after from_s (%v)", w.ToSeconds, w.FromSeconds)
+		}
 	}
 }
 

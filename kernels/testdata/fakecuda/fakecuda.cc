@@ -5,10 +5,12 @@
 // loop and device identity) through the same dlopen path a real driver
 // takes. Tests that use it say so in their names ("FakeDriver").
 //
-// "Kernels" are looked up by name and run on the host, synchronously, at
-// cuLaunchKernel: vector_add, reduce_sum, sgemm, softmax (fp32, the
-// harness's argument layouts) and gpuattest_checksum (the sustained
-// mode's checksum). Events record the host's steady clock. Device memory
+// "Kernels" are looked up by name and emulated on the host at
+// cuLaunchKernel (the device time they take is modelled: see "the
+// device's clock"): vector_add, reduce_sum, sgemm, softmax (fp32, the
+// harness's argument layouts) and the harness's own (the checksum, the
+// burns and the tensor-core burn's stream, the memory sweep, the
+// bandwidth copy). Events record the host's steady clock. Device memory
 // is host memory; every pointer a kernel or copy gets must lie inside an
 // allocation, as on a GPU, or the context is lost.
 //
@@ -33,12 +35,9 @@
 // its context current on the calling thread), as in the driver: a sticky
 // error loses only that device's context, and launches are counted per
 // device, so one process may drive several devices from several threads.
-//   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch also takes NS
-//                                nanoseconds (a microsecond kernel), spent
-//                                by the launching call without the driver's
-//                                lock, as is the tensor-core burn's modelled
-//                                time, so that devices do not wait on each
-//                                other's kernels
+//   FAKE_CUDA_KERNEL_NS=NS       each reference-kernel launch takes at least
+//                                NS nanoseconds of device time (a microsecond
+//                                kernel); see "the device's clock" below
 //   FAKE_CUDA_UUIDS=GPU-a,GPU-b  the UUIDs of physical devices 0, 1, ...
 //                                (e.g. a simulated NVML node's, so that the
 //                                harness's results name the GPUs telemetry
@@ -47,11 +46,29 @@
 //                                node); default "Fake GPU <physical index> ..."
 //   FAKE_CUDA_HANG=KERNEL[@P]    after a launch of KERNEL (on physical device
 //                                P only, with @P) every synchronising call
-//                                of that device blocks forever (a hung GPU)
+//                                of that device blocks forever (a hung GPU);
+//                                KERNEL "init": cuInit blocks forever, or
+//                                with @P creating a context on device P does
+//                                (a GPU that hangs the driver's start)
+//   FAKE_CUDA_CTX_ERROR=RC@P     creating a context on physical device P
+//                                returns RC (e.g. 999, CUDA_ERROR_UNKNOWN)
+//   FAKE_CUDA_STUCK_BIT=B@P      on physical device P every product of the
+//                                tensor-core burn's mma has bit B (0 the
+//                                lowest) of its 22-bit significand (the
+//                                product of the two 11-bit fp16 significands)
+//                                stuck at 0: a multiplier with a stuck bit
+//   FAKE_CUDA_CLOCK=F@P[,F@Q]    physical device P runs at F (0 < F <= 1) of
+//                                its clock: the time the fake gives its
+//                                kernels (FAKE_CUDA_KERNEL_NS, the burn's
+//                                rounds) is divided by F
 //   FAKE_CUDA_SMS=N              every device's multiprocessor count (default
 //                                2); cuOccupancyMaxActiveBlocksPerMultiprocessor
 //                                answers 2048 threads per SM over the block
 //                                size, at most 32 blocks (an H100's limits)
+//   FAKE_CUDA_L2=BYTES           every device's L2 size (default 4 MiB, small
+//                                so that the buffers the harness sizes from it,
+//                                its L2 flush and the burn's stream, stay small
+//                                in the host's memory)
 //   FAKE_CUDA_MEMORY=BYTES       every device's memory as cuMemGetInfo reports it
 //                                (default 80 GiB; what the process allocated
 //                                on the device counts as used)
@@ -113,7 +130,8 @@ const CUresult kSuccess = 0, kInvalidValue = 1, kNotInitialized = 3, kNoDevice =
                kIllegalCapture = 901, kCaptureInvalidated = 902;
 
 struct Event {
-  std::chrono::steady_clock::time_point t;
+  std::chrono::steady_clock::time_point t;     // on the recording thread's device clock (t_dev_end)
+  std::chrono::steady_clock::time_point wall;  // the same instant in wall time
   bool recorded = false;
   unsigned flags = 0;
 };
@@ -173,12 +191,16 @@ struct State {
   int corrupt_device = -1;             // -1: every device
   std::string hang_kernel;
   int hang_device = -1;
+  std::map<int, CUresult> ctx_error;  // FAKE_CUDA_CTX_ERROR, by physical device
+  int stuck_bit = -1, stuck_device = -1;  // FAKE_CUDA_STUCK_BIT
+  std::map<int, double> clock;            // FAKE_CUDA_CLOCK, by physical device
   std::set<int> hung;  // devices whose next synchronisation never returns
   long long kernel_ns = 0;
   int sms = 2;
   long long plain_launches = 0, graph_launches = 0;
   std::string graph_log;  // FAKE_CUDA_GRAPH_LOG
   size_t memory = size_t(80) << 30;  // FAKE_CUDA_MEMORY: each device's memory
+  int l2 = 4 << 20;                  // FAKE_CUDA_L2
   std::vector<std::pair<int, int>> cc;  // FAKE_CUDA_CC, by physical index
   bool no_jit = false;                  // FAKE_CUDA_NO_JIT
 };
@@ -192,10 +214,53 @@ State& st() {
 // before cuCtxCreate.
 thread_local int cur = -1;
 
-// busy_until is when the launches this thread just made end, by the time
-// the fake gives them (FAKE_CUDA_KERNEL_NS, the tensor-core burn's
-// rounds); the launching call spends it without the lock (run_busy).
-thread_local std::chrono::steady_clock::time_point busy_until{};
+// The device's clock. Launches are emulated on the host at once, but
+// the device time they take is modelled as a GPU's is: a launch returns
+// at once (it is asynchronous), the device runs what was launched in
+// order, and only synchronising calls wait for it. Each host thread
+// drives one device (as the harness does), so the clocks are per thread:
+//   t_dev_end  the device's own clock: the sum of the device time of
+//              everything launched (each launch's modelled time,
+//              FAKE_CUDA_KERNEL_NS or the tensor-core burn's rounds, each
+//              divided by the device's FAKE_CUDA_CLOCK, or for a kernel
+//              with none the host time its emulation took). Events take
+//              it, so an event pair measures the device time of the
+//              launches between them exactly, however long the host took
+//              to emulate them or to get to its next call on a loaded
+//              machine (the host is never slower than the device);
+//   w_dev_end  the same end in wall time: a launch starts at the later of
+//              it and the launch call, so that synchronising calls
+//              (device_wait) sleep until the device's time has really
+//              passed, and durations and watchdogs see real time.
+using fclock = std::chrono::steady_clock;
+thread_local fclock::time_point t_dev_end{}, w_dev_end{};
+// t_model_ns is the modelled time the kernel being run asks for (-1:
+// none); run() sets it.
+thread_local long long t_model_ns = -1;
+
+// queue_launch queues device time d, for a launch called at wall time
+// at, on the device.
+void queue_launch(fclock::time_point at, fclock::duration d) {
+  t_dev_end += d;
+  w_dev_end = std::max(w_dev_end, at) + d;
+}
+
+// sleep_until_wall waits, with the driver's lock released, until wall
+// time t: a long wait sleeps until its last 200 us (so that eight fake
+// devices on a two-core machine do not spin each other off the CPU) and
+// spins those, so that microsecond kernels keep their time.
+void sleep_until_wall(std::unique_lock<std::mutex>& lock, fclock::time_point t) {
+  if (fclock::now() >= t) return;
+  lock.unlock();
+  const auto spin = std::chrono::microseconds(200);
+  if (t - fclock::now() > spin) std::this_thread::sleep_until(t - spin);
+  while (fclock::now() < t) {
+  }
+}
+
+// device_wait is a synchronising call's wait: until everything launched
+// on this thread's device has run, in wall time.
+void device_wait(std::unique_lock<std::mutex>& lock) { sleep_until_wall(lock, w_dev_end); }
 
 // uuids are FAKE_CUDA_UUIDS' entries, by physical index.
 std::vector<std::string>& uuids() {
@@ -291,10 +356,29 @@ void parse_env(State& s) {
     }
     s.hang_kernel = v;
   }
+  s.ctx_error.clear();
+  if (const char* e = std::getenv("FAKE_CUDA_CTX_ERROR"); e && *e) {
+    int rc = 0, p = 0;
+    if (std::sscanf(e, "%d@%d", &rc, &p) == 2) s.ctx_error[p] = rc;
+  }
+  s.stuck_bit = s.stuck_device = -1;
+  if (const char* e = std::getenv("FAKE_CUDA_STUCK_BIT"); e && *e) std::sscanf(e, "%d@%d", &s.stuck_bit, &s.stuck_device);
+  s.clock.clear();
+  if (const char* e = std::getenv("FAKE_CUDA_CLOCK")) {
+    for (const char* p = e; *p;) {
+      double f = 0;
+      int dev = 0;
+      if (std::sscanf(p, "%lf@%d", &f, &dev) == 2 && f > 0 && f <= 1) s.clock[dev] = f;
+      p = std::strchr(p, ',');
+      if (!p) break;
+      ++p;
+    }
+  }
   if (const char* e = std::getenv("FAKE_CUDA_KERNEL_NS")) s.kernel_ns = std::atoll(e);
   if (const char* e = std::getenv("FAKE_CUDA_SMS")) s.sms = std::max(1, std::atoi(e));
   if (const char* e = std::getenv("FAKE_CUDA_GRAPH_LOG")) s.graph_log = e;
   if (const char* e = std::getenv("FAKE_CUDA_MEMORY")) s.memory = size_t(std::max(1LL, std::atoll(e)));
+  if (const char* e = std::getenv("FAKE_CUDA_L2")) s.l2 = std::max(1, std::atoi(e));
   s.cc.clear();
   if (const char* e = std::getenv("FAKE_CUDA_CC")) {
     for (const char* p = e; *p;) {
@@ -307,6 +391,12 @@ void parse_env(State& s) {
   }
   const char* nj = std::getenv("FAKE_CUDA_NO_JIT");
   s.no_jit = nj && *nj && std::strcmp(nj, "0") != 0;
+}
+
+// clock_of is physical device p's share of its clock (FAKE_CUDA_CLOCK).
+double clock_of(const State& s, int p) {
+  auto it = s.clock.find(p);
+  return it == s.clock.end() ? 1.0 : it->second;
 }
 
 // cc_of is physical device p's compute capability (FAKE_CUDA_CC).
@@ -349,71 +439,96 @@ uint64_t mix64(uint64_t z) {
 //              2t + (i & 1), plus 8 for i >= 4;
 //   B (16x8):  element i is row 2t + (i & 1), plus 8 for i >= 2, column g;
 //   C, D:      element i is row g (i < 2) or g+8, column 2t + (i & 1).
-// Every value the kernel uses is k/8 (|k| <= 8, exact in fp16) or a small
-// dyadic sum of them, so float arithmetic here gives a tensor core's bits.
+// Every value the kernel uses is an integer of at most 11 bits times a
+// power of two, and every sum fits in 24 bits, so float arithmetic here
+// gives a tensor core's bits. The rounds cancel exactly and leave the
+// fragments where they started (the harness asks for a multiple of 128),
+// so the fake runs the last pass only; with a stuck multiplier bit
+// (FAKE_CUDA_STUCK_BIT) both halves of a round are wrong alike and still
+// cancel, and the last pass carries the fault, as on a GPU.
 
-float mma_value(unsigned w, unsigned lane, unsigned j, unsigned e, unsigned s) {
-  unsigned h = (w * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0xC2B2AE35u) ^ (e * 0x27D4EB2Fu) ^ s;
-  h ^= h >> 15;
-  h *= 0x2C1B3C6Du;
-  h ^= h >> 12;
-  return float(int(h % 17u) - 8) * 0.125f;
+uint32_t burn_hash(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
 }
 
-// mma_tile runs one mma on a warp's fragments: c[lane] += A * B, with A
-// from a[lane] and B from b[lane].
-void mma_tile(float c[32][4], const float a[32][8], const float b[32][4]) {
-  float A[16][16], B[16][8];
-  for (unsigned lane = 0; lane < 32; ++lane) {
-    const unsigned g = lane / 4, t = lane % 4;
-    for (unsigned i = 0; i < 8; ++i) A[(i == 2 || i == 3 || i >= 6) ? g + 8 : g][2 * t + (i & 1) + (i >= 4 ? 8 : 0)] = a[lane][i];
-    for (unsigned i = 0; i < 4; ++i) B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = b[lane][i];
-  }
-  for (unsigned lane = 0; lane < 32; ++lane) {
-    const unsigned g = lane / 4, t = lane % 4;
-    for (unsigned i = 0; i < 4; ++i) {
-      const unsigned row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
-      float acc = c[lane][i];
-      for (unsigned k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
-      c[lane][i] = acc;
-    }
-  }
+int burn_int(unsigned w, unsigned lane, unsigned j, unsigned e, unsigned s) {
+  const uint32_t h = burn_hash(burn_hash(w * 0x9E3779B9u + s) ^ (lane << 8) ^ (j << 4) ^ e);
+  const unsigned k = 2 * (lane % 4) + (e & 1) + ((j < 4 ? e >= 4 : e >= 2) ? 8 : 0);
+  const int mag = k < 3 ? int(1024u + (h & 1023u)) : int((h >> 10) % 256u);
+  return (h >> 31) ? -mag : mag;
+}
+
+float burn_scale(unsigned j) {
+  static const float sc[6] = {1.0f, 0.125f, 4.0f, 0.03125f, 0.25f, 8.0f};
+  return sc[j];
+}
+
+uint32_t burn_mix(float v, unsigned lane, unsigned j, unsigned r) {
+  v = v + 0.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return burn_hash(bits ^ (lane * 0x01000193u) ^ (j << 28) ^ (r << 24));
+}
+
+uint32_t burn_pattern(uint64_t i) { return uint32_t(i) * 0x9E3779B1u ^ uint32_t(i >> 32) ^ 0x5bd1e995u; }
+
+// product is a * b as a multiplier computes it, with bit stuck (-1: none)
+// of the product of the two 11-bit significands stuck at 0.
+float product(float a, float b, int stuck) {
+  if (stuck < 0 || a == 0.0f || b == 0.0f) return a * b;
+  int ea = 0, eb = 0;
+  const double fa = std::frexp(std::fabs(double(a)), &ea), fb = std::frexp(std::fabs(double(b)), &eb);
+  // fp16 significands: 11 bits, 1024 <= m < 2048.
+  uint64_t m = uint64_t(std::ldexp(fa, 11)) * uint64_t(std::ldexp(fb, 11));
+  m &= ~(uint64_t(1) << stuck);
+  const double v = std::ldexp(double(m), ea + eb - 22);
+  return float(((a < 0) != (b < 0)) ? -v : v);
 }
 
 // kBurnMmaRoundNs is the time the fake gives one round of
-// gpuattest_burn_mma (a launch of N rounds lasts at least N times it).
-const long long kBurnMmaRoundNs = 20000;
+// gpuattest_burn_mma at full clock (a launch of N rounds lasts at least N
+// times it, divided by the device's FAKE_CUDA_CLOCK).
+const long long kBurnMmaRoundNs = 2000;
 
-// burn_mma writes gpuattest_burn_mma's per-warp totals for warps warps.
-void burn_mma(float* y, unsigned warps, unsigned iters, float seed) {
-  unsigned s;
-  std::memcpy(&s, &seed, 4);
-  float b[32][4], nb[32][4];
-  for (auto& l : b) std::fill(l, l + 4, 0.5f);
-  for (auto& l : nb) std::fill(l, l + 4, -0.5f);
+// burn_mma writes gpuattest_burn_mma's per-warp results for warps warps;
+// errors[w] are the memory errors warp w found in the stream.
+void burn_mma(uint32_t* y, unsigned warps, unsigned seed, const std::vector<unsigned>& errors, bool inject, int stuck) {
   for (unsigned w = 0; w < warps; ++w) {
-    float a[4][32][8], c[4][32][4] = {};
-    for (unsigned j = 0; j < 4; ++j)
-      for (unsigned lane = 0; lane < 32; ++lane)
-        for (unsigned e = 0; e < 8; ++e) a[j][lane][e] = mma_value(w, lane, j, e, s);
-    // The first round runs the tiles; every round after it leaves the
-    // same accumulators (it adds A*B and then A*(-B), exactly), so the
-    // fake does not repeat it (see burn_mma_ns for the time it takes).
-    if (iters > 0) {
-      for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], b);
-      for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], nb);
-    }
-    for (unsigned j = 0; j < 4; ++j) mma_tile(c[j], a[j], b);
-    float lane_sum[32];
+    float A[4][16][16], B[2][16][8];
     for (unsigned lane = 0; lane < 32; ++lane) {
-      float sum = 0.0f;
+      const unsigned g = lane / 4, t = lane % 4;
       for (unsigned j = 0; j < 4; ++j)
-        for (unsigned r = 0; r < 4; ++r) sum += c[j][lane][r];
-      lane_sum[lane] = sum;
+        for (unsigned i = 0; i < 8; ++i) {
+          float v = float(burn_int(w, lane, j, i, seed)) * burn_scale(j);
+          if (inject && w == 0 && lane == 0 && j == 0 && i == 0) {
+            // The kernel flips the lowest bit of that fp16 value's mantissa.
+            int e = 0;
+            const double f = std::frexp(std::fabs(double(v)), &e);
+            const int64_t m = int64_t(std::ldexp(f, 11)) ^ 1;
+            v = float(std::ldexp(double(m), e - 11)) * (v < 0 ? -1.0f : 1.0f);
+          }
+          A[j][(i == 2 || i == 3 || i >= 6) ? g + 8 : g][2 * t + (i & 1) + (i >= 4 ? 8 : 0)] = v;
+        }
+      for (unsigned j = 4; j < 6; ++j)
+        for (unsigned i = 0; i < 4; ++i) B[j - 4][2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = float(burn_int(w, lane, j, i, seed)) * burn_scale(j);
     }
-    for (unsigned off = 16; off > 0; off >>= 1)  // __shfl_down_sync: lane l adds lane l + off
-      for (unsigned lane = 0; lane + off < 32; ++lane) lane_sum[lane] += lane_sum[lane + off];
-    y[w] = lane_sum[0];
+    uint32_t h = errors[w] * 0x9E3779B1u;
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      const unsigned g = lane / 4, t = lane % 4;
+      for (unsigned j = 0; j < 4; ++j)
+        for (unsigned r = 0; r < 4; ++r) {
+          const unsigned row = r < 2 ? g : g + 8, col = 2 * t + (r & 1);
+          float acc = 0.0f;
+          for (unsigned k = 0; k < 16; ++k) acc += product(A[j][row][k], B[j < 2 ? 0 : 1][k][col], stuck);
+          h += burn_mix(acc, lane, j, r);
+        }
+    }
+    y[w] = h;
   }
 }
 
@@ -496,16 +611,52 @@ bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** 
     out = o, out_bytes = threads * 4;
   } else if (fn == "gpuattest_burn_mma") {
     auto o = arg<CUdeviceptr>(a, 0);
-    unsigned iters = arg<unsigned>(a, 1);
-    float seed = arg<float>(a, 2);
-    if (!valid(s, o, threads / 32 * 4)) return false;
-    auto t0 = std::chrono::steady_clock::now();
-    burn_mma(reinterpret_cast<float*>(o), unsigned(threads / 32), iters, seed);
-    // A launch lasts kBurnMmaRoundNs per round, as a kernel's time grows
-    // with its iterations on a GPU, so that the harness's calibration
-    // sizes it as it would there (run_busy spends it).
-    busy_until = std::max(busy_until, t0) + std::chrono::nanoseconds(kBurnMmaRoundNs) * iters;
-    out = o, out_bytes = threads / 32 * 4;
+    const unsigned iters = arg<unsigned>(a, 1), seed = arg<unsigned>(a, 2);
+    auto stream = arg<CUdeviceptr>(a, 3);
+    const auto n16 = arg<unsigned long long>(a, 4);
+    const unsigned mem_every = arg<unsigned>(a, 5), inject = arg<unsigned>(a, 6);
+    const unsigned warps = unsigned(threads / 32);
+    if (!valid(s, o, size_t(warps) * 4) || (n16 > 0 && !valid(s, stream, size_t(n16) * 16))) return false;
+    // The stream, as the kernel sweeps it: each warp's k-th memory
+    // operation takes slot w + k * warps of the buffer's 512-byte slots,
+    // checks each word against its pattern or its inverse and writes the
+    // inverse back.
+    std::vector<unsigned> errors(warps, 0);
+    const uint64_t slots = n16 / 32;
+    if (slots > 0 && mem_every > 0) {
+      uint32_t* words = reinterpret_cast<uint32_t*>(stream);
+      const uint64_t ops = (iters / 16) / mem_every;
+      for (uint64_t k = 0; k < ops; ++k)
+        for (unsigned w = 0; w < warps; ++w)
+          for (unsigned lane = 0; lane < 32; ++lane) {
+            const uint64_t q = ((w + k * warps) % slots) * 32 + lane;
+            for (uint64_t c = 0; c < 4; ++c) {
+              const uint32_t d = words[4 * q + c] ^ burn_pattern(4 * q + c);
+              errors[w] += d != 0u && d != ~0u;
+              words[4 * q + c] = ~words[4 * q + c];
+            }
+          }
+    }
+    const int stuck = cur == s.stuck_device ? s.stuck_bit : -1;
+    burn_mma(reinterpret_cast<uint32_t*>(o), warps, seed, errors, inject != 0, stuck);
+    // A launch lasts kBurnMmaRoundNs per round at full clock, as a
+    // kernel's time grows with its iterations on a GPU, so that the
+    // harness's calibration sizes it as it would there.
+    t_model_ns = static_cast<long long>(double(kBurnMmaRoundNs) * iters / clock_of(s, cur));
+    out = o, out_bytes = size_t(warps) * 4;
+  } else if (fn == "gpuattest_burn_stream_init") {
+    auto p = arg<CUdeviceptr>(a, 0);
+    const auto n16 = arg<unsigned long long>(a, 1);
+    if (!valid(s, p, size_t(n16) * 16)) return false;
+    uint32_t* words = reinterpret_cast<uint32_t*>(p);
+    for (uint64_t i = 0; i < 4 * n16; ++i) words[i] = burn_pattern(i);
+    out = p, out_bytes = size_t(n16) * 16;
+  } else if (fn == "gpuattest_copy") {
+    auto src = arg<CUdeviceptr>(a, 0), dst = arg<CUdeviceptr>(a, 1);
+    const auto n16 = arg<unsigned long long>(a, 2);
+    if (!valid(s, src, size_t(n16) * 16) || !valid(s, dst, size_t(n16) * 16)) return false;
+    std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), size_t(n16) * 16);
+    out = dst, out_bytes = size_t(n16) * 16;
   } else if (fn == "gpuattest_mem_write" || fn == "gpuattest_mem_check") {
     // checksum.cu's memory sweep.
     auto p = arg<CUdeviceptr>(a, 0);
@@ -522,10 +673,17 @@ bool run(State& s, const std::string& fn, unsigned grid, unsigned block, void** 
       out = p, out_bytes = size_t(n) * 4;
     } else {
       auto e = arg<CUdeviceptr>(a, 4);
-      if (!valid(s, e, 8)) return false;
-      uint64_t bad = 0;
-      for (uint64_t i = 0; i < n; ++i) bad += w[i] != pattern(base + i);
-      *reinterpret_cast<uint64_t*>(e) += bad;
+      if (!valid(s, e, 16)) return false;
+      uint64_t bad = 0, first = ~0ull;
+      for (uint64_t i = 0; i < n; ++i) {
+        if (w[i] != pattern(base + i)) {
+          ++bad;
+          first = std::min<uint64_t>(first, base + i);
+        }
+      }
+      uint64_t* errs = reinterpret_cast<uint64_t*>(e);
+      errs[0] += bad;
+      if (bad) errs[1] = std::min<uint64_t>(errs[1], first);
     }
   } else if (fn == "gpuattest_checksum") {
     auto x = arg<CUdeviceptr>(a, 0), p = arg<CUdeviceptr>(a, 2);
@@ -563,8 +721,12 @@ extern "C" {
 
 CUresult cuInit(unsigned) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
   parse_env(s);
+  if (s.hang_kernel == "init" && s.hang_device < 0) {
+    lock.unlock();
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   if (const char* e = std::getenv("FAKE_CUDA_INIT_ERROR"); e && *e) return CUresult(std::atoi(e));
   if (s.visible.empty()) return kNoDevice;
   s.inited = true;
@@ -601,7 +763,7 @@ CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice d) {
   const std::pair<int, int> cc = cc_of(s, s.visible[size_t(d)]);
   switch (attr) {
     case 16: *v = s.sms; break;     // SM count
-    case 38: *v = 50 << 20; break;  // L2 cache size
+    case 38: *v = s.l2; break;      // L2 cache size
     case 75: *v = cc.first; break;  // compute capability major
     case 76: *v = cc.second; break;
     default: return kInvalidValue;
@@ -633,8 +795,14 @@ CUresult cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
 CUresult cuCtxCreate_v2(void** ctx, unsigned, CUdevice d) {
   FAKE_GUARD();
   if (d < 0 || d >= int(s.visible.size())) return kInvalidDevice;
+  const int phys = s.visible[size_t(d)];
+  if (s.hang_kernel == "init" && s.hang_device == phys) {
+    lock.unlock();
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  if (auto it = s.ctx_error.find(phys); it != s.ctx_error.end()) return it->second;
   static int token[1024];
-  cur = s.visible[size_t(d)];
+  cur = phys;
   *ctx = &token[cur % 1024];
   return kSuccess;
 }
@@ -647,6 +815,7 @@ CUresult cuCtxDestroy_v2(void*) {
 CUresult cuCtxSynchronize() {
   FAKE_GUARD();
   FAKE_HANG();
+  device_wait(lock);
   return kSuccess;
 }
 
@@ -684,7 +853,9 @@ CUresult cuModuleGetFunction(void** fn, void* mod, const char* name) {
   if (!mod) return kInvalidHandle;
   const std::string& image = static_cast<Module*>(mod)->image;
   if (!image.empty() && image.find(std::string(name) + '\0') == std::string::npos && image.find(std::string(name) + '(') == std::string::npos) return kNotFound;
-  static const char* known[] = {"vector_add", "reduce_sum", "sgemm", "softmax", "gpuattest_checksum", "gpuattest_burn", "gpuattest_burn_mma", "gpuattest_mem_write", "gpuattest_mem_check"};
+  static const char* known[] = {"vector_add",         "reduce_sum",          "sgemm",          "softmax",
+                                "gpuattest_checksum", "gpuattest_burn",      "gpuattest_burn_mma", "gpuattest_burn_stream_init",
+                                "gpuattest_mem_write", "gpuattest_mem_check", "gpuattest_copy"};
   for (const char* k : known) {
     if (std::strcmp(k, name) == 0) {
       *fn = new Func{name};
@@ -738,6 +909,7 @@ CUresult cuMemcpyDtoH_v2(void* h, CUdeviceptr d, size_t n) {
   FAKE_HANG();
   if (!valid(s, d, n)) return kInvalidValue;
   std::memcpy(h, reinterpret_cast<const void*>(d), n);
+  device_wait(lock);  // a synchronous copy waits for what was launched
   return kSuccess;
 }
 
@@ -768,35 +940,30 @@ CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
 
 // launch_one runs one launch of f on the current device, as the driver
 // would run it: counted per device and kernel, with the sticky, hang
-// and corruption knobs applied.
-static CUresult launch_one(State& s, Func* f, unsigned gx, unsigned bx, void** params) {
+// and corruption knobs applied. It returns the device time the launch
+// takes (see t_dev_end).
+static fclock::duration launch_one(State& s, Func* f, unsigned gx, unsigned bx, void** params) {
   const std::string& name = f->name;
   long nth = ++s.launches[{cur, name}];
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = fclock::now();
   CUdeviceptr out = 0;
   size_t out_bytes = 0;
+  t_model_ns = -1;
   if (!run(s, name, gx, bx, params, out, out_bytes) || (name == s.sticky_kernel && nth == s.sticky_at)) {
     // An asynchronous fault: the launch itself succeeds.
     s.sticky[cur] = kIllegalAddress;
-    return kSuccess;
+    return fclock::now() - t0;
   }
   if (name == s.hang_kernel && (s.hang_device < 0 || s.hang_device == cur)) s.hung.insert(cur);
   if (name == s.corrupt_kernel && (s.corrupt_at < 0 || nth == s.corrupt_at) && (s.corrupt_device < 0 || s.corrupt_device == cur) && out_bytes >= 4)
     reinterpret_cast<unsigned char*>(out)[0] ^= 1;
-  if (s.kernel_ns > 0 && name.rfind("gpuattest_", 0) != 0) busy_until = std::max(busy_until, t0) + std::chrono::nanoseconds(s.kernel_ns);
-  return kSuccess;
+  const auto host = fclock::now() - t0;
+  if (t_model_ns >= 0) return std::chrono::nanoseconds(t_model_ns);  // the emulation is the fake's cost, not the device's
+  if (s.kernel_ns > 0 && name.rfind("gpuattest_", 0) != 0)
+    return std::max<fclock::duration>(host, std::chrono::nanoseconds(static_cast<long long>(double(s.kernel_ns) / clock_of(s, cur))));
+  return host;
 }
 
-// run_busy spins until busy_until, the end of the launches' modelled
-// time, with the driver's lock released: each device's kernels take
-// their time on their own, as on GPUs, and none waits for another's.
-void run_busy(std::unique_lock<std::mutex>& lock) {
-  if (busy_until == std::chrono::steady_clock::time_point{}) return;
-  lock.unlock();
-  while (std::chrono::steady_clock::now() < busy_until) {
-  }
-  busy_until = {};
-}
 
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned, void* stream,
                         void** params, void**) {
@@ -820,9 +987,9 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned, unsigned, unsigned bx, u
     return kSuccess;
   }
   s.plain_launches++;
-  CUresult rc = launch_one(s, static_cast<Func*>(f), gx, bx, params);
-  run_busy(lock);
-  return rc;
+  const auto at = fclock::now();
+  queue_launch(at, launch_one(s, static_cast<Func*>(f), gx, bx, params));
+  return kSuccess;
 }
 
 CUresult cuStreamCreate(void** stream, unsigned) {
@@ -840,6 +1007,7 @@ CUresult cuStreamDestroy_v2(void* stream) {
 CUresult cuStreamSynchronize(void*) {
   FAKE_GUARD();
   FAKE_HANG();
+  device_wait(lock);
   return kSuccess;
 }
 
@@ -886,13 +1054,15 @@ CUresult cuGraphLaunch(void* exec, void*) {
       std::fclose(f);
     }
   }
+  const auto at = fclock::now();
+  fclock::duration d{};
   for (Node& n : static_cast<Graph*>(exec)->nodes) {
     std::vector<void*> params;
     for (auto& v : n.args) params.push_back(v.data());
-    launch_one(s, n.f, n.gx, n.bx, params.data());
+    d += launch_one(s, n.f, n.gx, n.bx, params.data());
     if (s.sticky[cur]) break;
   }
-  run_busy(lock);
+  queue_launch(at, d);
   return kSuccess;
 }
 
@@ -932,14 +1102,16 @@ CUresult cuEventDestroy_v2(void* e) {
 CUresult cuEventRecord(void* e, void*) {
   FAKE_GUARD();
   Event* ev = static_cast<Event*>(e);
-  ev->t = std::chrono::steady_clock::now();
+  ev->t = t_dev_end;
+  ev->wall = w_dev_end;
   ev->recorded = true;
   return kSuccess;
 }
 
-CUresult cuEventSynchronize(void*) {
+CUresult cuEventSynchronize(void* e) {
   FAKE_GUARD();
   FAKE_HANG();
+  sleep_until_wall(lock, static_cast<Event*>(e)->wall);
   return kSuccess;
 }
 
