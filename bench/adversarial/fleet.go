@@ -395,46 +395,15 @@ func (f *fleetLab) nodeChecks(ctx context.Context) ([]result, error) {
 	if err := f.runAlone(ctx, ids["a100-0"]); err != nil {
 		return nil, err
 	}
-	// Another job's run (its steps passed) and binding, in resumed-0's place.
-	for _, name := range []string{"run", "run.binding"} {
-		src, dst := filepath.Join(d, "jobs", "a100-0", name), filepath.Join(d, "jobs", "resumed-0", name)
-		if fi, err := os.Stat(src); err == nil && fi.IsDir() {
-			err = os.CopyFS(dst, os.DirFS(src))
-		} else if err == nil {
-			var b []byte
-			if b, err = os.ReadFile(src); err == nil {
-				err = os.WriteFile(dst, b, 0o600)
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("a100-0 ran but left no %s: %w\n%s", name, err, jobLog(d, "a100-0"))
-		}
+	if err := plantRun(d, "a100-0", "resumed-0"); err != nil {
+		return nil, err
 	}
 	if err := f.runAlone(ctx, ids["resumed-0"]); err != nil {
 		return nil, err
 	}
-	// A stand-in binary that would leave a mark.
 	bin := filepath.Join(d, "bin", "gpuattest")
-	real, err := os.ReadFile(bin)
+	markErr, standinLog, err := f.runStandIn(ctx, dir, d, "standin-0", ids["standin-0"])
 	if err != nil {
-		return nil, err
-	}
-	mark := filepath.Join(dir, "stand-in-ran")
-	if err := os.Remove(bin); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho ran > "+mark+"\n"), 0o755); err != nil {
-		return nil, err
-	}
-	if err := f.runAlone(ctx, ids["standin-0"]); err != nil {
-		return nil, err
-	}
-	_, markErr := os.Stat(mark)
-	standinLog := jobLog(d, "standin-0")
-	if err := os.Remove(bin); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(bin, real, 0o755); err != nil {
 		return nil, err
 	}
 	// The dispatch statement re-signed by another key.
@@ -470,6 +439,58 @@ func (f *fleetLab) nodeChecks(ctx context.Context) ([]result, error) {
 		want("item 2: another job's run directory and binding, its steps passed, are not resumed", u, out, exits(u, 1),
 			says(out, "FAIL job resumed-0 (class resumed): failed: on node node1: refusing to resume the run in "+filepath.Join(d, "jobs", "resumed-0", "run")+": its binding is not this job's")),
 	}, nil
+}
+
+// plantRun copies job from's run directory and binding (its steps passed)
+// into job to's place.
+func plantRun(d, from, to string) error {
+	for _, name := range []string{"run", "run.binding"} {
+		src, dst := filepath.Join(d, "jobs", from, name), filepath.Join(d, "jobs", to, name)
+		fi, err := os.Stat(src)
+		switch {
+		case err == nil && fi.IsDir():
+			err = os.CopyFS(dst, os.DirFS(src))
+		case err == nil:
+			var b []byte
+			if b, err = os.ReadFile(src); err == nil {
+				err = os.WriteFile(dst, b, 0o600)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s ran but left no %s: %w\n%s", from, name, err, jobLog(d, from))
+		}
+	}
+	return nil
+}
+
+// runStandIn puts a stand-in binary that would leave a mark in place of
+// the staged gpuattest, runs job (slurm id) alone, and puts the real one back.
+// It returns what stat of the mark said and the job's log.
+func (f *fleetLab) runStandIn(ctx context.Context, dir, d, job, id string) (markErr error, log string, err error) {
+	bin := filepath.Join(d, "bin", "gpuattest")
+	real, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, "", err
+	}
+	mark := filepath.Join(dir, "stand-in-ran")
+	if err := os.Remove(bin); err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho ran > "+mark+"\n"), 0o755); err != nil {
+		return nil, "", err
+	}
+	if err := f.runAlone(ctx, id); err != nil {
+		return nil, "", err
+	}
+	_, markErr = os.Stat(mark)
+	log = jobLog(d, job)
+	if err := os.Remove(bin); err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(bin, real, 0o755); err != nil {
+		return nil, "", err
+	}
+	return markErr, log, nil
 }
 
 // hostileStepFile: with hostSteps: unsandboxed, the GPU step turns its
@@ -584,19 +605,22 @@ func (f *fleetLab) coordinator(ctx context.Context) ([]result, error) {
 	}, nil
 }
 
-// twoUsers: alice dispatches; mallory, in her group, can read no key.
-func (f *fleetLab) twoUsers(ctx context.Context) ([]result, error) {
+// twoUsersProject makes the users gpuattest-alice and gpuattest-mallory of
+// group gpuattest-proj and a project alice owns, with her key, whose
+// shared directory belongs to root and the group. It returns their
+// credentials, the project and alice's environment.
+func (f *fleetLab) twoUsersProject() (ac, mc *syscall.Credential, dir string, home []string, err error) {
 	alice, err := slurmtest.EnsureUser("gpuattest-alice", "gpuattest-proj")
 	if err != nil {
-		return nil, err
+		return nil, nil, "", nil, err
 	}
 	mallory, err := slurmtest.EnsureUser("gpuattest-mallory", "gpuattest-proj")
 	if err != nil {
-		return nil, err
+		return nil, nil, "", nil, err
 	}
 	g, err := user.LookupGroup("gpuattest-proj")
 	if err != nil {
-		return nil, err
+		return nil, nil, "", nil, err
 	}
 	gid, _ := strconv.Atoi(g.Gid)
 	cred := func(u *user.User) *syscall.Credential {
@@ -604,10 +628,10 @@ func (f *fleetLab) twoUsers(ctx context.Context) ([]result, error) {
 		ugid, _ := strconv.Atoi(u.Gid)
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(ugid), Groups: []uint32{uint32(gid)}}
 	}
-	ac, mc := cred(alice), cred(mallory)
-	dir, err := f.project("", "", "a100:a100", "h100:h100")
+	ac, mc = cred(alice), cred(mallory)
+	dir, err = f.project("", "", "a100:a100", "h100:h100")
 	if err != nil {
-		return nil, err
+		return nil, nil, "", nil, err
 	}
 	shared := filepath.Join(dir, "shared")
 	// alice's key and project; the shared directory root's, the group's.
@@ -617,18 +641,28 @@ func (f *fleetLab) twoUsers(ctx context.Context) ([]result, error) {
 			err = os.WriteFile(filepath.Join(dir, name), b, 0o600)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, "", nil, err
 		}
 	}
 	for _, p := range []string{dir, filepath.Join(dir, "proj"), filepath.Join(dir, "proj", "p.yaml"), filepath.Join(dir, "fleet.yaml"), filepath.Join(dir, "rel.key"), filepath.Join(dir, "rel.pub")} {
 		if err := os.Chown(p, int(ac.Uid), int(ac.Gid)); err != nil {
-			return nil, err
+			return nil, nil, "", nil, err
 		}
 	}
 	if err := os.Chown(shared, 0, gid); err != nil {
+		return nil, nil, "", nil, err
+	}
+	home = []string{"HOME=" + dir, "TMPDIR=" + dir, "XDG_CACHE_HOME=" + filepath.Join(dir, ".cache")}
+	return ac, mc, dir, home, nil
+}
+
+// twoUsers: alice dispatches; mallory, in her group, can read no key.
+func (f *fleetLab) twoUsers(ctx context.Context) ([]result, error) {
+	ac, mc, dir, home, err := f.twoUsersProject()
+	if err != nil {
 		return nil, err
 	}
-	home := []string{"HOME=" + dir, "TMPDIR=" + dir, "XDG_CACHE_HOME=" + filepath.Join(dir, ".cache")}
+	shared := filepath.Join(dir, "shared")
 	var rs []result
 
 	// 2775: refused at staging.

@@ -27,6 +27,7 @@ var pipelineFloors = map[string]int{
 	"pipeline/rundir/layout":  0, // the run directory's file names, for its writers and readers
 	"pipeline/source":         0,
 	"pipeline/image":          0,
+	"pipeline/floors":         0, // per-model floors: a table and its lookups
 	"pipeline":                1,
 	"pipeline/runner":         1,
 	"pipeline/step":           2,

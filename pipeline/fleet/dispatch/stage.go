@@ -227,31 +227,9 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 	if d.Jobs, err = jobKeys(dir, s.Fleet); err != nil {
 		return nil, err
 	}
-	stmt, err := d.Statement(subjects)
+	digest, b, file, err := signDispatch(ctx, s.Signer, dir, d, subjects)
 	if err != nil {
 		return nil, err
-	}
-	digest, err := ad.Digest(stmt)
-	if err != nil {
-		return nil, err
-	}
-	b, err := s.Signer.Sign(ctx, stmt)
-	if err != nil {
-		return nil, fmt.Errorf("signing the dispatch: %w", err)
-	}
-	if err := sign.WriteJSONL(filepath.Join(dir, DispatchFile), [][]byte{b}); err != nil {
-		return nil, err
-	}
-	// The file as written, checked to be the statement signed: its
-	// sha256 is what the job script pins, and the coordinator keeps it.
-	file, err := limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
-	if err != nil {
-		return nil, err
-	}
-	if back, err := sign.UnverifiedStatement(bytes.TrimSpace(file)); err != nil {
-		return nil, fmt.Errorf("reading back the dispatch: %w", err)
-	} else if got, err := ad.Digest(back); err != nil || got != digest {
-		return nil, fmt.Errorf("the dispatch read back from %s is not the one signed: it changed on the shared directory", dir)
 	}
 	prep := &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b, File: file, JobScript: d.JobScript}
 	if !kube {
@@ -267,6 +245,40 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		}
 	}
 	return prep, nil
+}
+
+// signDispatch signs d's statement naming subjects, writes it to dir's
+// dispatch file and reads the file back: its sha256 is what the job
+// script pins, and the coordinator keeps it. It returns the statement's
+// digest, the signed bundle and the file as written.
+func signDispatch(ctx context.Context, signer *sign.Signer, dir string, d *ad.Dispatch, subjects []attest.Subject) (digest string, b, file []byte, err error) {
+	stmt, err := d.Statement(subjects)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	digest, err = ad.Digest(stmt)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	b, err = signer.Sign(ctx, stmt)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("signing the dispatch: %w", err)
+	}
+	if err := sign.WriteJSONL(filepath.Join(dir, DispatchFile), [][]byte{b}); err != nil {
+		return "", nil, nil, err
+	}
+	// The file as written, checked to be the statement signed: its
+	// sha256 is what the job script pins, and the coordinator keeps it.
+	file, err = limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if back, err := sign.UnverifiedStatement(bytes.TrimSpace(file)); err != nil {
+		return "", nil, nil, fmt.Errorf("reading back the dispatch: %w", err)
+	} else if got, err := ad.Digest(back); err != nil || got != digest {
+		return "", nil, nil, fmt.Errorf("the dispatch read back from %s is not the one signed: it changed on the shared directory", dir)
+	}
+	return digest, b, file, nil
 }
 
 // slurmScript is the job script of a dispatch on a shared directory.
