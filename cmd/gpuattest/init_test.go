@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,5 +111,17 @@ func TestNoCollectionDuringInit(t *testing.T) {
 		if strings.HasPrefix(l, "gc ") {
 			t.Errorf("a collection started during package init: %s\nhint: internal/initgc must stay imported by main, and its path must sort before the heavy packages' (Go initializes the lexically first ready package)", l)
 		}
+	}
+}
+
+// TestCollectorOnInTests: the test binary's main is TestMain, not main, so
+// it must give the collector back itself; held off, the package's heap
+// grew to 23 GB over an hour of tests and the machine swapped until the
+// test timeout killed it.
+func TestCollectorOnInTests(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	debug.SetGCPercent(old)
+	if old < 0 {
+		t.Fatalf("the collector is off in the test process (GC percent %d)\nhint: TestMain must call initgc.Restore first", old)
 	}
 }

@@ -7,15 +7,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/internal/initgc"
 	"github.com/gpuattest/gpuattest/internal/k8stest"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
+// TestMain is the test binary's main, and also gpuattest's when a script
+// runs it: it gives the collector back first, as main does. Without it
+// internal/initgc's hold lasts the whole test process, whose heap then
+// only grows (23 GB and a machine swapping after an hour of tests).
 func TestMain(m *testing.M) {
+	initgc.Restore()
 	testscript.Main(kubeMain{m}, map[string]func(){
-		"gpuattest": func() { os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"gpuattest": func() {
+			limits.SetSoftMemoryLimit()
+			os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
 
