@@ -19,6 +19,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/kube"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/slurm"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
@@ -175,7 +176,7 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 // waitAndCollect waits for the jobs with a progress line per change on
 // stderr (none when quiet), collects the node bundles and prints one row
 // per job.
-func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out string, timeout time.Duration, simulated, quiet bool, rf *registryFlags) error {
+func waitAndCollect(c *cobra.Command, e fleet.Scheduler, st *dispatch.State, out string, timeout time.Duration, simulated, quiet bool, rf *registryFlags) error {
 	w := c.ErrOrStderr()
 	last := map[string]string{}
 	err := dispatch.Wait(c.Context(), e, st, out, timeout, func(s *dispatch.State) {
@@ -305,26 +306,37 @@ type engineConfig struct {
 	flags           kubeFlags
 }
 
-// engineFor builds the engine a fleet file or a fleet record names.
-func engineFor(ec engineConfig) (fleet.Engine, error) {
+// engineFor builds the engine a fleet file or a fleet record names,
+// throttled to its poll interval (the engine's default when the file
+// gives none).
+func engineFor(ec engineConfig) (fleet.Scheduler, error) {
 	poll := ec.poll
 	if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: %w", v, err)
 		}
+		if d < 100*time.Millisecond {
+			return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: below 100ms; each poll costs the scheduler's controller", v)
+		}
 		poll = d
 	}
+	var s fleet.Scheduler
+	var err error
 	switch ec.name {
 	case "slurm":
-		if poll == 0 {
-			poll = 10 * time.Second // a 64-job squeue --json costs about 40 ms of CPU
-		}
-		return slurm.New(ec.partition, slurm.WithPollInterval(poll))
+		poll = cmp.Or(poll, slurm.DefaultPollInterval)
+		s, err = slurm.New(ec.partition)
 	case "kubernetes":
-		return kubeEngine(ec, poll)
+		poll = cmp.Or(poll, kube.DefaultPollInterval)
+		s, err = kubeEngine(ec)
+	default:
+		return nil, fmt.Errorf("unknown fleet engine %q: expected slurm or kubernetes", ec.name)
 	}
-	return nil, fmt.Errorf("unknown fleet engine %q: expected slurm or kubernetes", ec.name)
+	if err != nil {
+		return nil, err
+	}
+	return fleet.Throttle(s, poll), nil
 }
 
 func newFleetNodeCmd() *cobra.Command {

@@ -26,7 +26,7 @@ func (k *kubeFlags) add(c *cobra.Command) {
 
 // kubeEngine builds the Kubernetes engine of a fleet file's kubernetes:
 // block (or a record's namespace), the flags winning over the file.
-func kubeEngine(ec engineConfig, poll time.Duration) (fleet.Engine, error) {
+func kubeEngine(ec engineConfig) (fleet.Scheduler, error) {
 	k := ec.kube
 	if k == nil {
 		k = &fleet.Kubernetes{}
@@ -34,9 +34,6 @@ func kubeEngine(ec engineConfig, poll time.Duration) (fleet.Engine, error) {
 	opts := []kube.Option{
 		kube.WithKubeconfig(cmp.Or(ec.flags.kubeconfig, k.Kubeconfig)),
 		kube.WithContext(cmp.Or(ec.flags.context, k.Context)),
-	}
-	if poll > 0 {
-		opts = append(opts, kube.WithPollInterval(poll))
 	}
 	if !k.ScheduleTimeout.IsZero() {
 		opts = append(opts, kube.WithScheduleTimeout(k.ScheduleTimeout.D))

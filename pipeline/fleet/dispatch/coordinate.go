@@ -83,7 +83,7 @@ type JobState struct {
 // running the prepared dispatch's job script, and returns the record it
 // wrote to outDir/fleet.json. When a class cannot be submitted, the jobs
 // already submitted are cancelled.
-func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepared, timeLimit func(*fleet.Class) time.Duration, simulate bool, outDir string) (*State, error) {
+func Submit(ctx context.Context, e fleet.Scheduler, spec *fleet.Spec, prep *Prepared, timeLimit func(*fleet.Class) time.Duration, simulate bool, outDir string) (*State, error) {
 	cluster, err := e.Describe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("describing the cluster: %w", err)
@@ -251,7 +251,7 @@ var ErrTimeout = errors.New("the dispatch did not finish in time")
 // goes. When ctx is cancelled (Ctrl-C) or timeout passes (0 for none), it
 // cancels every job of the dispatch with the engine and returns
 // ctx.Err() or ErrTimeout.
-func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout time.Duration, progress func(*State)) error {
+func Wait(ctx context.Context, e fleet.Scheduler, s *State, outDir string, timeout time.Duration, progress func(*State)) error {
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
