@@ -19,8 +19,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/kube"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/slurm"
+	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
 )
@@ -135,20 +134,20 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 	if err != nil {
 		return err
 	}
-	e, err := engineFor(engineConfig{name: spec.Engine, partition: spec.Partition, poll: spec.PollInterval.D, kube: spec.Kubernetes, flags: ff.kube})
+	e, err := engineFor(spec.Engine, spec.Config, spec.PollInterval.D, ff.kube)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
+	// The dispatch names the cluster (its server and namespace, where
+	// the engine has them); an engine that stages through a registry
+	// stages in the run directory first.
 	stage := dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer,
-		ReleaseDir: filepath.Join(out, dispatch.ReleaseDir)}
-	if spec.Kubernetes != nil {
-		if stage.Cluster, err = e.Describe(ctx); err != nil {
-			return withCode(exitFailed, fmt.Errorf("describing the cluster: %w", err))
-		}
-		stage.StageDir = filepath.Join(out, "stage")
-		if stage.Registry, err = ff.registry.options(); err != nil {
-			return err
-		}
+		ReleaseDir: filepath.Join(out, dispatch.ReleaseDir), StageDir: filepath.Join(out, "stage")}
+	if stage.Cluster, err = e.Describe(ctx); err != nil {
+		return withCode(exitFailed, fmt.Errorf("describing the cluster: %w", err))
+	}
+	if stage.Registry, err = ff.registry.options(); err != nil {
+		return err
 	}
 	prep, err := dispatch.Prepare(ctx, stage)
 	if err != nil {
@@ -297,20 +296,10 @@ func hostStepsLine(mode string) string {
 	return "host steps: sandboxed, as the owner signed (bwrap on each node, the shared directory and its keys hidden)"
 }
 
-// engineConfig is what engineFor needs: the fleet file's (or the
-// record's) engine settings and the command line's.
-type engineConfig struct {
-	name, partition string
-	poll            time.Duration
-	kube            *fleet.Kubernetes
-	flags           kubeFlags
-}
-
-// engineFor builds the engine a fleet file or a fleet record names,
-// throttled to its poll interval (the engine's default when the file
-// gives none).
-func engineFor(ec engineConfig) (fleet.Scheduler, error) {
-	poll := ec.poll
+// engineFor builds the scheduler of the engine named for its settings
+// cfg, throttled to poll (the engine's default when 0);
+// GPUATTEST_FLEET_POLL, for tests, overrides it.
+func engineFor(name string, cfg fleet.EngineConfig, poll time.Duration, kf kubeFlags) (fleet.Scheduler, error) {
 	if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -321,22 +310,7 @@ func engineFor(ec engineConfig) (fleet.Scheduler, error) {
 		}
 		poll = d
 	}
-	var s fleet.Scheduler
-	var err error
-	switch ec.name {
-	case "slurm":
-		poll = cmp.Or(poll, slurm.DefaultPollInterval)
-		s, err = slurm.New(ec.partition)
-	case "kubernetes":
-		poll = cmp.Or(poll, kube.DefaultPollInterval)
-		s, err = kubeEngine(ec)
-	default:
-		return nil, fmt.Errorf("unknown fleet engine %q: expected slurm or kubernetes", ec.name)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return fleet.Throttle(s, poll), nil
+	return fleet.Open(name, cfg, fleet.Access{"kubeconfig": kf.kubeconfig, "context": kf.context}, poll)
 }
 
 func newFleetNodeCmd() *cobra.Command {
@@ -371,8 +345,9 @@ func newFleetNodeCmd() *cobra.Command {
 				return withCode(exitUsage, err)
 			}
 			host, _ := os.Hostname()
+			jobID, node := fleet.NodeIdentity(os.Environ())
 			n := dispatch.Node{
-				JobID: cmp.Or(os.Getenv("SLURM_ARRAY_JOB_ID")+taskSuffix(os.Getenv("SLURM_ARRAY_TASK_ID")), os.Getenv("SLURM_JOB_ID")), NodeName: cmp.Or(os.Getenv("SLURMD_NODENAME"), host),
+				JobID: jobID, NodeName: cmp.Or(node, host),
 				GPUSource: src, Simulate: os.Getenv(dispatch.SimulateEnv) == "1",
 				Env: os.Environ(), Version: buildVersion().Version,
 			}
@@ -410,8 +385,11 @@ func newFleetCollectCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			e, err := engineFor(engineConfig{name: st.Cluster.Engine, partition: st.Cluster.Partition, flags: kf,
-				kube: &fleet.Kubernetes{Namespace: st.Cluster.Namespace}})
+			f, ok := fleet.Lookup(st.Cluster.Engine)
+			if !ok {
+				return usageErr("%s names engine %q, which this gpuattest does not have (it has: %s)", dispatch.StateFile, st.Cluster.Engine, strings.Join(fleet.EngineNames(), ", "))
+			}
+			e, err := engineFor(st.Cluster.Engine, f.Recorded(st.Cluster), 0, kf)
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -544,14 +522,6 @@ func validDigest(d string) bool {
 		}
 	}
 	return true
-}
-
-// taskSuffix is "_TASK" for an array task's index, "" otherwise.
-func taskSuffix(task string) string {
-	if task == "" {
-		return ""
-	}
-	return "_" + task
 }
 
 func newFleetPushCmd() *cobra.Command {

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/kube"
 	"github.com/spf13/cobra"
 )
 
@@ -24,30 +22,6 @@ func (k *kubeFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&k.context, "context", "", "Kubernetes: the kubeconfig context (the fleet file's kubernetes.context, or the current one, when omitted)")
 }
 
-// kubeEngine builds the Kubernetes engine of a fleet file's kubernetes:
-// block (or a record's namespace), the flags winning over the file.
-func kubeEngine(ec engineConfig) (fleet.Scheduler, error) {
-	k := ec.kube
-	if k == nil {
-		k = &fleet.Kubernetes{}
-	}
-	opts := []kube.Option{
-		kube.WithKubeconfig(cmp.Or(ec.flags.kubeconfig, k.Kubeconfig)),
-		kube.WithContext(cmp.Or(ec.flags.context, k.Context)),
-	}
-	if !k.ScheduleTimeout.IsZero() {
-		opts = append(opts, kube.WithScheduleTimeout(k.ScheduleTimeout.D))
-	}
-	if v := os.Getenv("GPUATTEST_FLEET_SCHEDULE_TIMEOUT"); v != "" { // tests wait less
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("GPUATTEST_FLEET_SCHEDULE_TIMEOUT=%q: %w", v, err)
-		}
-		opts = append(opts, kube.WithScheduleTimeout(d))
-	}
-	return kube.New(kube.Config{Namespace: k.Namespace, Image: k.Image, ImagePullSecrets: k.ImagePullSecrets, ServiceAccount: k.ServiceAccountName}, opts...)
-}
-
 // mountDirs are the key and report directories of a job's pod: the
 // mounts, or where GPUATTEST_FLEET_KEY_DIR and GPUATTEST_FLEET_REPORT_DIR
 // move them (tests that run a pod's commands outside a pod).
@@ -55,12 +29,11 @@ func mountDirs() (keys, report string) {
 	return cmp.Or(os.Getenv("GPUATTEST_FLEET_KEY_DIR"), fleet.KeyMount), cmp.Or(os.Getenv("GPUATTEST_FLEET_REPORT_DIR"), fleet.ReportMount)
 }
 
-// kubeNode fills n's engine, job ID and node name from a pod's
-// environment.
-func kubeNode(n *dispatch.Node, idx int) {
-	n.Engine = "kubernetes"
-	n.JobID = os.Getenv(fleet.JobEnv) + "/" + strconv.Itoa(idx)
-	n.NodeName = cmp.Or(os.Getenv(fleet.NodeEnv), n.NodeName)
+// podNode fills n's job ID and node name from a pod's environment, as
+// the engine that made the pod set them.
+func podNode(n *dispatch.Node) {
+	jobID, node := fleet.NodeIdentity(os.Environ())
+	n.JobID, n.NodeName = jobID, cmp.Or(node, n.NodeName)
 }
 
 // reportNode is fleet node --release: the node container's side.
@@ -69,7 +42,7 @@ func reportNode(c *cobra.Command, n dispatch.Node, ref, class string, idx int, r
 	if err != nil {
 		return err
 	}
-	kubeNode(&n, idx)
+	podNode(&n)
 	keys, report := mountDirs()
 	work, err := os.MkdirTemp("", "gpuattest-job-")
 	if err != nil {
@@ -114,7 +87,7 @@ func newFleetSignCmd() *cobra.Command {
 				return err
 			}
 			n := dispatch.Node{}
-			kubeNode(&n, idx)
+			podNode(&n)
 			keys, report := mountDirs()
 			work, err := os.MkdirTemp("", "gpuattest-sign-")
 			if err != nil {

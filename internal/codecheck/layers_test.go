@@ -39,6 +39,7 @@ var pipelineFloors = map[string]int{
 	"pipeline/engine":         3,
 	"pipeline/fleet/slurm":    3,
 	"pipeline/fleet/kube":     3,
+	"pipeline/fleet/engines":  4, // registers slurm and kube
 	"pipeline/rundir":         4,
 	"pipeline/collect":        5,
 	"pipeline/report":         5,

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -55,3 +56,15 @@ func (t *throttled) Finish(ctx context.Context, ids []string) error {
 
 // Unwrap returns the wrapped scheduler.
 func (t *throttled) Unwrap() Scheduler { return t.Scheduler }
+
+// FormatDuration writes d as a fleet file would: 10m rather than 10m0s.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 

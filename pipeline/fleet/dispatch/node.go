@@ -23,7 +23,6 @@ import (
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
-	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
@@ -142,7 +141,7 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 		return nil, err
 	}
 	n.binding = runBinding(pemKey, l)
-	n.sandbox = l.d.Fleet.HostSteps != fleet.HostStepsUnsandboxed
+	n.sandbox = l.d.Fleet.HostSteps != ad.HostStepsUnsandboxed
 	if given != td.path { // the steps' environment names neither path
 		n.Env = withoutKey(n.Env, filepath.Join(given, KeysDir), filepath.Join(given, "jobs", l.job.Name))
 	}

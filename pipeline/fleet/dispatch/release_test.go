@@ -19,6 +19,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
 

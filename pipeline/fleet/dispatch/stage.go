@@ -111,14 +111,33 @@ type Prepared struct {
 // CheckSharedDir (Prepare checks it again, after making it if it did
 // not exist). A registry (Kubernetes) needs nothing here.
 func CheckStaging(spec *fleet.Spec) error {
-	if spec.Kubernetes != nil {
+	shared := sharedDir(spec)
+	if shared == "" {
 		return nil
 	}
-	if _, err := os.Stat(spec.SharedDir); err != nil {
+	if _, err := os.Stat(shared); err != nil {
 		return nil
 	}
-	_, err := CheckSharedDir(spec.SharedDir)
+	_, err := CheckSharedDir(shared)
 	return err
+}
+
+// sharedDir is the directory the fleet's engine stages in, or "" for an
+// engine that stages through a registry.
+func sharedDir(spec *fleet.Spec) string {
+	if s, ok := spec.Config.(fleet.SharedStaging); ok {
+		return s.SharedDirectory()
+	}
+	return ""
+}
+
+// stagingRepository is the repository the fleet's engine stages
+// through, or "" for one that stages in a shared directory.
+func stagingRepository(spec *fleet.Spec) string {
+	if s, ok := spec.Config.(fleet.RegistryStaging); ok {
+		return s.StagingRepository()
+	}
+	return ""
 }
 
 // Prepare stages the work tree, the build outputs, the job script, the
@@ -127,19 +146,23 @@ func CheckStaging(spec *fleet.Spec) error {
 // directory is removed.
 func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 	id := time.Now().UTC().Format("20060102-150405") + "-" + randomHex(4)
-	dir := filepath.Join(s.Fleet.SharedDir, id)
-	if s.Fleet.Kubernetes != nil {
+	shared, repo := sharedDir(s.Fleet), stagingRepository(s.Fleet)
+	if shared == "" && repo == "" {
+		return nil, fmt.Errorf("staging the dispatch: engine %s stages neither in a shared directory nor through a registry", s.Fleet.Engine)
+	}
+	dir := filepath.Join(shared, id)
+	if repo != "" {
 		if s.StageDir == "" {
-			return nil, errors.New("staging for Kubernetes: no staging directory")
+			return nil, errors.New("staging through a registry: no staging directory")
 		}
 		dir = filepath.Join(s.StageDir, id)
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the dispatch directory: %w\nhint: sharedDir must be writable here and on every node", err)
 	}
-	if s.Fleet.Kubernetes == nil {
+	if repo == "" {
 		// No co-tenant may be able to swap the dispatch directory.
-		if _, err := CheckSharedDir(s.Fleet.SharedDir); err != nil {
+		if _, err := CheckSharedDir(shared); err != nil {
 			return nil, err
 		}
 	}
@@ -165,7 +188,7 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &stager{dir: dir, skip: []string{s.Fleet.SharedDir, s.BuildDir}}
+	st := &stager{dir: dir, skip: []string{sharedDir(s.Fleet), s.BuildDir}}
 	if err := st.tree(ctx, base, "work"); err != nil {
 		return nil, err
 	}
@@ -183,7 +206,8 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		return nil, err
 	}
 	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
-	kube := s.Fleet.Kubernetes != nil
+	repo := stagingRepository(s.Fleet)
+	kube := repo != ""
 	if !kube {
 		if err := st.file(s.Binary, BinaryPath, 0o755); err != nil {
 			return nil, err
@@ -209,9 +233,10 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		CreatedAt: time.Now().UTC(),
 		Pipeline:  ad.Ref{Name: s.Pipeline.Name, Path: filepath.ToSlash(rel), Digest: s.Pipeline.Digest},
 		Source:    st.source,
-		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Partition: s.Fleet.Partition, Server: s.Cluster.Server, Namespace: s.Cluster.Namespace},
+		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Server: s.Cluster.Server, Namespace: s.Cluster.Namespace},
 		Staged:    st.files,
 	}
+	s.Fleet.Config.Record(&d.Fleet)
 	if kube {
 		// The pods' image holds gpuattest; the script names no digest,
 		// so the dispatch can name the script's.
@@ -220,9 +245,6 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 			return nil, err
 		}
 		d.JobScript = digestOf([]byte(script))
-		d.Fleet.Registry = s.Fleet.Kubernetes.Registry
-	} else if s.Fleet.HostSteps == fleet.HostStepsUnsandboxed {
-		d.Fleet.HostSteps = fleet.HostStepsUnsandboxed
 	}
 	if d.Jobs, err = jobKeys(dir, s.Fleet); err != nil {
 		return nil, err
@@ -240,7 +262,7 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		prep.JobScript = digestOf([]byte(script))
 	}
 	if kube {
-		if prep.Release, err = pushStaged(ctx, dir, s.Fleet.Kubernetes.Registry, d, s.Registry); err != nil {
+		if prep.Release, err = pushStaged(ctx, dir, repo, d, s.Registry); err != nil {
 			return nil, err
 		}
 	}

@@ -70,7 +70,7 @@ func WithContext(name string) Option {
 }
 
 // WithScheduleTimeout sets how long a pod may stay unschedulable before
-// its job counts as failed (fleet.DefaultScheduleTimeout when not set).
+// its job counts as failed (DefaultScheduleTimeout when not set).
 func WithScheduleTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -96,7 +96,7 @@ func WithLogger(l *slog.Logger) Option {
 // Namespace, when empty, is the context's namespace ("default" without
 // one).
 func New(cfg Config, opts ...Option) (*Engine, error) {
-	o := options{schedule: fleet.DefaultScheduleTimeout, log: slog.New(slog.DiscardHandler)}
+	o := options{schedule: DefaultScheduleTimeout, log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
