@@ -119,9 +119,6 @@ func Submit(ctx context.Context, e fleet.Scheduler, spec *fleet.Spec, prep *Prep
 			st.Cluster.Objects = append(st.Cluster.Objects, fleet.Object{Kind: "Job", Name: hs[0].Object, Class: c.Name, UID: hs[0].UID, Manifest: hs[0].Manifest})
 		}
 	}
-	if prep.Release != "" {
-		st.removeKeys() // they are in the engine's Secrets now
-	}
 	if err := st.Save(outDir); err != nil {
 		_ = e.Cancel(context.WithoutCancel(ctx), st.IDs())
 		return nil, err
@@ -129,10 +126,8 @@ func Submit(ctx context.Context, e fleet.Scheduler, spec *fleet.Spec, prep *Prep
 	return st, nil
 }
 
-// request is the Request of class c: on a shared directory the job
-// script with the class as its argument; through a registry (Kubernetes)
-// the node and sign commands, the staged dispatch's reference and the
-// class's job keys.
+// request is the Request of class c: the common part here, what its
+// jobs run and how they get their keys from the dispatch's transport.
 func request(prep *Prepared, c *fleet.Class, limit time.Duration, simulate bool) (fleet.Request, error) {
 	env := map[string]string{}
 	if simulate {
@@ -140,27 +135,13 @@ func request(prep *Prepared, c *fleet.Class, limit time.Duration, simulate bool)
 	}
 	req := fleet.Request{
 		Name: "gpuattest-" + c.Name, Class: c.Name, Selectors: c.Selectors, Count: c.Nodes, Dispatch: prep.Dispatch.ID,
-		Script: filepath.Join(prep.Dir, JobScript), Args: []string{c.Name}, Env: env,
-		TimeLimit: limit, Requeue: true, LogDir: filepath.Join(prep.Dir, "logs"),
+		Env: env, TimeLimit: limit, Requeue: true,
 	}
-	if prep.Release == "" {
-		return req, nil
+	if prep.transport == nil {
+		return req, errors.New("submitting: the dispatch was not prepared by Prepare")
 	}
-	script, err := limits.ReadFile(filepath.Join(prep.Dir, JobScript), 64<<10, "job script")
-	if err != nil {
-		return req, err
-	}
-	env[ReleaseEnv] = prep.Release
-	req.Script, req.Args, req.LogDir = "", nil, ""
-	req.Command, req.SignCommand = kubeCommands(string(script), c.Name)
-	for i := range c.Nodes {
-		key, err := limits.ReadFile(KeyPath(prep.Dir, fmt.Sprintf("%s-%d", c.Name, i)), 64<<10, "job key")
-		if err != nil {
-			return req, err
-		}
-		req.Keys = append(req.Keys, key)
-	}
-	return req, nil
+	err := prep.transport.request(prep, c, &req)
+	return req, err
 }
 
 // TimeLimit is a class's job time limit: its timeLimit, or the sum of the
@@ -357,31 +338,18 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 		return nil, err
 	}
 	out := &Collected{}
-	// On a shared directory the node bundles are read as the nodes wrote
-	// them: through the dispatch directory, checked as a node checks it.
-	var td *trustedDir
-	var untrusted error
-	if s.Release == "" {
-		if td, untrusted = openTrusted(s.Dispatch); untrusted == nil {
-			defer td.Close()
-		}
-	}
+	t := recordTransport(s)
+	read, done := t.bundles(ctx, s, opts)
+	defer done()
 	for _, j := range s.Jobs {
-		var b []byte
-		switch {
-		case s.Release != "":
-			b, err = fetchNode(ctx, s, j.Name, opts)
-		case untrusted != nil:
-			err = untrusted
-		default:
-			b, _, err = td.ReadFile("jobs/"+j.Name+"/"+NodeFile, 64<<20, "node bundle", 0o022)
-		}
+		b, err := read(j.Name)
 		if err != nil {
 			reason := string(j.Status.State)
 			if j.Status.Reason != "" {
 				reason += " (" + j.Status.Reason + ")"
 			}
-			if untrusted != nil || errors.Is(err, ErrUnsafePath) {
+			var why *unreadable
+			if errors.As(err, &why) {
 				reason += "; " + firstLine(err.Error())
 			}
 			out.Missing = append(out.Missing, fmt.Sprintf("job %s (%s %s on %s): no node bundle; %s", j.Name, s.Cluster.Engine, j.ID, orDash(j.Status.Node), reason))
@@ -400,32 +368,10 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 	return out, s.Save(outDir)
 }
 
-// removeKeys deletes the key of every job of the dispatch: their jobs
-// have ended (or were cancelled), and a node deletes its own only when it
-// signed.
-//
-// On a shared directory they go only through the dispatch directory as
-// the node checks it (no link followed, nothing another user could have
-// replaced): a directory swapped by someone else is left alone.
-func (s *State) removeKeys() {
-	if s.Release != "" { // the staging directory, in the run directory
-		for _, j := range s.Jobs {
-			_ = os.Remove(KeyPath(s.Dispatch, j.Name))
-		}
-		return
-	}
-	td, err := openTrusted(s.Dispatch)
-	if err != nil {
-		return
-	}
-	defer td.Close()
-	if td.Dir(KeysDir, 0o077) != nil {
-		return
-	}
-	for _, j := range s.Jobs {
-		_ = td.root.Remove(KeysDir + "/" + j.Name + ".key")
-	}
-}
+// removeKeys deletes the key of every job of the dispatch that is left
+// where the transport staged it: their jobs have ended (or were
+// cancelled), and a node deletes its own only when it signed.
+func (s *State) removeKeys() { recordTransport(s).removeKeys(s) }
 
 // VerifyDir verifies the dispatch in a collected run directory and every
 // bundle in its nodes/ directory. owner are the options that verify the

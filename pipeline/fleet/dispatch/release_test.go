@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,8 +108,12 @@ func TestStagedThroughRegistry(t *testing.T) {
 	keys := map[string][]byte{}
 	for _, j := range prep.Dispatch.Jobs {
 		st.Jobs = append(st.Jobs, dispatch.JobState{Name: j.Name, Class: j.Class, Index: j.Index, ID: "job/" + strconv.Itoa(j.Index)})
-		if keys[j.Name], err = os.ReadFile(dispatch.KeyPath(prep.Dir, j.Name)); err != nil {
-			t.Fatal(err)
+		if keys[j.Name] = prep.Key(j.Name); keys[j.Name] == nil {
+			t.Fatalf("no key for job %s", j.Name)
+		}
+		// Through a registry the keys go to the engine, never to disk.
+		if _, err := os.Stat(dispatch.KeyPath(prep.Dir, j.Name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("job %s's key is on disk in the staging directory (%v)", j.Name, err)
 		}
 	}
 	for _, j := range prep.Dispatch.Jobs {

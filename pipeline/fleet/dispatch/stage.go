@@ -25,7 +25,6 @@ import (
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
-	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
@@ -104,40 +103,29 @@ type Prepared struct {
 	File []byte
 	// JobScript is the job script's digest.
 	JobScript string
+
+	// keys are the job keys (PEM) by job name, registry the options
+	// that reach the staging registry, transport the staging's.
+	keys      map[string][]byte
+	registry  []oci.Option
+	transport transport
 }
+
+// Key is job's private key (PEM), which the dispatch delegates the job's
+// node statement to: for an engine that delivers the keys itself
+// (Kubernetes: a Secret per class), which gets it in its Request.
+func (p *Prepared) Key(job string) []byte { return p.keys[job] }
 
 // CheckStaging checks, before anything is built, where Prepare will
 // stage the dispatch: a shared directory that already exists must pass
 // CheckSharedDir (Prepare checks it again, after making it if it did
 // not exist). A registry (Kubernetes) needs nothing here.
 func CheckStaging(spec *fleet.Spec) error {
-	shared := sharedDir(spec)
-	if shared == "" {
-		return nil
+	t, err := transportFor(spec)
+	if err != nil {
+		return err
 	}
-	if _, err := os.Stat(shared); err != nil {
-		return nil
-	}
-	_, err := CheckSharedDir(shared)
-	return err
-}
-
-// sharedDir is the directory the fleet's engine stages in, or "" for an
-// engine that stages through a registry.
-func sharedDir(spec *fleet.Spec) string {
-	if s, ok := spec.Config.(fleet.SharedStaging); ok {
-		return s.SharedDirectory()
-	}
-	return ""
-}
-
-// stagingRepository is the repository the fleet's engine stages
-// through, or "" for one that stages in a shared directory.
-func stagingRepository(spec *fleet.Spec) string {
-	if s, ok := spec.Config.(fleet.RegistryStaging); ok {
-		return s.StagingRepository()
-	}
-	return ""
+	return t.check()
 }
 
 // Prepare stages the work tree, the build outputs, the job script, the
@@ -146,26 +134,15 @@ func stagingRepository(spec *fleet.Spec) string {
 // directory is removed.
 func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 	id := time.Now().UTC().Format("20060102-150405") + "-" + randomHex(4)
-	shared, repo := sharedDir(s.Fleet), stagingRepository(s.Fleet)
-	if shared == "" && repo == "" {
-		return nil, fmt.Errorf("staging the dispatch: engine %s stages neither in a shared directory nor through a registry", s.Fleet.Engine)
+	t, err := transportFor(s.Fleet)
+	if err != nil {
+		return nil, err
 	}
-	dir := filepath.Join(shared, id)
-	if repo != "" {
-		if s.StageDir == "" {
-			return nil, errors.New("staging through a registry: no staging directory")
-		}
-		dir = filepath.Join(s.StageDir, id)
+	parent, err := t.place(s.StageDir)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the dispatch directory: %w\nhint: sharedDir must be writable here and on every node", err)
-	}
-	if repo == "" {
-		// No co-tenant may be able to swap the dispatch directory.
-		if _, err := CheckSharedDir(shared); err != nil {
-			return nil, err
-		}
-	}
+	dir := filepath.Join(parent, id)
 	// Mkdir, not MkdirAll: the directory is new, made here, 0755 at most
 	// (the umask can only take bits away).
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -175,7 +152,7 @@ func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("creating the dispatch directory: %w", err)
 	}
-	prep, err := prepare(ctx, s, id, dir)
+	prep, err := prepare(ctx, s, t, id, dir)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -183,12 +160,12 @@ func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 	return prep, nil
 }
 
-func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
+func prepare(ctx context.Context, s Stage, t transport, id, dir string) (*Prepared, error) {
 	base, err := treeBase(s.Pipeline)
 	if err != nil {
 		return nil, err
 	}
-	st := &stager{dir: dir, skip: []string{sharedDir(s.Fleet), s.BuildDir}}
+	st := &stager{dir: dir, skip: []string{filepath.Dir(dir), s.BuildDir}}
 	if err := st.tree(ctx, base, "work"); err != nil {
 		return nil, err
 	}
@@ -206,9 +183,7 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		return nil, err
 	}
 	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
-	repo := stagingRepository(s.Fleet)
-	kube := repo != ""
-	if !kube {
+	if t.stagesBinary() {
 		if err := st.file(s.Binary, BinaryPath, 0o755); err != nil {
 			return nil, err
 		}
@@ -237,34 +212,21 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		Staged:    st.files,
 	}
 	s.Fleet.Config.Record(&d.Fleet)
-	if kube {
-		// The pods' image holds gpuattest; the script names no digest,
-		// so the dispatch can name the script's.
-		script := kubeScript(id)
-		if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
-			return nil, err
-		}
-		d.JobScript = digestOf([]byte(script))
+	var keys map[string][]byte
+	if d.Jobs, keys, err = jobKeys(dir, s.Fleet); err != nil {
+		return nil, err
 	}
-	if d.Jobs, err = jobKeys(dir, s.Fleet); err != nil {
+	if err := t.beforeSigning(dir, d, keys); err != nil {
 		return nil, err
 	}
 	digest, b, file, err := signDispatch(ctx, s.Signer, dir, d, subjects)
 	if err != nil {
 		return nil, err
 	}
-	prep := &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b, File: file, JobScript: d.JobScript}
-	if !kube {
-		script := slurmScript(id, dir, st.files[st.index(BinaryPath)].SHA256, digestOf(file))
-		if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
-			return nil, err
-		}
-		prep.JobScript = digestOf([]byte(script))
-	}
-	if kube {
-		if prep.Release, err = pushStaged(ctx, dir, repo, d, s.Registry); err != nil {
-			return nil, err
-		}
+	prep := &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b, File: file, JobScript: d.JobScript,
+		keys: keys, registry: s.Registry, transport: t}
+	if err := t.afterSigning(ctx, st, prep); err != nil {
+		return nil, err
 	}
 	return prep, nil
 }
@@ -377,35 +339,32 @@ func treeBase(p *pipeline.Pipeline) (string, error) {
 	return "", fmt.Errorf("the pipeline's directory %s and its root %s do not nest: cannot stage one work tree", dir, root)
 }
 
-// jobKeys makes one key pair and nonce per job of the fleet, writes each
-// private key 0600 in jobs/<job>/, and returns the jobs.
-func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, error) {
+// jobKeys makes one key pair and nonce per job of the fleet, and a
+// private directory jobs/<job>/ for each, and returns the jobs and their
+// private keys (PEM) by job name: the transport puts each where its
+// node's signer finds it.
+func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, map[string][]byte, error) {
 	var jobs []ad.Job
+	keys := map[string][]byte{}
 	for _, c := range spec.Classes {
 		for i := range c.Nodes {
 			name := fmt.Sprintf("%s-%d", c.Name, i)
 			priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			der, err := x509.MarshalPKCS8PrivateKey(priv)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			pub, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			jdir := filepath.Join(dir, "jobs", name)
-			if err := os.MkdirAll(jdir, 0o700); err != nil {
-				return nil, err
+			if err := os.MkdirAll(filepath.Join(dir, "jobs", name), 0o700); err != nil {
+				return nil, nil, err
 			}
-			if err := os.MkdirAll(filepath.Join(dir, KeysDir), 0o700); err != nil {
-				return nil, err
-			}
-			if err := atomicfile.WriteNew(KeyPath(dir, name), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-				return nil, err
-			}
+			keys[name] = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 			jobs = append(jobs, ad.Job{
 				Name: name, Class: c.Name, Index: i,
 				Gres: c.Gres, Constraint: c.Constraint, Product: c.Product, Distinct: c.Selectors.Distinct,
@@ -414,7 +373,7 @@ func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, error) {
 			})
 		}
 	}
-	return jobs, nil
+	return jobs, keys, nil
 }
 
 // stager copies files into the dispatch directory and records their
