@@ -8,7 +8,8 @@ import (
 	"strconv"
 
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/node"
 	"github.com/spf13/cobra"
 )
 
@@ -31,13 +32,13 @@ func mountDirs() (keys, report string) {
 
 // podNode fills n's job ID and node name from a pod's environment, as
 // the engine that made the pod set them.
-func podNode(n *dispatch.Node) {
-	jobID, node := fleet.NodeIdentity(os.Environ())
-	n.JobID, n.NodeName = jobID, cmp.Or(node, n.NodeName)
+func podNode(n *node.Node) {
+	jobID, nodeName := fleet.NodeIdentity(os.Environ())
+	n.JobID, n.NodeName = jobID, cmp.Or(nodeName, n.NodeName)
 }
 
 // reportNode is fleet node --release: the node container's side.
-func reportNode(c *cobra.Command, n dispatch.Node, ref, class string, idx int, rf *registryFlags) error {
+func reportNode(c *cobra.Command, n node.Node, ref, class string, idx int, rf *registryFlags) error {
 	opts, err := rf.options()
 	if err != nil {
 		return err
@@ -48,7 +49,7 @@ func reportNode(c *cobra.Command, n dispatch.Node, ref, class string, idx int, r
 	if err != nil {
 		return err
 	}
-	pred, err := dispatch.ReportNode(c.Context(), n, dispatch.Release{Ref: ref, Class: class, Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
+	pred, err := node.ReportNode(c.Context(), n, node.Release{Ref: ref, Class: class, Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
 	if pred != nil {
 		fmt.Fprintf(c.OutOrStdout(), "job %s-%d on %s: %s; report in %s\n", class, idx, n.NodeName, pred.Result, report)
 	}
@@ -78,15 +79,15 @@ func newFleetSignCmd() *cobra.Command {
 			if err != nil {
 				return usageErr("$%s is %q: expected the job's index", fleet.IndexEnv, os.Getenv(fleet.IndexEnv))
 			}
-			release = cmp.Or(release, os.Getenv(dispatch.ReleaseEnv))
+			release = cmp.Or(release, os.Getenv(coordinate.ReleaseEnv))
 			if release == "" {
-				return usageErr("no staged dispatch: give --release or $%s", dispatch.ReleaseEnv)
+				return usageErr("no staged dispatch: give --release or $%s", coordinate.ReleaseEnv)
 			}
 			opts, err := registry.options()
 			if err != nil {
 				return err
 			}
-			n := dispatch.Node{}
+			n := node.Node{}
 			podNode(&n)
 			keys, report := mountDirs()
 			work, err := os.MkdirTemp("", "gpuattest-sign-")
@@ -94,22 +95,22 @@ func newFleetSignCmd() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(work)
-			pred, err := dispatch.SignNode(c.Context(), n, dispatch.Release{Ref: release, Class: args[0], Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
+			pred, err := node.SignNode(c.Context(), n, node.Release{Ref: release, Class: args[0], Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
 			if pred != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s-%d on %s: %s; node bundle pushed\n", args[0], idx, n.NodeName, pred.Result)
 			}
 			switch {
 			case err == nil:
 				return nil
-			case errors.Is(err, dispatch.ErrNodeFailed):
+			case errors.Is(err, node.ErrNodeFailed):
 				return withCode(exitFailed, err)
-			case errors.Is(err, dispatch.ErrRegistry) || c.Context().Err() != nil:
+			case errors.Is(err, node.ErrRegistry) || c.Context().Err() != nil:
 				return withCode(exitRetry, err) // the index may run again
 			}
 			return withCode(exitUsage, err) // a key or dispatch that will not change
 		},
 	}
-	c.Flags().StringVar(&release, "release", "", "the staged dispatch by digest ($"+dispatch.ReleaseEnv+" when omitted)")
+	c.Flags().StringVar(&release, "release", "", "the staged dispatch by digest ($"+coordinate.ReleaseEnv+" when omitted)")
 	registry = addRegistryFlags(c)
 	return c
 }

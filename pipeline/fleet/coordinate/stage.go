@@ -1,4 +1,4 @@
-package dispatch
+package coordinate
 
 import (
 	"bytes"
@@ -6,13 +6,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,33 +27,14 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
-// File names in a dispatch directory.
-const (
-	DispatchFile = "dispatch.intoto.jsonl"
-	NodeFile     = "node.intoto.jsonl"
-	JobScript    = "job.sh"
-	// KeysDir holds the job keys, KEYS/<job>.key (see KeyPath).
-	KeysDir  = "keys"
-	StepFile = "step"
-)
-
-// BinaryPath is where the gpuattest the nodes run is staged, relative
-// to the dispatch directory.
-const BinaryPath = "bin/gpuattest"
-
-// KeyPath is where job's private key is staged in the dispatch
-// directory dir: KEYS/<job>.key, beside the jobs' directories rather than
-// in them, so that no step finds it next to its work tree (../job.key).
-func KeyPath(dir, job string) string { return filepath.Join(dir, KeysDir, job+".key") }
-
 // Bounds of what is staged.
 const (
 	maxStagedFiles = 20000
-	maxStagedBytes = 8 << 30
 )
 
 // Stage is what Prepare needs.
@@ -184,7 +163,7 @@ func prepare(ctx context.Context, s Stage, t transport, id, dir string) (*Prepar
 	}
 	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
 	if t.stagesBinary() {
-		if err := st.file(s.Binary, BinaryPath, 0o755); err != nil {
+		if err := st.file(s.Binary, stagefs.BinaryPath, 0o755); err != nil {
 			return nil, err
 		}
 	}
@@ -248,12 +227,12 @@ func signDispatch(ctx context.Context, signer *sign.Signer, dir string, d *ad.Di
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("signing the dispatch: %w", err)
 	}
-	if err := sign.WriteJSONL(filepath.Join(dir, DispatchFile), [][]byte{b}); err != nil {
+	if err := sign.WriteJSONL(filepath.Join(dir, stagefs.DispatchFile), [][]byte{b}); err != nil {
 		return "", nil, nil, err
 	}
 	// The file as written, checked to be the statement signed: its
 	// sha256 is what the job script pins, and the coordinator keeps it.
-	file, err = limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	file, err = limits.ReadFile(filepath.Join(dir, stagefs.DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -294,7 +273,7 @@ if [ "${sum%%%% *}" != "$bin_sha256" ]; then
 	exit 1
 fi
 "$priv/gpuattest" fleet node --dispatch-digest "$dispatch_digest" "$dir" "$1"
-`, id, shellQuote(dir), binSHA256, dispatchDigest, BinaryPath)
+`, id, shellQuote(dir), binSHA256, dispatchDigest, stagefs.BinaryPath)
 }
 
 // releaseOf is the OCI release of the staged outputs; with copyTo set it
@@ -305,7 +284,7 @@ func releaseOf(dir string, subjects []attest.Subject, copyTo string) (*oci.Relea
 		src := filepath.Join(dir, "work", filepath.FromSlash(sub.Name))
 		if copyTo != "" {
 			dst := filepath.Join(copyTo, filepath.FromSlash(sub.Name))
-			sum, _, err := copyFile(src, dst, 0o444, maxStagedBytes)
+			sum, _, err := stagefs.CopyFile(src, dst, 0o444, stagefs.MaxStagedBytes)
 			if err != nil {
 				return nil, fmt.Errorf("copying %s into the run directory: %w", sub.Name, err)
 			}
@@ -481,7 +460,7 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 // file copies src to the dispatch directory's rel with mode, hashing it
 // on the way, and records it (replacing an earlier record of rel).
 func (st *stager) file(src, rel string, mode fs.FileMode) error {
-	sum, n, err := copyFile(src, filepath.Join(st.dir, filepath.FromSlash(rel)), mode, maxStagedBytes-st.bytes)
+	sum, n, err := stagefs.CopyFile(src, filepath.Join(st.dir, filepath.FromSlash(rel)), mode, stagefs.MaxStagedBytes-st.bytes)
 	if err != nil {
 		return fmt.Errorf("staging %s: %w", rel, err)
 	}
@@ -497,43 +476,6 @@ func (st *stager) file(src, rel string, mode fs.FileMode) error {
 	}
 	st.files = append(st.files, ad.File{Path: rel, SHA256: sum, Mode: uint32(mode.Perm())})
 	return nil
-}
-
-// copyFile copies the regular file src to dst (replacing it) with mode,
-// reading at most limit bytes, and returns the hex sha256 and size of
-// what it copied.
-func copyFile(src, dst string, mode fs.FileMode, limit int64) (string, int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return "", 0, err
-	}
-	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return "", 0, fmt.Errorf("%s is not a regular file", src)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", 0, err
-	}
-	_ = os.Remove(dst)
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm()|0o200)
-	if err != nil {
-		return "", 0, err
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(in, limit+1))
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && n > limit {
-		err = fmt.Errorf("more than %d GiB staged in all", maxStagedBytes>>30)
-	}
-	if err == nil {
-		err = os.Chmod(dst, mode.Perm())
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // shellQuote quotes s for sh: in single quotes, each single quote in s

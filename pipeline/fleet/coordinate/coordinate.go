@@ -1,4 +1,4 @@
-package dispatch
+package coordinate
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 )
 
 // StateFile is the coordinator's record in the run directory: the
@@ -32,11 +33,6 @@ const StateFile = "fleet.json"
 const (
 	NodesDir = "nodes"
 )
-
-// SimulateEnv, set to 1 in a job's environment, makes the node simulate
-// its GPUs from the class's gres type (GPUATTEST_FAKE_GPU), labelled
-// simulated like every simulated GPU.
-const SimulateEnv = "GPUATTEST_FLEET_SIMULATE"
 
 // State is the coordinator's record of a dispatch (StateFile).
 type State struct {
@@ -61,7 +57,7 @@ type State struct {
 	// Done is true once every job ended and the bundles were collected.
 	Done bool `json:"done"`
 	// Release is the staged dispatch in the fleet's registry, by digest
-	// (Kubernetes): the node bundles come back to its repository.
+	// (Kubernetes): the node bundles come back to its Repository.
 	Release string `json:"release,omitempty"`
 	// Cleanup says what the engine could not clean up once the jobs
 	// ended (a Secret left).
@@ -88,7 +84,7 @@ func Submit(ctx context.Context, e fleet.Scheduler, spec *fleet.Spec, prep *Prep
 	if err != nil {
 		return nil, fmt.Errorf("describing the cluster: %w", err)
 	}
-	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, DispatchFile: digestOf(prep.File), Cluster: cluster, JobScript: prep.JobScript, Simulated: simulate,
+	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, DispatchFile: stagefs.DigestOf(prep.File), Cluster: cluster, JobScript: prep.JobScript, Simulated: simulate,
 		SubmittedAt: time.Now().UTC(), Release: prep.Release}
 	// The coordinator's own copy of what it signed, kept before any job
 	// runs: collect, push and report read this one, never the shared
@@ -96,7 +92,7 @@ func Submit(ctx context.Context, e fleet.Scheduler, spec *fleet.Spec, prep *Prep
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := atomicfile.Write(filepath.Join(outDir, DispatchFile), prep.File, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(outDir, stagefs.DispatchFile), prep.File, 0o644); err != nil {
 		return nil, err
 	}
 	for i := range spec.Classes {
@@ -131,7 +127,7 @@ func Submit(ctx context.Context, e fleet.Scheduler, spec *fleet.Spec, prep *Prep
 func request(prep *Prepared, c *fleet.Class, limit time.Duration, simulate bool) (fleet.Request, error) {
 	env := map[string]string{}
 	if simulate {
-		env[SimulateEnv] = "1"
+		env[stagefs.SimulateEnv] = "1"
 	}
 	req := fleet.Request{
 		Name: "gpuattest-" + c.Name, Class: c.Name, Selectors: c.Selectors, Count: c.Nodes, Dispatch: prep.Dispatch.ID,
@@ -279,7 +275,7 @@ func Wait(ctx context.Context, e fleet.Scheduler, s *State, outDir string, timeo
 				}
 				j.Status = got
 			}
-			if step, err := readStep(filepath.Join(s.Dispatch, "jobs", j.Name, StepFile)); err == nil {
+			if step, err := readStep(filepath.Join(s.Dispatch, "jobs", j.Name, stagefs.StepFile)); err == nil {
 				j.Step = step
 			}
 			done = done && j.Status.State.Final()
@@ -322,14 +318,14 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 	if s.DispatchFile == "" {
 		// A record of an older gpuattest, which kept no copy: the shared
 		// one, if it is the statement the record names.
-		disp, err := limits.ReadFile(filepath.Join(s.Dispatch, DispatchFile), 64<<20, "dispatch")
+		disp, err := limits.ReadFile(filepath.Join(s.Dispatch, stagefs.DispatchFile), 64<<20, "dispatch")
 		if err != nil {
 			return nil, err
 		}
-		if err := checkDispatch(disp, s, filepath.Join(s.Dispatch, DispatchFile)); err != nil {
+		if err := checkDispatch(disp, s, filepath.Join(s.Dispatch, stagefs.DispatchFile)); err != nil {
 			return nil, err
 		}
-		if err := atomicfile.Write(filepath.Join(outDir, DispatchFile), disp, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(outDir, stagefs.DispatchFile), disp, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -350,7 +346,7 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 			}
 			var why *unreadable
 			if errors.As(err, &why) {
-				reason += "; " + firstLine(err.Error())
+				reason += "; " + stagefs.FirstLine(err.Error())
 			}
 			out.Missing = append(out.Missing, fmt.Sprintf("job %s (%s %s on %s): no node bundle; %s", j.Name, s.Cluster.Engine, j.ID, orDash(j.Status.Node), reason))
 			continue
@@ -392,12 +388,12 @@ func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimu
 // verifyDir is VerifyDir; without owner, the dispatch counts only if it
 // is the one the coordinator's record st names.
 func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
-	disp, err := limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	disp, err := limits.ReadFile(filepath.Join(dir, stagefs.DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
 	}
 	if owner == nil {
-		if err := checkDispatch(disp, st, filepath.Join(dir, DispatchFile)); err != nil {
+		if err := checkDispatch(disp, st, filepath.Join(dir, stagefs.DispatchFile)); err != nil {
 			return nil, err
 		}
 	}
@@ -417,7 +413,7 @@ func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option
 		}
 		nodes = append(nodes, es...)
 	}
-	entry := verify.Entry{Source: filepath.Join(dir, DispatchFile), Data: disp}
+	entry := verify.Entry{Source: filepath.Join(dir, stagefs.DispatchFile), Data: disp}
 	o := ad.Options{AllowSimulated: allowSimulated}
 	if owner == nil {
 		return ad.CheckNodes(ctx, entry, nodes, o)
@@ -434,7 +430,7 @@ var ErrNotOurDispatch = errors.New("not the dispatch this run signed")
 // without one its statement's digest (DispatchDigest).
 func checkDispatch(data []byte, s *State, path string) error {
 	if s.DispatchFile != "" {
-		if got := digestOf(data); got != s.DispatchFile {
+		if got := stagefs.DigestOf(data); got != s.DispatchFile {
 			return fmt.Errorf("%w: %s is %s, %s names %s (a dispatch signed by another key, or an older one?)", ErrNotOurDispatch, path, got, StateFile, s.DispatchFile)
 		}
 		return nil

@@ -1,4 +1,4 @@
-package dispatch
+package coordinate
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 )
 
 // transport is how a dispatch reaches the nodes and how their bundles
@@ -72,7 +73,7 @@ func transportFor(spec *fleet.Spec) (transport, error) {
 // recorded: a staged release names the registry one.
 func recordTransport(s *State) transport {
 	if s.Release != "" {
-		return registryTransport{repo: repository(s.Release)}
+		return registryTransport{repo: stagefs.Repository(s.Release)}
 	}
 	return sharedTransport{root: filepath.Dir(s.Dispatch)}
 }
@@ -87,7 +88,7 @@ func (t sharedTransport) check() error {
 	if _, err := os.Stat(t.root); err != nil {
 		return nil
 	}
-	_, err := CheckSharedDir(t.root)
+	_, err := stagefs.CheckSharedDir(t.root)
 	return err
 }
 
@@ -96,7 +97,7 @@ func (t sharedTransport) place(string) (string, error) {
 		return "", fmt.Errorf("creating the dispatch directory: %w\nhint: sharedDir must be writable here and on every node", err)
 	}
 	// No co-tenant may be able to swap the dispatch directory.
-	if _, err := CheckSharedDir(t.root); err != nil {
+	if _, err := stagefs.CheckSharedDir(t.root); err != nil {
 		return "", err
 	}
 	return t.root, nil
@@ -107,11 +108,11 @@ func (sharedTransport) stagesBinary() bool { return true }
 // beforeSigning writes each job's key 0600 in KEYS/<job>.key, for the
 // node that runs the job.
 func (sharedTransport) beforeSigning(dir string, d *ad.Dispatch, keys map[string][]byte) error {
-	if err := os.MkdirAll(filepath.Join(dir, KeysDir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, stagefs.KeysDir), 0o700); err != nil {
 		return err
 	}
 	for _, j := range d.Jobs {
-		if err := atomicfile.WriteNew(KeyPath(dir, j.Name), keys[j.Name], 0o600); err != nil {
+		if err := atomicfile.WriteNew(stagefs.KeyPath(dir, j.Name), keys[j.Name], 0o600); err != nil {
 			return err
 		}
 	}
@@ -121,29 +122,29 @@ func (sharedTransport) beforeSigning(dir string, d *ad.Dispatch, keys map[string
 // afterSigning writes the job script, which pins the staged binary and
 // the signed dispatch file.
 func (sharedTransport) afterSigning(_ context.Context, st *stager, prep *Prepared) error {
-	script := slurmScript(prep.Dispatch.ID, prep.Dir, st.files[st.index(BinaryPath)].SHA256, digestOf(prep.File))
-	if err := os.WriteFile(filepath.Join(prep.Dir, JobScript), []byte(script), 0o755); err != nil {
+	script := slurmScript(prep.Dispatch.ID, prep.Dir, st.files[st.index(stagefs.BinaryPath)].SHA256, stagefs.DigestOf(prep.File))
+	if err := os.WriteFile(filepath.Join(prep.Dir, stagefs.JobScript), []byte(script), 0o755); err != nil {
 		return err
 	}
-	prep.JobScript = digestOf([]byte(script))
+	prep.JobScript = stagefs.DigestOf([]byte(script))
 	return nil
 }
 
 func (sharedTransport) request(prep *Prepared, c *fleet.Class, req *fleet.Request) error {
-	req.Script, req.Args, req.LogDir = filepath.Join(prep.Dir, JobScript), []string{c.Name}, filepath.Join(prep.Dir, "logs")
+	req.Script, req.Args, req.LogDir = filepath.Join(prep.Dir, stagefs.JobScript), []string{c.Name}, filepath.Join(prep.Dir, "logs")
 	return nil
 }
 
 // bundles reads the node bundles as the nodes wrote them: through the
 // dispatch directory, checked as a node checks it.
 func (sharedTransport) bundles(_ context.Context, s *State, _ []oci.Option) (func(string) ([]byte, error), func()) {
-	td, err := openTrusted(s.Dispatch)
+	td, err := stagefs.OpenTrusted(s.Dispatch)
 	if err != nil {
 		return func(string) ([]byte, error) { return nil, &unreadable{err} }, func() {}
 	}
 	return func(job string) ([]byte, error) {
-		b, _, err := td.ReadFile("jobs/"+job+"/"+NodeFile, 64<<20, "node bundle", 0o022)
-		if errors.Is(err, ErrUnsafePath) {
+		b, _, err := td.ReadFile("jobs/"+job+"/"+stagefs.NodeFile, 64<<20, "node bundle", 0o022)
+		if errors.Is(err, stagefs.ErrUnsafePath) {
 			err = &unreadable{err}
 		}
 		return b, err
@@ -154,20 +155,20 @@ func (sharedTransport) bundles(_ context.Context, s *State, _ []oci.Option) (fun
 // the node checks it (no link followed, nothing another user could have
 // replaced): a directory swapped by someone else is left alone.
 func (sharedTransport) removeKeys(s *State) {
-	td, err := openTrusted(s.Dispatch)
+	td, err := stagefs.OpenTrusted(s.Dispatch)
 	if err != nil {
 		return
 	}
 	defer td.Close()
-	if td.Dir(KeysDir, 0o077) != nil {
+	if td.Dir(stagefs.KeysDir, 0o077) != nil {
 		return
 	}
 	for _, j := range s.Jobs {
-		_ = td.root.Remove(KeysDir + "/" + j.Name + ".key")
+		_ = td.Remove(stagefs.KeysDir + "/" + j.Name + ".key")
 	}
 }
 
-// registryTransport stages through an OCI repository (Kubernetes): the
+// registryTransport stages through an OCI Repository (Kubernetes): the
 // coordinator pushes the dispatch directory, the pods pull it by digest,
 // the engine delivers the job keys (a Secret per class; they never touch
 // the coordinator's disk) and the nodes push their bundles back under
@@ -193,10 +194,10 @@ func (registryTransport) stagesBinary() bool { return false }
 // The keys stay in memory, for the engine's request.
 func (t registryTransport) beforeSigning(dir string, d *ad.Dispatch, _ map[string][]byte) error {
 	script := kubeScript(d.ID)
-	if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, stagefs.JobScript), []byte(script), 0o755); err != nil {
 		return err
 	}
-	d.JobScript = digestOf([]byte(script))
+	d.JobScript = stagefs.DigestOf([]byte(script))
 	return nil
 }
 
@@ -210,11 +211,11 @@ func (t registryTransport) afterSigning(ctx context.Context, _ *stager, prep *Pr
 // request gives the class's jobs the node and sign commands, the staged
 // dispatch's reference and their keys, by index.
 func (registryTransport) request(prep *Prepared, c *fleet.Class, req *fleet.Request) error {
-	script, err := limits.ReadFile(filepath.Join(prep.Dir, JobScript), 64<<10, "job script")
+	script, err := limits.ReadFile(filepath.Join(prep.Dir, stagefs.JobScript), 64<<10, "job script")
 	if err != nil {
 		return err
 	}
-	req.Env[ReleaseEnv] = prep.Release
+	req.Env[stagefs.ReleaseEnv] = prep.Release
 	req.Command, req.SignCommand = kubeCommands(string(script), c.Name)
 	for i := range c.Nodes {
 		key := prep.Key(fmt.Sprintf("%s-%d", c.Name, i))
@@ -234,6 +235,6 @@ func (t registryTransport) bundles(ctx context.Context, s *State, opts []oci.Opt
 // directory (this one keeps them in memory only).
 func (registryTransport) removeKeys(s *State) {
 	for _, j := range s.Jobs {
-		_ = os.Remove(KeyPath(s.Dispatch, j.Name))
+		_ = os.Remove(stagefs.KeyPath(s.Dispatch, j.Name))
 	}
 }
