@@ -153,7 +153,7 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 			t.Errorf("no progress line ending in COMPLETED on node1 for %s:\n%s", job, out)
 		}
 		for i, l := range lines {
-			if !regexp.MustCompile(`^  `+job+` +[0-9]+ +(PENDING|RUNNING|COMPLETING|COMPLETED) `).MatchString(l + " ") {
+			if !regexp.MustCompile(`^  ` + job + ` +[0-9]+ +(PENDING|RUNNING|COMPLETING|COMPLETED) `).MatchString(l + " ") {
 				t.Errorf("progress line %q: expected a pending, running or completed job", l)
 			}
 			if i > 0 && l == lines[i-1] {
