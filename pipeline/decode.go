@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -610,7 +611,13 @@ func yamlFields(t reflect.Type) map[string]reflect.StructField {
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct {
+			// An inline struct's keys are the outer mapping's (a fleet
+			// file's engine settings).
+			maps.Copy(out, yamlFields(f.Type))
+			continue
+		}
 		if name == "-" || name == "" {
 			continue
 		}
@@ -629,6 +636,9 @@ func fieldNames(m map[string]reflect.StructField) []string {
 }
 
 func describe(t reflect.Type) string {
+	if t.Name() == "" && t.Kind() == reflect.Struct && t.NumField() > 0 {
+		return describe(t.Field(0).Type) // a struct of inline parts: its first
+	}
 	switch t {
 	case reflect.TypeOf(Pipeline{}):
 		return "pipeline"

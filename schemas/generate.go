@@ -3,6 +3,7 @@ package schemas
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 
@@ -41,12 +43,46 @@ var Generators = map[string]func() ([]byte, error){
 	"fleet.schema.json":     Fleet,
 }
 
-// Fleet generates the schema of a fleet file (YAML field names): each
-// class's targets pinned to the known architectures, its gres to a typed
-// GPU gres.
+// Fleet generates the schema of a fleet file (YAML field names): the
+// common fields, then each registered engine's settings as that engine
+// declares them (their text and defaults are the engine's), each class's
+// targets pinned to the known architectures, its gres to a typed GPU
+// gres.
 func Fleet() ([]byte, error) {
-	r := &jsonschema.Reflector{FieldNameTag: "yaml", ExpandedStruct: true, Mapper: specScalarRef}
+	r := &jsonschema.Reflector{FieldNameTag: "yaml", ExpandedStruct: true, Mapper: specScalarRef, Namer: engineTypeName}
 	s := r.Reflect(&fleet.Spec{})
+	var engines, polls []string
+	for _, f := range fleet.Factories() {
+		engines = append(engines, f.Name())
+		polls = append(polls, fmt.Sprintf("%s on %s", fleet.FormatDuration(f.DefaultPollInterval()), f.Name()))
+		es := r.ReflectFromType(fleet.ConfigTypes()[f.Name()])
+		if d, ok := f.Config().(fleet.DocumentedDefaults); ok {
+			for path, def := range d.Defaults() {
+				p := schemaAt(es, path)
+				if p == nil {
+					return nil, fmt.Errorf("engine %s documents a default for %s, which its settings lack", f.Name(), path)
+				}
+				p.Description += " (" + def + " when omitted)"
+			}
+		}
+		for k, v := range es.Properties.FromOldest() {
+			s.Properties.Set(k, v)
+			if err := s.Properties.MoveBefore(k, "pollInterval"); err != nil {
+				return nil, err
+			}
+		}
+		for k, v := range es.Definitions {
+			s.Definitions[k] = v
+		}
+	}
+	if e, ok := s.Properties.Get("engine"); ok {
+		for _, n := range engines {
+			e.Enum = append(e.Enum, n)
+		}
+	}
+	if p, ok := s.Properties.Get("pollInterval"); ok {
+		p.Description = "least time between two polls of the scheduler (" + strings.Join(polls, ", ") + " when omitted; 1s at least)"
+	}
 	for _, t := range specScalars {
 		if ref, _ := json.Marshal(s); bytes.Contains(ref, []byte(`"#/$defs/`+t.Name()+`"`)) {
 			s.Definitions[t.Name()] = specScalar(t)
@@ -54,7 +90,7 @@ func Fleet() ([]byte, error) {
 	}
 	s.ID = FleetID
 	s.Title = "gpuattest fleet"
-	s.Description = "Where a pipeline's GPU steps run: the engine, the shared directory and one entry per node class (apiVersion " + pipeline.APIVersion + ")."
+	s.Description = "Where a pipeline's GPU steps run: the engine, its settings and one entry per node class (apiVersion " + pipeline.APIVersion + ")."
 	if c, ok := s.Definitions["Class"]; ok {
 		if t, ok := c.Properties.Get("targets"); ok {
 			enum := make([]any, len(pipeline.Architectures))
@@ -69,6 +105,38 @@ func Fleet() ([]byte, error) {
 		}
 	}
 	return marshal(s)
+}
+
+// schemaAt is the schema of the field at the dotted path in s, following
+// $refs to s's definitions; nil when there is none.
+func schemaAt(s *jsonschema.Schema, path string) *jsonschema.Schema {
+	cur := s
+	for part := range strings.SplitSeq(path, ".") {
+		if ref, ok := strings.CutPrefix(cur.Ref, "#/$defs/"); ok {
+			cur = s.Definitions[ref]
+		}
+		if cur == nil || cur.Properties == nil {
+			return nil
+		}
+		next, ok := cur.Properties.Get(part)
+		if !ok {
+			return nil
+		}
+		cur = next
+	}
+	return cur
+}
+
+// engineTypeName names a schema definition: an engine's own types carry
+// their package's name (KubeSettings), so two engines' types never
+// share one.
+func engineTypeName(t reflect.Type) string {
+	pkg := t.PkgPath()
+	if i := strings.LastIndex(pkg, "/pipeline/fleet/"); i >= 0 {
+		name := pkg[i+len("/pipeline/fleet/"):]
+		return strings.ToUpper(name[:1]) + name[1:] + t.Name()
+	}
+	return t.Name()
 }
 
 // Pipeline generates the schema of a pipeline file (YAML field names).

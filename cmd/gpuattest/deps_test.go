@@ -33,11 +33,12 @@ var cmdMayImport = []string{
 	"pipeline/rebuild",   // rebuild
 	"pipeline/report",    // report
 	"pipeline/stats",     // compare renders its verdicts
-	// run --fleet; fleet collect, verify and node
+	// run --fleet; fleet collect, verify and node; the engines only
+	// through their registry (internal/codecheck TestCmdKnowsNoEngine)
 	"pipeline/fleet",
-	"pipeline/fleet/dispatch",
-	"pipeline/fleet/slurm",
-	"pipeline/fleet/kube",
+	"pipeline/fleet/coordinate",
+	"pipeline/fleet/node",
+	"pipeline/fleet/engines",
 	"pipeline/history", // history
 }
 

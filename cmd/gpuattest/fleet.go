@@ -18,8 +18,9 @@ import (
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/slurm"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
+	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/node"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
 )
@@ -78,10 +79,10 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	}
 	// Before the build: a sharedDir others could swap a dispatch directory
 	// in is refused now (staging checks it again).
-	if err := dispatch.CheckStaging(spec); err != nil {
+	if err := coordinate.CheckStaging(spec); err != nil {
 		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
 	}
-	build, nodes := dispatch.Split(p)
+	build, nodes := coordinate.Split(p)
 	if len(nodes.Steps) == 0 {
 		return usageErr("%s has no gpu: true step: there is nothing to run on the fleet", p.Path)
 	}
@@ -103,7 +104,7 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	stderr := c.ErrOrStderr()
 	// The build part: once, here, unsigned (the dispatch signs its outputs).
 	bf := *f
-	bf.sign, bf.out, bf.resume = &signFlags{}, filepath.Join(out, dispatch.BuildDir), ""
+	bf.sign, bf.out, bf.resume = &signFlags{}, filepath.Join(out, coordinate.BuildDir), ""
 	var prog *progress
 	if !f.quiet {
 		prog = newProgress(stderr, build, progressOptions{})
@@ -134,26 +135,26 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 	if err != nil {
 		return err
 	}
-	e, err := engineFor(engineConfig{name: spec.Engine, partition: spec.Partition, poll: spec.PollInterval.D, kube: spec.Kubernetes, flags: ff.kube})
+	e, err := engineFor(spec.Engine, spec.Config, spec.PollInterval.D, ff.kube)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	stage := dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer,
-		ReleaseDir: filepath.Join(out, dispatch.ReleaseDir)}
-	if spec.Kubernetes != nil {
-		if stage.Cluster, err = e.Describe(ctx); err != nil {
-			return withCode(exitFailed, fmt.Errorf("describing the cluster: %w", err))
-		}
-		stage.StageDir = filepath.Join(out, "stage")
-		if stage.Registry, err = ff.registry.options(); err != nil {
-			return err
-		}
+	// The dispatch names the cluster (its server and namespace, where
+	// the engine has them); an engine that stages through a registry
+	// stages in the run directory first.
+	stage := coordinate.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer,
+		ReleaseDir: filepath.Join(out, coordinate.ReleaseDir), StageDir: filepath.Join(out, "stage")}
+	if stage.Cluster, err = e.Describe(ctx); err != nil {
+		return withCode(exitFailed, fmt.Errorf("describing the cluster: %w", err))
 	}
-	prep, err := dispatch.Prepare(ctx, stage)
+	if stage.Registry, err = ff.registry.options(); err != nil {
+		return err
+	}
+	prep, err := coordinate.Prepare(ctx, stage)
 	if err != nil {
 		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
 	}
-	st, err := dispatch.Submit(ctx, e, spec, prep, dispatch.TimeLimit(p), ff.simulate, out)
+	st, err := coordinate.Submit(ctx, e, spec, prep, coordinate.TimeLimit(p), ff.simulate, out)
 	if err != nil {
 		return withCode(exitFailed, err)
 	}
@@ -175,10 +176,10 @@ func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, sig
 // waitAndCollect waits for the jobs with a progress line per change on
 // stderr (none when quiet), collects the node bundles and prints one row
 // per job.
-func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out string, timeout time.Duration, simulated, quiet bool, rf *registryFlags) error {
+func waitAndCollect(c *cobra.Command, e fleet.Scheduler, st *coordinate.State, out string, timeout time.Duration, simulated, quiet bool, rf *registryFlags) error {
 	w := c.ErrOrStderr()
 	last := map[string]string{}
-	err := dispatch.Wait(c.Context(), e, st, out, timeout, func(s *dispatch.State) {
+	err := coordinate.Wait(c.Context(), e, st, out, timeout, func(s *coordinate.State) {
 		if quiet {
 			return
 		}
@@ -196,7 +197,7 @@ func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out st
 	switch {
 	case errors.Is(err, context.Canceled):
 		return withCode(exitInterrupted, fmt.Errorf("interrupted: the dispatch's %d job(s) were cancelled; %s is not collected", len(st.Jobs), out))
-	case errors.Is(err, dispatch.ErrTimeout):
+	case errors.Is(err, coordinate.ErrTimeout):
 		return withCode(exitFailed, fmt.Errorf("%w after %v: its %d job(s) were cancelled", err, timeout, len(st.Jobs)))
 	case err != nil:
 		return withCode(exitFailed, err)
@@ -205,7 +206,7 @@ func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out st
 	if err != nil {
 		return err
 	}
-	col, err := dispatch.Collect(context.WithoutCancel(c.Context()), st, out, simulated, opts...)
+	col, err := coordinate.Collect(context.WithoutCancel(c.Context()), st, out, simulated, opts...)
 	if err != nil {
 		return withCode(exitFailed, err)
 	}
@@ -222,7 +223,7 @@ func waitAndCollect(c *cobra.Command, e fleet.Engine, st *dispatch.State, out st
 
 // jobLine is a job's progress line: name, scheduler ID, state, node,
 // elapsed time and the step in progress.
-func jobLine(j dispatch.JobState, idWidth int) string {
+func jobLine(j coordinate.JobState, idWidth int) string {
 	elapsed := ""
 	if !j.Status.Start.IsZero() {
 		end := j.Status.End
@@ -296,35 +297,21 @@ func hostStepsLine(mode string) string {
 	return "host steps: sandboxed, as the owner signed (bwrap on each node, the shared directory and its keys hidden)"
 }
 
-// engineConfig is what engineFor needs: the fleet file's (or the
-// record's) engine settings and the command line's.
-type engineConfig struct {
-	name, partition string
-	poll            time.Duration
-	kube            *fleet.Kubernetes
-	flags           kubeFlags
-}
-
-// engineFor builds the engine a fleet file or a fleet record names.
-func engineFor(ec engineConfig) (fleet.Engine, error) {
-	poll := ec.poll
+// engineFor builds the scheduler of the engine named for its settings
+// cfg, throttled to poll (the engine's default when 0);
+// GPUATTEST_FLEET_POLL, for tests, overrides it.
+func engineFor(name string, cfg fleet.EngineConfig, poll time.Duration, kf kubeFlags) (fleet.Scheduler, error) {
 	if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: %w", v, err)
 		}
+		if d < 100*time.Millisecond {
+			return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: below 100ms; each poll costs the scheduler's controller", v)
+		}
 		poll = d
 	}
-	switch ec.name {
-	case "slurm":
-		if poll == 0 {
-			poll = 10 * time.Second // a 64-job squeue --json costs about 40 ms of CPU
-		}
-		return slurm.New(ec.partition, slurm.WithPollInterval(poll))
-	case "kubernetes":
-		return kubeEngine(ec, poll)
-	}
-	return nil, fmt.Errorf("unknown fleet engine %q: expected slurm or kubernetes", ec.name)
+	return fleet.Open(name, cfg, fleet.Access{"kubeconfig": kf.kubeconfig, "context": kf.context}, poll)
 }
 
 func newFleetNodeCmd() *cobra.Command {
@@ -359,16 +346,17 @@ func newFleetNodeCmd() *cobra.Command {
 				return withCode(exitUsage, err)
 			}
 			host, _ := os.Hostname()
-			n := dispatch.Node{
-				JobID: cmp.Or(os.Getenv("SLURM_ARRAY_JOB_ID")+taskSuffix(os.Getenv("SLURM_ARRAY_TASK_ID")), os.Getenv("SLURM_JOB_ID")), NodeName: cmp.Or(os.Getenv("SLURMD_NODENAME"), host),
-				GPUSource: src, Simulate: os.Getenv(dispatch.SimulateEnv) == "1",
+			jobID, nodeName := fleet.NodeIdentity(os.Environ())
+			n := node.Node{
+				JobID: jobID, NodeName: cmp.Or(nodeName, host),
+				GPUSource: src, Simulate: os.Getenv(coordinate.SimulateEnv) == "1",
 				Env: os.Environ(), Version: buildVersion().Version,
 			}
 			if release != "" {
 				return reportNode(c, n, release, args[0], idx, registry)
 			}
 			n.Dir, n.Job, n.DispatchDigest = args[0], fmt.Sprintf("%s-%d", args[1], idx), dispatchDigest
-			res, err := dispatch.RunNode(c.Context(), n)
+			res, err := node.RunNode(c.Context(), n)
 			if res != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s on %s: %s; bundle %s\n", n.Job, n.NodeName, res.Node.Result, res.Bundle)
 			}
@@ -394,12 +382,15 @@ func newFleetCollectCmd() *cobra.Command {
 		Short: "Wait for a detached dispatch and collect its node bundles",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := dispatch.LoadState(args[0])
+			st, err := coordinate.LoadState(args[0])
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			e, err := engineFor(engineConfig{name: st.Cluster.Engine, partition: st.Cluster.Partition, flags: kf,
-				kube: &fleet.Kubernetes{Namespace: st.Cluster.Namespace}})
+			f, ok := fleet.Lookup(st.Cluster.Engine)
+			if !ok {
+				return usageErr("%s names engine %q, which this gpuattest does not have (it has: %s)", coordinate.StateFile, st.Cluster.Engine, strings.Join(fleet.EngineNames(), ", "))
+			}
+			e, err := engineFor(st.Cluster.Engine, f.Recorded(st.Cluster), 0, kf)
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -447,7 +438,7 @@ func newFleetVerifyCmd() *cobra.Command {
 			var r *ad.Report
 			source := args[0]
 			if st, serr := os.Stat(args[0]); serr == nil && st.IsDir() {
-				r, err = dispatch.VerifyDir(c.Context(), args[0], owner, allowSimulated)
+				r, err = coordinate.VerifyDir(c.Context(), args[0], owner, allowSimulated)
 			} else {
 				var fetched *oci.Fetched
 				if r, fetched, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry, pullDest{}); err == nil {
@@ -534,14 +525,6 @@ func validDigest(d string) bool {
 	return true
 }
 
-// taskSuffix is "_TASK" for an array task's index, "" otherwise.
-func taskSuffix(task string) string {
-	if task == "" {
-		return ""
-	}
-	return "_" + task
-}
-
 func newFleetPushCmd() *cobra.Command {
 	var allowFailed, allowSimulated bool
 	var registry *registryFlags
@@ -558,7 +541,7 @@ func newFleetPushCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := dispatch.Push(c.Context(), args[0], args[1], allowFailed, allowSimulated, opts...)
+			res, err := coordinate.Push(c.Context(), args[0], args[1], allowFailed, allowSimulated, opts...)
 			if err != nil {
 				return withCode(exitFailed, err)
 			}

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/kube"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/node"
 	"github.com/spf13/cobra"
 )
 
@@ -24,33 +23,6 @@ func (k *kubeFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&k.context, "context", "", "Kubernetes: the kubeconfig context (the fleet file's kubernetes.context, or the current one, when omitted)")
 }
 
-// kubeEngine builds the Kubernetes engine of a fleet file's kubernetes:
-// block (or a record's namespace), the flags winning over the file.
-func kubeEngine(ec engineConfig, poll time.Duration) (fleet.Engine, error) {
-	k := ec.kube
-	if k == nil {
-		k = &fleet.Kubernetes{}
-	}
-	opts := []kube.Option{
-		kube.WithKubeconfig(cmp.Or(ec.flags.kubeconfig, k.Kubeconfig)),
-		kube.WithContext(cmp.Or(ec.flags.context, k.Context)),
-	}
-	if poll > 0 {
-		opts = append(opts, kube.WithPollInterval(poll))
-	}
-	if !k.ScheduleTimeout.IsZero() {
-		opts = append(opts, kube.WithScheduleTimeout(k.ScheduleTimeout.D))
-	}
-	if v := os.Getenv("GPUATTEST_FLEET_SCHEDULE_TIMEOUT"); v != "" { // tests wait less
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("GPUATTEST_FLEET_SCHEDULE_TIMEOUT=%q: %w", v, err)
-		}
-		opts = append(opts, kube.WithScheduleTimeout(d))
-	}
-	return kube.New(kube.Config{Namespace: k.Namespace, Image: k.Image, ImagePullSecrets: k.ImagePullSecrets, ServiceAccount: k.ServiceAccountName}, opts...)
-}
-
 // mountDirs are the key and report directories of a job's pod: the
 // mounts, or where GPUATTEST_FLEET_KEY_DIR and GPUATTEST_FLEET_REPORT_DIR
 // move them (tests that run a pod's commands outside a pod).
@@ -58,27 +30,26 @@ func mountDirs() (keys, report string) {
 	return cmp.Or(os.Getenv("GPUATTEST_FLEET_KEY_DIR"), fleet.KeyMount), cmp.Or(os.Getenv("GPUATTEST_FLEET_REPORT_DIR"), fleet.ReportMount)
 }
 
-// kubeNode fills n's engine, job ID and node name from a pod's
-// environment.
-func kubeNode(n *dispatch.Node, idx int) {
-	n.Engine = "kubernetes"
-	n.JobID = os.Getenv(fleet.JobEnv) + "/" + strconv.Itoa(idx)
-	n.NodeName = cmp.Or(os.Getenv(fleet.NodeEnv), n.NodeName)
+// podNode fills n's job ID and node name from a pod's environment, as
+// the engine that made the pod set them.
+func podNode(n *node.Node) {
+	jobID, nodeName := fleet.NodeIdentity(os.Environ())
+	n.JobID, n.NodeName = jobID, cmp.Or(nodeName, n.NodeName)
 }
 
 // reportNode is fleet node --release: the node container's side.
-func reportNode(c *cobra.Command, n dispatch.Node, ref, class string, idx int, rf *registryFlags) error {
+func reportNode(c *cobra.Command, n node.Node, ref, class string, idx int, rf *registryFlags) error {
 	opts, err := rf.options()
 	if err != nil {
 		return err
 	}
-	kubeNode(&n, idx)
+	podNode(&n)
 	keys, report := mountDirs()
 	work, err := os.MkdirTemp("", "gpuattest-job-")
 	if err != nil {
 		return err
 	}
-	pred, err := dispatch.ReportNode(c.Context(), n, dispatch.Release{Ref: ref, Class: class, Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
+	pred, err := node.ReportNode(c.Context(), n, node.Release{Ref: ref, Class: class, Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
 	if pred != nil {
 		fmt.Fprintf(c.OutOrStdout(), "job %s-%d on %s: %s; report in %s\n", class, idx, n.NodeName, pred.Result, report)
 	}
@@ -108,38 +79,38 @@ func newFleetSignCmd() *cobra.Command {
 			if err != nil {
 				return usageErr("$%s is %q: expected the job's index", fleet.IndexEnv, os.Getenv(fleet.IndexEnv))
 			}
-			release = cmp.Or(release, os.Getenv(dispatch.ReleaseEnv))
+			release = cmp.Or(release, os.Getenv(coordinate.ReleaseEnv))
 			if release == "" {
-				return usageErr("no staged dispatch: give --release or $%s", dispatch.ReleaseEnv)
+				return usageErr("no staged dispatch: give --release or $%s", coordinate.ReleaseEnv)
 			}
 			opts, err := registry.options()
 			if err != nil {
 				return err
 			}
-			n := dispatch.Node{}
-			kubeNode(&n, idx)
+			n := node.Node{}
+			podNode(&n)
 			keys, report := mountDirs()
 			work, err := os.MkdirTemp("", "gpuattest-sign-")
 			if err != nil {
 				return err
 			}
 			defer os.RemoveAll(work)
-			pred, err := dispatch.SignNode(c.Context(), n, dispatch.Release{Ref: release, Class: args[0], Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
+			pred, err := node.SignNode(c.Context(), n, node.Release{Ref: release, Class: args[0], Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
 			if pred != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s-%d on %s: %s; node bundle pushed\n", args[0], idx, n.NodeName, pred.Result)
 			}
 			switch {
 			case err == nil:
 				return nil
-			case errors.Is(err, dispatch.ErrNodeFailed):
+			case errors.Is(err, node.ErrNodeFailed):
 				return withCode(exitFailed, err)
-			case errors.Is(err, dispatch.ErrRegistry) || c.Context().Err() != nil:
+			case errors.Is(err, node.ErrRegistry) || c.Context().Err() != nil:
 				return withCode(exitRetry, err) // the index may run again
 			}
 			return withCode(exitUsage, err) // a key or dispatch that will not change
 		},
 	}
-	c.Flags().StringVar(&release, "release", "", "the staged dispatch by digest ($"+dispatch.ReleaseEnv+" when omitted)")
+	c.Flags().StringVar(&release, "release", "", "the staged dispatch by digest ($"+coordinate.ReleaseEnv+" when omitted)")
 	registry = addRegistryFlags(c)
 	return c
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/k8stest"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
 )
 
 // GPU products of the test cluster's kwok nodes.
@@ -328,8 +328,8 @@ func (r *kubeRun) runPod(ctx context.Context, p k8stest.Pod) {
 }
 
 // record reads the run's fleet.json.
-func (r *kubeRun) record() *dispatch.State {
-	st, err := dispatch.LoadState(filepath.Join(r.dir, "run"))
+func (r *kubeRun) record() *coordinate.State {
+	st, err := coordinate.LoadState(filepath.Join(r.dir, "run"))
 	if err != nil {
 		r.t.Fatal(err)
 	}

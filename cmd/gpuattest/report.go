@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
 	"github.com/gpuattest/gpuattest/pipeline/report"
 	"github.com/spf13/cobra"
 )
@@ -77,8 +77,8 @@ Exit status: 0 written, 1 error, 2 usage; with --bundle 10, 11, 12 as verify.`,
 				return usageErr("--key, --policy and the identity flags verify a bundle: give --bundle FILE")
 			}
 			var err error
-			if dispatch.IsRunDir(args[0]) {
-				rep, err = dispatch.Report(c.Context(), args[0])
+			if coordinate.IsRunDir(args[0]) {
+				rep, err = coordinate.Report(c.Context(), args[0])
 			} else {
 				rep, err = report.FromRunDir(args[0])
 			}

@@ -19,32 +19,37 @@ var topOrder = []string{"cmd", "bench", "schemas", "pipeline", "attest", "intern
 // package imports only packages of lower floors. Leaves (statistics, the
 // git source, images) at 0; the spec and runners; the step contract and
 // GPU platform; the step kinds and the engine; the run directory; the
-// statements and reports made from it; the facade run; rebuild and the
-// fleet's dispatch (both run a pipeline) on top. The fleet's spec sits
+// statements and reports made from it; the fleet's coordinator; the
+// facade run; rebuild and the fleet's node side (both run a pipeline) on
+// top. The fleet's spec sits
 // beside the GPU platform, its engines beside the step kinds.
 var pipelineFloors = map[string]int{
-	"pipeline/stats":          0,
-	"pipeline/rundir/layout":  0, // the run directory's file names, for its writers and readers
-	"pipeline/source":         0,
-	"pipeline/image":          0,
-	"pipeline/floors":         0, // per-model floors: a table and its lookups
-	"pipeline":                1,
-	"pipeline/runner":         1,
-	"pipeline/step":           2,
-	"pipeline/gpu":            2,
-	"pipeline/fleet":          2,
-	"pipeline/history":        2,
-	"pipeline/cuda":           3,
-	"pipeline/suite":          3,
-	"pipeline/engine":         3,
-	"pipeline/fleet/slurm":    3,
-	"pipeline/fleet/kube":     3,
-	"pipeline/rundir":         4,
-	"pipeline/collect":        5,
-	"pipeline/report":         5,
-	"pipeline/run":            6,
-	"pipeline/rebuild":        7,
-	"pipeline/fleet/dispatch": 7,
+	"pipeline/stats":                  0,
+	"pipeline/rundir/layout":          0, // the run directory's file names, for its writers and readers
+	"pipeline/source":                 0,
+	"pipeline/image":                  0,
+	"pipeline/floors":                 0, // per-model floors: a table and its lookups
+	"pipeline":                        1,
+	"pipeline/runner":                 1,
+	"pipeline/step":                   2,
+	"pipeline/gpu":                    2,
+	"pipeline/fleet":                  2,
+	"pipeline/history":                2,
+	"pipeline/cuda":                   3,
+	"pipeline/suite":                  3,
+	"pipeline/engine":                 3,
+	"pipeline/fleet/slurm":            3,
+	"pipeline/fleet/kube":             3,
+	"pipeline/fleet/fleettest":        3, // the schedulers' conformance suite, for the engines' tests
+	"pipeline/fleet/engines":          4, // registers slurm and kube
+	"pipeline/rundir":                 4,
+	"pipeline/collect":                5,
+	"pipeline/report":                 5,
+	"pipeline/fleet/internal/stagefs": 0, // the dispatch directory's names and trust checks, for both sides
+	"pipeline/fleet/coordinate":       6, // the fleet's coordinator: stage, submit, wait, collect (run.Fleet drives it)
+	"pipeline/run":                    7,
+	"pipeline/rebuild":                8,
+	"pipeline/fleet/node":             8, // the node side of a job: runs the GPU part through run
 }
 
 // testHelpers are internal packages that only tests import; they may

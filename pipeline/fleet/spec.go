@@ -4,8 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
-	"slices"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,18 +17,6 @@ import (
 
 // KindFleet is the kind of a fleet file.
 const KindFleet = "Fleet"
-
-// Engines are the engine names a fleet file may give.
-var Engines = []string{"slurm", "kubernetes"}
-
-// HostSteps values: how a Slurm node runs the steps on the host runner.
-const (
-	// HostStepsSandboxed runs them under bubblewrap with the shared
-	// directory hidden (the default).
-	HostStepsSandboxed = "sandboxed"
-	// HostStepsUnsandboxed runs them as the job's user with no sandbox.
-	HostStepsUnsandboxed = "unsandboxed"
-)
 
 // Spec is a fleet file: where the GPU steps of a pipeline run.
 //
@@ -48,23 +35,25 @@ const (
 //	    targets: [sm_90]
 //	    timeLimit: 2h
 //
-// The same file drives Kubernetes with engine: kubernetes and a
-// kubernetes: block (Kubernetes); a class then needs its product, and
-// Slurm's fields (partition, sharedDir, constraint) are ignored.
+// The common fields are here; each engine adds its own settings at the
+// top level (Slurm: partition, sharedDir, hostSteps; Kubernetes: a
+// kubernetes: block), which its package decodes, checks and defaults
+// (Factory, EngineConfig). A file may carry the settings of several
+// engines; its engine: picks the ones checked and used. A class's
+// hardware (gres, gpus, constraint, product, nodeLabels) is common: the
+// dispatch records it and verify checks each node against it; which of
+// those fields an engine requires is its own check.
 type Spec struct {
 	APIVersion string `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=gpuattest.dev/v1"`
 	Kind       string `yaml:"kind" json:"kind" jsonschema:"enum=Fleet"`
-	Engine     string `yaml:"engine" json:"engine" jsonschema:"enum=slurm,enum=kubernetes,description=the scheduler the cluster runs"`
-	Partition  string `yaml:"partition,omitempty" json:"partition,omitempty" jsonschema:"description=Slurm partition (the cluster's default when omitted)"`
-	SharedDir  string `yaml:"sharedDir,omitempty" json:"sharedDir,omitempty" jsonschema:"description=Slurm: absolute path of a directory every node and the submitting machine read and write at the same path"`
-	// HostSteps says how a Slurm node runs the steps on the host runner.
-	HostSteps string `yaml:"hostSteps,omitempty" json:"hostSteps,omitempty" jsonschema:"enum=sandboxed,enum=unsandboxed,description=Slurm: how the nodes run the gpu steps on the host runner: sandboxed (the default) under bubblewrap with the shared directory hidden so no step can read a job key; unsandboxed for clusters without unprivileged user namespaces (the node statements then say sandbox: none)"`
-	// Kubernetes is the Kubernetes engine's settings.
-	Kubernetes *Kubernetes `yaml:"kubernetes,omitempty" json:"kubernetes,omitempty" jsonschema:"description=the Kubernetes engine's settings (engine: kubernetes)"`
+	Engine     string `yaml:"engine" json:"engine" jsonschema:"description=the scheduler the cluster runs"`
 	// PollInterval is the least time between two queue polls.
-	PollInterval pipeline.Duration `yaml:"pollInterval,omitempty" json:"pollInterval,omitempty" jsonschema:"description=least time between two polls of the scheduler: squeue calls or API reads (10s on Slurm and 5s on Kubernetes when omitted; 1s at least)"`
+	PollInterval pipeline.Duration `yaml:"pollInterval,omitempty" json:"pollInterval,omitempty" jsonschema:"description=least time between two polls of the scheduler (the engine's default when omitted; 1s at least)"`
 	Classes      []Class           `yaml:"classes" json:"classes" jsonschema:"minItems=1"`
 
+	// Config is the settings of the engine the file names: a block its
+	// Factory's Config returned, decoded, checked and defaulted.
+	Config EngineConfig `yaml:"-" json:"-"`
 	// Path is the file the spec was read from.
 	Path string `yaml:"-" json:"-"`
 	// Digest is "sha256:<hex>" of the file's bytes.
@@ -89,18 +78,6 @@ type Class struct {
 	Selectors Selectors `yaml:"-" json:"-"`
 }
 
-// Kubernetes is the kubernetes: block of a fleet file.
-type Kubernetes struct {
-	Namespace          string            `yaml:"namespace,omitempty" json:"namespace,omitempty" jsonschema:"description=namespace of the Jobs and Secrets (the kubeconfig context's when omitted)"`
-	Image              string            `yaml:"image" json:"image" jsonschema:"description=the pod image holding gpuattest and the harness; pin it by digest (REPO@sha256:...)"`
-	ImagePullSecrets   []string          `yaml:"imagePullSecrets,omitempty" json:"imagePullSecrets,omitempty" jsonschema:"description=Secrets the pods pull the image with"`
-	Registry           string            `yaml:"registry" json:"registry" jsonschema:"description=OCI repository (REGISTRY/REPOSITORY) the dispatch is staged through and the node bundles come back through; this machine and every pod reach it"`
-	ServiceAccountName string            `yaml:"serviceAccountName,omitempty" json:"serviceAccountName,omitempty" jsonschema:"description=service account of the pods (the namespace's default when omitted; its token is never mounted)"`
-	Kubeconfig         string            `yaml:"kubeconfig,omitempty" json:"kubeconfig,omitempty" jsonschema:"description=kubeconfig file (KUBECONFIG or ~/.kube/config when omitted; --kubeconfig wins)"`
-	Context            string            `yaml:"context,omitempty" json:"context,omitempty" jsonschema:"description=kubeconfig context (the current one when omitted; --context wins)"`
-	ScheduleTimeout    pipeline.Duration `yaml:"scheduleTimeout,omitempty" json:"scheduleTimeout,omitempty" jsonschema:"description=how long a pod may stay unschedulable before its job is reported failed (10m when omitted)"`
-}
-
 // Bounds of a fleet file.
 const (
 	// MaxClasses bounds the classes of a fleet.
@@ -122,21 +99,15 @@ var (
 	gresRE       = lazyregexp.New(GresPattern)
 	constraintRE = lazyregexp.New(`^[A-Za-z0-9_.&|,!()\[\]*-]{1,256}$`)
 	featureRE    = lazyregexp.New(`sm_[0-9]{2,3}[af]?`)
-	// labelValueRE is a Kubernetes label value (at most 63 characters).
+	// labelValueRE is a node label value (at most 63 characters).
 	labelValueRE = lazyregexp.New(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
 	// labelKeyRE is a label key: an optional DNS prefix and a name.
 	labelKeyRE = lazyregexp.New(`^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
-	// dnsLabelRE is a namespace or a Secret/ServiceAccount name.
-	dnsLabelRE = lazyregexp.New(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
-	// repoRE is REGISTRY/REPOSITORY without a tag or digest.
-	repoRE = lazyregexp.New(`^[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)+$`)
 )
 
-// DefaultScheduleTimeout is how long a Kubernetes pod may stay
-// unschedulable before its job counts as failed.
-const DefaultScheduleTimeout = 10 * time.Minute
-
-// Load reads and checks the fleet file at path.
+// Load reads and checks the fleet file at path. The engines it may name
+// are those registered (Register): a program that reads fleet files
+// imports pipeline/fleet/engines, or the engines it supports.
 func Load(path string) (*Spec, error) {
 	data, err := limits.ReadFile(path, limits.PipelineBytes, "fleet file")
 	if err != nil {
@@ -147,12 +118,25 @@ func Load(path string) (*Spec, error) {
 
 // Parse decodes and checks a fleet file from data; path is used in
 // messages. Every problem is reported at once, each with its position
-// and field path (a pipeline.Problems).
+// and field path (a pipeline.Problems). The settings of every registered
+// engine may appear; the engine's own are checked, defaulted and kept in
+// Config.
 func Parse(path string, data []byte) (*Spec, error) {
-	var s Spec
-	doc, probs := pipeline.DecodeDocument(path, data, "fleet file", &s)
+	factories := Factories()
+	fields := []reflect.StructField{{Name: "Common", Type: reflect.TypeFor[Spec](), Tag: `yaml:",inline"`}}
+	for i, f := range factories {
+		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("Engine%d", i), Type: configType(f), Tag: `yaml:",inline"`})
+	}
+	v := reflect.New(reflect.StructOf(fields)).Elem()
+	doc, probs := pipeline.DecodeDocument(path, data, "fleet file", v.Addr().Interface())
 	if doc == nil {
 		return nil, probs
+	}
+	s := v.Field(0).Interface().(Spec)
+	for i, f := range factories {
+		if f.Name() == s.Engine {
+			s.Config = v.Field(i + 1).Addr().Interface().(EngineConfig)
+		}
 	}
 	probs = append(probs, s.validate(doc)...)
 	if len(probs) > 0 {
@@ -165,45 +149,51 @@ func Parse(path string, data []byte) (*Spec, error) {
 			s.Classes[i].Nodes = 1
 		}
 	}
+	s.Config.SetDefaults()
 	return &s, nil
 }
 
-// checker collects a document's problems.
-type checker struct {
+// Checker collects a fleet file's problems, each placed at its field
+// path: the common checks and each engine's (EngineConfig.Validate).
+type Checker struct {
 	doc   *pipeline.Document
 	probs pipeline.Problems
 }
 
-func (c *checker) add(path, hint, format string, args ...any) {
+// Add reports a problem at the field path (such as
+// classes[1].gres), with a hint ("" for none).
+func (c *Checker) Add(path, hint, format string, args ...any) {
 	c.probs = append(c.probs, c.doc.Problem(path, hint, format, args...))
 }
 
-// required reports a missing value (unless its node is malformed) and
-// says whether it is there.
-func (c *checker) required(path, value, hint string) bool {
+// Required reports a missing value at path (unless its node is
+// malformed, which was reported already) and says whether it is there.
+func (c *Checker) Required(path, value, hint string) bool {
 	if value == "" && !c.doc.Malformed(path) {
-		c.add(path, hint, "missing %s", path)
+		c.Add(path, hint, "missing %s", path)
 	}
 	return value != ""
 }
 
+// Has reports whether the file set the field at path.
+func (c *Checker) Has(path string) bool { return c.doc.Has(path) }
+
+// Malformed reports whether the field at path had the wrong type (its
+// problem is reported already).
+func (c *Checker) Malformed(path string) bool { return c.doc.Malformed(path) }
+
 func (s *Spec) validate(doc *pipeline.Document) pipeline.Problems {
-	c := &checker{doc: doc}
-	add, required := c.add, c.required
+	c := &Checker{doc: doc}
+	add, required := c.Add, c.Required
 	if required("apiVersion", s.APIVersion, "add apiVersion: "+pipeline.APIVersion) && s.APIVersion != pipeline.APIVersion {
 		add("apiVersion", "use apiVersion: "+pipeline.APIVersion, "unsupported apiVersion %q", s.APIVersion)
 	}
 	if required("kind", s.Kind, "add kind: "+KindFleet) && s.Kind != KindFleet {
 		add("kind", "a fleet file has kind: "+KindFleet, "kind %q: expected %s", s.Kind, KindFleet)
 	}
-	if required("engine", s.Engine, "add engine: slurm or engine: kubernetes") && !slices.Contains(Engines, s.Engine) {
-		add("engine", "expected one of: "+strings.Join(Engines, ", "), "unknown engine %q", s.Engine)
-	}
-	switch s.Engine {
-	case "slurm":
-		s.validateSlurm(c)
-	case "kubernetes":
-		s.validateKubernetes(c)
+	names := EngineNames()
+	if required("engine", s.Engine, "add engine: "+strings.Join(names, " or engine: ")) && s.Config == nil {
+		add("engine", "expected one of: "+strings.Join(names, ", "), "unknown engine %q", s.Engine)
 	}
 	if !s.PollInterval.IsZero() && s.PollInterval.D < time.Second {
 		add("pollInterval", "polling costs the controller; poll every few seconds", "pollInterval %v: expected at least 1s", s.PollInterval.D)
@@ -228,64 +218,22 @@ func (s *Spec) validate(doc *pipeline.Document) pipeline.Problems {
 				seen[cl.Name] = i
 			}
 		}
-		jobs += cl.validate(c, p, s.Engine)
+		jobs += cl.validate(c, p)
 	}
 	if jobs > MaxJobs {
 		add("classes", "split the release into several fleets", "%d jobs in all: at most %d", jobs, MaxJobs)
 	}
+	if s.Config != nil {
+		s.Config.Validate(c, s)
+	}
 	return c.probs
 }
 
-// validateSlurm checks the fields Slurm needs.
-func (s *Spec) validateSlurm(c *checker) {
-	if s.Partition != "" && !classNameRE.MatchString(strings.ToLower(s.Partition)) {
-		c.add("partition", "", "partition %q: expected a Slurm partition name (letters, digits, -)", s.Partition)
-	}
-	if c.required("sharedDir", s.SharedDir, "name a directory the nodes and this machine share, such as /shared/gpuattest") {
-		if !filepath.IsAbs(s.SharedDir) || filepath.Clean(s.SharedDir) != s.SharedDir {
-			c.add("sharedDir", "write it as the nodes see it: an absolute path, such as /shared/gpuattest", "sharedDir %q: expected a clean absolute path", s.SharedDir)
-		}
-	}
-	if s.HostSteps != "" && s.HostSteps != HostStepsSandboxed && s.HostSteps != HostStepsUnsandboxed {
-		c.add("hostSteps", "sandboxed (the default) or unsandboxed, for clusters without unprivileged user namespaces", "hostSteps %q: expected sandboxed or unsandboxed", s.HostSteps)
-	}
-}
-
-// validateKubernetes checks the kubernetes: block.
-func (s *Spec) validateKubernetes(c *checker) {
-	k := s.Kubernetes
-	if k == nil {
-		if !c.doc.Malformed("kubernetes") {
-			c.add("kubernetes", "add kubernetes: with image: (the pod image) and registry: (the staging repository)", "engine: kubernetes needs a kubernetes: block")
-		}
-		return
-	}
-	if k.Namespace != "" && (len(k.Namespace) > 63 || !dnsLabelRE.MatchString(k.Namespace) || strings.Contains(k.Namespace, ".")) {
-		c.add("kubernetes.namespace", "a namespace is a DNS label: lowercase letters, digits and -", "namespace %q: expected a DNS label", k.Namespace)
-	}
-	if c.required("kubernetes.image", k.Image, "name the pod image holding gpuattest and the harness, pinned by digest: REPO@sha256:...") && strings.ContainsAny(k.Image, " \t\n") {
-		c.add("kubernetes.image", "", "image %q: expected an image reference", k.Image)
-	}
-	if c.required("kubernetes.registry", k.Registry, "name an OCI repository this machine and the pods reach, such as registry.example.com/team/gpuattest-staging") && !repoRE.MatchString(k.Registry) {
-		c.add("kubernetes.registry", "write REGISTRY/REPOSITORY without a tag or digest, such as registry.example.com/team/staging", "registry %q: expected REGISTRY/REPOSITORY", k.Registry)
-	}
-	for i, n := range k.ImagePullSecrets {
-		if !dnsLabelRE.MatchString(n) {
-			c.add(fmt.Sprintf("kubernetes.imagePullSecrets[%d]", i), "", "secret name %q: expected a DNS subdomain", n)
-		}
-	}
-	if k.ServiceAccountName != "" && !dnsLabelRE.MatchString(k.ServiceAccountName) {
-		c.add("kubernetes.serviceAccountName", "", "service account %q: expected a DNS subdomain", k.ServiceAccountName)
-	}
-	if !k.ScheduleTimeout.IsZero() && k.ScheduleTimeout.D < 10*time.Second {
-		c.add("kubernetes.scheduleTimeout", "the scheduler needs a few seconds to place a pod", "scheduleTimeout %v: expected at least 10s", k.ScheduleTimeout.D)
-	}
-}
-
-// validate checks one class (at path p) for engine and returns how many
-// jobs it adds.
-func (cl *Class) validate(c *checker, p, engine string) int {
-	add, doc := c.add, c.doc
+// validate checks one class (at path p) and returns how many jobs it
+// adds. Which of its hardware fields an engine requires is the engine's
+// check.
+func (cl *Class) validate(c *Checker, p string) int {
+	add, doc := c.Add, c.doc
 	gresCount := 0
 	switch {
 	case cl.Gres != "":
@@ -296,8 +244,6 @@ func (cl *Class) validate(c *checker, p, engine string) int {
 		} else {
 			cl.Selectors.GPUType, gresCount = m[1], n
 		}
-	case engine == "slurm":
-		c.required(p+".gres", cl.Gres, "add gres: gpu:TYPE:COUNT, e.g. gpu:h100:8")
 	}
 	cl.Selectors.GPUs = gresCount
 	switch {
@@ -308,14 +254,12 @@ func (cl *Class) validate(c *checker, p, engine string) int {
 		add(p+".gpus", "give the count once, or make gres and gpus agree", "gpus %d, but gres %q asks for %d", cl.GPUs, cl.Gres, gresCount)
 	case cl.GPUs > 0:
 		cl.Selectors.GPUs = cl.GPUs
-	case engine == "kubernetes" && cl.Gres == "":
-		add(p+".gpus", "add gpus: N, the nvidia.com/gpu count each pod asks for (or gres: gpu:TYPE:N)", "class %s gives no GPU count", cl.Name)
 	}
 	if cl.Constraint != "" && !constraintRE.MatchString(cl.Constraint) {
 		add(p+".constraint", "a Slurm feature expression: sm_90, or sm_90&nvlink", "constraint %q: unexpected characters", cl.Constraint)
 	}
 	cl.Selectors.Constraint = cl.Constraint
-	cl.validateNodes(c, p, engine)
+	cl.validateNodes(c, p)
 	jobs := 0
 	switch {
 	case doc.Malformed(p + ".nodes"):
@@ -341,17 +285,15 @@ func (cl *Class) validate(c *checker, p, engine string) int {
 	return jobs
 }
 
-// validateNodes checks the Kubernetes node selection of a class: its
-// product label (required on Kubernetes) and further labels.
-func (cl *Class) validateNodes(c *checker, p, engine string) {
+// validateNodes checks the node labels of a class: its product label
+// and further labels.
+func (cl *Class) validateNodes(c *Checker, p string) {
 	if cl.Product != "" && !labelValueRE.MatchString(cl.Product) {
-		c.add(p+".product", "the value of the nodes' nvidia.com/gpu.product label, such as NVIDIA-H100-80GB-HBM3 (kubectl get nodes -L nvidia.com/gpu.product)", "product %q: expected a label value", cl.Product)
-	} else if engine == "kubernetes" {
-		c.required(p+".product", cl.Product, "add product: the nodes' nvidia.com/gpu.product label, such as NVIDIA-H100-80GB-HBM3 (kubectl get nodes -L nvidia.com/gpu.product)")
+		c.Add(p+".product", "the value of the nodes' nvidia.com/gpu.product label, such as NVIDIA-H100-80GB-HBM3 (kubectl get nodes -L nvidia.com/gpu.product)", "product %q: expected a label value", cl.Product)
 	}
 	cl.Selectors.Product = cl.Product
 	if len(cl.NodeLabels) > MaxNodeLabels {
-		c.add(p+".nodeLabels", "", "%d labels: at most %d", len(cl.NodeLabels), MaxNodeLabels)
+		c.Add(p+".nodeLabels", "", "%d labels: at most %d", len(cl.NodeLabels), MaxNodeLabels)
 		return
 	}
 	keys := make([]string, 0, len(cl.NodeLabels))
@@ -363,11 +305,11 @@ func (cl *Class) validateNodes(c *checker, p, engine string) {
 		v := cl.NodeLabels[k]
 		switch {
 		case !labelKeyRE.MatchString(k):
-			c.add(p+".nodeLabels."+k, "a label key: [prefix/]name", "label key %q: expected a Kubernetes label key", k)
+			c.Add(p+".nodeLabels."+k, "a label key: [prefix/]name", "label key %q: expected a Kubernetes label key", k)
 		case k == ProductLabel:
-			c.add(p+".nodeLabels."+k, "give it as product:", "label %s is the class's product", k)
+			c.Add(p+".nodeLabels."+k, "give it as product:", "label %s is the class's product", k)
 		case v != "" && !labelValueRE.MatchString(v):
-			c.add(p+".nodeLabels."+k, "", "label value %q: expected a Kubernetes label value", v)
+			c.Add(p+".nodeLabels."+k, "", "label value %q: expected a Kubernetes label value", v)
 		}
 	}
 	cl.Selectors.Labels = cl.NodeLabels

@@ -10,6 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/kube"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/slurm"
 )
 
 func TestLoad(t *testing.T) {
@@ -17,8 +20,12 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Engine != "slurm" || s.Partition != "gpu" || s.SharedDir != "/shared/gpuattest" || s.PollInterval.D != 5*time.Second {
-		t.Errorf("header = %+v", s)
+	cfg, ok := s.Config.(*slurm.Config)
+	if s.Engine != "slurm" || !ok || s.PollInterval.D != 5*time.Second {
+		t.Fatalf("header = %+v", s)
+	}
+	if want := (slurm.Config{Partition: "gpu", SharedDir: "/shared/gpuattest", HostSteps: slurm.HostStepsSandboxed}); *cfg != want {
+		t.Errorf("slurm settings %+v, want %+v (hostSteps defaulted)", *cfg, want)
 	}
 	if !strings.HasPrefix(s.Digest, "sha256:") || s.Jobs() != 3 {
 		t.Errorf("digest %q, jobs %d; want a sha256 digest and 3 jobs", s.Digest, s.Jobs())
@@ -79,6 +86,10 @@ func TestSameFileBothEngines(t *testing.T) {
 	}
 	if c := k.Classes[0]; c.Model() != "H100" || c.Selectors.GPUs != 2 {
 		t.Errorf("product-only class: model %q, gpus %d; want H100, 2", c.Model(), c.Selectors.GPUs)
+	}
+	kc, ok := k.Config.(*kube.FleetConfig)
+	if !ok || kc.Kubernetes.Registry != "r.example/s" || kc.Kubernetes.ScheduleTimeout.D != kube.DefaultScheduleTimeout {
+		t.Errorf("kubernetes settings %+v, want registry r.example/s and the default schedule timeout", kc)
 	}
 }
 

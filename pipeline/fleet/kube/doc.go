@@ -1,4 +1,4 @@
-// Package kube is the Kubernetes engine of the fleet (fleet.Engine): one
+// Package kube is the Kubernetes engine of the fleet (fleet.Scheduler): one
 // Indexed Job per class, one completion index per node, scheduled by the
 // nodes' nvidia.com/gpu capacity and GPU Feature Discovery's product
 // label.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
@@ -25,11 +24,13 @@ import (
 )
 
 var (
-	_ fleet.Engine   = (*Engine)(nil)
-	_ fleet.Finisher = (*Engine)(nil)
+	_ fleet.Scheduler = (*Engine)(nil)
+	_ fleet.Finisher  = (*Engine)(nil)
 )
 
-// DefaultPollInterval is the least time between two polls of one Engine.
+// DefaultPollInterval is the least time between two polls when the
+// fleet file gives no pollInterval (the coordinator spaces them with
+// fleet.Throttle): each poll reads every class's Job and lists its pods.
 const DefaultPollInterval = 5 * time.Second
 
 // requestTimeout bounds each API request.
@@ -41,19 +42,15 @@ type Engine struct {
 	server      string
 	cluster     string
 	cfg         Config
-	poll        time.Duration
 	schedule    time.Duration
 	log         *slog.Logger
 	now         func() time.Time
-
-	mu   sync.Mutex // serialises Status calls and guards last
-	last time.Time
 }
 
 // options are New's settings.
 type options struct {
 	kubeconfig, context string
-	poll, schedule      time.Duration
+	schedule            time.Duration
 	log                 *slog.Logger
 }
 
@@ -72,20 +69,8 @@ func WithContext(name string) Option {
 	return func(o *options) error { o.context = name; return nil }
 }
 
-// WithPollInterval sets the least time between two polls
-// (DefaultPollInterval when not set).
-func WithPollInterval(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 100*time.Millisecond {
-			return fmt.Errorf("kube.WithPollInterval: %v is below 100ms; each poll lists the pods of every class", d)
-		}
-		o.poll = d
-		return nil
-	}
-}
-
 // WithScheduleTimeout sets how long a pod may stay unschedulable before
-// its job counts as failed (fleet.DefaultScheduleTimeout when not set).
+// its job counts as failed (DefaultScheduleTimeout when not set).
 func WithScheduleTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -111,7 +96,7 @@ func WithLogger(l *slog.Logger) Option {
 // Namespace, when empty, is the context's namespace ("default" without
 // one).
 func New(cfg Config, opts ...Option) (*Engine, error) {
-	o := options{poll: DefaultPollInterval, schedule: fleet.DefaultScheduleTimeout, log: slog.New(slog.DiscardHandler)}
+	o := options{schedule: DefaultScheduleTimeout, log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -129,7 +114,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 			return nil, fmt.Errorf("reading the kubeconfig's namespace: %w", err)
 		}
 	}
-	e := &Engine{cfg: cfg, poll: o.poll, schedule: o.schedule, log: o.log, now: time.Now, server: StripCredentials(rc.Host)}
+	e := &Engine{cfg: cfg, schedule: o.schedule, log: o.log, now: time.Now, server: StripCredentials(rc.Host)}
 	if raw, err := cc.RawConfig(); err == nil {
 		ctxName := o.context
 		if ctxName == "" {

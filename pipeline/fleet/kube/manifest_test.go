@@ -184,7 +184,7 @@ func TestIndexStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := IndexStatus(&tt.job, 1, tt.pods, now, fleet.DefaultScheduleTimeout)
+			got := IndexStatus(&tt.job, 1, tt.pods, now, DefaultScheduleTimeout)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

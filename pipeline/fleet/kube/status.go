@@ -17,16 +17,10 @@ import (
 // maxEventLookups bounds the event lists one poll reads.
 const maxEventLookups = 8
 
-// Status reads each Job named in ids and its pods (at most once per
-// poll interval) and returns each index's state: a Job that is gone
-// makes its indexes Gone.
+// Status reads each Job named in ids and its pods and returns each
+// index's state: a Job that is gone makes its indexes Gone. Each call
+// asks the API server: wrap the engine in fleet.Throttle to space them.
 func (e *Engine) Status(ctx context.Context, ids []string) (map[string]fleet.Status, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := fleet.WaitPoll(ctx, e.last, e.poll); err != nil {
-		return nil, err
-	}
-	defer func() { e.last = time.Now() }()
 	out := make(map[string]fleet.Status, len(ids))
 	lookups := maxEventLookups
 	for _, name := range jobNames(ids) {

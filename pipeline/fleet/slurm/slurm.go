@@ -12,17 +12,18 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 )
 
-var _ fleet.Engine = (*Engine)(nil)
+var _ fleet.Scheduler = (*Engine)(nil)
 
-// DefaultPollInterval is the least time between two squeue calls of one
-// Engine (see WithPollInterval).
-const DefaultPollInterval = 2 * time.Second
+// DefaultPollInterval is the least time between two squeue calls when
+// the fleet file gives no pollInterval (the coordinator spaces them with
+// fleet.Throttle): a 64-job squeue --json costs about 40 ms of the
+// controller's CPU.
+const DefaultPollInterval = 10 * time.Second
 
 // commandTimeout bounds each client command: a controller that does not
 // answer must not hang the coordinator.
@@ -36,11 +37,7 @@ const outputLimit = 64 << 20
 type Engine struct {
 	partition string
 	env       []string
-	poll      time.Duration
 	log       *slog.Logger
-
-	mu   sync.Mutex // serialises Status calls and guards last
-	last time.Time
 }
 
 // Option configures New.
@@ -61,18 +58,6 @@ func WithEnv(env ...string) Option {
 	}
 }
 
-// WithPollInterval sets the least time between two squeue calls
-// (DefaultPollInterval when not set): Status waits out the rest of it.
-func WithPollInterval(d time.Duration) Option {
-	return func(e *Engine) error {
-		if d < 100*time.Millisecond {
-			return fmt.Errorf("slurm.WithPollInterval: %v is below 100ms; squeue costs the controller", d)
-		}
-		e.poll = d
-		return nil
-	}
-}
-
 // WithLogger logs each client command at debug level.
 func WithLogger(l *slog.Logger) Option {
 	return func(e *Engine) error {
@@ -87,7 +72,7 @@ func WithLogger(l *slog.Logger) Option {
 // New returns an engine that submits to partition (the cluster's default
 // partition when empty).
 func New(partition string, opts ...Option) (*Engine, error) {
-	e := &Engine{partition: partition, poll: DefaultPollInterval, log: slog.New(slog.DiscardHandler)}
+	e := &Engine{partition: partition, log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		if err := opt(e); err != nil {
 			return nil, err
@@ -242,15 +227,10 @@ func parseSbatch(out []byte) (string, error) {
 	return id, nil
 }
 
-// Status runs squeue --json (at most once per poll interval) and returns
-// the state of each job in ids; one squeue no longer lists is Gone.
+// Status runs squeue --json and returns the state of each job in ids;
+// one squeue no longer lists is Gone. Each call asks the controller:
+// wrap the engine in fleet.Throttle to space them.
 func (e *Engine) Status(ctx context.Context, ids []string) (map[string]fleet.Status, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := fleet.WaitPoll(ctx, e.last, e.poll); err != nil {
-		return nil, err
-	}
-	e.last = time.Now()
 	args := []string{"--json"}
 	if len(ids) > 0 {
 		args = append(args, "--jobs="+strings.Join(baseIDs(ids), ","))

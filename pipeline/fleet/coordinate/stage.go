@@ -1,4 +1,4 @@
-package dispatch
+package coordinate
 
 import (
 	"bytes"
@@ -6,13 +6,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,38 +23,18 @@ import (
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
-	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
-// File names in a dispatch directory.
-const (
-	DispatchFile = "dispatch.intoto.jsonl"
-	NodeFile     = "node.intoto.jsonl"
-	JobScript    = "job.sh"
-	// KeysDir holds the job keys, KEYS/<job>.key (see KeyPath).
-	KeysDir  = "keys"
-	StepFile = "step"
-)
-
-// BinaryPath is where the gpuattest the nodes run is staged, relative
-// to the dispatch directory.
-const BinaryPath = "bin/gpuattest"
-
-// KeyPath is where job's private key is staged in the dispatch
-// directory dir: KEYS/<job>.key, beside the jobs' directories rather than
-// in them, so that no step finds it next to its work tree (../job.key).
-func KeyPath(dir, job string) string { return filepath.Join(dir, KeysDir, job+".key") }
-
 // Bounds of what is staged.
 const (
 	maxStagedFiles = 20000
-	maxStagedBytes = 8 << 30
 )
 
 // Stage is what Prepare needs.
@@ -104,21 +82,29 @@ type Prepared struct {
 	File []byte
 	// JobScript is the job script's digest.
 	JobScript string
+
+	// keys are the job keys (PEM) by job name, registry the options
+	// that reach the staging registry, transport the staging's.
+	keys      map[string][]byte
+	registry  []oci.Option
+	transport transport
 }
+
+// Key is job's private key (PEM), which the dispatch delegates the job's
+// node statement to: for an engine that delivers the keys itself
+// (Kubernetes: a Secret per class), which gets it in its Request.
+func (p *Prepared) Key(job string) []byte { return p.keys[job] }
 
 // CheckStaging checks, before anything is built, where Prepare will
 // stage the dispatch: a shared directory that already exists must pass
 // CheckSharedDir (Prepare checks it again, after making it if it did
 // not exist). A registry (Kubernetes) needs nothing here.
 func CheckStaging(spec *fleet.Spec) error {
-	if spec.Kubernetes != nil {
-		return nil
+	t, err := transportFor(spec)
+	if err != nil {
+		return err
 	}
-	if _, err := os.Stat(spec.SharedDir); err != nil {
-		return nil
-	}
-	_, err := CheckSharedDir(spec.SharedDir)
-	return err
+	return t.check()
 }
 
 // Prepare stages the work tree, the build outputs, the job script, the
@@ -127,22 +113,15 @@ func CheckStaging(spec *fleet.Spec) error {
 // directory is removed.
 func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 	id := time.Now().UTC().Format("20060102-150405") + "-" + randomHex(4)
-	dir := filepath.Join(s.Fleet.SharedDir, id)
-	if s.Fleet.Kubernetes != nil {
-		if s.StageDir == "" {
-			return nil, errors.New("staging for Kubernetes: no staging directory")
-		}
-		dir = filepath.Join(s.StageDir, id)
+	t, err := transportFor(s.Fleet)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the dispatch directory: %w\nhint: sharedDir must be writable here and on every node", err)
+	parent, err := t.place(s.StageDir)
+	if err != nil {
+		return nil, err
 	}
-	if s.Fleet.Kubernetes == nil {
-		// No co-tenant may be able to swap the dispatch directory.
-		if _, err := CheckSharedDir(s.Fleet.SharedDir); err != nil {
-			return nil, err
-		}
-	}
+	dir := filepath.Join(parent, id)
 	// Mkdir, not MkdirAll: the directory is new, made here, 0755 at most
 	// (the umask can only take bits away).
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -152,7 +131,7 @@ func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("creating the dispatch directory: %w", err)
 	}
-	prep, err := prepare(ctx, s, id, dir)
+	prep, err := prepare(ctx, s, t, id, dir)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -160,12 +139,12 @@ func Prepare(ctx context.Context, s Stage) (*Prepared, error) {
 	return prep, nil
 }
 
-func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
+func prepare(ctx context.Context, s Stage, t transport, id, dir string) (*Prepared, error) {
 	base, err := treeBase(s.Pipeline)
 	if err != nil {
 		return nil, err
 	}
-	st := &stager{dir: dir, skip: []string{s.Fleet.SharedDir, s.BuildDir}}
+	st := &stager{dir: dir, skip: []string{filepath.Dir(dir), s.BuildDir}}
 	if err := st.tree(ctx, base, "work"); err != nil {
 		return nil, err
 	}
@@ -183,9 +162,8 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		return nil, err
 	}
 	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
-	kube := s.Fleet.Kubernetes != nil
-	if !kube {
-		if err := st.file(s.Binary, BinaryPath, 0o755); err != nil {
+	if t.stagesBinary() {
+		if err := st.file(s.Binary, stagefs.BinaryPath, 0o755); err != nil {
 			return nil, err
 		}
 	}
@@ -209,40 +187,25 @@ func prepare(ctx context.Context, s Stage, id, dir string) (*Prepared, error) {
 		CreatedAt: time.Now().UTC(),
 		Pipeline:  ad.Ref{Name: s.Pipeline.Name, Path: filepath.ToSlash(rel), Digest: s.Pipeline.Digest},
 		Source:    st.source,
-		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Partition: s.Fleet.Partition, Server: s.Cluster.Server, Namespace: s.Cluster.Namespace},
+		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Server: s.Cluster.Server, Namespace: s.Cluster.Namespace},
 		Staged:    st.files,
 	}
-	if kube {
-		// The pods' image holds gpuattest; the script names no digest,
-		// so the dispatch can name the script's.
-		script := kubeScript(id)
-		if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
-			return nil, err
-		}
-		d.JobScript = digestOf([]byte(script))
-		d.Fleet.Registry = s.Fleet.Kubernetes.Registry
-	} else if s.Fleet.HostSteps == fleet.HostStepsUnsandboxed {
-		d.Fleet.HostSteps = fleet.HostStepsUnsandboxed
+	s.Fleet.Config.Record(&d.Fleet)
+	var keys map[string][]byte
+	if d.Jobs, keys, err = jobKeys(dir, s.Fleet); err != nil {
+		return nil, err
 	}
-	if d.Jobs, err = jobKeys(dir, s.Fleet); err != nil {
+	if err := t.beforeSigning(dir, d, keys); err != nil {
 		return nil, err
 	}
 	digest, b, file, err := signDispatch(ctx, s.Signer, dir, d, subjects)
 	if err != nil {
 		return nil, err
 	}
-	prep := &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b, File: file, JobScript: d.JobScript}
-	if !kube {
-		script := slurmScript(id, dir, st.files[st.index(BinaryPath)].SHA256, digestOf(file))
-		if err := os.WriteFile(filepath.Join(dir, JobScript), []byte(script), 0o755); err != nil {
-			return nil, err
-		}
-		prep.JobScript = digestOf([]byte(script))
-	}
-	if kube {
-		if prep.Release, err = pushStaged(ctx, dir, s.Fleet.Kubernetes.Registry, d, s.Registry); err != nil {
-			return nil, err
-		}
+	prep := &Prepared{Dir: dir, Dispatch: d, Digest: digest, Subjects: subjects, Bundle: b, File: file, JobScript: d.JobScript,
+		keys: keys, registry: s.Registry, transport: t}
+	if err := t.afterSigning(ctx, st, prep); err != nil {
+		return nil, err
 	}
 	return prep, nil
 }
@@ -264,12 +227,12 @@ func signDispatch(ctx context.Context, signer *sign.Signer, dir string, d *ad.Di
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("signing the dispatch: %w", err)
 	}
-	if err := sign.WriteJSONL(filepath.Join(dir, DispatchFile), [][]byte{b}); err != nil {
+	if err := sign.WriteJSONL(filepath.Join(dir, stagefs.DispatchFile), [][]byte{b}); err != nil {
 		return "", nil, nil, err
 	}
 	// The file as written, checked to be the statement signed: its
 	// sha256 is what the job script pins, and the coordinator keeps it.
-	file, err = limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	file, err = limits.ReadFile(filepath.Join(dir, stagefs.DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -310,7 +273,7 @@ if [ "${sum%%%% *}" != "$bin_sha256" ]; then
 	exit 1
 fi
 "$priv/gpuattest" fleet node --dispatch-digest "$dispatch_digest" "$dir" "$1"
-`, id, shellQuote(dir), binSHA256, dispatchDigest, BinaryPath)
+`, id, shellQuote(dir), binSHA256, dispatchDigest, stagefs.BinaryPath)
 }
 
 // releaseOf is the OCI release of the staged outputs; with copyTo set it
@@ -321,7 +284,7 @@ func releaseOf(dir string, subjects []attest.Subject, copyTo string) (*oci.Relea
 		src := filepath.Join(dir, "work", filepath.FromSlash(sub.Name))
 		if copyTo != "" {
 			dst := filepath.Join(copyTo, filepath.FromSlash(sub.Name))
-			sum, _, err := copyFile(src, dst, 0o444, maxStagedBytes)
+			sum, _, err := stagefs.CopyFile(src, dst, 0o444, stagefs.MaxStagedBytes)
 			if err != nil {
 				return nil, fmt.Errorf("copying %s into the run directory: %w", sub.Name, err)
 			}
@@ -355,35 +318,32 @@ func treeBase(p *pipeline.Pipeline) (string, error) {
 	return "", fmt.Errorf("the pipeline's directory %s and its root %s do not nest: cannot stage one work tree", dir, root)
 }
 
-// jobKeys makes one key pair and nonce per job of the fleet, writes each
-// private key 0600 in jobs/<job>/, and returns the jobs.
-func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, error) {
+// jobKeys makes one key pair and nonce per job of the fleet, and a
+// private directory jobs/<job>/ for each, and returns the jobs and their
+// private keys (PEM) by job name: the transport puts each where its
+// node's signer finds it.
+func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, map[string][]byte, error) {
 	var jobs []ad.Job
+	keys := map[string][]byte{}
 	for _, c := range spec.Classes {
 		for i := range c.Nodes {
 			name := fmt.Sprintf("%s-%d", c.Name, i)
 			priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			der, err := x509.MarshalPKCS8PrivateKey(priv)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			pub, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			jdir := filepath.Join(dir, "jobs", name)
-			if err := os.MkdirAll(jdir, 0o700); err != nil {
-				return nil, err
+			if err := os.MkdirAll(filepath.Join(dir, "jobs", name), 0o700); err != nil {
+				return nil, nil, err
 			}
-			if err := os.MkdirAll(filepath.Join(dir, KeysDir), 0o700); err != nil {
-				return nil, err
-			}
-			if err := atomicfile.WriteNew(KeyPath(dir, name), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-				return nil, err
-			}
+			keys[name] = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 			jobs = append(jobs, ad.Job{
 				Name: name, Class: c.Name, Index: i,
 				Gres: c.Gres, Constraint: c.Constraint, Product: c.Product, Distinct: c.Selectors.Distinct,
@@ -392,7 +352,7 @@ func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, error) {
 			})
 		}
 	}
-	return jobs, nil
+	return jobs, keys, nil
 }
 
 // stager copies files into the dispatch directory and records their
@@ -500,7 +460,7 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 // file copies src to the dispatch directory's rel with mode, hashing it
 // on the way, and records it (replacing an earlier record of rel).
 func (st *stager) file(src, rel string, mode fs.FileMode) error {
-	sum, n, err := copyFile(src, filepath.Join(st.dir, filepath.FromSlash(rel)), mode, maxStagedBytes-st.bytes)
+	sum, n, err := stagefs.CopyFile(src, filepath.Join(st.dir, filepath.FromSlash(rel)), mode, stagefs.MaxStagedBytes-st.bytes)
 	if err != nil {
 		return fmt.Errorf("staging %s: %w", rel, err)
 	}
@@ -516,43 +476,6 @@ func (st *stager) file(src, rel string, mode fs.FileMode) error {
 	}
 	st.files = append(st.files, ad.File{Path: rel, SHA256: sum, Mode: uint32(mode.Perm())})
 	return nil
-}
-
-// copyFile copies the regular file src to dst (replacing it) with mode,
-// reading at most limit bytes, and returns the hex sha256 and size of
-// what it copied.
-func copyFile(src, dst string, mode fs.FileMode, limit int64) (string, int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return "", 0, err
-	}
-	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return "", 0, fmt.Errorf("%s is not a regular file", src)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", 0, err
-	}
-	_ = os.Remove(dst)
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm()|0o200)
-	if err != nil {
-		return "", 0, err
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(in, limit+1))
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && n > limit {
-		err = fmt.Errorf("more than %d GiB staged in all", maxStagedBytes>>30)
-	}
-	if err == nil {
-		err = os.Chmod(dst, mode.Perm())
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // shellQuote quotes s for sh: in single quotes, each single quote in s

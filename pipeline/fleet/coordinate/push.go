@@ -1,4 +1,4 @@
-package dispatch
+package coordinate
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 )
 
 // ReleaseDir is where a fleet run directory keeps its released files.
@@ -30,11 +31,11 @@ func Push(ctx context.Context, dir, ref string, allowFailed, allowSimulated bool
 		return nil, fmt.Errorf("refusing to push %s: the dispatch was not collected\nhint: gpuattest fleet collect %s", dir, dir)
 	}
 	// The dispatch pushed is the one this run signed, failed or not.
-	disp, err := limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	disp, err := limits.ReadFile(filepath.Join(dir, stagefs.DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDispatch(disp, st, filepath.Join(dir, DispatchFile)); err != nil {
+	if err := checkDispatch(disp, st, filepath.Join(dir, stagefs.DispatchFile)); err != nil {
 		return nil, fmt.Errorf("refusing to push %s: %w", dir, err)
 	}
 	if !allowFailed {
@@ -49,7 +50,7 @@ func Push(ctx context.Context, dir, ref string, allowFailed, allowSimulated bool
 	var bundles []oci.Bundle
 	var manifest string
 	var files []oci.File
-	paths := []string{filepath.Join(dir, DispatchFile)}
+	paths := []string{filepath.Join(dir, stagefs.DispatchFile)}
 	nodes, err := filepath.Glob(filepath.Join(dir, NodesDir, "*.intoto.jsonl"))
 	if err != nil {
 		return nil, err

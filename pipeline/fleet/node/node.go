@@ -1,4 +1,4 @@
-package dispatch
+package node
 
 import (
 	"context"
@@ -23,7 +23,8 @@ import (
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
-	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
@@ -73,7 +74,7 @@ type Node struct {
 	// trusted is the checked dispatch directory and binding the MAC that
 	// binds the job's run directory to the job (RunNode); nil on
 	// Kubernetes, where the pod's own volume holds the run.
-	trusted *trustedDir
+	trusted *stagefs.TrustedDir
 	binding []byte
 }
 
@@ -104,19 +105,19 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 	// Nothing is read from the shared directory before it is checked: no
 	// one but this job's user may be able to replace the dispatch
 	// directory, or anything in it the node uses.
-	td, err := openTrusted(n.Dir)
+	td, err := stagefs.OpenTrusted(n.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer td.Close()
 	given := n.Dir
-	n.Dir, n.trusted = td.path, td
-	data, _, err := td.ReadFile(DispatchFile, 64<<20, "the dispatch", 0o022)
+	n.Dir, n.trusted = td.RealPath, td
+	data, _, err := td.ReadFile(stagefs.DispatchFile, 64<<20, "the dispatch", 0o022)
 	if err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w", err)
 	}
-	if got := digestOf(data); got != n.DispatchDigest {
-		return nil, fmt.Errorf("refusing to run: the dispatch file %s is %s, the job script names %s: it changed on the shared directory", td.Path(DispatchFile), got, n.DispatchDigest)
+	if got := stagefs.DigestOf(data); got != n.DispatchDigest {
+		return nil, fmt.Errorf("refusing to run: the dispatch file %s is %s, the job script names %s: it changed on the shared directory", td.Path(stagefs.DispatchFile), got, n.DispatchDigest)
 	}
 	l, err := parseDispatch(data, n.Job)
 	if err != nil {
@@ -125,14 +126,14 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 	// The key is read now, before anything runs; the node holds it in
 	// memory and the file stays, outside every directory a step is given,
 	// only so that a requeued job can sign.
-	keyName := KeysDir + "/" + l.job.Name + ".key"
+	keyName := stagefs.KeysDir + "/" + l.job.Name + ".key"
 	pemKey, fi, err := td.ReadFile(keyName, 64<<10, "the job key", 0o077)
 	if err != nil {
 		return nil, fmt.Errorf("the job key: %w\nhint: a job key is deleted when its job ends; a job runs once per dispatch", err)
 	}
 	keyPath := td.Path(keyName)
-	if fi.Mode().Perm()&0o077 != 0 || ownerOf(fi) != td.uid {
-		return nil, fmt.Errorf("the job key %s is readable by others (%v) or not %s's: refusing it", keyPath, fi.Mode().Perm(), userName(td.uid))
+	if fi.Mode().Perm()&0o077 != 0 || stagefs.OwnerOf(fi) != td.UID {
+		return nil, fmt.Errorf("the job key %s is readable by others (%v) or not %s's: refusing it", keyPath, fi.Mode().Perm(), stagefs.UserName(td.UID))
 	}
 	signer, err := jobSigner(pemKey, keyPath, l.job)
 	if err != nil {
@@ -142,9 +143,9 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 		return nil, err
 	}
 	n.binding = runBinding(pemKey, l)
-	n.sandbox = l.d.Fleet.HostSteps != fleet.HostStepsUnsandboxed
-	if given != td.path { // the steps' environment names neither path
-		n.Env = withoutKey(n.Env, filepath.Join(given, KeysDir), filepath.Join(given, "jobs", l.job.Name))
+	n.sandbox = l.d.Fleet.HostSteps != ad.HostStepsUnsandboxed
+	if given != td.RealPath { // the steps' environment names neither path
+		n.Env = withoutKey(n.Env, filepath.Join(given, stagefs.KeysDir), filepath.Join(given, "jobs", l.job.Name))
 	}
 	pred, runErr, err := n.execute(ctx, l, keyPath)
 	if err != nil {
@@ -154,12 +155,12 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := filepath.Join(n.Dir, "jobs", l.job.Name, NodeFile)
+	out := filepath.Join(n.Dir, "jobs", l.job.Name, stagefs.NodeFile)
 	if err := sign.WriteJSONL(out, [][]byte{b}); err != nil {
 		return nil, err
 	}
 	// The job has ended: its key goes.
-	if err := td.root.Remove(keyName); err != nil {
+	if err := td.Root.Remove(keyName); err != nil {
 		return nil, fmt.Errorf("deleting the job key: %w", err)
 	}
 	res := &NodeResult{Bundle: out, Node: pred}
@@ -283,8 +284,8 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 	// container's command, staged with it); on a shared directory
 	// sbatch's own copy ran, which pinned this dispatch.
 	if d.JobScript != "" {
-		if b, err := limits.ReadFile(filepath.Join(n.Dir, JobScript), 64<<10, "job script"); err != nil || digestOf(b) != d.JobScript {
-			return fmt.Errorf("refusing to run: the job script %s is not the one the dispatch names (%s)", filepath.Join(n.Dir, JobScript), d.JobScript)
+		if b, err := limits.ReadFile(filepath.Join(n.Dir, stagefs.JobScript), 64<<10, "job script"); err != nil || stagefs.DigestOf(b) != d.JobScript {
+			return fmt.Errorf("refusing to run: the job script %s is not the one the dispatch names (%s)", filepath.Join(n.Dir, stagefs.JobScript), d.JobScript)
 		}
 	}
 	work := filepath.Join(jdir, "work")
@@ -302,7 +303,7 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 	if err := run.CheckSigningFiles(p, map[string]string{"the job key": keyPath}); err != nil {
 		return err
 	}
-	_, gp := Split(p)
+	_, gp := coordinate.Split(p)
 	if len(gp.Steps) == 0 {
 		return errors.New("the pipeline has no gpu: true step to run on a node")
 	}
@@ -318,7 +319,7 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 		return err
 	}
 	opts := []run.Option{run.WithGPUSource(src), run.WithBaseEnv(env), run.WithLogger(n.Logger),
-		run.WithProgress(stepWriter(filepath.Join(jdir, StepFile)))}
+		run.WithProgress(stepWriter(filepath.Join(jdir, stagefs.StepFile)))}
 	if slices.ContainsFunc(gp.Steps, func(s pipeline.Step) bool { return s.Runner == pipeline.DefaultRunner }) {
 		o, err := n.hostSandbox(ctx, work, filepath.Join(jdir, "home"), pred)
 		if err != nil {
@@ -381,12 +382,6 @@ func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node
 	return []run.Option{run.WithRunners(sb)}, nil
 }
 
-// digestOf is "sha256:<hex>" of b.
-func digestOf(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // simulated is the simulated GPU source of a job: its gres type (its
 // GPU model without one), as
 // many devices as CUDA_VISIBLE_DEVICES reaches (the job's GPU count
@@ -424,7 +419,7 @@ func describe(dir string, pred *ad.Node) {
 	pred.Simulated = rd.Hardware != nil && rd.Hardware.Simulated
 	pred.Attempts = len(rd.Record.Attempts)
 	for _, s := range rd.Record.Steps {
-		st := ad.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: firstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
+		st := ad.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: stagefs.FirstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
 		for _, f := range s.Results {
 			st.Results = append(st.Results, ad.Result{Path: f.Path, SHA256: f.SHA256})
 		}
@@ -437,11 +432,11 @@ func failure(rec *engine.Record) string {
 	var parts []string
 	for _, s := range rec.Steps {
 		if s.State != engine.Passed {
-			parts = append(parts, fmt.Sprintf("step %s %s: %s", s.ID, s.State, firstLine(s.Reason)))
+			parts = append(parts, fmt.Sprintf("step %s %s: %s", s.ID, s.State, stagefs.FirstLine(s.Reason)))
 		}
 	}
 	if len(parts) == 0 {
-		return "run " + string(rec.State) + ": " + firstLine(rec.Reason)
+		return "run " + string(rec.State) + ": " + stagefs.FirstLine(rec.Reason)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -461,7 +456,7 @@ func checkedCopy(dir, work string, files []ad.File) error {
 		if !filepath.IsLocal(filepath.FromSlash(rel)) {
 			return fmt.Errorf("staged path %q leaves the work tree", f.Path)
 		}
-		sum, _, err := copyFile(filepath.Join(dir, filepath.FromSlash(f.Path)), filepath.Join(work, filepath.FromSlash(rel)), os.FileMode(f.Mode)|0o400, maxStagedBytes)
+		sum, _, err := stagefs.CopyFile(filepath.Join(dir, filepath.FromSlash(f.Path)), filepath.Join(work, filepath.FromSlash(rel)), os.FileMode(f.Mode)|0o400, stagefs.MaxStagedBytes)
 		if err != nil {
 			return fmt.Errorf("staged file %s: %w", f.Path, err)
 		}
@@ -559,22 +554,17 @@ func (n *Node) resumable(job *ad.Job, runDir string) (bool, error) {
 		return fmt.Errorf("refusing to resume the run in %s: %s\nhint: a requeued job resumes only the run its own job started; remove %s to run the job afresh", runDir, why, runDir)
 	}
 	if err := n.trusted.Dir(jdir+"/run", 0o022); err != nil {
-		return false, refuse(firstLine(err.Error()))
+		return false, refuse(stagefs.FirstLine(err.Error()))
 	}
-	if fi, err := n.trusted.root.Lstat(jdir + "/run/" + filepath.Base(layout.Record(runDir))); err != nil || !fi.Mode().IsRegular() || ownerOf(fi) != n.trusted.uid {
+	if fi, err := n.trusted.Root.Lstat(jdir + "/run/" + filepath.Base(layout.Record(runDir))); err != nil || !fi.Mode().IsRegular() || stagefs.OwnerOf(fi) != n.trusted.UID {
 		return false, refuse("its run record is not a regular file of the job's user")
 	}
 	b, _, err := n.trusted.ReadFile(jdir+"/"+BindingFile, 4096, "the run's binding", 0o022)
 	if err != nil {
-		return false, refuse("it carries no binding to this job (" + firstLine(err.Error()) + ")")
+		return false, refuse("it carries no binding to this job (" + stagefs.FirstLine(err.Error()) + ")")
 	}
 	if !hmac.Equal(b, n.binding) {
 		return false, refuse("its binding is not this job's (another job's or dispatch's run, or one forged)")
 	}
 	return true, nil
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }

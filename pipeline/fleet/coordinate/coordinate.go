@@ -1,4 +1,4 @@
-package dispatch
+package coordinate
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 )
 
 // StateFile is the coordinator's record in the run directory: the
@@ -32,11 +33,6 @@ const StateFile = "fleet.json"
 const (
 	NodesDir = "nodes"
 )
-
-// SimulateEnv, set to 1 in a job's environment, makes the node simulate
-// its GPUs from the class's gres type (GPUATTEST_FAKE_GPU), labelled
-// simulated like every simulated GPU.
-const SimulateEnv = "GPUATTEST_FLEET_SIMULATE"
 
 // State is the coordinator's record of a dispatch (StateFile).
 type State struct {
@@ -61,7 +57,7 @@ type State struct {
 	// Done is true once every job ended and the bundles were collected.
 	Done bool `json:"done"`
 	// Release is the staged dispatch in the fleet's registry, by digest
-	// (Kubernetes): the node bundles come back to its repository.
+	// (Kubernetes): the node bundles come back to its Repository.
 	Release string `json:"release,omitempty"`
 	// Cleanup says what the engine could not clean up once the jobs
 	// ended (a Secret left).
@@ -83,12 +79,12 @@ type JobState struct {
 // running the prepared dispatch's job script, and returns the record it
 // wrote to outDir/fleet.json. When a class cannot be submitted, the jobs
 // already submitted are cancelled.
-func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepared, timeLimit func(*fleet.Class) time.Duration, simulate bool, outDir string) (*State, error) {
+func Submit(ctx context.Context, e fleet.Scheduler, spec *fleet.Spec, prep *Prepared, timeLimit func(*fleet.Class) time.Duration, simulate bool, outDir string) (*State, error) {
 	cluster, err := e.Describe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("describing the cluster: %w", err)
 	}
-	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, DispatchFile: digestOf(prep.File), Cluster: cluster, JobScript: prep.JobScript, Simulated: simulate,
+	st := &State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, DispatchFile: stagefs.DigestOf(prep.File), Cluster: cluster, JobScript: prep.JobScript, Simulated: simulate,
 		SubmittedAt: time.Now().UTC(), Release: prep.Release}
 	// The coordinator's own copy of what it signed, kept before any job
 	// runs: collect, push and report read this one, never the shared
@@ -96,7 +92,7 @@ func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepare
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := atomicfile.Write(filepath.Join(outDir, DispatchFile), prep.File, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(outDir, stagefs.DispatchFile), prep.File, 0o644); err != nil {
 		return nil, err
 	}
 	for i := range spec.Classes {
@@ -119,9 +115,6 @@ func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepare
 			st.Cluster.Objects = append(st.Cluster.Objects, fleet.Object{Kind: "Job", Name: hs[0].Object, Class: c.Name, UID: hs[0].UID, Manifest: hs[0].Manifest})
 		}
 	}
-	if prep.Release != "" {
-		st.removeKeys() // they are in the engine's Secrets now
-	}
 	if err := st.Save(outDir); err != nil {
 		_ = e.Cancel(context.WithoutCancel(ctx), st.IDs())
 		return nil, err
@@ -129,38 +122,22 @@ func Submit(ctx context.Context, e fleet.Engine, spec *fleet.Spec, prep *Prepare
 	return st, nil
 }
 
-// request is the Request of class c: on a shared directory the job
-// script with the class as its argument; through a registry (Kubernetes)
-// the node and sign commands, the staged dispatch's reference and the
-// class's job keys.
+// request is the Request of class c: the common part here, what its
+// jobs run and how they get their keys from the dispatch's transport.
 func request(prep *Prepared, c *fleet.Class, limit time.Duration, simulate bool) (fleet.Request, error) {
 	env := map[string]string{}
 	if simulate {
-		env[SimulateEnv] = "1"
+		env[stagefs.SimulateEnv] = "1"
 	}
 	req := fleet.Request{
 		Name: "gpuattest-" + c.Name, Class: c.Name, Selectors: c.Selectors, Count: c.Nodes, Dispatch: prep.Dispatch.ID,
-		Script: filepath.Join(prep.Dir, JobScript), Args: []string{c.Name}, Env: env,
-		TimeLimit: limit, Requeue: true, LogDir: filepath.Join(prep.Dir, "logs"),
+		Env: env, TimeLimit: limit, Requeue: true,
 	}
-	if prep.Release == "" {
-		return req, nil
+	if prep.transport == nil {
+		return req, errors.New("submitting: the dispatch was not prepared by Prepare")
 	}
-	script, err := limits.ReadFile(filepath.Join(prep.Dir, JobScript), 64<<10, "job script")
-	if err != nil {
-		return req, err
-	}
-	env[ReleaseEnv] = prep.Release
-	req.Script, req.Args, req.LogDir = "", nil, ""
-	req.Command, req.SignCommand = kubeCommands(string(script), c.Name)
-	for i := range c.Nodes {
-		key, err := limits.ReadFile(KeyPath(prep.Dir, fmt.Sprintf("%s-%d", c.Name, i)), 64<<10, "job key")
-		if err != nil {
-			return req, err
-		}
-		req.Keys = append(req.Keys, key)
-	}
-	return req, nil
+	err := prep.transport.request(prep, c, &req)
+	return req, err
 }
 
 // TimeLimit is a class's job time limit: its timeLimit, or the sum of the
@@ -251,7 +228,7 @@ var ErrTimeout = errors.New("the dispatch did not finish in time")
 // goes. When ctx is cancelled (Ctrl-C) or timeout passes (0 for none), it
 // cancels every job of the dispatch with the engine and returns
 // ctx.Err() or ErrTimeout.
-func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout time.Duration, progress func(*State)) error {
+func Wait(ctx context.Context, e fleet.Scheduler, s *State, outDir string, timeout time.Duration, progress func(*State)) error {
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -298,7 +275,7 @@ func Wait(ctx context.Context, e fleet.Engine, s *State, outDir string, timeout 
 				}
 				j.Status = got
 			}
-			if step, err := readStep(filepath.Join(s.Dispatch, "jobs", j.Name, StepFile)); err == nil {
+			if step, err := readStep(filepath.Join(s.Dispatch, "jobs", j.Name, stagefs.StepFile)); err == nil {
 				j.Step = step
 			}
 			done = done && j.Status.State.Final()
@@ -341,14 +318,14 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 	if s.DispatchFile == "" {
 		// A record of an older gpuattest, which kept no copy: the shared
 		// one, if it is the statement the record names.
-		disp, err := limits.ReadFile(filepath.Join(s.Dispatch, DispatchFile), 64<<20, "dispatch")
+		disp, err := limits.ReadFile(filepath.Join(s.Dispatch, stagefs.DispatchFile), 64<<20, "dispatch")
 		if err != nil {
 			return nil, err
 		}
-		if err := checkDispatch(disp, s, filepath.Join(s.Dispatch, DispatchFile)); err != nil {
+		if err := checkDispatch(disp, s, filepath.Join(s.Dispatch, stagefs.DispatchFile)); err != nil {
 			return nil, err
 		}
-		if err := atomicfile.Write(filepath.Join(outDir, DispatchFile), disp, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(outDir, stagefs.DispatchFile), disp, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -357,32 +334,19 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 		return nil, err
 	}
 	out := &Collected{}
-	// On a shared directory the node bundles are read as the nodes wrote
-	// them: through the dispatch directory, checked as a node checks it.
-	var td *trustedDir
-	var untrusted error
-	if s.Release == "" {
-		if td, untrusted = openTrusted(s.Dispatch); untrusted == nil {
-			defer td.Close()
-		}
-	}
+	t := recordTransport(s)
+	read, done := t.bundles(ctx, s, opts)
+	defer done()
 	for _, j := range s.Jobs {
-		var b []byte
-		switch {
-		case s.Release != "":
-			b, err = fetchNode(ctx, s, j.Name, opts)
-		case untrusted != nil:
-			err = untrusted
-		default:
-			b, _, err = td.ReadFile("jobs/"+j.Name+"/"+NodeFile, 64<<20, "node bundle", 0o022)
-		}
+		b, err := read(j.Name)
 		if err != nil {
 			reason := string(j.Status.State)
 			if j.Status.Reason != "" {
 				reason += " (" + j.Status.Reason + ")"
 			}
-			if untrusted != nil || errors.Is(err, ErrUnsafePath) {
-				reason += "; " + firstLine(err.Error())
+			var why *unreadable
+			if errors.As(err, &why) {
+				reason += "; " + stagefs.FirstLine(err.Error())
 			}
 			out.Missing = append(out.Missing, fmt.Sprintf("job %s (%s %s on %s): no node bundle; %s", j.Name, s.Cluster.Engine, j.ID, orDash(j.Status.Node), reason))
 			continue
@@ -400,32 +364,10 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 	return out, s.Save(outDir)
 }
 
-// removeKeys deletes the key of every job of the dispatch: their jobs
-// have ended (or were cancelled), and a node deletes its own only when it
-// signed.
-//
-// On a shared directory they go only through the dispatch directory as
-// the node checks it (no link followed, nothing another user could have
-// replaced): a directory swapped by someone else is left alone.
-func (s *State) removeKeys() {
-	if s.Release != "" { // the staging directory, in the run directory
-		for _, j := range s.Jobs {
-			_ = os.Remove(KeyPath(s.Dispatch, j.Name))
-		}
-		return
-	}
-	td, err := openTrusted(s.Dispatch)
-	if err != nil {
-		return
-	}
-	defer td.Close()
-	if td.Dir(KeysDir, 0o077) != nil {
-		return
-	}
-	for _, j := range s.Jobs {
-		_ = td.root.Remove(KeysDir + "/" + j.Name + ".key")
-	}
-}
+// removeKeys deletes the key of every job of the dispatch that is left
+// where the transport staged it: their jobs have ended (or were
+// cancelled), and a node deletes its own only when it signed.
+func (s *State) removeKeys() { recordTransport(s).removeKeys(s) }
 
 // VerifyDir verifies the dispatch in a collected run directory and every
 // bundle in its nodes/ directory. owner are the options that verify the
@@ -446,12 +388,12 @@ func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimu
 // verifyDir is VerifyDir; without owner, the dispatch counts only if it
 // is the one the coordinator's record st names.
 func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
-	disp, err := limits.ReadFile(filepath.Join(dir, DispatchFile), 64<<20, "dispatch")
+	disp, err := limits.ReadFile(filepath.Join(dir, stagefs.DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
 	}
 	if owner == nil {
-		if err := checkDispatch(disp, st, filepath.Join(dir, DispatchFile)); err != nil {
+		if err := checkDispatch(disp, st, filepath.Join(dir, stagefs.DispatchFile)); err != nil {
 			return nil, err
 		}
 	}
@@ -471,7 +413,7 @@ func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option
 		}
 		nodes = append(nodes, es...)
 	}
-	entry := verify.Entry{Source: filepath.Join(dir, DispatchFile), Data: disp}
+	entry := verify.Entry{Source: filepath.Join(dir, stagefs.DispatchFile), Data: disp}
 	o := ad.Options{AllowSimulated: allowSimulated}
 	if owner == nil {
 		return ad.CheckNodes(ctx, entry, nodes, o)
@@ -488,7 +430,7 @@ var ErrNotOurDispatch = errors.New("not the dispatch this run signed")
 // without one its statement's digest (DispatchDigest).
 func checkDispatch(data []byte, s *State, path string) error {
 	if s.DispatchFile != "" {
-		if got := digestOf(data); got != s.DispatchFile {
+		if got := stagefs.DigestOf(data); got != s.DispatchFile {
 			return fmt.Errorf("%w: %s is %s, %s names %s (a dispatch signed by another key, or an older one?)", ErrNotOurDispatch, path, got, StateFile, s.DispatchFile)
 		}
 		return nil

@@ -1,4 +1,4 @@
-package dispatch_test
+package coordinate_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,7 +19,9 @@ import (
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
+	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/node"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
 
@@ -83,13 +86,13 @@ func TestStagedThroughRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build, _ := dispatch.Split(p)
+	build, _ := coordinate.Split(p)
 	res, err := run.Pipeline(t.Context(), build, run.WithOutDir(filepath.Join(dir, "run", "build")))
 	if err != nil || !res.Passed() {
 		t.Fatalf("build: %v", err)
 	}
 	signer := ownerSigner(t)
-	prep, err := dispatch.Prepare(t.Context(), dispatch.Stage{Pipeline: p, BuildDir: res.Dir, Fleet: spec, Signer: signer,
+	prep, err := coordinate.Prepare(t.Context(), coordinate.Stage{Pipeline: p, BuildDir: res.Dir, Fleet: spec, Signer: signer,
 		StageDir: filepath.Join(dir, "run", "stage"), Cluster: fleet.Cluster{Engine: "kubernetes", Server: "https://127.0.0.1:6443", Namespace: "gpu"}})
 	if err != nil {
 		t.Fatal(err)
@@ -102,19 +105,23 @@ func TestStagedThroughRegistry(t *testing.T) {
 			t.Errorf("the binary was staged for Kubernetes; the pod image holds it")
 		}
 	}
-	st := &dispatch.State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Release: prep.Release, Simulated: true}
+	st := &coordinate.State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Release: prep.Release, Simulated: true}
 	keys := map[string][]byte{}
 	for _, j := range prep.Dispatch.Jobs {
-		st.Jobs = append(st.Jobs, dispatch.JobState{Name: j.Name, Class: j.Class, Index: j.Index, ID: "job/" + strconv.Itoa(j.Index)})
-		if keys[j.Name], err = os.ReadFile(dispatch.KeyPath(prep.Dir, j.Name)); err != nil {
-			t.Fatal(err)
+		st.Jobs = append(st.Jobs, coordinate.JobState{Name: j.Name, Class: j.Class, Index: j.Index, ID: "job/" + strconv.Itoa(j.Index)})
+		if keys[j.Name] = prep.Key(j.Name); keys[j.Name] == nil {
+			t.Fatalf("no key for job %s", j.Name)
+		}
+		// Through a registry the keys go to the engine, never to disk.
+		if _, err := os.Stat(coordinate.KeyPath(prep.Dir, j.Name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("job %s's key is on disk in the staging directory (%v)", j.Name, err)
 		}
 	}
 	for _, j := range prep.Dispatch.Jobs {
 		runJob(t, prep, j, keys, dir)
 	}
 	out := filepath.Join(dir, "run")
-	col, err := dispatch.Collect(t.Context(), st, out, true)
+	col, err := coordinate.Collect(t.Context(), st, out, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,17 +143,17 @@ func TestStagedThroughRegistry(t *testing.T) {
 	}
 	// a100-1's bundle signed with a100-0's key: SignNode refuses the key,
 	// and a bundle made so anyway fails verify.
-	n := dispatch.Node{Engine: "kubernetes", NodeName: "node-a100-1"}
+	n := node.Node{Engine: "kubernetes", NodeName: "node-a100-1"}
 	kdir := keyDir(t, dir, map[string][]byte{"1": keys["a100-0"]})
-	_, err = dispatch.SignNode(t.Context(), n, dispatch.Release{Ref: prep.Release, Class: "a100", Index: 1, Work: t.TempDir(), ReportDir: t.TempDir(), KeyDir: kdir})
+	_, err = node.SignNode(t.Context(), n, node.Release{Ref: prep.Release, Class: "a100", Index: 1, Work: t.TempDir(), ReportDir: t.TempDir(), KeyDir: kdir})
 	if err == nil || !strings.Contains(err.Error(), "not the one the dispatch delegated to job a100-1") {
 		t.Errorf("SignNode with another job's key: %v", err)
 	}
-	forged := filepath.Join(out, dispatch.NodesDir, "a100-1.intoto.jsonl")
+	forged := filepath.Join(out, coordinate.NodesDir, "a100-1.intoto.jsonl")
 	if err := os.WriteFile(forged, forgeNode(t, prep, "a100-1", keys["a100-0"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := dispatch.VerifyDir(t.Context(), out, nil, true)
+	r, err := coordinate.VerifyDir(t.Context(), out, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +163,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 }
 
 // runJob runs job j's two containers as its pod would.
-func runJob(t *testing.T, prep *dispatch.Prepared, j ad.Job, keys map[string][]byte, dir string) {
+func runJob(t *testing.T, prep *coordinate.Prepared, j ad.Job, keys map[string][]byte, dir string) {
 	t.Helper()
 	// The Secret of the class: every index's key, mounted 0400.
 	class := map[string][]byte{}
@@ -169,23 +176,23 @@ func runJob(t *testing.T, prep *dispatch.Prepared, j ad.Job, keys map[string][]b
 	report := t.TempDir()
 	// The node container: no key anywhere in its environment.
 	env := append(os.Environ(), "KEYS="+kdir)
-	n := dispatch.Node{Engine: "kubernetes", JobID: fmt.Sprintf("gpuattest-x/%d", j.Index), NodeName: "node-" + j.Name, Simulate: true, Env: env}
-	rel := dispatch.Release{Ref: prep.Release, Class: j.Class, Index: j.Index, Work: filepath.Join(t.TempDir(), "w"), ReportDir: report, KeyDir: kdir}
+	n := node.Node{Engine: "kubernetes", JobID: fmt.Sprintf("gpuattest-x/%d", j.Index), NodeName: "node-" + j.Name, Simulate: true, Env: env}
+	rel := node.Release{Ref: prep.Release, Class: j.Class, Index: j.Index, Work: filepath.Join(t.TempDir(), "w"), ReportDir: report, KeyDir: kdir}
 	if err := os.MkdirAll(rel.Work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pred, err := dispatch.ReportNode(t.Context(), n, rel)
+	pred, err := node.ReportNode(t.Context(), n, rel)
 	if err != nil {
 		t.Fatalf("node side of %s: %v", j.Name, err)
 	}
 	if pred.Result != ad.ResultPassed || pred.Sandbox != "" {
 		t.Fatalf("node %s: %s, sandbox %q (want passed, no sandbox named)", j.Name, pred.Reason, pred.Sandbox)
 	}
-	sn := dispatch.Node{Engine: "kubernetes", JobID: n.JobID, NodeName: n.NodeName}
+	sn := node.Node{Engine: "kubernetes", JobID: n.JobID, NodeName: n.NodeName}
 	rel.Work = t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 60e9)
 	defer cancel()
-	if _, err := dispatch.SignNode(ctx, sn, rel); err != nil {
+	if _, err := node.SignNode(ctx, sn, rel); err != nil {
 		t.Fatalf("sign side of %s: %v", j.Name, err)
 	}
 }
@@ -206,7 +213,7 @@ func keyDir(t *testing.T, dir string, keys map[string][]byte) string {
 }
 
 // forgeNode is a passing node statement for job signed with key.
-func forgeNode(t *testing.T, prep *dispatch.Prepared, job string, key []byte) []byte {
+func forgeNode(t *testing.T, prep *coordinate.Prepared, job string, key []byte) []byte {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "k.key")
 	if err := os.WriteFile(p, key, 0o600); err != nil {
@@ -256,11 +263,11 @@ func TestReportNodeCannotPull(t *testing.T) {
 	reg := registrytest.StartDocker(t)
 	report := t.TempDir()
 	ref := reg.Host + "/staging@sha256:" + strings.Repeat("0", 64)
-	pred, err := dispatch.ReportNode(t.Context(), dispatch.Node{NodeName: "n1"}, dispatch.Release{Ref: ref, Class: "a100", Index: 0, Work: t.TempDir(), ReportDir: report, KeyDir: t.TempDir()})
-	if !errors.Is(err, dispatch.ErrNodeFailed) || pred == nil || pred.Result != ad.ResultFailed || !strings.Contains(pred.Reason, "pulling the staged dispatch") {
+	pred, err := node.ReportNode(t.Context(), node.Node{NodeName: "n1"}, node.Release{Ref: ref, Class: "a100", Index: 0, Work: t.TempDir(), ReportDir: report, KeyDir: t.TempDir()})
+	if !errors.Is(err, node.ErrNodeFailed) || pred == nil || pred.Result != ad.ResultFailed || !strings.Contains(pred.Reason, "pulling the staged dispatch") {
 		t.Fatalf("ReportNode of a release that is not there: %+v, %v", pred, err)
 	}
-	b, err := os.ReadFile(filepath.Join(report, dispatch.ReportFile))
+	b, err := os.ReadFile(filepath.Join(report, coordinate.ReportFile))
 	if err != nil || !strings.Contains(string(b), `"result":"failed"`) {
 		t.Errorf("report %s, %v", b, err)
 	}

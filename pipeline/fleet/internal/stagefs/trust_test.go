@@ -1,4 +1,4 @@
-package dispatch
+package stagefs
 
 import (
 	"errors"
@@ -8,9 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 )
 
@@ -153,13 +151,13 @@ func TestTrustedDir(t *testing.T) {
 				tt.edit(t, shared, dir)
 			}
 			err := func() error {
-				td, err := openTrustedAs(dir, jobUID)
+				td, err := OpenTrustedAs(dir, jobUID)
 				if err != nil {
 					return err
 				}
 				defer td.Close()
-				if real, _ := filepath.EvalSymlinks(dir); td.path != real {
-					t.Errorf("path %s, want the real path %s", td.path, real)
+				if real, _ := filepath.EvalSymlinks(dir); td.RealPath != real {
+					t.Errorf("path %s, want the real path %s", td.RealPath, real)
 				}
 				name, deny := DispatchFile, fs.FileMode(0o022)
 				if tt.read != "" {
@@ -214,60 +212,6 @@ func TestCheckSharedDir(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "refusing to stage in sharedDir "+shared) ||
 			!strings.Contains(err.Error(), "hint: ") || !strings.Contains(err.Error(), "chmod +t "+shared) || !errors.Is(err, ErrUnsafePath) {
 			t.Errorf("%v: %v, want a refusal naming %s with a hint", tt.mode, err, tt.wantErr)
-		}
-	}
-}
-
-// TestReadStep (issue 30, item 9): the coordinator reads a job's step
-// file bounded, a regular file only, following no link: a link to
-// /dev/zero or a FIFO neither blocks nor grows the read.
-func TestReadStep(t *testing.T) {
-	dir := t.TempDir()
-	path := func(name string) string { return filepath.Join(dir, name) }
-	if err := os.WriteFile(path("ok"), []byte("check\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path("big"), make([]byte, maxStepFile+1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path("escape"), []byte("a\x1b[2Jb\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	symlink(t, "/dev/zero", path("zero"))
-	symlink(t, "ok", path("link"))
-	if err := syscall.Mkfifo(path("fifo"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name, want string
-		wantErr    error
-	}{
-		{name: "ok", want: "check"},
-		{name: "escape", want: `a\x1b[2Jb`},
-		{name: "big", wantErr: &limits.TooLargeError{}},
-		{name: "zero", wantErr: syscall.ELOOP},
-		{name: "link", wantErr: syscall.ELOOP},
-		{name: "fifo", wantErr: limits.ErrNotRegular},
-		{name: "missing", wantErr: fs.ErrNotExist},
-	}
-	for _, tt := range tests {
-		done := make(chan struct{})
-		var got string
-		var err error
-		go func() { got, err = readStep(path(tt.name)); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: readStep has not returned after 10 s", tt.name)
-		}
-		var tooLarge *limits.TooLargeError
-		switch {
-		case tt.wantErr == nil && (err != nil || got != tt.want):
-			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
-		case errors.As(tt.wantErr, &tooLarge) && !errors.As(err, &tooLarge):
-			t.Errorf("%s: %v, want a TooLargeError", tt.name, err)
-		case tt.wantErr != nil && !errors.As(tt.wantErr, &tooLarge) && !errors.Is(err, tt.wantErr):
-			t.Errorf("%s: %v, want %v", tt.name, err, tt.wantErr)
 		}
 	}
 }

@@ -1,8 +1,12 @@
-// Package dispatch runs a pipeline across a fleet: the steps without
-// gpu: true (builds, the reproducibility check) once on the submitting
-// machine, then every GPU step on every node of every class through a
-// fleet engine, under a dispatch signed by the release owner (see
-// attest/dispatch for the statements and their verification).
+// Package coordinate is the fleet's coordinator: it runs a pipeline
+// across a fleet, the steps without gpu: true (builds, the
+// reproducibility check) once on the submitting machine, then every GPU
+// step on every node of every class through a fleet engine, under a
+// dispatch signed by the release owner (see attest/dispatch for the
+// statements and their verification). It stages the dispatch through
+// the transport the engine chose (transport.go: a shared directory or a
+// registry), submits, waits and collects; pipeline/fleet/node is what
+// each job runs on its node (RunNode, or ReportNode and SignNode).
 //
 // A dispatch directory on the shared filesystem:
 //
@@ -37,6 +41,6 @@
 // pod's node container pulls it by digest and runs ReportNode, and its
 // sign container, the only one given the class's Secret of job keys,
 // runs SignNode and pushes the node bundle back under NodeTag (see
-// release.go). The keys leave the run directory once the Secrets hold
-// them.
-package dispatch
+// release.go). The keys of a Kubernetes dispatch are made in memory and
+// go to the engine's Secrets alone, never to disk.
+package coordinate

@@ -1,7 +1,6 @@
-package dispatch
+package node
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +9,7 @@ import (
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/internal/testenv"
-	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -19,7 +18,7 @@ import (
 // lie under it (a shared home directory).
 func TestStepEnv(t *testing.T) {
 	root := t.TempDir()
-	keys := filepath.Join(root, "shared", "d1", KeysDir)
+	keys := filepath.Join(root, "shared", "d1", stagefs.KeysDir)
 	jdir := filepath.Join(root, "shared", "d1", "jobs", "a100-0")
 	tests := []struct {
 		name string
@@ -40,30 +39,6 @@ func TestStepEnv(t *testing.T) {
 				t.Errorf("stepEnv = %q, want %q", got, tt.want)
 			}
 		})
-	}
-}
-
-// TestMarkCancelled: after Ctrl-C or a timeout, the record shows every
-// job that had not ended as cancelled by the coordinator, never as
-// pending or running; an ended job keeps its state, and a failed cancel
-// is said.
-func TestMarkCancelled(t *testing.T) {
-	s := &State{Jobs: []JobState{
-		{Name: "a100-0", Status: fleet.Status{ID: "1", State: fleet.Running, Node: "n1"}},
-		{Name: "h100-0", Status: fleet.Status{ID: "2", State: fleet.Pending}},
-		{Name: "h100-1", Status: fleet.Status{ID: "3", State: fleet.Completed}},
-	}}
-	s.markCancelled(nil)
-	if got := s.Jobs[0].Status; got.State != fleet.Cancelled || got.Raw != string(fleet.Running) || got.Node != "n1" || !strings.Contains(got.Reason, "cancelled by the coordinator") {
-		t.Errorf("running job: %+v", got)
-	}
-	if s.Jobs[1].Status.State != fleet.Cancelled || s.Jobs[2].Status.State != fleet.Completed {
-		t.Errorf("states %s, %s", s.Jobs[1].Status.State, s.Jobs[2].Status.State)
-	}
-	s = &State{Jobs: []JobState{{Name: "a100-0", Status: fleet.Status{ID: "1", State: fleet.Running}}}}
-	s.markCancelled(errors.New("scancel: connection refused"))
-	if got := s.Jobs[0].Status; got.State != fleet.Running || !strings.Contains(got.Reason, "could not cancel it") {
-		t.Errorf("after a failed cancel: %+v", got)
 	}
 }
 

@@ -1,4 +1,4 @@
-package dispatch
+package stagefs
 
 import (
 	"errors"
@@ -32,16 +32,16 @@ import (
 //     that path; every later use goes through that path, which no one
 //     else can now change.
 
-// ownerOf is the uid that owns fi.
-func ownerOf(fi fs.FileInfo) int {
+// OwnerOf is the uid that owns fi.
+func OwnerOf(fi fs.FileInfo) int {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return int(st.Uid)
 	}
 	return -1
 }
 
-// userName names uid for a message: "alice (uid 1001)".
-func userName(uid int) string {
+// UserName names uid for a message: "alice (uid 1001)".
+func UserName(uid int) string {
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
 		return fmt.Sprintf("%s (uid %d)", u.Username, uid)
 	}
@@ -54,8 +54,8 @@ func othersCanReplace(fi fs.FileInfo, uid int) string {
 	if !fi.IsDir() {
 		return "it is not a directory (" + fi.Mode().Type().String() + ")"
 	}
-	if o := ownerOf(fi); o != 0 && o != uid {
-		return "it is owned by " + userName(o) + ", who can rename and replace its entries"
+	if o := OwnerOf(fi); o != 0 && o != uid {
+		return "it is owned by " + UserName(o) + ", who can rename and replace its entries"
 	}
 	perm := fi.Mode()
 	if perm&0o022 != 0 && perm&fs.ModeSticky == 0 {
@@ -130,22 +130,23 @@ func CheckSharedDir(dir string) (string, error) {
 	return real, nil
 }
 
-// trustedDir is a dispatch directory checked as above, opened as an
+// TrustedDir is a dispatch directory checked as above, opened as an
 // os.Root.
-type trustedDir struct {
-	// path is its real path.
-	path string
-	root *os.Root
-	uid  int
+type TrustedDir struct {
+	// RealPath is its real path; Root the directory, opened; UID the
+	// user it was checked for.
+	RealPath string
+	Root     *os.Root
+	UID      int
 }
 
-// openTrusted resolves the dispatch directory dir to its real path,
+// OpenTrusted resolves the dispatch directory dir to its real path,
 // checks it and every directory above it for this process's user, and
 // opens it.
-func openTrusted(dir string) (*trustedDir, error) { return openTrustedAs(dir, os.Geteuid()) }
+func OpenTrusted(dir string) (*TrustedDir, error) { return OpenTrustedAs(dir, os.Geteuid()) }
 
-// openTrustedAs is openTrusted for the user uid.
-func openTrustedAs(dir string, uid int) (*trustedDir, error) {
+// OpenTrustedAs is OpenTrusted for the user uid.
+func OpenTrustedAs(dir string, uid int) (*TrustedDir, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -161,7 +162,7 @@ func openTrustedAs(dir string, uid int) (*trustedDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &trustedDir{path: real, root: root, uid: uid}
+	t := &TrustedDir{RealPath: real, Root: root, UID: uid}
 	fi, err := root.Stat(".")
 	if err == nil {
 		var at fs.FileInfo
@@ -179,26 +180,30 @@ func openTrustedAs(dir string, uid int) (*trustedDir, error) {
 	return t, nil
 }
 
+// Remove removes name, relative to the directory, through the checked
+// directory: no link is followed.
+func (t *TrustedDir) Remove(name string) error { return t.Root.Remove(name) }
+
 // Close closes the directory.
-func (t *trustedDir) Close() error { return t.root.Close() }
+func (t *TrustedDir) Close() error { return t.Root.Close() }
 
 // Path is the real path of name in the directory.
-func (t *trustedDir) Path(name string) string {
-	return filepath.Join(t.path, filepath.FromSlash(name))
+func (t *TrustedDir) Path(name string) string {
+	return filepath.Join(t.RealPath, filepath.FromSlash(name))
 }
 
 // checkDir checks that name, whose information fi was read without
 // following a symbolic link, is a directory owned by the user with none
 // of the mode bits in deny.
-func (t *trustedDir) checkDir(name string, fi fs.FileInfo, deny fs.FileMode) error {
+func (t *TrustedDir) checkDir(name string, fi fs.FileInfo, deny fs.FileMode) error {
 	path := t.Path(name)
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return unsafePath(path, "it is a symbolic link", "the node follows no link in its dispatch directory; was the directory tampered with?")
 	case !fi.IsDir():
 		return unsafePath(path, "it is not a directory", "was the dispatch directory tampered with?")
-	case ownerOf(fi) != t.uid:
-		return unsafePath(path, "it is owned by "+userName(ownerOf(fi))+", not by "+userName(t.uid)+", who runs this job", "a job works only in a dispatch directory its own user staged; was it swapped for another?")
+	case OwnerOf(fi) != t.UID:
+		return unsafePath(path, "it is owned by "+UserName(OwnerOf(fi))+", not by "+UserName(t.UID)+", who runs this job", "a job works only in a dispatch directory its own user staged; was it swapped for another?")
 	case fi.Mode().Perm()&deny != 0:
 		return unsafePath(path, fmt.Sprintf("its mode %v gives group or others access that only its user may have", fi.Mode().Perm()), "staging makes the dispatch directory 0755 and keys/ and jobs/ 0700; was it changed after staging?")
 	}
@@ -209,11 +214,11 @@ func (t *trustedDir) checkDir(name string, fi fs.FileInfo, deny fs.FileMode) err
 // directory), none of it a symbolic link, each owned by the user with
 // none of the mode bits in deny. A missing one is an error wrapping
 // fs.ErrNotExist.
-func (t *trustedDir) Dir(name string, deny fs.FileMode) error {
+func (t *TrustedDir) Dir(name string, deny fs.FileMode) error {
 	parts := strings.Split(name, "/")
 	for i := range parts {
 		sub := strings.Join(parts[:i+1], "/")
-		fi, err := t.root.Lstat(sub)
+		fi, err := t.Root.Lstat(sub)
 		if err != nil {
 			return err
 		}
@@ -227,20 +232,20 @@ func (t *trustedDir) Dir(name string, deny fs.FileMode) error {
 // ReadFile reads the regular file name (a slash-separated path in the
 // directory, not a symbolic link), refusing more than max bytes; the
 // directory that holds it must pass Dir with deny.
-func (t *trustedDir) ReadFile(name string, max int64, what string, deny fs.FileMode) ([]byte, fs.FileInfo, error) {
+func (t *TrustedDir) ReadFile(name string, max int64, what string, deny fs.FileMode) ([]byte, fs.FileInfo, error) {
 	if dir := filepath.ToSlash(filepath.Dir(filepath.FromSlash(name))); dir != "." {
 		if err := t.Dir(dir, deny); err != nil {
 			return nil, nil, err
 		}
 	}
-	at, err := t.root.Lstat(name)
+	at, err := t.Root.Lstat(name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !at.Mode().IsRegular() {
 		return nil, nil, unsafePath(t.Path(name), what+" is not a regular file ("+at.Mode().Type().String()+")", "was the dispatch directory tampered with?")
 	}
-	f, err := t.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := t.Root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}

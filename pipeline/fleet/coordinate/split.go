@@ -1,4 +1,4 @@
-package dispatch
+package coordinate
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package dispatch_test
+package coordinate_test
 
 import (
 	"crypto/ecdsa"
@@ -17,7 +17,8 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
-	"github.com/gpuattest/gpuattest/pipeline/fleet/dispatch"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
+	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -29,7 +30,7 @@ func TestSplit(t *testing.T) {
 		{ID: "summary", Needs: []string{"bench"}},
 		{ID: "lint"},
 	}}
-	build, nodes := dispatch.Split(p)
+	build, nodes := coordinate.Split(p)
 	ids := func(q *pipeline.Pipeline) (out []string) {
 		for _, s := range q.Steps {
 			out = append(out, s.ID+"<"+strings.Join(s.Needs, ","))
@@ -103,7 +104,7 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prep, err := dispatch.Prepare(t.Context(), dispatch.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer, ReleaseDir: filepath.Join(dir, "release")})
+	prep, err := coordinate.Prepare(t.Context(), coordinate.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer, ReleaseDir: filepath.Join(dir, "release")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("jobs %+v", d.Jobs)
 	}
 	for _, j := range d.Jobs {
-		key := dispatch.KeyPath(prep.Dir, j.Name)
+		key := coordinate.KeyPath(prep.Dir, j.Name)
 		if _, err := os.Stat(filepath.Join(prep.Dir, "jobs", j.Name, "job.key")); err == nil {
 			t.Errorf("job %s: a key staged in the job's directory, beside its work tree", j.Name)
 		}
@@ -148,7 +149,7 @@ func TestPrepare(t *testing.T) {
 			t.Errorf("job %s: the dispatch's public key is not the staged key's (%v)", j.Name, err)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(prep.Dir, dispatch.DispatchFile))
+	data, err := os.ReadFile(filepath.Join(prep.Dir, coordinate.DispatchFile))
 	if err != nil {
 		t.Fatal(err)
 	}

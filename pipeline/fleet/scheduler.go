@@ -5,12 +5,13 @@ import (
 	"time"
 )
 
-// Engine runs a dispatch's jobs on a cluster's own scheduler. Slurm is
-// the first implementation (pipeline/fleet/slurm); the interface is
-// shaped so that a Kubernetes Indexed Job (one per class, one completion
-// index per node) fits it too: a Request covers every node of one class,
-// and Submit returns one Handle per node, addressed by its index.
-type Engine interface {
+// Scheduler runs a dispatch's jobs on a cluster's own scheduler: Slurm
+// (pipeline/fleet/slurm) and Kubernetes Indexed Jobs (pipeline/fleet/kube,
+// one Job per class, one completion index per node). A Request covers
+// every node of one class, and Submit returns one Handle per node,
+// addressed by its index. How often Status asks the scheduler is not a
+// Scheduler's concern: Throttle bounds it for any of them.
+type Scheduler interface {
 	// Name is the engine's name as fleet.yaml spells it: "slurm" or
 	// "kubernetes".
 	Name() string
@@ -19,9 +20,7 @@ type Engine interface {
 	// job of req is left queued.
 	Submit(ctx context.Context, req Request) ([]Handle, error)
 	// Status returns the state of each job named, by Handle.ID. A job
-	// the scheduler no longer knows is returned with State Gone. Engines
-	// bound how often they ask the scheduler: a call sooner than their
-	// poll interval after the last one waits for it.
+	// the scheduler no longer knows is returned with State Gone.
 	Status(ctx context.Context, ids []string) (map[string]Status, error)
 	// Cancel cancels the jobs named; cancelling a finished or unknown job
 	// is not an error.
@@ -221,22 +220,4 @@ type Object struct {
 	Class    string `json:"class"`
 	UID      string `json:"uid"`
 	Manifest string `json:"manifest"`
-}
-
-// WaitPoll returns once interval has passed since last, an engine's
-// previous scheduler query, or ctx's error if it ends first: how engines
-// bound how often they ask the scheduler (Engine.Status).
-func WaitPoll(ctx context.Context, last time.Time, interval time.Duration) error {
-	wait := time.Until(last.Add(interval))
-	if wait <= 0 {
-		return nil
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -1,4 +1,4 @@
-package dispatch
+package node
 
 import (
 	"context"
@@ -16,85 +16,8 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 )
-
-// Staging through a registry (Kubernetes). The coordinator pushes the
-// dispatch directory (the signed dispatch, the job script and every
-// staged file; never the keys) as one OCI release, and each job gets its
-// reference by digest in ReleaseEnv. The node container pulls it,
-// checks every file against the dispatch as a Slurm node does, runs the
-// GPU steps and writes its report (ReportFile); the sign container, the
-// only one with the job key, signs the report and pushes the node bundle
-// back under NodeTag.
-
-// ReleaseEnv carries the staged dispatch's reference by digest.
-const ReleaseEnv = "GPUATTEST_FLEET_RELEASE"
-
-// ReportFile is the node's unsigned report in fleet.ReportMount.
-const ReportFile = "node.json"
-
-// ErrRegistry is wrapped by SignNode's error when the registry could not
-// be read or written: another attempt may pass.
-var ErrRegistry = errors.New("the staging registry failed")
-
-// NodeTag is the tag of job's node bundle in the staging repository:
-// the dispatch's ID and the job's name, so that neither the referrers
-// API nor its tag fallback is needed.
-func NodeTag(dispatch, job string) string {
-	t := "node-" + dispatch + "-" + job
-	if len(t) > 128 {
-		t = t[:128]
-	}
-	return t
-}
-
-// repository is ref without its tag or digest.
-func repository(ref string) string {
-	if i := strings.Index(ref, "@"); i >= 0 {
-		return ref[:i]
-	}
-	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		return ref[:i]
-	}
-	return ref
-}
-
-// pushStaged pushes the dispatch directory dir as a release to repo,
-// tagged with the dispatch's ID, and returns its reference by digest.
-func pushStaged(ctx context.Context, dir, repo string, d *ad.Dispatch, opts []oci.Option) (string, error) {
-	files := make([]oci.File, 0, len(d.Staged)+2)
-	add := func(rel, sha string) error {
-		fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel)))
-		if err != nil {
-			return err
-		}
-		files = append(files, oci.File{Name: rel, Path: filepath.Join(dir, filepath.FromSlash(rel)), SHA256: sha, Size: fi.Size()})
-		return nil
-	}
-	for _, f := range d.Staged {
-		if err := add(f.Path, f.SHA256); err != nil {
-			return "", err
-		}
-	}
-	for _, name := range []string{DispatchFile, JobScript} {
-		b, err := limits.ReadFile(filepath.Join(dir, name), 64<<20, name)
-		if err != nil {
-			return "", err
-		}
-		if err := add(name, strings.TrimPrefix(digestOf(b), "sha256:")); err != nil {
-			return "", err
-		}
-	}
-	rel, err := oci.NewRelease(files)
-	if err != nil {
-		return "", err
-	}
-	res, err := oci.Push(ctx, repo+":dispatch-"+d.ID, rel, nil, opts...)
-	if err != nil {
-		return "", fmt.Errorf("staging the dispatch in %s: %w\nhint: the fleet's kubernetes.registry must be writable from here and readable from the pods", repo, err)
-	}
-	return res.Ref, nil
-}
 
 // Release is what a job on Kubernetes needs besides Node: the staged
 // dispatch and the registry.
@@ -138,7 +61,7 @@ func ReportNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.Write(filepath.Join(r.ReportDir, ReportFile), b, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(r.ReportDir, stagefs.ReportFile), b, 0o644); err != nil {
 		return nil, fmt.Errorf("writing the node's report: %w", err)
 	}
 	if runErr != nil {
@@ -158,7 +81,7 @@ func reportNode(ctx context.Context, n *Node, r Release) (*ad.Node, error, error
 		return nil, nil, fmt.Errorf("pulling the staged dispatch: %w", err)
 	}
 	n.Dir, n.Job = dir, fmt.Sprintf("%s-%d", r.Class, r.Index)
-	l, err := loadDispatch(filepath.Join(dir, DispatchFile), n.Job)
+	l, err := loadDispatch(filepath.Join(dir, stagefs.DispatchFile), n.Job)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -178,7 +101,7 @@ const reportPoll = time.Second
 // job, waits for the node container's report, signs it as the job's
 // node statement (the dispatch's digest, the job's name and nonce, and
 // the engine, job ID and node name from its own environment, whatever
-// the report says) and pushes the bundle to the staging repository
+// the report says) and pushes the bundle to the staging Repository
 // under NodeTag. It returns ErrNodeFailed when the report says the node
 // failed.
 func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
@@ -186,11 +109,11 @@ func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 		return nil, fmt.Errorf("the staged dispatch %q is not named by digest", r.Ref)
 	}
 	dir := filepath.Join(r.Work, "dispatch")
-	if _, err := oci.PullFiles(ctx, r.Ref, dir, []string{DispatchFile}, r.Options...); err != nil {
-		return nil, fmt.Errorf("%w: pulling the dispatch: %w", ErrRegistry, err)
+	if _, err := oci.PullFiles(ctx, r.Ref, dir, []string{stagefs.DispatchFile}, r.Options...); err != nil {
+		return nil, fmt.Errorf("%w: pulling the dispatch: %w", stagefs.ErrRegistry, err)
 	}
 	job := fmt.Sprintf("%s-%d", r.Class, r.Index)
-	l, err := loadDispatch(filepath.Join(dir, DispatchFile), job)
+	l, err := loadDispatch(filepath.Join(dir, stagefs.DispatchFile), job)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +126,7 @@ func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	pred, err := waitReport(ctx, filepath.Join(r.ReportDir, ReportFile))
+	pred, err := waitReport(ctx, filepath.Join(r.ReportDir, stagefs.ReportFile))
 	if err != nil {
 		return nil, err
 	}
@@ -219,11 +142,11 @@ func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := filepath.Join(r.Work, NodeFile)
+	out := filepath.Join(r.Work, stagefs.NodeFile)
 	if err := sign.WriteJSONL(out, [][]byte{b}); err != nil {
 		return nil, err
 	}
-	if err := pushNode(ctx, out, repository(r.Ref)+":"+NodeTag(l.d.ID, job), r.Options); err != nil {
+	if err := pushNode(ctx, out, stagefs.Repository(r.Ref)+":"+stagefs.NodeTag(l.d.ID, job), r.Options); err != nil {
 		return nil, err
 	}
 	if pred.Result != ad.ResultPassed {
@@ -262,41 +185,12 @@ func pushNode(ctx context.Context, file, ref string, opts []oci.Option) error {
 	if err != nil {
 		return err
 	}
-	rel, err := oci.NewRelease([]oci.File{{Name: NodeFile, Path: file, SHA256: strings.TrimPrefix(digestOf(b), "sha256:"), Size: int64(len(b))}})
+	rel, err := oci.NewRelease([]oci.File{{Name: stagefs.NodeFile, Path: file, SHA256: strings.TrimPrefix(stagefs.DigestOf(b), "sha256:"), Size: int64(len(b))}})
 	if err != nil {
 		return err
 	}
 	if _, err := oci.Push(ctx, ref, rel, nil, opts...); err != nil {
-		return fmt.Errorf("%w: pushing the node bundle to %s: %w", ErrRegistry, ref, err)
+		return fmt.Errorf("%w: pushing the node bundle to %s: %w", stagefs.ErrRegistry, ref, err)
 	}
 	return nil
-}
-
-// fetchNode fetches job's node bundle from the staging repository, or
-// returns an error saying why there is none.
-func fetchNode(ctx context.Context, s *State, job string, opts []oci.Option) ([]byte, error) {
-	tmp, err := os.MkdirTemp("", "gpuattest-node-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
-	dir := filepath.Join(tmp, "b")
-	id := strings.TrimSuffix(filepath.Base(s.Dispatch), string(filepath.Separator))
-	if _, err := oci.PullFiles(ctx, repository(s.Release)+":"+NodeTag(id, job), dir, []string{NodeFile}, opts...); err != nil {
-		return nil, err
-	}
-	return limits.ReadFile(filepath.Join(dir, NodeFile), 64<<20, "node bundle")
-}
-
-// kubeCommands are the node and sign containers' commands for class on
-// Kubernetes: the job script, run by sh with the class as its argument,
-// and gpuattest fleet sign.
-func kubeCommands(script, class string) (node, signCmd []string) {
-	return []string{"/bin/sh", "-c", script, "job.sh", class}, []string{"gpuattest", "fleet", "sign", class}
-}
-
-// kubeScript is the job script of a dispatch on Kubernetes: what the
-// node container runs.
-func kubeScript(id string) string {
-	return fmt.Sprintf("#!/bin/sh\n# gpuattest fleet job of dispatch %s (Kubernetes): the node container pulls\n# the staged dispatch by digest ($%s), checks it and runs the GPU steps;\n# the sign container signs its report with the job key.\nexec gpuattest fleet node --release \"$%s\" \"$1\"\n", id, ReleaseEnv, ReleaseEnv)
 }

@@ -1,4 +1,4 @@
-package dispatch
+package coordinate
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 	"github.com/gpuattest/gpuattest/pipeline/report"
 )
 
@@ -69,14 +70,14 @@ func Report(ctx context.Context, dir string) (*report.Report, error) {
 	}
 	f.Passed = r.Verified
 	for _, p := range r.Problems {
-		f.Problems = append(f.Problems, firstLine(p))
+		f.Problems = append(f.Problems, stagefs.FirstLine(p))
 	}
 	jobs := map[string]JobState{}
 	for _, j := range st.Jobs {
 		jobs[j.Name] = j
 	}
 	for _, j := range r.Jobs {
-		row := report.FleetNode{Job: j.Job, Class: j.Class, Node: j.Node, JobID: j.JobID, GPU: j.GPU, Verdict: j.Verdict, Reason: firstLine(j.Detail)}
+		row := report.FleetNode{Job: j.Job, Class: j.Class, Node: j.Node, JobID: j.JobID, GPU: j.GPU, Verdict: j.Verdict, Reason: stagefs.FirstLine(j.Detail)}
 		if js, ok := jobs[j.Job]; ok && j.Verdict == ad.VerdictMissing {
 			row.Node, row.JobID = js.Status.Node, js.ID
 			row.Reason += fmt.Sprintf("; %s says %s", st.Cluster.Engine, js.Status.State)
