@@ -28,6 +28,7 @@ type runFlags struct {
 	quiet    bool
 	verbose  bool
 	cacheDir string
+	rimStore string
 	root     *string
 	sign     *signFlags
 	registry *registryFlags
@@ -52,6 +53,7 @@ func newRunCmd() *cobra.Command {
 	c.Flags().IntVar(&f.jobs, "jobs", runtime.NumCPU(), "steps run at once")
 	c.Flags().BoolVar(&f.noCache, "no-cache", false, "do not use the build cache")
 	c.Flags().StringVar(&f.cacheDir, "cache-dir", "", "build cache directory (default $XDG_CACHE_HOME/gpuattest)")
+	c.Flags().StringVar(&f.rimStore, "rim-store", "", "directory of RIMs (<RIM ID>.xml) and OCSP answers (*.ocsp) to keep beside the GPUs' evidence, for verification without network")
 	c.Flags().BoolVar(&f.locked, "locked", false, "refuse floating image tags and a missing or stale lock (implied by release: true)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log informational messages, not only warnings, to stderr")
@@ -164,6 +166,9 @@ func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags, prog *progr
 	}
 	if f.noCache {
 		opts = append(opts, run.WithoutCache())
+	}
+	if f.rimStore != "" {
+		opts = append(opts, run.WithRIMStore(f.rimStore))
 	}
 	if f.cacheDir != "" {
 		opts = append(opts, run.WithCacheDir(f.cacheDir))

@@ -37,6 +37,7 @@ type options struct {
 	registry  []oci.Option
 	source    *source.Info
 	runners   []runner.Runner
+	rimStore  string
 }
 
 // WithRunners makes rs available to the steps, each under its Name,
@@ -149,6 +150,19 @@ func WithGPUSource(src gpu.Source) Option {
 			return errors.New("nil GPU source")
 		}
 		o.gpuSource = src
+		return nil
+	}
+}
+
+// WithRIMStore copies the collateral in dir (RIMs as <RIM ID>.xml, OCSP
+// answers as *.ocsp) beside the run's GPU evidence, so that verify needs
+// no network (gpuattest run --rim-store).
+func WithRIMStore(dir string) Option {
+	return func(o *options) error {
+		if dir == "" {
+			return fmt.Errorf("%w: --rim-store: empty directory", ErrInvalid)
+		}
+		o.rimStore = dir
 		return nil
 	}
 }
