@@ -128,8 +128,8 @@ func TestRunGPUEvidenceSimulated(t *testing.T) {
 	t.Parallel()
 	r := newEvidenceRun(t, true)
 	code, out := r.gpuattest(r.simulated(true), "run", "proj/p.yaml", "--out", "run", "--key", "rel.key")
-	if code != 0 {
-		t.Fatalf("run: exit %d\n%s", code, out)
+	if code != 0 || !strings.Contains(out, "GPU evidence: 2/2 collected (SIMULATED)") {
+		t.Fatalf("run: exit %d, want 0 and 2/2 collected, SIMULATED\n%s", code, out)
 	}
 	if _, err := os.Stat(filepath.Join(r.dir, "run", attest.GPUEvidenceFile)); err != nil {
 		t.Errorf("no %s in the run directory: %v", attest.GPUEvidenceFile, err)
@@ -140,6 +140,22 @@ func TestRunGPUEvidenceSimulated(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "GPU evidence: 2/2 device-signed (SIMULATED") || !strings.Contains(out, "every GPU device-signed  holds") {
 		t.Errorf("verify --gpu-root: exit %d, want 0 and 2/2 device-signed, SIMULATED\n%s", code, out)
 	}
+	// Offline means offline: the same verification in a network namespace
+	// without interfaces (issue 33, acceptance 5).
+	if unshare := offlinePrefix(t); unshare != nil {
+		cmd := exec.Command(unshare[0], append(unshare[1:], "sh", "-c", "cat /proc/self/net/dev; echo ---; exec \"$0\" \"$@\"", r.bin)...)
+		cmd.Args = append(cmd.Args, append(verifyArgs, "--gpu-root", r.gpuRoot)...)
+		cmd.Dir = r.dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + r.dir}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "GPU evidence: 2/2 device-signed") || !strings.Contains(string(out), "Verified OK") {
+			t.Errorf("verify inside %s: %v\n%s", strings.Join(unshare, " "), err, out)
+		}
+		if ifaces := netInterfaces(string(out)); len(ifaces) != 1 || ifaces[0] != "lo" {
+			t.Errorf("the namespace has interfaces %v, want only its loopback", ifaces)
+		}
+	}
+
 	// Without the test root, the simulated chain reaches no NVIDIA root.
 	code, out = r.gpuattest(nil, verifyArgs...)
 	if code != exitSig || !strings.Contains(out, "FAIL  gpu evidence") || !strings.Contains(out, "GPU-") {
@@ -258,4 +274,35 @@ func (r *evidenceRun) resign(st *attest.Statement, pred map[string]json.RawMessa
 		r.t.Fatalf("sign: exit %d\n%s", code, o)
 	}
 	return out
+}
+
+// offlinePrefix is the command that runs another in a new network
+// namespace with no interface but its own loopback: unshare -n
+// as root, unshare -rn (a user namespace) otherwise. Without either it
+// skips, unless CI=true, where it fails.
+func offlinePrefix(t *testing.T) []string {
+	t.Helper()
+	for _, p := range [][]string{{"unshare", "-n", "--"}, {"unshare", "-rn", "--"}} {
+		if err := exec.Command(p[0], append(p[1:], "true")...).Run(); err == nil {
+			return p
+		}
+	}
+	if testenv.InCI() {
+		t.Fatal("CI=true but neither unshare -n nor unshare -rn works here (hint: util-linux's unshare, and root or user namespaces)")
+	}
+	t.Log("skipping the offline verification: unshare -n and unshare -rn are unavailable")
+	return nil
+}
+
+// netInterfaces lists the interfaces of the /proc/net/dev listing that
+// out starts with (ended by a line "---").
+func netInterfaces(out string) []string {
+	dev, _, _ := strings.Cut(out, "\n---\n")
+	var names []string
+	for _, line := range strings.Split(dev, "\n") {
+		if name, _, ok := strings.Cut(line, ":"); ok && !strings.Contains(name, "|") {
+			names = append(names, strings.TrimSpace(name))
+		}
+	}
+	return names
 }
