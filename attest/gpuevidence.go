@@ -21,11 +21,25 @@ const GPUEvidenceCollateralDir = "gpu-evidence"
 // MaxEvidenceArtifacts bounds the artifact digests a run nonce covers.
 const MaxEvidenceArtifacts = 4096
 
+// How a GPUEvidence's nonce was derived (GPUEvidence.NonceFrom).
+const (
+	// NonceFromRun: gpuevidence.RunNonce of the run's ID and Artifacts,
+	// one nonce for every GPU (a single-machine run).
+	NonceFromRun = "run"
+	// NonceFromFleet: gpuevidence.FleetNonce of the signed dispatch's
+	// digest, the job and each GPU's UUID (a fleet node).
+	NonceFromFleet = "fleet"
+)
+
 // GPUEvidence is what every GPU of the hardware record signed over the
 // run's nonce, or why it signed nothing. The nonce is never stored: a
-// verifier derives it with gpuevidence.RunNonce from the predicate's
-// run_id and Artifacts.
+// verifier derives it from what the statement is about (the run's ID and
+// Artifacts; in a fleet, the dispatch it verified and the job).
 type GPUEvidence struct {
+	// NonceFrom says how the nonce was derived: NonceFromRun (or empty)
+	// or NonceFromFleet. A verifier derives it its own way whatever
+	// this says; it is for readers.
+	NonceFrom string `json:"nonce_from,omitempty"`
 	// Artifacts are the digests ("sha256:<hex>") of the artifacts built
 	// before the first GPU step (or, in a run without GPU steps, before
 	// collection at its end): the nonce's inputs besides the run's ID.

@@ -124,35 +124,47 @@ func (v *Verifier) gpuEvidence(ctx context.Context, b *BundleResult, f *gpuEvide
 		}
 		return &GPUEvidenceResult{Summary: "GPU evidence: none recorded", Problems: []string{"the statement carries no GPU evidence, and --require-gpu-evidence requires it"}}
 	}
+	nonce := g.Nonce(f.RunID)
+	res := VerifyGPUEvidence(ctx, g, func(gpuevidence.Collected) gpuevidence.Nonce { return nonce }, v.opts.requireGPUEvidence, v.opts.gpuEvidence...)
+	res.Problems = append(nonceArtifacts(g, b.Subjects), res.Problems...)
+	res.Passed = len(res.Problems) == 0
+	return res
+}
+
+// VerifyGPUEvidence verifies the GPUs' evidence g offline, each GPU
+// against the nonce nonceFor derives for it (the verifier's own
+// derivation, never the evidence's), as of when it was collected, with
+// opts (roots, collateral). An unattested GPU fails it when g says the
+// pipeline required evidence, or when required is true; a GPU whose
+// evidence does not verify always does. Every problem names the GPU.
+func VerifyGPUEvidence(ctx context.Context, g *attest.GPUEvidence, nonceFor func(gpuevidence.Collected) gpuevidence.Nonce, required bool, opts ...gpuevidence.Option) *GPUEvidenceResult {
+	required = required || g.Required
 	res := &GPUEvidenceResult{}
 	for _, err := range g.Validate() {
 		res.Problems = append(res.Problems, err.Error())
 	}
-	res.Problems = append(res.Problems, nonceArtifacts(g, b.Subjects)...)
 	if len(g.GPUs) == 0 {
 		res.Summary = "GPU evidence: " + g.Reason
-		if g.Required || v.opts.requireGPUEvidence {
+		if required {
 			res.Problems = append(res.Problems, "no GPU signed evidence, and it is required")
 		}
 		res.Passed = len(res.Problems) == 0
 		return res
 	}
-	opts := append([]gpuevidence.Option{gpuevidence.WithTime(g.CollectedAt)}, v.opts.gpuEvidence...)
-	ver, err := gpuevidence.New(opts...)
+	ver, err := gpuevidence.New(append([]gpuevidence.Option{gpuevidence.WithTime(g.CollectedAt)}, opts...)...)
 	if err != nil {
 		res.Summary = "GPU evidence: not verified"
 		res.Problems = append(res.Problems, err.Error())
 		return res
 	}
-	nonce := g.Nonce(f.RunID)
-	rep := ver.VerifyCollected(ctx, g.GPUs, func(gpuevidence.Collected) gpuevidence.Nonce { return nonce })
+	rep := ver.VerifyCollected(ctx, g.GPUs, nonceFor)
 	res.Report = rep
 	res.Summary, res.Simulated = gpuEvidenceSummary(rep)
 	for _, gpu := range rep.GPUs {
 		switch {
 		case gpu.Status == gpuevidence.StatusFailed:
 			res.Problems = append(res.Problems, gpu.Label+": "+strings.Join(gpu.Problems, "; "))
-		case gpu.Status == gpuevidence.StatusUnattested && (g.Required || v.opts.requireGPUEvidence):
+		case gpu.Status == gpuevidence.StatusUnattested && required:
 			res.Problems = append(res.Problems, gpu.Label+": unattested ("+gpu.Reason+"), and GPU evidence is required")
 		}
 	}

@@ -28,7 +28,13 @@ type evidenceCollector struct {
 	required bool
 	rimStore string
 	now      func() time.Time
+	// fleet, when set, derives each GPU's nonce from the dispatch and
+	// the job (WithFleetNonce) instead of the run.
+	fleet *fleetNonce
 }
+
+// fleetNonce is a fleet job's dispatch digest and name.
+type fleetNonce struct{ dispatch, job string }
 
 var _ engine.EvidenceCollector = (*evidenceCollector)(nil)
 
@@ -41,7 +47,13 @@ func (c *evidenceCollector) Collect(ctx context.Context, dir, runID string, arti
 	if rec.Artifacts == nil {
 		rec.Artifacts = []string{}
 	}
-	got, err := gpu.CollectEvidence(ctx, c.src, rec.Nonce(runID))
+	nonce, opts := rec.Nonce(runID), []gpu.EvidenceOption(nil)
+	rec.NonceFrom = attest.NonceFromRun
+	if f := c.fleet; f != nil {
+		rec.NonceFrom, rec.Artifacts = attest.NonceFromFleet, []string{}
+		opts = append(opts, gpu.WithNoncePerGPU(func(uuid string) gpuevidence.Nonce { return gpuevidence.FleetNonce(f.dispatch, f.job, uuid) }))
+	}
+	got, err := gpu.CollectEvidence(ctx, c.src, nonce, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("collecting GPU evidence: %w", err)
 	}

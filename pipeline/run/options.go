@@ -38,6 +38,7 @@ type options struct {
 	source    *source.Info
 	runners   []runner.Runner
 	rimStore  string
+	fleet     *fleetNonce
 }
 
 // WithRunners makes rs available to the steps, each under its Name,
@@ -163,6 +164,19 @@ func WithRIMStore(dir string) Option {
 			return fmt.Errorf("%w: --rim-store: empty directory", ErrInvalid)
 		}
 		o.rimStore = dir
+		return nil
+	}
+}
+
+// WithFleetNonce asks each GPU to sign gpuevidence.FleetNonce of the
+// signed dispatch's digest, the job and its UUID instead of the run's
+// nonce: a fleet node's run.
+func WithFleetNonce(dispatchDigest, job string) Option {
+	return func(o *options) error {
+		if dispatchDigest == "" || job == "" {
+			return fmt.Errorf("%w: fleet nonce: the dispatch digest and the job are required", ErrInvalid)
+		}
+		o.fleet = &fleetNonce{dispatch: dispatchDigest, job: job}
 		return nil
 	}
 }
