@@ -11,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"github.com/gpuattest/gpuattest/attest/gpuevidence/gpuevidencetest"
+	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
@@ -75,7 +76,8 @@ func TestGPUEvidenceRIMStore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(store, "NV_GPU_DRIVER_GH100_1.2.3"+gpuevidence.RIMExt), []byte("<rim/>"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := run.Load(write(t, "requireGPUEvidence: true\nsteps:\n  - {id: a, run: echo hi, gpu: true}\n"), "")
+	// Two GPU steps start at once: the GPUs are asked once, before both.
+	p, err := run.Load(write(t, "requireGPUEvidence: true\nsteps:\n  - {id: a, run: echo hi, gpu: true}\n  - {id: b, run: echo hi, gpu: true}\n"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +105,53 @@ func TestGPUEvidenceRIMStore(t *testing.T) {
 	items, err := gpuevidence.ParseFile("gpu-evidence.json", mustRead(t, filepath.Join(res.Dir, attest.GPUEvidenceFile)))
 	if err != nil || len(items) != 1 || items[0] != *rec.GPUs[0].Evidence {
 		t.Errorf("gpu-evidence.json: %v, %d items", err, len(items))
+	}
+}
+
+// TestGPUEvidenceFleetNonce: a fleet node's GPUs each sign FleetNonce of
+// the dispatch, the job and their UUID, which the fleet's verifier
+// derives on its own; another job's derivation fails, naming the GPU.
+func TestGPUEvidenceFleetNonce(t *testing.T) {
+	t.Parallel()
+	ca, err := gpuevidencetest.NewCA(time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := gpu.Simulate("h100:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.EnableEvidence(ca); err != nil {
+		t.Fatal(err)
+	}
+	p, err := run.Load(write(t, "steps:\n  - {id: a, run: echo hi, gpu: true}\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dispatch = "sha256:0123456789012345678901234567890123456789012345678901234567890123"
+	res, err := run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(), run.WithGPUSource(src),
+		run.WithFleetNonce(dispatch, "h100-3"), run.WithBaseEnv([]string{"PATH=" + os.Getenv("PATH")}))
+	if err != nil || !res.Passed() {
+		t.Fatalf("run: %v %+v", err, res.Record)
+	}
+	var rec attest.GPUEvidence
+	if err := json.Unmarshal(res.Record.GPUEvidence, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.NonceFrom != attest.NonceFromFleet || len(rec.GPUs) != 2 {
+		t.Fatalf("record %+v: want two GPUs over the fleet nonce", rec)
+	}
+	root := gpuevidence.WithDeviceRoot(ca.DeviceRoot.Cert, "test root")
+	for _, tc := range []struct {
+		job    string
+		passed bool
+	}{{"h100-3", true}, {"h100-4", false}} {
+		got := verify.VerifyGPUEvidence(t.Context(), &rec, func(c gpuevidence.Collected) gpuevidence.Nonce {
+			return gpuevidence.FleetNonce(dispatch, tc.job, c.UUID)
+		}, true, root)
+		if got.Passed != tc.passed || (!tc.passed && !strings.Contains(strings.Join(got.Problems, "\n"), rec.GPUs[1].UUID)) {
+			t.Errorf("job %s: passed %v (%s), want %v, the GPUs named: %v", tc.job, got.Passed, got.Summary, tc.passed, got.Problems)
+		}
 	}
 }
 
