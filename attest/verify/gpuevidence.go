@@ -143,6 +143,11 @@ func VerifyGPUEvidence(ctx context.Context, g *attest.GPUEvidence, nonceFor func
 	for _, err := range g.Validate() {
 		res.Problems = append(res.Problems, err.Error())
 	}
+	if len(res.Problems) > 0 {
+		// A malformed record (too many GPUs, no time) is not verified.
+		res.Summary = "GPU evidence: malformed, not verified"
+		return res
+	}
 	if len(g.GPUs) == 0 {
 		res.Summary = "GPU evidence: " + g.Reason
 		if required {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,6 +63,16 @@ func TestFleetGPUEvidence(t *testing.T) {
 	code, out = fleetCLI(t, dir, append(args, "--gpu-root", filepath.Join(caDir, "gpu-root.pem"))...)
 	if code != 0 || !strings.Contains(out, "GPU evidence: 1/1 device-signed (SIMULATED") {
 		t.Errorf("verify --gpu-root: exit %d, want 0 with 1/1 device-signed\n%s", code, out)
+	}
+	// Offline means offline (acceptance 5): the same verification in a
+	// network namespace with only its own loopback.
+	if unshare := offlinePrefix(t); unshare != nil {
+		cmd := exec.Command(unshare[0], append(unshare[1:], append([]string{selfAsGpuattest(t)}, append(args, "--gpu-root", filepath.Join(caDir, "gpu-root.pem"))...)...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GPUATTEST_PASSWORD="}
+		if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "GPU evidence: 1/1 device-signed (SIMULATED") {
+			t.Errorf("verify inside %s: %v\n%s", strings.Join(unshare, " "), err, b)
+		}
 	}
 	code, out = fleetCLI(t, dir, args...)
 	if code == 0 || !strings.Contains(out, "job h100-0 (class h100): failed") || !strings.Contains(out, "GPU-") {
