@@ -12,6 +12,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"github.com/gpuattest/gpuattest/attest/gpuevidence/gpuevidencetest"
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
@@ -105,6 +106,17 @@ func TestGPUEvidenceRIMStore(t *testing.T) {
 	items, err := gpuevidence.ParseFile("gpu-evidence.json", mustRead(t, filepath.Join(res.Dir, attest.GPUEvidenceFile)))
 	if err != nil || len(items) != 1 || items[0] != *rec.GPUs[0].Evidence {
 		t.Errorf("gpu-evidence.json: %v, %d items", err, len(items))
+	}
+	// What is signed is read back with its digests checked: a file
+	// changed after the run is refused.
+	if run, err := collect.FromRunDir(res.Dir, p); err != nil || run.GPUEvidence == nil || len(run.GPUEvidence.GPUs) != 1 {
+		t.Fatalf("reading the run: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(res.Dir, rec.Collateral[0].Path), []byte("<other/>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collect.FromRunDir(res.Dir, p); err == nil || !strings.Contains(err.Error(), "run.json records") {
+		t.Errorf("a changed collateral file: %v, want its digest refused", err)
 	}
 }
 
