@@ -11,22 +11,23 @@ const KindPipeline = "Pipeline"
 // Pipeline is a declarative pipeline: images, pinned CUDA targets and a DAG
 // of steps. Load fills Path, Dir and Digest; the rest comes from YAML.
 type Pipeline struct {
-	APIVersion  string `yaml:"apiVersion" json:"apiVersion"`
-	Kind        string `yaml:"kind" json:"kind"`
-	Name        string `yaml:"name" json:"name"`
-	Description string `yaml:"description,omitempty" json:"description,omitempty"`
-	Release     bool   `yaml:"release,omitempty" json:"release,omitempty"`
+	APIVersion  string            `yaml:"apiVersion" json:"apiVersion"`
+	Kind        string            `yaml:"kind" json:"kind"`
+	Name        string            `yaml:"name" json:"name"`
+	Description string            `yaml:"description,omitempty" json:"description,omitempty"`
+	Release     bool              `yaml:"release,omitempty" json:"release,omitempty"`
+	Images      map[string]string `yaml:"images,omitempty" json:"images,omitempty"`
+	Targets     []string          `yaml:"targets,omitempty" json:"targets,omitempty"`
+	Runner      string            `yaml:"runner,omitempty" json:"runner,omitempty"`
+	Workdir     string            `yaml:"workdir,omitempty" json:"workdir,omitempty"`
+	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	PassEnv     []string          `yaml:"passEnv,omitempty" json:"passEnv,omitempty"`
+	Preflight   *Preflight        `yaml:"preflight,omitempty" json:"preflight,omitempty"`
+	Steps       []Step            `yaml:"steps" json:"steps"`
+
 	// RequireGPUEvidence fails the run when a GPU gives no evidence signed
 	// by its device (or when there is no GPU): see docs/gpu-evidence.md.
-	RequireGPUEvidence bool              `yaml:"requireGPUEvidence,omitempty" json:"requireGPUEvidence,omitempty"`
-	Images             map[string]string `yaml:"images,omitempty" json:"images,omitempty"`
-	Targets            []string          `yaml:"targets,omitempty" json:"targets,omitempty"`
-	Runner             string            `yaml:"runner,omitempty" json:"runner,omitempty"`
-	Workdir            string            `yaml:"workdir,omitempty" json:"workdir,omitempty"`
-	Env                map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
-	PassEnv            []string          `yaml:"passEnv,omitempty" json:"passEnv,omitempty"`
-	Preflight          *Preflight        `yaml:"preflight,omitempty" json:"preflight,omitempty"`
-	Steps              []Step            `yaml:"steps" json:"steps"`
+	RequireGPUEvidence bool `yaml:"requireGPUEvidence,omitempty" json:"requireGPUEvidence,omitempty"`
 
 	// Path is the file the pipeline was read from.
 	Path string `yaml:"-" json:"-"`
