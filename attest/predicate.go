@@ -79,6 +79,10 @@ type ValidationPredicate struct {
 	// a registry's tags cannot change (gpuattest history shows and orders
 	// by it). Absent from statements made before it was added.
 	RunID string `json:"run_id,omitempty"`
+	// GPUEvidence is what each GPU signed over the run's nonce, or why
+	// it signed nothing; absent from statements made before it was
+	// collected.
+	GPUEvidence *GPUEvidence `json:"gpu_evidence,omitempty"`
 }
 
 // BuildFacts are the facts of the run's cuda-build steps.

@@ -213,6 +213,9 @@ type Run struct {
 	FinishedAt time.Time
 	// Version is the gpuattest version.
 	Version string
+	// GPUEvidence is the GPUs' evidence over the run's nonce, nil when
+	// none was collected.
+	GPUEvidence *GPUEvidence
 }
 
 var (
@@ -268,6 +271,9 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 			errs = append(errs, fmt.Errorf("hardware: %w", err))
 		}
 	}
+	if run.GPUEvidence != nil {
+		errs = append(errs, run.GPUEvidence.Validate()...)
+	}
 	if !prefixSHA256.MatchString(run.PipelineDigest) {
 		errs = append(errs, fmt.Errorf("pipeline_digest %q: expected sha256:<64 hex digits>", run.PipelineDigest))
 	}
@@ -292,6 +298,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 		FinishedAt:       run.FinishedAt.UTC(),
 		GpuattestVersion: run.Version,
 		RunID:            run.ID,
+		GPUEvidence:      run.GPUEvidence,
 		RunError:         run.RunError,
 		FailedSteps:      []string{},
 		Results:          []FileDigest{},

@@ -25,6 +25,10 @@ type Pipeline struct {
 	Preflight   *Preflight        `yaml:"preflight,omitempty" json:"preflight,omitempty"`
 	Steps       []Step            `yaml:"steps" json:"steps"`
 
+	// RequireGPUEvidence fails the run when a GPU gives no evidence signed
+	// by its device (or when there is no GPU): see docs/gpu-evidence.md.
+	RequireGPUEvidence bool `yaml:"requireGPUEvidence,omitempty" json:"requireGPUEvidence,omitempty"`
+
 	// Path is the file the pipeline was read from.
 	Path string `yaml:"-" json:"-"`
 	// Dir is the absolute directory of Path.

@@ -48,4 +48,7 @@ var pipelineFields = map[string]field{
 	"Gate.threshold":      {Description: "smallest slowdown that counts (3% when omitted)"},
 	"Gate.alpha":          {Description: "significance level (0.01 when omitted)"},
 	"Preflight.minDriver": {Description: "lowest NVIDIA driver version accepted (e.g. 535.104)"},
+
+	// GPU evidence (docs/gpu-evidence.md).
+	"Pipeline.requireGPUEvidence": {Description: "fail the run when a GPU gives no evidence signed by its device (an A100, an H100 not in CC mode, no nvattest for a Blackwell, no GPU at all); without it an unattested GPU is recorded with the reason"},
 }

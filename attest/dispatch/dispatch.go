@@ -168,6 +168,10 @@ type Node struct {
 	Simulated bool `json:"simulated"`
 	// Hardware is the node's hardware record; nil when none was taken.
 	Hardware *hardware.Record `json:"hardware,omitempty"`
+	// GPUEvidence is what each GPU of the node signed over
+	// gpuevidence.FleetNonce of the dispatch, the job and its UUID, or
+	// why it signed nothing; nil from nodes that collected none.
+	GPUEvidence *attest.GPUEvidence `json:"gpuEvidence,omitempty"`
 	// Sandbox says how the node ran its steps on the host runner:
 	// SandboxBwrap or SandboxNone; empty when it ran none there, and on
 	// Kubernetes, where they run in the node container, which holds no
@@ -283,4 +287,18 @@ func DecodeNode(st *attest.Statement) (*Node, error) {
 		return nil, fmt.Errorf("decoding the node statement: %w", err)
 	}
 	return &n, nil
+}
+
+// NodeEvidence decodes a run record's GPU evidence (engine.Record's
+// gpu_evidence) for a node statement; nil when there is none or it does
+// not decode (verify then finds none).
+func NodeEvidence(raw json.RawMessage) *attest.GPUEvidence {
+	if len(raw) == 0 {
+		return nil
+	}
+	var g attest.GPUEvidence
+	if json.Unmarshal(raw, &g) != nil {
+		return nil
+	}
+	return &g
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
@@ -75,6 +76,10 @@ type JobResult struct {
 	// Sandbox is how the node says it ran the host-runner steps
 	// (Node.Sandbox): SandboxBwrap, SandboxNone, or empty.
 	Sandbox string `json:"sandbox,omitempty"`
+	// GPUEvidence says what the node's GPUs signed over the job's nonce
+	// ("GPU evidence: 8/8 device-signed", or the unattested and why);
+	// empty when the node recorded none and none is required.
+	GPUEvidence string `json:"gpuEvidence,omitempty"`
 }
 
 // Rejected is a node bundle that counts for no job.
@@ -97,6 +102,12 @@ type Options struct {
 	// RequireArtifacts fails the verification when none is given.
 	Artifacts        []verify.Artifact
 	RequireArtifacts bool
+	// GPUEvidence verifies the nodes' GPU evidence with these options
+	// (gpuevidence.WithDeviceRoot for simulated GPUs' test root,
+	// collateral); NVIDIA's pinned roots without. RequireGPUEvidence
+	// fails a job one of whose GPUs is not device-signed.
+	GPUEvidence        []gpuevidence.Option
+	RequireGPUEvidence bool
 }
 
 // HasDispatch reports whether a fleet dispatch is among entries, by the
@@ -327,6 +338,8 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 				row.Verdict, row.Detail = VerdictFailed, problem
 			} else if problem := checkSandbox(d, n); problem != "" {
 				row.Verdict, row.Detail = VerdictFailed, problem
+			} else if row.GPUEvidence, problem = r.checkEvidence(ctx, &j, n, o); problem != "" {
+				row.Verdict, row.Detail = VerdictFailed, problem
 			} else if j.Distinct {
 				byNode := nodesOfClass[j.Class]
 				if byNode == nil {
@@ -500,6 +513,27 @@ func checkNode(j *Job, n *Node, o Options) string {
 		}
 	}
 	return ""
+}
+
+// checkEvidence verifies the GPU evidence of job j's node n, each GPU
+// against the nonce the verifier derives from the dispatch it verified,
+// the job and the GPU's UUID: evidence that answers another job's or
+// another dispatch's nonce fails the job. It returns the job's evidence
+// line and what is wrong, or "".
+func (r *Report) checkEvidence(ctx context.Context, j *Job, n *Node, o Options) (string, string) {
+	if n.GPUEvidence == nil {
+		if o.RequireGPUEvidence {
+			return "GPU evidence: none recorded", fmt.Sprintf("on node %s: no GPU evidence, and it is required", n.NodeName)
+		}
+		return "", ""
+	}
+	res := verify.VerifyGPUEvidence(ctx, n.GPUEvidence, func(c gpuevidence.Collected) gpuevidence.Nonce {
+		return gpuevidence.FleetNonce(r.DispatchDigest, j.Name, c.UUID)
+	}, o.RequireGPUEvidence, o.GPUEvidence...)
+	if res.Passed {
+		return res.Summary, ""
+	}
+	return res.Summary, fmt.Sprintf("on node %s: %s: %s", n.NodeName, res.Summary, strings.Join(res.Problems, "; "))
 }
 
 // checkSandbox checks a node's claim of how it ran its host-runner

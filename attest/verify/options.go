@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/sigstore/sigstore-go/pkg/root"
 )
@@ -33,6 +34,10 @@ type options struct {
 	leftOut          []string
 	logger           *slog.Logger
 	now              func() time.Time
+	// GPU evidence (gpuevidence.go).
+	gpuEvidence        []gpuevidence.Option
+	gpuEvidenceSet     bool
+	requireGPUEvidence bool
 }
 
 func defaultOptions() options {

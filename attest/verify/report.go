@@ -144,6 +144,10 @@ type BundleResult struct {
 	// when there is one, was evaluated over it). Only judged bundles'
 	// subjects enter a VSA.
 	Judged bool `json:"judged,omitempty"`
+	// GPUEvidence is the verdict on the GPUs' signed evidence of a
+	// judged validation statement; nil when it carries none (and none is
+	// required).
+	GPUEvidence *GPUEvidenceResult `json:"gpu_evidence,omitempty"`
 
 	statement *attest.Statement
 	// leftOut is set for a bundle left out unverified (WithLeftOut).

@@ -48,6 +48,13 @@ func New(opts ...Option) (*Verifier, error) {
 		return nil, fmt.Errorf("configuring verifier: %w", err)
 	}
 	crit = append(crit, Criterion{Check: CheckPredicateType, Requirement: o.predicateType})
+	if o.gpuEvidenceSet {
+		req := "each GPU's evidence in a validation statement is signed by its device over the nonce recomputed from the run, judged as of when it was collected; unattested GPUs are shown"
+		if o.requireGPUEvidence {
+			req = "every GPU of a validation statement signed its evidence with its device key over the nonce recomputed from the run (--require-gpu-evidence)"
+		}
+		crit = append(crit, Criterion{Check: CheckGPUEvidence, Requirement: req})
+	}
 	pcrit, err := v.compilePolicy()
 	if err != nil {
 		return nil, err

@@ -134,8 +134,12 @@ func (v *Verifier) readPredicates(ctx context.Context, r *Report, covering map[*
 				b.Result = pred.String("result")
 			}
 		}
+		var gpus []policy.GPUEvidence
+		if validation && b.Judged {
+			gpus = v.checkGPUEvidence(ctx, r, b)
+		}
 		if rules {
-			budget -= min(budget, v.checkPolicy(ctx, r, b, pred, max(budget, 1)))
+			budget -= min(budget, v.checkPolicy(ctx, r, b, pred, gpus, max(budget, 1)))
 		}
 		if cov && typed {
 			b.coverage, b.coverageErr = policy.ReadCoverageFacts(policy.CoverageInput{Source: b.Source, Predicate: b.statement.Predicate, Decoded: pred}, v.opts.allowSimulated)
@@ -223,9 +227,9 @@ func (v *Verifier) checkSubjects(r *Report, typed []*BundleResult, artifacts []A
 }
 
 // checkPolicy evaluates the policy over b's statement, its predicate
-// decoded as pred (nil: not decodable), within budget cost units and
+// decoded as pred (nil: not decodable), its GPUs' evidence as gpus, within budget cost units and
 // returns what it cost.
-func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult, pred *policy.Predicate, budget uint64) uint64 {
+func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult, pred *policy.Predicate, gpus []policy.GPUEvidence, budget uint64) uint64 {
 	subj, err := json.Marshal(b.statement.Subject)
 	if err != nil {
 		r.add(Check{Check: CheckPolicy, Target: b.Source, Detail: err.Error()})
@@ -237,6 +241,7 @@ func (v *Verifier) checkPolicy(ctx context.Context, r *Report, b *BundleResult, 
 		Predicate:     b.statement.Predicate,
 		Decoded:       pred,
 		Subjects:      subj,
+		GPUEvidence:   gpus,
 	}, policy.WithCostLimit(budget))
 	switch {
 	case err != nil && ctx.Err() != nil:

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
@@ -271,6 +272,9 @@ func printFleetReport(w io.Writer, r *ad.Report) {
 		}
 		line := fmt.Sprintf("  %-16s %-10s %-*s %-12s %-9s %-9s %s", j.Job, j.Class, idw, orDash(j.JobID), orDash(j.Node), j.Verdict, sim, sandbox)
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
+		if j.GPUEvidence != "" {
+			fmt.Fprintln(w, "    "+textsafe.Line(j.GPUEvidence))
+		}
 	}
 	for _, c := range r.Coverage {
 		by := strings.Join(c.By, ", ")

@@ -83,27 +83,11 @@ func newGPUEvidenceVerifyCmd() *cobra.Command {
 			}
 			opts = append(opts, gpuevidence.WithTime(t))
 		}
-		if *gpuRoot != "" {
-			r, err := gpuevidence.LoadRoot(*gpuRoot)
-			if err != nil {
-				return usageErr("--gpu-root: %v", err)
-			}
-			opts = append(opts, gpuevidence.WithDeviceRoot(r, *gpuRoot+" (--gpu-root, not NVIDIA's)"))
+		more, err := gpuEvidenceOptions(*gpuRoot, *rimRoot, *rimStore)
+		if err != nil {
+			return err
 		}
-		if *rimRoot != "" {
-			r, err := gpuevidence.LoadRoot(*rimRoot)
-			if err != nil {
-				return usageErr("--rim-root: %v", err)
-			}
-			opts = append(opts, gpuevidence.WithRIMRoot(r, *rimRoot+" (--rim-root, not NVIDIA's)"))
-		}
-		if *rimStore != "" {
-			col, err := gpuevidence.LoadCollateral(*rimStore)
-			if err != nil {
-				return withCode(exitFailed, err)
-			}
-			opts = append(opts, gpuevidence.WithCollateral(col))
-		}
+		opts = append(opts, more...)
 		v, err := gpuevidence.New(opts...)
 		if err != nil {
 			return usageErr("%v", err)
@@ -219,4 +203,32 @@ func renderGPUEvidence(w io.Writer, file string, nonce gpuevidence.Nonce, criter
 	default:
 		fmt.Fprintf(w, "Verification FAILED: reference measurements (exit %d)\n", code)
 	}
+}
+
+// gpuEvidenceOptions are the verifier options of --gpu-root, --rim-root
+// and --rim-store (gpu-evidence verify, verify).
+func gpuEvidenceOptions(gpuRoot, rimRoot, rimStore string) ([]gpuevidence.Option, error) {
+	var opts []gpuevidence.Option
+	if gpuRoot != "" {
+		r, err := gpuevidence.LoadRoot(gpuRoot)
+		if err != nil {
+			return nil, usageErr("--gpu-root: %v", err)
+		}
+		opts = append(opts, gpuevidence.WithDeviceRoot(r, gpuRoot+" (--gpu-root, not NVIDIA's)"))
+	}
+	if rimRoot != "" {
+		r, err := gpuevidence.LoadRoot(rimRoot)
+		if err != nil {
+			return nil, usageErr("--rim-root: %v", err)
+		}
+		opts = append(opts, gpuevidence.WithRIMRoot(r, rimRoot+" (--rim-root, not NVIDIA's)"))
+	}
+	if rimStore != "" {
+		col, err := gpuevidence.LoadCollateral(rimStore)
+		if err != nil {
+			return nil, withCode(exitFailed, err)
+		}
+		opts = append(opts, gpuevidence.WithCollateral(col))
+	}
+	return opts, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/run"
@@ -28,6 +31,7 @@ type runFlags struct {
 	quiet    bool
 	verbose  bool
 	cacheDir string
+	rimStore string
 	root     *string
 	sign     *signFlags
 	registry *registryFlags
@@ -52,6 +56,7 @@ func newRunCmd() *cobra.Command {
 	c.Flags().IntVar(&f.jobs, "jobs", runtime.NumCPU(), "steps run at once")
 	c.Flags().BoolVar(&f.noCache, "no-cache", false, "do not use the build cache")
 	c.Flags().StringVar(&f.cacheDir, "cache-dir", "", "build cache directory (default $XDG_CACHE_HOME/gpuattest)")
+	c.Flags().StringVar(&f.rimStore, "rim-store", "", "directory of RIMs (<RIM ID>.xml) and OCSP answers (*.ocsp) to keep beside the GPUs' evidence, for verification without network")
 	c.Flags().BoolVar(&f.locked, "locked", false, "refuse floating image tags and a missing or stale lock (implied by release: true)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log informational messages, not only warnings, to stderr")
@@ -165,6 +170,9 @@ func runOptions(c *cobra.Command, p *pipeline.Pipeline, f *runFlags, prog *progr
 	if f.noCache {
 		opts = append(opts, run.WithoutCache())
 	}
+	if f.rimStore != "" {
+		opts = append(opts, run.WithRIMStore(f.rimStore))
+	}
 	if f.cacheDir != "" {
 		opts = append(opts, run.WithCacheDir(f.cacheDir))
 	}
@@ -260,8 +268,42 @@ func printRunSummary(w io.Writer, res *run.Result) {
 		}
 		fmt.Fprintf(w, "  %-8s %-20s %-11s %8s %-6s %s\n", s.State, textsafe.Line(s.ID), textsafe.Line(s.Kind), fmtDuration(time.Duration(s.DurationMS)*time.Millisecond), cache, reason)
 	}
+	if line := gpuEvidenceLine(r.GPUEvidence); line != "" {
+		fmt.Fprintln(w, textsafe.Line(line))
+	}
 	if r.Reason != "" {
 		fmt.Fprintf(w, "%s\n", textsafe.Lines(r.Reason))
 	}
 	fmt.Fprintf(w, "run directory: %s\n", textsafe.Line(res.Dir))
+}
+
+// gpuEvidenceLine says what the run's GPUs signed: "GPU evidence: 2/2
+// collected (SIMULATED)", or the unattested GPUs with their reasons; ""
+// when none was collected.
+func gpuEvidenceLine(raw json.RawMessage) string {
+	var g attest.GPUEvidence
+	if len(raw) == 0 || json.Unmarshal(raw, &g) != nil {
+		return ""
+	}
+	if len(g.GPUs) == 0 {
+		return "GPU evidence: none (" + g.Reason + ")"
+	}
+	n, sim := 0, false
+	var why []string
+	for _, c := range g.GPUs {
+		if c.Evidence != nil {
+			n++
+			sim = sim || c.Source == gpuevidence.SourceSimulated
+		} else {
+			why = append(why, fmt.Sprintf("GPU %d: %s", c.Index, c.Reason))
+		}
+	}
+	s := fmt.Sprintf("GPU evidence: %d/%d collected", n, len(g.GPUs))
+	if sim {
+		s += " (SIMULATED)"
+	}
+	if len(why) > 0 {
+		s += ", unattested: " + strings.Join(why, "; ")
+	}
+	return s
 }

@@ -32,6 +32,10 @@ type verifyFlags struct {
 	maxPolicyCost                                               uint64
 	requireArtifacts, allowSimulated                            bool
 	signKey, vsaOut                                             string
+	// GPU evidence: --gpu-root, --rim-root, --rim-store,
+	// --require-gpu-evidence.
+	gpuRoot, rimRoot, rimStore string
+	requireGPUEvidence         bool
 	// bundlePaths are verify's --bundle flags (it takes several; report
 	// takes one, bundlePath).
 	bundlePaths []string
@@ -138,6 +142,10 @@ func (f *verifyFlags) addFlags(c *cobra.Command, prefix string) {
 	fl.StringVar(&f.maxPredicateSize, "max-predicate-size", limits.Human(verify.DefaultMaxPredicateSize), prefix+"largest signed statement (predicate and subjects) to verify, such as 16MiB")
 	fl.Uint64Var(&f.maxPolicyCost, "max-policy-cost", policy.DefaultCostLimit, prefix+"most the policy may cost over all bundles, in CEL cost units")
 	fl.BoolVar(&f.requireArtifacts, "require-artifacts", false, prefix+"fail (exit 11) when no ARTIFACT is given; without it verify says \"0 artifacts checked\"")
+	fl.StringVar(&f.gpuRoot, "gpu-root", "", prefix+"GPU evidence: device root certificate (PEM) instead of the pinned NVIDIA Device Identity CA (a simulated GPU's test root)")
+	fl.StringVar(&f.rimRoot, "rim-root", "", prefix+"GPU evidence: RIM root certificate (PEM) instead of the pinned NVIDIA RIM root")
+	fl.StringVar(&f.rimStore, "rim-store", "", prefix+"GPU evidence: directory of RIMs (<RIM ID>.xml) and OCSP answers (*.ocsp), such as a run directory's gpu-evidence/")
+	fl.BoolVar(&f.requireGPUEvidence, "require-gpu-evidence", false, prefix+"fail when a GPU of a validation statement did not sign its evidence with its device key (unattested, or none recorded)")
 }
 
 // fleetRelease reports whether entries, read from the release whose
@@ -249,6 +257,16 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 		return nil, err
 	}
 	opts = append(opts, trust...)
+	if f.gpuRoot != "" || f.rimRoot != "" || f.rimStore != "" {
+		gopts, err := gpuEvidenceOptions(f.gpuRoot, f.rimRoot, f.rimStore)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, verify.WithGPUEvidence(gopts...))
+	}
+	if f.requireGPUEvidence {
+		opts = append(opts, verify.WithGPUEvidenceRequired())
+	}
 	if f.policyPath != "" {
 		p, err := policy.Open(f.policyPath, f.allowSimulated)
 		if err != nil {

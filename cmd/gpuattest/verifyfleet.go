@@ -55,7 +55,12 @@ func verifyFleetBundles(c *cobra.Command, f *verifyFlags, in verifyInputs) error
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	r, err := ad.VerifyEntries(c.Context(), in.entries, owner, ad.Options{AllowSimulated: f.allowSimulated, Artifacts: in.arts, RequireArtifacts: f.requireArtifacts})
+	gopts, err := gpuEvidenceOptions(f.gpuRoot, f.rimRoot, f.rimStore)
+	if err != nil {
+		return err
+	}
+	r, err := ad.VerifyEntries(c.Context(), in.entries, owner, ad.Options{AllowSimulated: f.allowSimulated, Artifacts: in.arts, RequireArtifacts: f.requireArtifacts,
+		GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence})
 	if err != nil {
 		return inputError(c.Context(), err)
 	}

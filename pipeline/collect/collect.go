@@ -79,6 +79,9 @@ func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
 	}
 	c.finishBuild()
 	c.finishTelemetry()
+	if err := c.gpuEvidence(rec.GPUEvidence); err != nil {
+		return nil, err
+	}
 	return c.run, nil
 }
 

@@ -72,6 +72,10 @@ type run struct {
 	// toolchain is the run record's toolchain fingerprint (the builds'),
 	// which GPU preflight checks the driver against.
 	toolchain any
+	// evidenceOnce collects the GPUs' evidence once (evidence.go);
+	// evidenceErr is what it said.
+	evidenceOnce sync.Once
+	evidenceErr  error
 }
 
 func (e *run) prepare(ctx context.Context) error {
@@ -403,6 +407,7 @@ func (e *run) skip(i int, why string) {
 }
 
 func (e *run) finish(ctx context.Context) (*Result, error) {
+	evidenceErr := e.gpuEvidenceAtEnd(ctx)
 	now := e.o.now().UTC()
 	var final *Record
 	e.rec.update(func(r *Record) {
@@ -427,6 +432,9 @@ func (e *run) finish(ctx context.Context) (*Result, error) {
 		case len(pending) > 0:
 			r.State = Error
 			r.Reason = "steps never ran: " + strings.Join(pending, ", ")
+		case evidenceErr != nil:
+			r.State = Failed
+			r.Reason = "GPU evidence: " + evidenceErr.Error()
 		default:
 			r.State = Passed
 		}
@@ -665,6 +673,12 @@ func (e *run) fromCache(ctx context.Context, exec step.Executor, s *pipeline.Ste
 // failed, or the step timed out).
 func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.Step, sc *step.Context, sr *StepRecord) (*step.Outcome, error) {
 	var watch Watch
+	if s.GPU {
+		if err := e.gpuEvidence(ctx); err != nil {
+			sr.State, sr.Reason = Failed, "GPU evidence: "+err.Error()
+			return nil, nil
+		}
+	}
 	if s.GPU && e.o.monitor != nil {
 		sc.Report(step.Progress{Phase: "preflight"})
 		report, err := e.o.monitor.Preflight(ctx, e.p, s, sc.Env, e.toolchain)

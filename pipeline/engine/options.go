@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/attest/hardware"
@@ -34,6 +35,7 @@ type options struct {
 	images     ImageResolver
 	hardware   *hardware.Record
 	monitor    GPUMonitor
+	evidence   EvidenceCollector
 	lockDigest string
 	toolchain  func(ctx context.Context) any
 	source     *source.Info
@@ -202,6 +204,25 @@ func WithHardware(rec *hardware.Record) Option {
 // WithGPUMonitor runs preflight and telemetry around gpu: true steps.
 func WithGPUMonitor(m GPUMonitor) Option {
 	return func(o *options) error { o.monitor = m; return nil }
+}
+
+// EvidenceCollector asks the GPUs to sign a nonce bound to the run, once
+// per attempt: before the first gpu: true step, or, in a run without one,
+// after the last step. pipeline/run implements it.
+type EvidenceCollector interface {
+	// Collect derives the nonce from runID (the run directory's name)
+	// and artifacts (the "sha256:<hex>" digests of the artifacts built
+	// so far), stores the evidence under the run directory dir and
+	// returns the record run.json keeps (gpu_evidence). A non-nil error
+	// (requireGPUEvidence with an unattested GPU) fails every gpu: true
+	// step, or the run without one, with the error's text; the record is
+	// kept either way.
+	Collect(ctx context.Context, dir, runID string, artifacts []string) (record json.RawMessage, err error)
+}
+
+// WithGPUEvidence collects the GPUs' evidence with c (EvidenceCollector).
+func WithGPUEvidence(c EvidenceCollector) Option {
+	return func(o *options) error { o.evidence = c; return nil }
 }
 
 // WithLockDigest records the digest of the lock file the run used.

@@ -50,6 +50,9 @@ type Record struct {
 	Images     []image.Pinned `json:"images,omitempty"`
 	Steps      []*StepRecord  `json:"steps"`
 	Attempts   []Attempt      `json:"attempts"`
+	// GPUEvidence is the GPUs' evidence over the run's nonce, as the
+	// EvidenceCollector recorded it (attest.GPUEvidence).
+	GPUEvidence json.RawMessage `json:"gpu_evidence,omitempty"`
 }
 
 // PipelineRef names the pipeline a run executed.

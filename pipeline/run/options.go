@@ -37,6 +37,8 @@ type options struct {
 	registry  []oci.Option
 	source    *source.Info
 	runners   []runner.Runner
+	rimStore  string
+	fleet     *fleetNonce
 }
 
 // WithRunners makes rs available to the steps, each under its Name,
@@ -149,6 +151,32 @@ func WithGPUSource(src gpu.Source) Option {
 			return errors.New("nil GPU source")
 		}
 		o.gpuSource = src
+		return nil
+	}
+}
+
+// WithRIMStore copies the collateral in dir (RIMs as <RIM ID>.xml, OCSP
+// answers as *.ocsp) beside the run's GPU evidence, so that verify needs
+// no network (gpuattest run --rim-store).
+func WithRIMStore(dir string) Option {
+	return func(o *options) error {
+		if dir == "" {
+			return fmt.Errorf("%w: --rim-store: empty directory", ErrInvalid)
+		}
+		o.rimStore = dir
+		return nil
+	}
+}
+
+// WithFleetNonce asks each GPU to sign gpuevidence.FleetNonce of the
+// signed dispatch's digest, the job and its UUID instead of the run's
+// nonce: a fleet node's run.
+func WithFleetNonce(dispatchDigest, job string) Option {
+	return func(o *options) error {
+		if dispatchDigest == "" || job == "" {
+			return fmt.Errorf("%w: fleet nonce: the dispatch digest and the job are required", ErrInvalid)
+		}
+		o.fleet = &fleetNonce{dispatch: dispatchDigest, job: job}
 		return nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
@@ -128,6 +129,7 @@ func (o *options) engineOptions(ctx context.Context, p *pipeline.Pipeline) ([]en
 		return nil, err
 	}
 	opts = append(opts, hw...)
+	opts = append(opts, engine.WithGPUEvidence(&evidenceCollector{src: src, hw: rec, required: p.RequireGPUEvidence, rimStore: o.rimStore, now: time.Now, fleet: o.fleet}))
 	if u.gpuStep && len(rec.GPUs) == 0 {
 		o.warn(fmt.Sprintf("the pipeline has gpu: true steps but no GPU is available (%s); they will fail preflight", rec.Reason))
 	}

@@ -28,6 +28,9 @@ func Split(p *pipeline.Pipeline) (build, nodes *pipeline.Pipeline) {
 	}
 	b, n := *p, *p
 	b.Steps, n.Steps = nil, nil
+	// The GPUs that must sign evidence are the nodes', not the machine
+	// that builds.
+	b.RequireGPUEvidence = false
 	for _, s := range p.Steps {
 		if !onNode[s.ID] {
 			b.Steps = append(b.Steps, s)

@@ -319,7 +319,7 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 		return err
 	}
 	opts := []run.Option{run.WithGPUSource(src), run.WithBaseEnv(env), run.WithLogger(n.Logger),
-		run.WithProgress(stepWriter(filepath.Join(jdir, stagefs.StepFile)))}
+		run.WithProgress(stepWriter(filepath.Join(jdir, stagefs.StepFile))), run.WithFleetNonce(pred.Dispatch, pred.Job)}
 	if slices.ContainsFunc(gp.Steps, func(s pipeline.Step) bool { return s.Runner == pipeline.DefaultRunner }) {
 		o, err := n.hostSandbox(ctx, work, filepath.Join(jdir, "home"), pred)
 		if err != nil {
@@ -418,6 +418,7 @@ func describe(dir string, pred *ad.Node) {
 	pred.Hardware = rd.Hardware
 	pred.Simulated = rd.Hardware != nil && rd.Hardware.Simulated
 	pred.Attempts = len(rd.Record.Attempts)
+	pred.GPUEvidence = ad.NodeEvidence(rd.Record.GPUEvidence)
 	for _, s := range rd.Record.Steps {
 		st := ad.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: stagefs.FirstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
 		for _, f := range s.Results {
