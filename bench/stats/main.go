@@ -8,14 +8,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
 func main() {
 	trials := flag.Int("trials", 2000, "simulated comparisons per cell and true change")
 	driftTrials := flag.Int("drift-trials", 1000, "simulated benchmark runs per load scenario and true change")
-	rounds := flag.Int("rounds", pipeline.DefaultRounds, "same-run A/B: invocations of each side (the default of a benchmark with a reference)")
+	rounds := flag.Int("rounds", 30, "same-run A/B, fixed rounds: invocations of each side")
 	reps := flag.Int("reps", 15, "same-run A/B: samples per invocation")
 	seed := flag.Uint64("seed", 1, "random seed")
 	flag.Parse()
