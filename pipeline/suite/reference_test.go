@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
@@ -511,5 +512,27 @@ func TestBenchmarkRoundsAutoTimeBudget(t *testing.T) {
 	ref := out.Details.(*BenchmarkDetails).Reference
 	if ref.Sequential.Stop != StopTime || ref.Rounds != 2 || out.Status != step.Failed || !strings.Contains(out.Reason, "AMBIGUOUS") {
 		t.Errorf("1ms budget: %+v after %d rounds, status %s %q", ref.Sequential, ref.Rounds, out.Status, out.Reason)
+	}
+}
+
+// TestBenchmarkRoundsAutoStepTimeout: the step's timeout (its context's
+// deadline) bounds rounds: auto too, with room left for a block: sampling
+// stops by itself before the deadline and the step is judged.
+func TestBenchmarkRoundsAutoStepTimeout(t *testing.T) {
+	t.Parallel()
+	st := refStep("1", func(st *pipeline.Step) {
+		st.Rounds, st.MaxRounds = pipeline.Rounds{Auto: true}, 2000
+		st.Run = sh(noisyCand)
+	})
+	s := newContext(t, st)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	out, err := Benchmark{Rand: rand.New(rand.NewPCG(1, 2))}.Execute(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := out.Details.(*BenchmarkDetails).Reference
+	if ref.Sequential.Stop != StopTime || ctx.Err() != nil || !strings.Contains(out.Reason, "AMBIGUOUS") {
+		t.Errorf("8s timeout: %+v after %d rounds, context %v, reason %q", ref.Sequential, ref.Rounds, ctx.Err(), out.Reason)
 	}
 }

@@ -104,7 +104,7 @@ func (br *benchRun) runSequential(ctx context.Context, r *rand.Rand) ([]bool, er
 	if dl, ok := ctx.Deadline(); ok {
 		hard = dl
 		if dl.Before(end) {
-			budget = dl.Sub(start)
+			end, budget = dl, dl.Sub(start)
 		}
 	}
 	seq := &SequentialRounds{MaxRounds: maxPairs, Budget: budget.Round(time.Second).String(), Stop: StopMaxRounds, Decided: map[string]int{}}
