@@ -525,7 +525,7 @@ func TestBenchmarkRoundsAutoStepTimeout(t *testing.T) {
 		st.Run = sh(noisyCand)
 	})
 	s := newContext(t, st)
-	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	out, err := Benchmark{Rand: rand.New(rand.NewPCG(1, 2))}.Execute(ctx, s)
 	if err != nil {
@@ -533,6 +533,6 @@ func TestBenchmarkRoundsAutoStepTimeout(t *testing.T) {
 	}
 	ref := out.Details.(*BenchmarkDetails).Reference
 	if ref.Sequential.Stop != StopTime || ctx.Err() != nil || !strings.Contains(out.Reason, "AMBIGUOUS") {
-		t.Errorf("8s timeout: %+v after %d rounds, context %v, reason %q", ref.Sequential, ref.Rounds, ctx.Err(), out.Reason)
+		t.Errorf("10s timeout: %+v after %d rounds, context %v, reason %q", ref.Sequential, ref.Rounds, ctx.Err(), out.Reason)
 	}
 }

@@ -88,8 +88,8 @@ func (br *benchRun) runOrder(ctx context.Context, order []bool) error {
 // every case measured on both sides (ComparePairedSequential after every
 // block), maxRounds pairs ran, or another block would overrun the time
 // budget: roundsTime, and the step's own timeout (the context's
-// deadline), which must leave room for one more block and the step's
-// reports. It returns the invocation order.
+// deadline), which must leave room for three of the slowest blocks so far
+// (a load spike) and the step's reports. It returns the invocation order.
 func (br *benchRun) runSequential(ctx context.Context, r *rand.Rand) ([]bool, error) {
 	st := br.s.Step
 	maxPairs, budget := st.MaxRounds, st.RoundsTime.Value()
@@ -111,10 +111,10 @@ func (br *benchRun) runSequential(ctx context.Context, r *rand.Rand) ([]bool, er
 	br.d.Reference.Sequential = seq
 	br.decided = seq.Decided
 	var order []bool
-	var block time.Duration
+	var block time.Duration // the slowest block so far
 	for len(br.cand) < maxPairs {
 		now := time.Now()
-		if block > 0 && (now.Add(block).After(end) || !hard.IsZero() && now.Add(2*block).After(hard)) {
+		if block > 0 && (now.Add(block).After(end) || !hard.IsZero() && now.Add(3*block).After(hard)) {
 			seq.Stop = StopTime
 			break
 		}
@@ -123,7 +123,7 @@ func (br *benchRun) runSequential(ctx context.Context, r *rand.Rand) ([]bool, er
 		if err := br.runOrder(ctx, b); err != nil {
 			return nil, err
 		}
-		block = time.Since(now)
+		block = max(block, time.Since(now))
 		undecided := br.look(maxPairs, end)
 		if undecided == 0 {
 			seq.Stop = StopDecided
