@@ -142,3 +142,78 @@ func (r *Repeats) UnmarshalJSON(b []byte) error {
 	}
 	return fmt.Errorf("repeats: expected a positive integer or %q", RepeatsAuto)
 }
+
+// Rounds is how many pairs of invocations a benchmark with a reference
+// runs: a fixed count, judged once with the fixed-size paired test, or
+// auto (the default): pairs are added, in ABBA blocks, until every case
+// is decided or the budget (maxRounds, roundsTime, the step's timeout)
+// runs out, judged with the always-valid sequential test.
+type Rounds struct {
+	// N is the fixed count; zero with Auto or when unset.
+	N int
+	// Auto is true for rounds: auto.
+	Auto bool
+}
+
+// RoundsAuto is the YAML spelling of sequential rounds.
+const RoundsAuto = "auto"
+
+// IsZero reports whether rounds was left out.
+func (r Rounds) IsZero() bool { return r.N == 0 && !r.Auto }
+
+// String returns "auto", the count, or "" when unset.
+func (r Rounds) String() string {
+	switch {
+	case r.Auto:
+		return RoundsAuto
+	case r.N != 0:
+		return fmt.Sprint(r.N)
+	}
+	return ""
+}
+
+// UnmarshalYAML accepts an integer or "auto".
+func (r *Rounds) UnmarshalYAML(unmarshal func(any) error) error {
+	var n int
+	if err := unmarshal(&n); err == nil {
+		*r = Rounds{N: n}
+		return nil
+	}
+	var s string
+	if err := unmarshal(&s); err == nil && s == RoundsAuto {
+		*r = Rounds{Auto: true}
+		return nil
+	}
+	return fmt.Errorf("rounds: expected a positive integer or auto")
+}
+
+// MarshalYAML writes the count or "auto".
+func (r Rounds) MarshalYAML() (any, error) {
+	if r.Auto {
+		return RoundsAuto, nil
+	}
+	return r.N, nil
+}
+
+// MarshalJSON writes the count or "auto".
+func (r Rounds) MarshalJSON() ([]byte, error) {
+	if r.Auto {
+		return json.Marshal(RoundsAuto)
+	}
+	return json.Marshal(r.N)
+}
+
+// UnmarshalJSON reads the count or "auto".
+func (r *Rounds) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*r = Rounds{N: n}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil && s == RoundsAuto {
+		*r = Rounds{Auto: true}
+		return nil
+	}
+	return fmt.Errorf("rounds: expected a positive integer or %q", RoundsAuto)
+}

@@ -296,6 +296,7 @@ var (
 	sizeType     = reflect.TypeOf(Size{})
 	percentType  = reflect.TypeOf(Percent{})
 	repeatsType  = reflect.TypeOf(Repeats{})
+	roundsType   = reflect.TypeOf(Rounds{})
 )
 
 // check walks node against Go type t, recording positions and reporting
@@ -338,7 +339,7 @@ func (s *source) checkSpecial(node ast.Node, t reflect.Type, path string, probs 
 		}
 		*probs = append(*probs, s.typeProblem(path, "a shell string or a list of strings", node))
 		return false, true
-	case t == repeatsType:
+	case t == repeatsType, t == roundsType:
 		if node.Type() == ast.IntegerType || (node.Type() == ast.StringType && node.GetToken().Value == RepeatsAuto) {
 			return true, true
 		}

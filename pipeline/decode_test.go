@@ -98,6 +98,20 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "rounds auto and onAmbiguous rules",
+			src: header + "steps:\n" +
+				"  - {id: a, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json}, rounds: 10, maxRounds: 50}\n" +
+				"  - {id: b, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json}, maxRounds: 1, gate: {onAmbiguous: pass}}\n" +
+				"  - {id: c, kind: benchmark, run: x, results: r.json, roundsTime: 5m}\n" +
+				"  - {id: d, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json}, rounds: auto, maxRounds: 40, roundsTime: 5m, gate: {onAmbiguous: warn}}\n",
+			want: []where{
+				{5, 105, "maxRounds applies to rounds: auto"},
+				{6, 104, "maxRounds 1: expected 2 to 2000 pairs"},
+				{6, 127, `onAmbiguous "pass": expected fail or war`},
+				{7, 55, "roundsTime applies to a benchmark with a"},
+			},
+		},
+		{
 			name: "benchmark reference release rules",
 			src: header + "steps:\n" +
 				"  - {id: a, kind: benchmark, run: x, results: r.json, reference: {run: y, results: q.json, release: ghcr.io/acme/kernels:v1}}\n" +

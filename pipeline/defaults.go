@@ -6,11 +6,11 @@ const (
 	DefaultOutput = OutputFatbin
 	DefaultOutDir = "build"
 	DefaultFormat = "auto"
-	// DefaultRounds is how often a benchmark with a reference invokes
-	// each side. Eight pairs reach significance at alpha 0.01; thirty keep
-	// the power for a 5 % slowdown at 95 % when a few pairs straddle a
-	// step change of the machine's load (go run ./bench/stats).
-	DefaultRounds = 30
+	// DefaultMaxRounds is rounds: auto's most pairs when maxRounds is
+	// left out: enough for the sequential test to tell a 10 % change
+	// under a load that spreads the pairs' ratios by ±20 %
+	// (go run ./bench/stats).
+	DefaultMaxRounds = 300
 )
 
 // The typed defaults.
@@ -23,6 +23,9 @@ var (
 	DefaultMaxTime   = MustDuration("2m")
 	// DefaultThreshold is the smallest slowdown a gate counts.
 	DefaultThreshold = MustPercent("3%")
+	// DefaultRoundsTime is rounds: auto's time budget when roundsTime is
+	// left out.
+	DefaultRoundsTime = MustDuration("10m")
 )
 
 // applyDefaults fills what a valid pipeline left out.
@@ -62,8 +65,14 @@ func applyDefaults(p *Pipeline) {
 			}
 			if s.Kind == KindBenchmark {
 				if s.Reference != nil {
-					if s.Rounds == 0 {
-						s.Rounds = DefaultRounds
+					if s.Rounds.IsZero() {
+						s.Rounds = Rounds{Auto: true}
+					}
+					if s.Rounds.Auto && s.MaxRounds == 0 {
+						s.MaxRounds = DefaultMaxRounds
+					}
+					if s.Rounds.Auto && s.RoundsTime.IsZero() {
+						s.RoundsTime = DefaultRoundsTime
 					}
 					if s.Gate == nil {
 						s.Gate = &Gate{} // a same-run reference is always gated
@@ -84,6 +93,9 @@ func applyDefaults(p *Pipeline) {
 				}
 				if s.Gate.Alpha == 0 {
 					s.Gate.Alpha = DefaultGateAlpha
+				}
+				if s.Gate.OnAmbiguous == "" {
+					s.Gate.OnAmbiguous = OnAmbiguousFail
 				}
 			}
 		}

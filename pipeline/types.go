@@ -85,8 +85,12 @@ type Step struct {
 	Seeds     []int      `yaml:"seeds,omitempty" json:"seeds,omitempty"`
 	Baseline  string     `yaml:"baseline,omitempty" json:"baseline,omitempty"`
 	Reference *Reference `yaml:"reference,omitempty" json:"reference,omitempty"`
-	Rounds    int        `yaml:"rounds,omitempty" json:"rounds,omitempty"`
-	Gate      *Gate      `yaml:"gate,omitempty" json:"gate,omitempty"`
+	Rounds    Rounds     `yaml:"rounds,omitempty" json:"rounds,omitempty"`
+	// MaxRounds and RoundsTime are rounds: auto's budget: the most pairs,
+	// and how long the pairs may take (within the step's timeout).
+	MaxRounds  int      `yaml:"maxRounds,omitempty" json:"maxRounds,omitempty"`
+	RoundsTime Duration `yaml:"roundsTime,omitempty" json:"roundsTime,omitempty"`
+	Gate       *Gate    `yaml:"gate,omitempty" json:"gate,omitempty"`
 
 	// burnin
 
@@ -147,7 +151,21 @@ type Gate struct {
 	Threshold             Percent `yaml:"threshold,omitempty" json:"threshold,omitempty"`
 	Alpha                 float64 `yaml:"alpha,omitempty" json:"alpha,omitempty"`
 	AllowHardwareMismatch bool    `yaml:"allowHardwareMismatch,omitempty" json:"allowHardwareMismatch,omitempty"`
+	// OnAmbiguous is what an AMBIGUOUS verdict of an enforced gate does:
+	// OnAmbiguousFail (the default) fails the step, OnAmbiguousWarn lets
+	// it pass with a warning (the run then passes with warnings).
+	OnAmbiguous string `yaml:"onAmbiguous,omitempty" json:"onAmbiguous,omitempty"`
 }
+
+// What an AMBIGUOUS gate verdict does (Gate.OnAmbiguous).
+const (
+	OnAmbiguousFail = "fail"
+	OnAmbiguousWarn = "warn"
+)
+
+// WarnsOnAmbiguous reports whether an AMBIGUOUS verdict of gate g only
+// warns; a nil gate fails.
+func (g *Gate) WarnsOnAmbiguous() bool { return g != nil && g.OnAmbiguous == OnAmbiguousWarn }
 
 // Preflight declares the checks run before any gpu: true step.
 type Preflight struct {

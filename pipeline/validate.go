@@ -336,6 +336,9 @@ func validateSuite(v *validator, i int, s *Step) {
 		if s.Gate.Alpha < 0 || s.Gate.Alpha >= 1 {
 			v.add(path+".gate.alpha", false, "typical values are 0.01 or 0.05", "alpha %v must be between 0 and 1", s.Gate.Alpha)
 		}
+		if o := s.Gate.OnAmbiguous; o != "" && o != OnAmbiguousFail && o != OnAmbiguousWarn {
+			v.add(path+".gate.onAmbiguous", false, "fail (the default: a gate that cannot tell must not pass) or warn", "onAmbiguous %q: expected fail or warn", o)
+		}
 	}
 }
 
@@ -356,8 +359,10 @@ func validateBenchmark(v *validator, i int, s *Step) {
 		}
 	}
 	if s.Reference == nil {
-		if v.src.has(path + ".rounds") {
-			v.add(path+".rounds", true, "add reference: {run: ..., results: ...}, or remove it", "rounds applies to a benchmark with a reference")
+		for _, f := range []string{"rounds", "maxRounds", "roundsTime"} {
+			if v.src.has(path + "." + f) {
+				v.add(path+"."+f, true, "add reference: {run: ..., results: ...}, or remove it", "%s applies to a benchmark with a reference", f)
+			}
 		}
 		return
 	}
@@ -373,19 +378,40 @@ func validateBenchmark(v *validator, i int, s *Step) {
 		v.add(rp+".results", false, "let the two commands write different files, e.g. build/ref.json and build/cand.json", "step %q: reference and candidate write the same results file %q", s.ID, s.Results)
 	}
 	v.referenceRelease(rp, s)
-	if v.src.has(path + ".rounds") {
-		switch {
-		case s.Rounds < 2 || s.Rounds > MaxRounds:
-			v.add(path+".rounds", false, "10 is a good start", "rounds %d: expected 2 to %d invocations of each side", s.Rounds, MaxRounds)
-		default:
-			alpha := DefaultGateAlpha
-			if s.Gate != nil && s.Gate.Alpha > 0 && s.Gate.Alpha < 1 {
-				alpha = s.Gate.Alpha
+	validateRounds(v, path, s)
+}
+
+// validateRounds checks a benchmark's rounds and rounds: auto's budget.
+func validateRounds(v *validator, path string, s *Step) {
+	auto := s.Rounds.Auto || s.Rounds.IsZero() // auto is the default
+	if !auto {
+		for _, f := range []string{"maxRounds", "roundsTime"} {
+			if v.src.has(path + "." + f) {
+				v.add(path+"."+f, true, "remove rounds: N (auto is the default), or remove it", "%s applies to rounds: auto", f)
 			}
-			if need := MinRounds(alpha); s.Rounds < need {
-				v.add(path+".rounds", false, fmt.Sprintf("use rounds: %d or more (or a larger gate.alpha)", need),
-					"rounds %d cannot reach significance at alpha %g: the paired signed-rank test's smallest p-value with %d pairs is %.2g", s.Rounds, alpha, s.Rounds, math.Ldexp(1, 1-s.Rounds))
-			}
+		}
+	}
+	if auto {
+		if v.src.has(path+".maxRounds") && (s.MaxRounds < 2 || s.MaxRounds > MaxRounds) {
+			v.add(path+".maxRounds", false, fmt.Sprintf("%d is the default", DefaultMaxRounds), "maxRounds %d: expected 2 to %d pairs", s.MaxRounds, MaxRounds)
+		}
+		v.duration(path+".roundsTime", s.RoundsTime, false)
+		return
+	}
+	if !v.src.has(path + ".rounds") {
+		return
+	}
+	switch {
+	case s.Rounds.N < 2 || s.Rounds.N > MaxRounds:
+		v.add(path+".rounds", false, "auto (the default) samples until the gate is decided", "rounds %d: expected auto, or 2 to %d invocations of each side", s.Rounds.N, MaxRounds)
+	default:
+		alpha := DefaultGateAlpha
+		if s.Gate != nil && s.Gate.Alpha > 0 && s.Gate.Alpha < 1 {
+			alpha = s.Gate.Alpha
+		}
+		if need := MinRounds(alpha); s.Rounds.N < need {
+			v.add(path+".rounds", false, fmt.Sprintf("use rounds: %d or more, rounds: auto (or a larger gate.alpha)", need),
+				"rounds %d cannot reach significance at alpha %g: the paired signed-rank test's smallest p-value with %d pairs is %.2g", s.Rounds.N, alpha, s.Rounds.N, math.Ldexp(1, 1-s.Rounds.N))
 		}
 	}
 }

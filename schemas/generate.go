@@ -167,7 +167,7 @@ func Pipeline() ([]byte, error) {
 // specScalars are the spec's types with YAML forms of their own.
 var specScalars = []reflect.Type{
 	reflect.TypeFor[pipeline.Size](), reflect.TypeFor[pipeline.Percent](), reflect.TypeFor[pipeline.Duration](),
-	reflect.TypeFor[pipeline.Command](), reflect.TypeFor[pipeline.Repeats](),
+	reflect.TypeFor[pipeline.Command](), reflect.TypeFor[pipeline.Repeats](), reflect.TypeFor[pipeline.Rounds](),
 }
 
 // specScalarRef refers a field of one of specScalars to its definition.
@@ -218,6 +218,14 @@ func specScalar(t reflect.Type) *jsonschema.Schema {
 			OneOf: []*jsonschema.Schema{
 				{Type: "integer", Minimum: json.Number("1")},
 				{Type: "string", Enum: []any{pipeline.RepeatsAuto}},
+			},
+		}
+	case reflect.TypeFor[pipeline.Rounds]():
+		return &jsonschema.Schema{
+			Description: "pairs of reference and candidate invocations: auto (the default) adds pairs until the gate decides every case or maxRounds or roundsTime runs out, a count runs that many and judges once",
+			OneOf: []*jsonschema.Schema{
+				{Type: "integer", Minimum: json.Number("2"), Maximum: json.Number("2000")},
+				{Type: "string", Enum: []any{pipeline.RoundsAuto}},
 			},
 		}
 	}

@@ -37,7 +37,9 @@ var pipelineFields = map[string]field{
 	"Step.maxTime":        {Description: "benchmark with repeats: auto: stop a case after this long even if the precision was not reached (2m when omitted)"},
 	"Step.baseline":       {Description: "benchmark: stored baseline file to compare against (same hardware only); relative to the pipeline file and inside the pipeline's root"},
 	"Step.reference":      {Description: "benchmark: a reference command measured in the same step on the same device, interleaved with the candidate in ABBA blocks"},
-	"Step.rounds":         {Description: "benchmark with a reference: invocations of each side, in randomised ABBA blocks (30 when omitted)", Minimum: "2", Maximum: "2000"},
+	"Step.rounds":         {Description: "benchmark with a reference: auto (the default) samples pairs of invocations, in randomised ABBA blocks, until the gate is decided (always-valid sequential test) or the budget runs out; a count runs that many pairs and judges once (paired signed-rank test)"},
+	"Step.maxRounds":      {Description: "benchmark with rounds: auto: the most pairs of invocations (300 when omitted)", Minimum: "2", Maximum: "2000"},
+	"Step.roundsTime":     {Description: "benchmark with rounds: auto: how long the pairs may take (10m when omitted; the step's timeout, when sooner, also bounds it)"},
 	"Step.duration":       {Description: "burnin: how long to repeat the suite"},
 	"Step.leakTolerance":  {Description: "burnin: largest memory slope allowed in bytes per iteration or per memory sample (one a second) of a sustained run (e.g. 1MiB)"},
 	"Step.minDutyCycle":   {Description: "burnin: lowest busy share of a sustained run's wall time (95% on a GPU when omitted; on the CPU backend only reported unless set)"},
@@ -47,6 +49,7 @@ var pipelineFields = map[string]field{
 	"Reference.policy":    {Description: "verification policy for the release: builtin:default, builtin:cpu-tier, or a policy file relative to the pipeline file and inside the pipeline's root (builtin:default when omitted: every step passed on real GPUs, every pinned target covered)"},
 	"Gate.threshold":      {Description: "smallest slowdown that counts (3% when omitted)"},
 	"Gate.alpha":          {Description: "significance level (0.01 when omitted)"},
+	"Gate.onAmbiguous":    {Description: "what an AMBIGUOUS verdict (the data cannot tell) does: fail (the default) fails the step, warn passes it with a warning and the run passes with warnings", Enum: []any{"fail", "warn"}},
 	"Preflight.minDriver": {Description: "lowest NVIDIA driver version accepted (e.g. 535.104)"},
 
 	// GPU evidence (docs/gpu-evidence.md).

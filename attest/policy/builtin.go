@@ -12,11 +12,14 @@ const BuiltinPrefix = "builtin:"
 // Built-in policy names.
 const (
 	// BuiltinDefault is the policy applied when none is given: every step
-	// passed, every gpu: true step ran with backend cuda on real GPUs, and
-	// every pinned target is covered by a passing GPU run (Coverage).
+	// passed, every gpu: true step ran with backend cuda on real GPUs, no
+	// enforced benchmark gate ended AMBIGUOUS (a run that passed with
+	// warnings under gate.onAmbiguous: warn is refused), and every pinned
+	// target is covered by a passing GPU run (Coverage).
 	BuiltinDefault = "default"
 	// BuiltinCPUTier accepts a run whose suites ran on the CPU backend:
-	// every step passed and every test, benchmark and burn-in ran cases.
+	// every step passed, every test, benchmark and burn-in ran cases, and
+	// no enforced benchmark gate ended AMBIGUOUS.
 	// It says nothing about any GPU.
 	BuiltinCPUTier = "cpu-tier"
 )
@@ -29,6 +32,12 @@ var (
 		Name:    "all steps passed",
 		Expr:    `predicate.result == "passed" && size(predicate.failed_steps) == 0 && predicate.steps.all(s, s.verdict in ["passed", "cached"])`,
 		Message: "every step of the run must have passed",
+	}
+	ruleNoAmbiguousGate = Rule{
+		Name: "no enforced gate ended AMBIGUOUS",
+		Expr: `!has(predicate.benchmarks) || predicate.benchmarks.all(b, !has(b.comparisons) || ` +
+			`b.comparisons.all(c, !(c.enforced && c.verdict == "AMBIGUOUS")))`,
+		Message: "every enforced benchmark gate must have decided its cases: an AMBIGUOUS verdict (the data could not tell, passed under gate.onAmbiguous: warn) is no evidence of no regression",
 	}
 	ruleNotSimulated = Rule{
 		Name:    "hardware not simulated",
@@ -72,16 +81,16 @@ func Builtin(name string, allowSimulated bool) (*Policy, error) {
 	switch name {
 	case BuiltinDefault:
 		p.source = "default"
-		p.Rules = []Rule{ruleAllPassed, ruleNotSimulated, ruleGPUStepsReal}
+		p.Rules = []Rule{ruleAllPassed, ruleNotSimulated, ruleGPUStepsReal, ruleNoAmbiguousGate}
 		if allowSimulated {
-			p.Rules = []Rule{ruleAllPassed, ruleGPUStepsSimulated}
+			p.Rules = []Rule{ruleAllPassed, ruleGPUStepsSimulated, ruleNoAmbiguousGate}
 		}
 		p.Coverage = &Coverage{Targets: true}
 	case BuiltinCPUTier:
 		p.source = BuiltinPrefix + BuiltinCPUTier
-		p.Rules = []Rule{ruleAllPassed, ruleNotSimulated, ruleCPUTierCases}
+		p.Rules = []Rule{ruleAllPassed, ruleNotSimulated, ruleCPUTierCases, ruleNoAmbiguousGate}
 		if allowSimulated {
-			p.Rules = []Rule{ruleAllPassed, ruleCPUTierCases}
+			p.Rules = []Rule{ruleAllPassed, ruleCPUTierCases, ruleNoAmbiguousGate}
 		}
 	default:
 		return nil, fmt.Errorf("policy %s%s: no such built-in policy\nhint: the built-in policies are %s%s and %s%s", BuiltinPrefix, name, BuiltinPrefix, BuiltinDefault, BuiltinPrefix, BuiltinCPUTier)

@@ -124,10 +124,10 @@ func TestBuiltin(t *testing.T) {
 		coverage       bool
 		wantErr        string
 	}{
-		{arg: "builtin:default", source: "default", rules: []string{"all steps passed", "hardware not simulated", "gpu steps ran with backend cuda on real GPUs"}, coverage: true},
-		{arg: "builtin:default", allowSimulated: true, source: "default", rules: []string{"all steps passed", "gpu steps ran on GPUs (simulated accepted)"}, coverage: true},
-		{arg: "builtin:cpu-tier", source: "builtin:cpu-tier", rules: []string{"all steps passed", "hardware not simulated", "cpu tier: every test, benchmark and burn-in ran cases"}},
-		{arg: "builtin:cpu-tier", allowSimulated: true, source: "builtin:cpu-tier", rules: []string{"all steps passed", "cpu tier: every test, benchmark and burn-in ran cases"}},
+		{arg: "builtin:default", source: "default", rules: []string{"all steps passed", "hardware not simulated", "gpu steps ran with backend cuda on real GPUs", "no enforced gate ended AMBIGUOUS"}, coverage: true},
+		{arg: "builtin:default", allowSimulated: true, source: "default", rules: []string{"all steps passed", "gpu steps ran on GPUs (simulated accepted)", "no enforced gate ended AMBIGUOUS"}, coverage: true},
+		{arg: "builtin:cpu-tier", source: "builtin:cpu-tier", rules: []string{"all steps passed", "hardware not simulated", "cpu tier: every test, benchmark and burn-in ran cases", "no enforced gate ended AMBIGUOUS"}},
+		{arg: "builtin:cpu-tier", allowSimulated: true, source: "builtin:cpu-tier", rules: []string{"all steps passed", "cpu tier: every test, benchmark and burn-in ran cases", "no enforced gate ended AMBIGUOUS"}},
 		{arg: "builtin:gpu-tier", wantErr: "policy builtin:gpu-tier: no such built-in policy\nhint: the built-in policies are builtin:default and builtin:cpu-tier"},
 	} {
 		p, err := policy.Open(tt.arg, tt.allowSimulated)

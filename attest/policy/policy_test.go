@@ -117,17 +117,23 @@ func TestDefault(t *testing.T) {
 	const sim = `"devices":[{"uuid":"GPU-1","name":"NVIDIA H100 80GB HBM3","compute_capability":"9.0","simulated":true}]`
 	for _, tt := range []struct {
 		pred string
-		want []bool // all steps passed, hardware not simulated, gpu steps on real GPUs with cuda
+		want []bool // all steps passed, hardware not simulated, gpu steps on real GPUs with cuda, no AMBIGUOUS enforced gate
 	}{
-		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cuda",` + real + `},{"kind":"exec","verdict":"cached","gpu":false,"devices":[]}],"simulated":false}`, []bool{true, true, true}},
-		{`{"result":"failed","failed_steps":["t"],"steps":[{"kind":"test","verdict":"failed","gpu":false,"backend":"cpu","devices":[]}],"simulated":false}`, []bool{false, true, true}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cuda",` + real + `},{"kind":"exec","verdict":"cached","gpu":false,"devices":[]}],"simulated":false}`, []bool{true, true, true, true}},
+		{`{"result":"failed","failed_steps":["t"],"steps":[{"kind":"test","verdict":"failed","gpu":false,"backend":"cpu","devices":[]}],"simulated":false}`, []bool{false, true, true, true}},
 		// a gpu: true test on the CPU backend, on a real GPU's machine
-		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cpu",` + real + `}],"simulated":false}`, []bool{true, true, false}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cpu",` + real + `}],"simulated":false}`, []bool{true, true, false, true}},
 		// a gpu: true step that saw no GPU
-		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"exec","verdict":"passed","gpu":true,"devices":[]}],"simulated":false}`, []bool{true, true, false}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"exec","verdict":"passed","gpu":true,"devices":[]}],"simulated":false}`, []bool{true, true, false, true}},
 		// a gpu: true test whose results do not say the backend (JUnit)
-		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,` + real + `}],"simulated":false}`, []bool{true, true, false}},
-		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cpu",` + sim + `}],"simulated":true}`, []bool{true, false, false}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,` + real + `}],"simulated":false}`, []bool{true, true, false, true}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"test","verdict":"passed","gpu":true,"backend":"cpu",` + sim + `}],"simulated":true}`, []bool{true, false, false, true}},
+		// an enforced gate that ended AMBIGUOUS (passed under
+		// gate.onAmbiguous: warn) is refused; an unenforced one is not
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"benchmark","verdict":"passed","gpu":true,"backend":"cuda",` + real + `}],"simulated":false,` +
+			`"benchmarks":[{"step":"b","case":"k","comparisons":[{"against":"reference","verdict":"AMBIGUOUS","enforced":true}]}]}`, []bool{true, true, true, false}},
+		{`{"result":"passed","failed_steps":[],"steps":[{"kind":"benchmark","verdict":"passed","gpu":true,"backend":"cuda",` + real + `}],"simulated":false,` +
+			`"benchmarks":[{"step":"b","case":"k","comparisons":[{"against":"baseline","verdict":"AMBIGUOUS","enforced":false},{"against":"reference","verdict":"SAME","enforced":true}]},{"step":"b","case":"j"}]}`, []bool{true, true, true, true}},
 	} {
 		got, err := prog.Evaluate(t.Context(), policy.Input{Predicate: json.RawMessage(tt.pred)})
 		if err != nil {

@@ -15,8 +15,10 @@ import (
 func main() {
 	trials := flag.Int("trials", 2000, "simulated comparisons per cell and true change")
 	driftTrials := flag.Int("drift-trials", 1000, "simulated benchmark runs per load scenario and true change")
-	rounds := flag.Int("rounds", pipeline.DefaultRounds, "same-run A/B: invocations of each side (the default of a benchmark with a reference)")
+	rounds := flag.Int("rounds", 30, "same-run A/B, fixed rounds: invocations of each side")
 	reps := flag.Int("reps", 15, "same-run A/B: samples per invocation")
+	seqTrials := flag.Int("seq-trials", 400, "rounds: auto: simulated benchmark runs per load scenario and true change")
+	maxRounds := flag.Int("max-rounds", pipeline.DefaultMaxRounds, "rounds: auto: the most pairs (the default of a benchmark with a reference)")
 	seed := flag.Uint64("seed", 1, "random seed")
 	flag.Parse()
 	r := rand.New(rand.NewPCG(*seed, 0x9e3779b97f4a7c15))
@@ -69,6 +71,8 @@ func main() {
 	tw.Flush()
 	fmt.Printf("\ngoal (paired A/B: FP ≤ 1%% and power ≥ 95%% under every load): %s\n", metStr(driftOK))
 
+	seqOK := seqSection(r, *seqTrials, *maxRounds, *reps, g)
+
 	const precision = 0.01
 	fmt.Printf("\nrepeats: auto (precision %.0f%%: stop once the 95%% interval of the median is within ±%.0f%%, from the %dth sample) vs repeats: 50\n\n", 100*precision, 100*precision, stats.MinSamples)
 	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -95,9 +99,35 @@ func main() {
 	}
 	tw.Flush()
 	fmt.Printf("\ngoal (1M samples a side in ≤ 2 s of CPU and ≤ 200 MB allocated): %s\n", metStr(largeOK))
-	if !allMet || !driftOK || !autoOK || !largeOK {
+	if !allMet || !driftOK || !seqOK || !autoOK || !largeOK {
 		os.Exit(1)
 	}
+}
+
+// seqSection prints the rounds: auto table and reports whether its goal
+// was met: every decision on no change (SLOWER or FASTER) at most alpha
+// under every load, looked at after every block, and a 25 % slowdown
+// found SLOWER in ≥ 95 % of the runs within the budget.
+func seqSection(r *rand.Rand, trials, maxPairs, reps int, g stats.Gate) bool {
+	fmt.Printf("\nrounds: auto: ABBA blocks of two pairs, the sequential sign test (confidence sequence) after every block, stop once decided\n")
+	fmt.Printf("or at %d pairs; threshold %.0f%%, alpha %g; %d samples per invocation; %d runs per cell. FP: SLOWER or FASTER with no change,\n", maxPairs, 100*g.Threshold, g.Alpha, reps, trials)
+	fmt.Printf("over all the looks of a run. Loads as above over %d invocations, then held; bursts: each invocation x1-2 at random.\n\n", seqHorizon)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "load	true change	SLOWER	FASTER	SAME	AMBIGUOUS	pairs p50	pairs p90	")
+	ok := true
+	for _, c := range seqTable(r, trials, maxPairs, reps, []float64{0, 0.05, 0.25}, g) {
+		fmt.Fprintf(tw, "%s	%+.0f%%	%.2f%%	%.2f%%	%.1f%%	%.1f%%	%.0f	%.0f	\n", c.scenario, 100*c.change,
+			100*c.slower, 100*c.faster, 100*c.same, 100*c.ambiguous, c.medianPairs, c.p90Pairs)
+		switch {
+		case c.change == 0 && c.slower+c.faster > g.Alpha:
+			ok = false
+		case c.change == 0.25 && c.slower < 0.95:
+			ok = false
+		}
+	}
+	tw.Flush()
+	fmt.Printf("\ngoal (rounds: auto: FP ≤ alpha under every load across all looks; 25%% slower found SLOWER in ≥ 95%% of runs): %s\n", metStr(ok))
+	return ok
 }
 
 func metStr(ok bool) string {

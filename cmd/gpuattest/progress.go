@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -200,10 +201,32 @@ func (pr *progress) status(l *live) string {
 			fmt.Fprintf(&b, ", CI ±%.1f%%", 50*last.CIWidth)
 		}
 	}
+	writeRounds(&b, last)
 	if last.Phase != "" {
 		b.WriteString(", " + textsafe.Line(last.Phase))
 	}
 	return b.String()
+}
+
+// writeRounds adds a benchmark's pairs and, with rounds: auto, its gate's
+// widest undecided interval against the threshold and the budget left.
+func writeRounds(b *strings.Builder, p run.Progress) {
+	if p.Rounds == 0 {
+		return
+	}
+	if p.MaxRounds == 0 {
+		fmt.Fprintf(b, ", %d rounds", p.Rounds)
+		return
+	}
+	fmt.Fprintf(b, ", %d/%d rounds", p.Rounds, p.MaxRounds)
+	if p.Undecided > 0 && p.GateCase != "" {
+		ci := "unbounded"
+		if !math.IsInf(p.GateLo, 0) && !math.IsInf(p.GateHi, 0) {
+			ci = fmt.Sprintf("%+.1f%%, %+.1f%%", 100*p.GateLo, 100*p.GateHi)
+		}
+		fmt.Fprintf(b, ", %d undecided: %s %+.1f%% [%s] vs ±%.1f%%", p.Undecided, textsafe.Line(p.GateCase), 100*p.GateDelta, ci, 100*p.GateThreshold)
+	}
+	fmt.Fprintf(b, ", %s budget left", shortDuration(p.TimeLeft))
 }
 
 // heartbeat prints, off a terminal, how every step that has run for at

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -184,5 +185,28 @@ func TestShortDuration(t *testing.T) {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestRoundsStatus: a benchmark with rounds: auto shows its pairs, the
+// widest undecided interval against the threshold, and its budget left.
+func TestRoundsStatus(t *testing.T) {
+	p := &pipeline.Pipeline{Steps: []pipeline.Step{{ID: "bench", Kind: pipeline.KindBenchmark}}}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	off := false
+	pr := newProgress(io.Discard, p, progressOptions{tty: &off, now: func() time.Time { return start.Add(90 * time.Second) }})
+	defer pr.Close()
+	l := &live{id: "bench", kind: pipeline.KindBenchmark, start: start}
+	l.last = step.Progress{Samples: 480, Rounds: 16, MaxRounds: 300, Undecided: 1, GateCase: "sgemm/n=128", GateDelta: 0.031, GateLo: -0.08, GateHi: 0.142, GateThreshold: 0.1, TimeLeft: 8*time.Minute + 30*time.Second}
+	if got, want := pr.status(l), "1m30s, 480 samples, 16/300 rounds, 1 undecided: sgemm/n=128 +3.1% [-8.0%, +14.2%] vs ±10.0%, 8m30s budget left"; got != want {
+		t.Errorf("status %q, want %q", got, want)
+	}
+	l.last.GateLo, l.last.GateHi = math.Inf(-1), math.Inf(1)
+	if got := pr.status(l); !strings.Contains(got, "[unbounded] vs ±10.0%") {
+		t.Errorf("too few pairs: %q", got)
+	}
+	l.last = step.Progress{Samples: 300, Rounds: 10}
+	if got := pr.status(l); got != "1m30s, 300 samples, 10 rounds" {
+		t.Errorf("rounds: N: %q", got)
 	}
 }

@@ -235,13 +235,16 @@ type runSummaryJSON struct {
 	Digest       string           `json:"pipeline_digest"`
 	State        string           `json:"state"`
 	Reason       string           `json:"reason,omitempty"`
-	Simulated    bool             `json:"simulated_hardware"`
-	Steps        []stepSummary    `json:"steps"`
+	// Warnings are the steps' warnings: a passed run with any passed with
+	// warnings.
+	Warnings  []string      `json:"warnings,omitempty"`
+	Simulated bool          `json:"simulated_hardware"`
+	Steps     []stepSummary `json:"steps"`
 }
 
 func runSummary(res *run.Result) runSummaryJSON {
 	r := res.Record
-	out := runSummaryJSON{Dir: res.Dir, Pipeline: r.Pipeline.Name, Digest: r.Pipeline.Digest, State: string(r.State), Reason: r.Reason}
+	out := runSummaryJSON{Dir: res.Dir, Pipeline: r.Pipeline.Name, Digest: r.Pipeline.Digest, State: string(r.State), Reason: r.Reason, Warnings: r.Warnings()}
 	if r.Hardware != nil {
 		out.Simulated = r.Hardware.Simulated
 	}
@@ -253,7 +256,11 @@ func runSummary(res *run.Result) runSummaryJSON {
 
 func printRunSummary(w io.Writer, res *run.Result) {
 	r := res.Record
-	fmt.Fprintf(w, "pipeline %s: %s\n", textsafe.Line(r.Pipeline.Name), strings.ToUpper(string(r.State)))
+	state, warnings := strings.ToUpper(string(r.State)), r.Warnings()
+	if r.State == run.Passed && len(warnings) > 0 {
+		state += " WITH WARNINGS"
+	}
+	fmt.Fprintf(w, "pipeline %s: %s\n", textsafe.Line(r.Pipeline.Name), state)
 	if r.Hardware != nil && r.Hardware.Simulated {
 		fmt.Fprintln(w, "hardware: SIMULATED (GPUATTEST_FAKE_GPU); not a real GPU")
 	}
@@ -273,6 +280,9 @@ func printRunSummary(w io.Writer, res *run.Result) {
 	}
 	if r.Reason != "" {
 		fmt.Fprintf(w, "%s\n", textsafe.Lines(r.Reason))
+	}
+	for _, wn := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", textsafe.Line(wn))
 	}
 	fmt.Fprintf(w, "run directory: %s\n", textsafe.Line(res.Dir))
 }

@@ -75,8 +75,9 @@ func (c *collector) suiteCases(s *pipeline.Step, sr *rundir.Step) error {
 }
 
 // verdictOf says whether benchmark case name's comparisons fail it (an
-// enforced SLOWER or MISSING), warn (AMBIGUOUS, or SLOWER unenforced) or
-// neither ("").
+// enforced SLOWER or MISSING, an enforced AMBIGUOUS under
+// gate.onAmbiguous: fail), warn (AMBIGUOUS otherwise, or SLOWER
+// unenforced) or neither ("").
 func verdictOf(d *suite.BenchmarkDetails, name string) string {
 	out := ""
 	check := func(rep *suite.Report, enforced bool) {
@@ -89,6 +90,8 @@ func verdictOf(d *suite.BenchmarkDetails, name string) string {
 			}
 			switch v := string(cc.Verdict); {
 			case enforced && (v == "SLOWER" || v == "MISSING"):
+				out = "fail"
+			case enforced && v == "AMBIGUOUS" && rep.OnAmbiguous == pipeline.OnAmbiguousFail:
 				out = "fail"
 			case v == "SLOWER" || v == "AMBIGUOUS":
 				if out == "" {

@@ -731,6 +731,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 		return nil, fmt.Errorf("executor for %s returned no outcome", s.Kind)
 	}
 	sr.ExitCode, sr.Artifacts, sr.Results, sr.Reads = out.ExitCode, out.Artifacts, out.Results, out.Reads
+	sr.Warnings = out.Warnings
 	if out.Details != nil {
 		sr.Details = mustJSON(out.Details)
 	}

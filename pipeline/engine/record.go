@@ -104,6 +104,10 @@ type StepRecord struct {
 	// dependencies.
 	Reads []step.Read `json:"reads,omitempty"`
 	Notes []string    `json:"notes,omitempty"`
+	// Warnings are what the step's executor wants a reader not to miss
+	// although the step passed (an AMBIGUOUS gate verdict under
+	// gate.onAmbiguous: warn): the run then passes with warnings.
+	Warnings []string `json:"warnings,omitempty"`
 	// Details are the facts the step's executor reported, in its kind's
 	// type (cuda.BuildDetails, suite.TestDetails, ...); pipeline/rundir
 	// decodes them by kind.
@@ -129,6 +133,18 @@ func ReadRecord(dir string) (*Record, error) {
 		return nil, fmt.Errorf("%s: schema %q: expected %s", layout.Record(dir), r.Schema, RecordSchema)
 	}
 	return &r, nil
+}
+
+// Warnings returns the warnings of every step, each prefixed with its
+// step's id: a passed run with any passed with warnings.
+func (r *Record) Warnings() []string {
+	var out []string
+	for _, s := range r.Steps {
+		for _, w := range s.Warnings {
+			out = append(out, s.ID+": "+w)
+		}
+	}
+	return out
 }
 
 // Step returns the record of step id, or nil.

@@ -81,6 +81,14 @@ func fillFromPredicate(out *Report, p *attest.ValidationPredicate) {
 			out.Warnings = append(out.Warnings, "hardware record in the predicate is not valid: "+firstLine(err.Error()))
 		}
 	}
+	for _, b := range p.Benchmarks {
+		for _, c := range b.Comparisons {
+			if c.Verdict == "AMBIGUOUS" && c.Enforced {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("%s: case %s AMBIGUOUS against its %s: the gate could not tell", b.Step, b.Case, c.Against))
+				out.Verdict.Warned = out.Verdict.Passed
+			}
+		}
+	}
 	for _, s := range p.Steps {
 		out.Steps = append(out.Steps, Step{ID: s.ID, Kind: s.Kind, State: s.Verdict, Reason: s.Reason, Runner: s.Runner})
 		if s.Verdict != "passed" && s.Verdict != "cached" {

@@ -58,6 +58,10 @@ func FromRun(r *rundir.Run) (*Report, error) {
 	if (r.Hardware != nil && r.Hardware.Simulated) || (rec.Hardware != nil && rec.Hardware.Simulated) {
 		rep.Warnings = append(rep.Warnings, SimulatedWarning)
 	}
+	if ws := rec.Warnings(); len(ws) > 0 {
+		rep.Warnings = append(rep.Warnings, ws...)
+		rep.Verdict.Warned = rep.Verdict.Passed
+	}
 	var cpu []string
 	for _, st := range r.Steps {
 		rep.Steps = append(rep.Steps, stepOf(st.StepRecord))
@@ -169,6 +173,9 @@ func benchmarkOf(id string, d *suite.BenchmarkDetails) Benchmark {
 	case d.Reference != nil:
 		b.Against = "reference"
 		b.AgainstLabel = fmt.Sprintf("same-run reference, %d rounds a side in ABBA blocks", d.Reference.Rounds)
+		if sq := d.Reference.Sequential; sq != nil {
+			b.AgainstLabel = fmt.Sprintf("same-run reference, rounds: auto, %d pairs in ABBA blocks (stopped: %s; budget %d pairs, %s)", d.Reference.Rounds, sq.Stop, sq.MaxRounds, sq.Budget)
+		}
 		against = map[string][]float64{}
 		for _, c := range d.Reference.Cases {
 			against[c.Name] = c.SamplesNS

@@ -56,7 +56,10 @@ type mdPrint func(format string, args ...any)
 func (r *Report) mdVerdict(p mdPrint) {
 	verdict := strings.ToUpper(r.Verdict.State)
 	mark := "❌"
-	if r.Verdict.Passed {
+	switch {
+	case r.Verdict.Passed && r.Verdict.Warned:
+		mark, verdict = "⚠️", "PASSED WITH WARNINGS"
+	case r.Verdict.Passed:
 		mark, verdict = "✅", "PASSED"
 	}
 	name := r.Pipeline

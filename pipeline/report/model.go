@@ -103,6 +103,9 @@ type Verdict struct {
 	State string
 	// Passed is true when State is passed.
 	Passed bool
+	// Warned is true when the run passed with warnings: an enforced gate
+	// ended AMBIGUOUS under gate.onAmbiguous: warn.
+	Warned bool
 	// Reason is the run's reason, when it did not pass.
 	Reason string
 	// Failures name what did not pass, one line each (step: reason).

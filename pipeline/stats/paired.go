@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -227,45 +226,19 @@ func PairRatio(reference, candidate []float64) float64 {
 // same run. reference[i] and candidate[i] are the samples of the i-th
 // invocation of each side, in the order they were taken; the two
 // invocations of a pair ran next to each other (in ABBA blocks), so each
-// pair contributes one log ratio (see PairRatio). The verdict follows Compare's rules, with the signed-rank test
-// for significance and the Walsh-average shift and its interval at level
+// pair contributes one log ratio (see PairRatio). The verdict follows
+// Compare's rules, with the signed-rank test for significance and the Walsh-average shift and its interval at level
 // 1 - Alpha for the size of the change. Fewer pairs than MinPairs(Alpha)
-// is Ambiguous: the test could not reach significance.
+// is Ambiguous: the test could not reach significance. An Ambiguous
+// verdict says how many more pairs the current noise would need
+// (MorePairs). ComparePaired is a fixed-size test, valid for one look at
+// a number of pairs chosen in advance (rounds: N); a gate that looks
+// after every pair uses ComparePairedSequential.
 func ComparePaired(reference, candidate [][]float64, g Gate) (Comparison, error) {
-	if g.Threshold < 0 || g.Alpha <= 0 || g.Alpha >= 1 {
-		return Comparison{}, fmt.Errorf("gate: threshold %v must be ≥ 0 and alpha %v in (0, 1)", g.Threshold, g.Alpha)
+	c, d, err := pairedRatios(reference, candidate, g)
+	if err != nil || len(d) == 0 {
+		return c, err
 	}
-	if len(reference) != len(candidate) {
-		return Comparison{}, fmt.Errorf("paired comparison: %d reference invocations but %d candidate invocations", len(reference), len(candidate))
-	}
-	if len(reference) > MaxPairs {
-		return Comparison{}, fmt.Errorf("paired comparison: %d pairs, more than the %d supported", len(reference), MaxPairs)
-	}
-	c := Comparison{Method: MethodPaired, Pairs: len(reference)}
-	var allRef, allCand []float64
-	d := make([]float64, 0, len(reference))
-	for i := range reference {
-		r, k := reference[i], candidate[i]
-		if len(r) == 0 || len(k) == 0 {
-			return Comparison{}, fmt.Errorf("pair %d: an invocation has no samples (reference n=%d, candidate n=%d)", i+1, len(r), len(k))
-		}
-		for _, v := range slices.Concat(r, k) {
-			if !(v > 0) || math.IsInf(v, 0) {
-				return Comparison{}, errors.New("a sample is not a positive finite duration")
-			}
-		}
-		allRef = append(allRef, r...)
-		allCand = append(allCand, k...)
-		d = append(d, PairRatio(r, k))
-	}
-	c.BaselineN, c.CandidateN = len(allRef), len(allCand)
-	if len(d) == 0 {
-		c.Verdict = Ambiguous
-		c.Reason = "no pairs of invocations"
-		return c, nil
-	}
-	c.BaselineMedian, c.CandidateMedian = Median(allRef), Median(allCand)
-	c.MedianDelta = c.CandidateMedian/c.BaselineMedian - 1
 	est, ci := WalshShift(d, 1-g.Alpha)
 	c.Shift = Shift{Delta: math.Expm1(est), CI: Interval{Lo: math.Expm1(ci.Lo), Hi: math.Expm1(ci.Hi), Level: ci.Level, Achieved: ci.Achieved, Exact: ci.Exact}}
 	sr := SignedRank(d)
@@ -276,5 +249,8 @@ func ComparePaired(reference, candidate [][]float64, g Gate) (Comparison, error)
 		return c, nil
 	}
 	judge(&c, sr.P, g)
+	if c.Verdict == Ambiguous {
+		c.Reason += moreClause(c, g)
+	}
 	return c, nil
 }

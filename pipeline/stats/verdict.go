@@ -63,6 +63,9 @@ type Comparison struct {
 	// SignedRank is the Wilcoxon signed-rank test of the pairs' log ratios
 	// (MethodPaired).
 	SignedRank *SignedRankResult `json:"signed_rank,omitempty"`
+	// Sequential is the always-valid sign test of the pairs' log ratios
+	// (MethodSequential).
+	Sequential *SequentialResult `json:"sequential,omitempty"`
 	// Verdict is the judgement; Reason says why in one line.
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason"`
@@ -106,6 +109,8 @@ func Compare(baseline, candidate []float64, g Gate) (Comparison, error) {
 // P returns the p-value the verdict used, NaN when no test ran.
 func (c *Comparison) P() float64 {
 	switch {
+	case c.Sequential != nil:
+		return c.Sequential.P
 	case c.SignedRank != nil:
 		return c.SignedRank.P
 	case c.Test != nil:
@@ -145,7 +150,7 @@ func judge(c *Comparison, p float64, g Gate) {
 		}
 	default:
 		hint := "more repeats or a quieter machine"
-		if c.Method == MethodPaired {
+		if c.Method == MethodPaired || c.Method == MethodSequential {
 			hint = "more rounds or a quieter machine"
 		}
 		c.Verdict = Ambiguous

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/image"
@@ -74,6 +75,17 @@ type Progress struct {
 	// the candidate's cases (0 while unknown).
 	Samples int
 	CIWidth float64
+	// Rounds is a benchmark's pairs of reference and candidate
+	// invocations so far. With rounds: auto, MaxRounds is its most pairs,
+	// TimeLeft the time budget left, Undecided the cases its gate has not
+	// decided yet, and GateCase the undecided case with the widest
+	// interval: GateDelta its relative change, [GateLo, GateHi] its
+	// confidence sequence, against ±GateThreshold.
+	Rounds, MaxRounds, Undecided int
+	TimeLeft                     time.Duration
+	GateCase                     string
+	GateDelta, GateLo, GateHi    float64
+	GateThreshold                float64
 }
 
 // Report passes p to c.Progress, when set.
@@ -111,6 +123,10 @@ type Outcome struct {
 	// DeviceUUID is the GPU the step's results say it ran on ("GPU-..."),
 	// when they name one: telemetry judges that GPU only.
 	DeviceUUID string
+	// Warnings are what a passed step wants its reader not to miss (an
+	// AMBIGUOUS gate verdict under gate.onAmbiguous: warn): the run then
+	// passes with warnings.
+	Warnings []string
 	// Reads are the files the step's tools reported reading (nvcc's
 	// dependency output for a cuda-build step), hashed when the step
 	// ended. The build cache restores the step only while every one of

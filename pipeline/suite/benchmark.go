@@ -2,8 +2,6 @@ package suite
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/binary"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -135,8 +133,10 @@ type ReferenceResult struct {
 	// Backend and Device are what the reference's results report.
 	Backend string `json:"backend"`
 	Device  string `json:"device,omitempty"`
-	// Rounds is the number of invocations of each side.
+	// Rounds is the number of invocations of each side: the pairs.
 	Rounds int `json:"rounds"`
+	// Sequential is how rounds: auto sampled; nil for rounds: N.
+	Sequential *SequentialRounds `json:"sequential,omitempty"`
 	// Order is the invocation order, one block per word: R is the
 	// reference, C the candidate ("RCCR CRRC ...").
 	Order string `json:"order"`
@@ -193,6 +193,13 @@ type benchRun struct {
 	// absolute directory of its files; nil and empty without one.
 	release *ReferenceRelease
 	refDir  string
+	// decided maps the cases rounds: auto decided to the pairs they were
+	// decided after.
+	decided map[string]int
+	// warnings are the step's warnings (Outcome.Warnings).
+	warnings []string
+	// look0 is the progress of rounds: auto's last look.
+	look0 step.Progress
 }
 
 // Execute runs the benchmark step s.Step.
@@ -244,49 +251,32 @@ func (br *benchRun) runSeeds(ctx context.Context) error {
 	return nil
 }
 
-// runInterleaved runs both sides Rounds times each in ABBA blocks whose
-// order is drawn at random, so that drift in the machine's state (load,
-// clocks, temperature) hits both sides alike. Block b uses seed
-// Seeds[b mod len(Seeds)] for both sides.
+// runInterleaved runs both sides in ABBA blocks whose order is drawn at
+// random, so that drift in the machine's state (load, clocks,
+// temperature) hits both sides alike: rounds: N pairs, or, with rounds:
+// auto, until the gate is decided or its budget runs out
+// (runSequential). Block b uses seed Seeds[b mod len(Seeds)] for both
+// sides.
 func (br *benchRun) runInterleaved(ctx context.Context, r *rand.Rand) error {
 	st := br.s.Step
-	rounds := st.Rounds
-	if rounds == 0 {
-		rounds = pipeline.DefaultRounds
+	r, seed, err := orderRand(r)
+	if err != nil {
+		return err
 	}
-	var seed uint64
-	if r == nil {
-		var b [8]byte
-		if _, err := crand.Read(b[:]); err != nil {
-			return fmt.Errorf("drawing the ABBA order: %w", err)
-		}
-		seed = binary.LittleEndian.Uint64(b[:])
-		r = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	}
-	order := abbaOrder(rounds, r)
-	br.d.Reference = &ReferenceResult{Run: st.Reference.Run.String(), Results: st.Reference.Results, Rounds: rounds,
-		Order: orderString(order), OrderSeed: seed, Release: br.release}
-	var n [2]int
-	for i, cand := range order {
-		seedv := -1
-		if len(st.Seeds) > 0 {
-			seedv = st.Seeds[(i/4)%len(st.Seeds)]
-		}
-		side, k := sideReference, 0
-		if cand {
-			side, k = sideCandidate, 1
-		}
-		inv, err := br.invoke(ctx, side, n[k], seedv)
-		if err != nil {
+	ref := &ReferenceResult{Run: st.Reference.Run.String(), Results: st.Reference.Results, OrderSeed: seed, Release: br.release}
+	br.d.Reference = ref
+	var order []bool
+	if st.Rounds.Auto || st.Rounds.IsZero() {
+		if order, err = br.runSequential(ctx, r); err != nil {
 			return err
 		}
-		n[k]++
-		if cand {
-			br.cand = append(br.cand, *inv)
-		} else {
-			br.ref = append(br.ref, *inv)
+	} else {
+		order = abbaOrder(st.Rounds.N, r)
+		if err := br.runOrder(ctx, order); err != nil {
+			return err
 		}
 	}
+	ref.Rounds, ref.Order = len(br.cand), orderString(order)
 	return nil
 }
 
@@ -434,6 +424,7 @@ func (br *benchRun) finish() (*step.Outcome, error) {
 		out.Status = step.Failed
 		out.Reason = strings.Join(br.failures, "; ")
 	}
+	out.Warnings = br.warnings
 	return out, nil
 }
 
@@ -480,6 +471,7 @@ func (br *benchRun) judge() error {
 		if ref.Report.Failed {
 			br.failures = append(br.failures, "reference gate: "+failedCases(ref.Report))
 		}
+		br.warnings = append(br.warnings, ambiguousWarnings(sideReference, ref.Report)...)
 	}
 	if s.Step.Baseline != "" {
 		g, err := gate(s, d)
@@ -492,6 +484,9 @@ func (br *benchRun) judge() error {
 			br.failures = append(br.failures, "baseline gate: "+g.Refused)
 		case g.Enforced && g.Report != nil && g.Report.Failed:
 			br.failures = append(br.failures, "baseline gate: "+failedCases(g.Report))
+		}
+		if g.Enforced {
+			br.warnings = append(br.warnings, ambiguousWarnings("baseline", g.Report)...)
 		}
 	}
 	return nil
@@ -526,7 +521,7 @@ func detailsWithoutSamples(d *BenchmarkDetails) *BenchmarkDetails {
 func failedCases(rep *Report) string {
 	var bad []string
 	for _, c := range rep.Cases {
-		if c.Verdict == stats.Slower || c.Verdict == Missing {
+		if rep.fails(c.Verdict) {
 			bad = append(bad, fmt.Sprintf("%s %s (%s)", c.Name, c.Verdict, c.Reason))
 		}
 	}
@@ -728,7 +723,7 @@ func (br *benchRun) comparePaired() (*Report, error) {
 		if i := slices.IndexFunc(cand, func(x []float64) bool { return len(x) == 0 }); i >= 0 {
 			return nil, fmt.Errorf("case %s: candidate invocation %d has no samples for it\nhint: every invocation must report every case", c.Name, i+1)
 		}
-		cmp, err := stats.ComparePaired(ref, cand, g)
+		cmp, err := br.comparePairedCase(ref, cand, c.Name, g)
 		if err != nil {
 			return nil, fmt.Errorf("case %s: %w", c.Name, err)
 		}
@@ -741,13 +736,32 @@ func (br *benchRun) comparePaired() (*Report, error) {
 				Verdict: Missing, Reason: "measured in the reference but not in the candidate"}})
 		}
 	}
+	rep.OnAmbiguous = pipeline.OnAmbiguousFail
+	if br.s.Step.Gate.WarnsOnAmbiguous() {
+		rep.OnAmbiguous = pipeline.OnAmbiguousWarn
+	}
 	for _, c := range rep.Cases {
 		rep.Counts[c.Verdict]++
-		if c.Verdict == stats.Slower || c.Verdict == Missing {
+		if rep.fails(c.Verdict) {
 			rep.Failed = true
 		}
 	}
 	return rep, nil
+}
+
+// ambiguousWarnings returns the warnings of rep's AMBIGUOUS cases under
+// onAmbiguous: warn (none under fail: they failed the gate).
+func ambiguousWarnings(label string, rep *Report) []string {
+	if rep == nil || rep.OnAmbiguous != pipeline.OnAmbiguousWarn {
+		return nil
+	}
+	var out []string
+	for _, c := range rep.Cases {
+		if c.Verdict == stats.Ambiguous {
+			out = append(out, fmt.Sprintf("%s gate: case %s AMBIGUOUS, passed under gate.onAmbiguous: warn (%s)", label, c.Name, c.Reason))
+		}
+	}
+	return out
 }
 
 // gateSettings turns a step's gate into stats.Gate, defaults filled in.
@@ -817,6 +831,13 @@ func gate(s *step.Context, d *BenchmarkDetails) (*GateResult, error) {
 	if len(rep.HardwareMismatch) > 0 {
 		s.Logger.Warn("COMPARING ACROSS DIFFERENT HARDWARE (allowHardwareMismatch)", "differences", strings.Join(rep.HardwareMismatch, "; "))
 	}
+	if g.Enforced {
+		rep.OnAmbiguous = pipeline.OnAmbiguousFail
+		if s.Step.Gate.WarnsOnAmbiguous() {
+			rep.OnAmbiguous = pipeline.OnAmbiguousWarn
+		}
+		rep.Failed = rep.Failed || slices.ContainsFunc(rep.Cases, func(c CaseComparison) bool { return rep.fails(c.Verdict) })
+	}
 	g.Report = rep
 	return g, nil
 }
@@ -878,7 +899,8 @@ func writeSamplesCSV(w io.Writer, d *BenchmarkDetails) error {
 
 // benchmarkJUnit is one JUnit case per benchmark case, failed when the
 // case failed, has no samples, or is SLOWER or MISSING against an enforced
-// reference or baseline.
+// reference or baseline, or AMBIGUOUS against one that does not warn on
+// it (gate.onAmbiguous).
 func benchmarkJUnit(s *step.Context, d *BenchmarkDetails) []JUnitCase {
 	type judged struct {
 		label    string
@@ -908,7 +930,7 @@ func benchmarkJUnit(s *step.Context, d *BenchmarkDetails) []JUnitCase {
 					continue
 				}
 				j.Output += "\n" + r.label + ": " + string(v.Verdict) + ": " + v.Reason
-				if r.enforced && (v.Verdict == stats.Slower || v.Verdict == Missing) && j.Status == StatusPassed {
+				if r.enforced && r.rep.fails(v.Verdict) && j.Status == StatusPassed {
 					j.Status, j.Message = StatusFailed, r.label+" "+string(v.Verdict)+": "+v.Reason
 				}
 			}

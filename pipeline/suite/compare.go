@@ -11,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/internal/problem"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
@@ -265,9 +266,19 @@ type Report struct {
 	Cases []CaseComparison `json:"cases"`
 	// Counts tallies verdicts.
 	Counts map[stats.Verdict]int `json:"counts"`
-	// Failed is true when any case is SLOWER or MISSING, or the hardware
-	// was refused.
+	// Failed is true when any case is SLOWER or MISSING, or AMBIGUOUS
+	// with OnAmbiguous fail, or the hardware was refused.
 	Failed bool `json:"failed"`
+	// OnAmbiguous is what an AMBIGUOUS case does to an enforced
+	// benchmark gate: "fail" or "warn" (gate.onAmbiguous); empty in a
+	// report that no step enforced (gpuattest compare decides itself).
+	OnAmbiguous string `json:"on_ambiguous,omitempty"`
+}
+
+// fails reports whether verdict v fails the report's gate: SLOWER and
+// MISSING always, AMBIGUOUS when OnAmbiguous is fail.
+func (r *Report) fails(v stats.Verdict) bool {
+	return v == stats.Slower || v == Missing || v == stats.Ambiguous && r.OnAmbiguous == pipeline.OnAmbiguousFail
 }
 
 // Endpoint names one side of a comparison.

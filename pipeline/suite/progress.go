@@ -2,7 +2,6 @@ package suite
 
 import (
 	"github.com/gpuattest/gpuattest/pipeline/stats"
-	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
 // progress reports a benchmark's samples so far, with inv (just read)
@@ -12,7 +11,17 @@ func (br *benchRun) progress(inv *invocation) {
 	if br.s.Progress == nil {
 		return
 	}
-	p := step.Progress{}
+	p := br.look0 // rounds: auto's last look
+	p.Samples, p.CIWidth = 0, 0
+	if br.s.Step.Reference != nil {
+		nc, nr := len(br.cand), len(br.ref)
+		if inv.side == sideCandidate {
+			nc++
+		} else {
+			nr++
+		}
+		p.Rounds = min(nc, nr) // complete pairs
+	}
 	cand := map[string][]float64{}
 	add := func(in *invocation) {
 		for _, c := range in.res.Cases {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
@@ -23,7 +24,7 @@ import (
 func refStep(scale string, edit func(*pipeline.Step)) pipeline.Step {
 	st := pipeline.Step{ID: "bench", Kind: "benchmark", Run: sh(`"$HARNESS" cand.json ` + scale), Results: "cand.json",
 		Reference: &pipeline.Reference{Run: sh(`"$HARNESS" ref.json 1`), Results: "ref.json"},
-		Rounds:    10, Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2, 3},
+		Rounds:    pipeline.Rounds{N: 10}, Repeats: pipeline.Repeats{N: 15}, Seeds: []int{1, 2, 3},
 		Gate: &pipeline.Gate{Threshold: pipeline.MustPercent("10%"), Alpha: 0.01}}
 	if edit != nil {
 		edit(&st)
@@ -395,5 +396,143 @@ func TestBenchmarkReleaseNeedsFetcher(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(s.WorkDir, f)); err == nil {
 			t.Errorf("%s was written: a side ran", f)
 		}
+	}
+}
+
+// noisyCand is a candidate command whose second case's scale cycles
+// through a wide spread around 1, invocation by invocation (a counter in
+// the working directory), so that the pairs cannot tell a 10 % change.
+const noisyCand = `n=$(cat cnt 2>/dev/null || echo 0); echo $((n+1)) > cnt; ` +
+	`set -- 0.7 1.3 0.8 1.25 0.75 1.2 0.9 1.15; shift $((n % 8)); "$HARNESS" cand.json $1`
+
+func TestBenchmarkRoundsAuto(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		scale       string
+		edit        func(*pipeline.Step)
+		wantStatus  step.Status
+		wantVerdict stats.Verdict
+		wantStop    string
+		wantReason  []string
+		wantWarning string
+	}{
+		{name: "slower is decided early", scale: "1.33", wantStatus: step.Failed, wantVerdict: stats.Slower, wantStop: StopDecided,
+			wantReason: []string{"reference gate: scale/n=1024 SLOWER"}},
+		{name: "identical is decided early", scale: "1", wantStatus: step.Passed, wantVerdict: stats.Same, wantStop: StopDecided},
+		{name: "ambiguous at the end of the budget fails by default", scale: "1",
+			edit:       func(st *pipeline.Step) { st.Run, st.MaxRounds = sh(noisyCand), 24 },
+			wantStatus: step.Failed, wantVerdict: stats.Ambiguous, wantStop: StopMaxRounds,
+			wantReason: []string{"reference gate: scale/n=1024 AMBIGUOUS", "more pairs"}},
+		{name: "too few pairs for any verdict fails", scale: "1.33",
+			edit:       func(st *pipeline.Step) { st.MaxRounds = 4 },
+			wantStatus: step.Failed, wantVerdict: stats.Ambiguous, wantStop: StopMaxRounds,
+			wantReason: []string{"AMBIGUOUS (too few pairs", "hint: raise maxRounds"}},
+		{name: "onAmbiguous warn passes with a warning", scale: "1",
+			edit: func(st *pipeline.Step) {
+				st.Run, st.MaxRounds, st.Gate.OnAmbiguous = sh(noisyCand), 24, pipeline.OnAmbiguousWarn
+			},
+			wantStatus: step.Passed, wantVerdict: stats.Ambiguous, wantStop: StopMaxRounds,
+			wantWarning: "reference gate: case scale/n=1024 AMBIGUOUS, passed under gate.onAmbiguous: warn"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := refStep(tt.scale, func(st *pipeline.Step) {
+				st.Rounds, st.MaxRounds, st.Gate.OnAmbiguous = pipeline.Rounds{Auto: true}, 200, pipeline.OnAmbiguousFail
+				if tt.edit != nil {
+					tt.edit(st)
+				}
+			})
+			s := newContext(t, st)
+			var mu sync.Mutex
+			var progress []step.Progress
+			s.Progress = func(p step.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() }
+			out, err := Benchmark{Rand: rand.New(rand.NewPCG(1, 2))}.Execute(t.Context(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.wantReason {
+				if !strings.Contains(out.Reason, w) {
+					t.Errorf("reason %q lacks %q", out.Reason, w)
+				}
+			}
+			if out.Status != tt.wantStatus {
+				t.Errorf("status %s, want %s (reason %q)", out.Status, tt.wantStatus, out.Reason)
+			}
+			if tt.wantWarning == "" && len(out.Warnings) > 0 || tt.wantWarning != "" && !slices.ContainsFunc(out.Warnings, func(w string) bool { return strings.Contains(w, tt.wantWarning) }) {
+				t.Errorf("warnings %q, want %q", out.Warnings, tt.wantWarning)
+			}
+			ref := out.Details.(*BenchmarkDetails).Reference
+			seq := ref.Sequential
+			if seq == nil || seq.Stop != tt.wantStop || ref.Rounds > st.MaxRounds || ref.Rounds != len(strings.ReplaceAll(ref.Order, " ", ""))/2 {
+				t.Fatalf("sequential %+v after %d rounds, want stop %s", seq, ref.Rounds, tt.wantStop)
+			}
+			var v stats.Verdict
+			for _, c := range ref.Report.Cases {
+				if c.Name == "scale/n=1024" {
+					v = c.Verdict
+					if c.Method != stats.MethodSequential || c.Sequential == nil {
+						t.Errorf("method %q", c.Method)
+					}
+				}
+			}
+			if v != tt.wantVerdict {
+				t.Errorf("verdict %s, want %s", v, tt.wantVerdict)
+			}
+			if tt.wantStop == StopDecided && ref.Rounds >= 30 {
+				t.Errorf("decided after %d rounds: no quicker than the old fixed 30", ref.Rounds)
+			}
+			// Progress names the rounds, the budget and, while a case is
+			// undecided, its interval against the threshold.
+			mu.Lock()
+			defer mu.Unlock()
+			last := progress[len(progress)-1]
+			if last.Rounds != ref.Rounds || last.MaxRounds != st.MaxRounds || last.GateThreshold != 0.10 || last.TimeLeft <= 0 {
+				t.Errorf("last progress %+v after %d rounds", last, ref.Rounds)
+			}
+			if tt.wantVerdict == stats.Ambiguous && (last.Undecided == 0 || last.GateCase == "") {
+				t.Errorf("last progress %+v: want the undecided case", last)
+			}
+		})
+	}
+}
+
+func TestBenchmarkRoundsAutoTimeBudget(t *testing.T) {
+	t.Parallel()
+	st := refStep("1", func(st *pipeline.Step) {
+		st.Rounds, st.MaxRounds, st.RoundsTime = pipeline.Rounds{Auto: true}, 200, pipeline.MustDuration("1ms")
+		st.Run = sh(noisyCand)
+	})
+	s := newContext(t, st)
+	out, err := Benchmark{Rand: rand.New(rand.NewPCG(1, 2))}.Execute(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := out.Details.(*BenchmarkDetails).Reference
+	if ref.Sequential.Stop != StopTime || ref.Rounds != 2 || out.Status != step.Failed || !strings.Contains(out.Reason, "AMBIGUOUS") {
+		t.Errorf("1ms budget: %+v after %d rounds, status %s %q", ref.Sequential, ref.Rounds, out.Status, out.Reason)
+	}
+}
+
+// TestBenchmarkRoundsAutoStepTimeout: the step's timeout (its context's
+// deadline) bounds rounds: auto too, with room left for a block: sampling
+// stops by itself before the deadline and the step is judged.
+func TestBenchmarkRoundsAutoStepTimeout(t *testing.T) {
+	t.Parallel()
+	st := refStep("1", func(st *pipeline.Step) {
+		st.Rounds, st.MaxRounds = pipeline.Rounds{Auto: true}, 2000
+		st.Run = sh(noisyCand)
+	})
+	s := newContext(t, st)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := Benchmark{Rand: rand.New(rand.NewPCG(1, 2))}.Execute(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := out.Details.(*BenchmarkDetails).Reference
+	if ref.Sequential.Stop != StopTime || ctx.Err() != nil || !strings.Contains(out.Reason, "AMBIGUOUS") {
+		t.Errorf("10s timeout: %+v after %d rounds, context %v, reason %q", ref.Sequential, ref.Rounds, ctx.Err(), out.Reason)
 	}
 }
