@@ -16,7 +16,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"golang.org/x/sys/unix"
 )
 
 // stage holds what Verify writes until it is verified: a directory of
@@ -245,7 +244,7 @@ func (w *flushingWriter) Write(p []byte) (int, error) {
 	w.written += int64(n)
 	if w.written-w.flushed >= flushChunk {
 		// Best effort: where it is not supported, the fsync does it all.
-		_ = unix.SyncFileRange(int(w.f.Fd()), w.flushed, w.written-w.flushed, unix.SYNC_FILE_RANGE_WRITE)
+		startWriteback(w.f, w.flushed, w.written-w.flushed)
 		w.flushed = w.written
 	}
 	return n, err

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,9 +47,7 @@ func TestDigestFiles(t *testing.T) {
 	}
 
 	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	mkfifo(t, fifo)
 	missing := filepath.Join(dir, "missing.bin")
 	start := time.Now()
 	_, err = verify.DigestFiles(t.Context(), append(append(paths[:4:4], fifo, missing), paths[4:]...))

@@ -1,6 +1,8 @@
 // Package codecheck holds repository-wide checks of the source itself, run as
 // tests: no function in non-test code is longer than [MaxFuncLines] lines,
-// and go.mod has no replace directive (no forked dependencies).
+// go.mod has no replace directive (no forked dependencies), and the
+// portable packages build and vet without cgo for darwin, windows and
+// linux on amd64 and arm64 (TestCrossBuild).
 package codecheck
 
 // MaxFuncLines is the longest a function in non-test code may be, counted

@@ -20,7 +20,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -407,12 +406,12 @@ func writeLayer(rootfs, dst string) error {
 		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
 		hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = epoch, time.Time{}, time.Time{}
 		hdr.Format = tar.FormatPAX
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			if st.Uid != 0 || st.Gid != 0 {
-				hdr.Uid, hdr.Gid = int(st.Uid), int(st.Gid)
+		if st, ok := statOf(fi); ok {
+			if st.uid != 0 || st.gid != 0 {
+				hdr.Uid, hdr.Gid = st.uid, st.gid
 			}
-			if mode.IsRegular() && st.Nlink > 1 {
-				k := inode{uint64(st.Dev), st.Ino}
+			if mode.IsRegular() && st.nlink > 1 {
+				k := inode{st.dev, st.ino}
 				if first, ok := links[k]; ok {
 					hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
 				} else {

@@ -1,21 +1,20 @@
-// Package flock takes exclusive advisory locks on files (flock(2)), so
-// that goroutines and processes doing the same work on a shared cache wait
-// for each other instead of doing it twice.
+// Package flock takes exclusive locks on files, so that goroutines and
+// processes doing the same work on a shared cache wait for each other
+// instead of doing it twice: flock(2) on Unix (advisory), LockFileEx on
+// Windows (mandatory for the locked byte range).
 package flock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 )
 
 // pollInterval is how often Lock retries a lock another holder has.
 const pollInterval = 50 * time.Millisecond
 
-// Lock takes an exclusive flock on path, creating the file when needed,
+// Lock takes an exclusive lock on path, creating the file when needed,
 // and waits for it until ctx is done. It returns the function that
 // releases the lock. Each call opens its own descriptor, so two
 // goroutines of one process exclude each other as two processes do.
@@ -25,14 +24,14 @@ func Lock(ctx context.Context, path string) (unlock func(), err error) {
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
+		held, err := tryLock(f)
+		if held {
 			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				unlockFile(f)
 				_ = f.Close()
 			}, nil
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+		if err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}

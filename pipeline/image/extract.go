@@ -19,7 +19,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpuattest/gpuattest/internal/flock"
 )
@@ -173,15 +172,6 @@ func forceRemoveAll(p string) error {
 		return nil
 	})
 	return os.RemoveAll(p)
-}
-
-func syncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
 }
 
 func syncDir(dir string) error {
@@ -529,17 +519,6 @@ func (x *extractor) mkdir(name string, hdr *tar.Header) error {
 // writebackMin is the size from which a file's writeback is started as
 // soon as it is written (see startWriteback).
 const writebackMin = 64 << 10
-
-// startWriteback asks the kernel to start writing f's data to disk now,
-// without waiting (sync_file_range SYNC_FILE_RANGE_WRITE, as dpkg does), so
-// that the disk writes run beside the extraction and the syncfs that makes
-// the root file system durable at the end finds most of them done. It is
-// only a hint: where it fails, syncfs still writes everything.
-func startWriteback(f *os.File) {
-	if sc, err := f.SyscallConn(); err == nil {
-		_ = sc.Control(func(fd uintptr) { _ = unix.SyncFileRange(int(fd), 0, 0, unix.SYNC_FILE_RANGE_WRITE) })
-	}
-}
 
 // writerOnly hides *os.File's ReadFrom, so that io.CopyBuffer uses the
 // extractor's buffer instead of allocating one per file.

@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gpuattest/gpuattest/internal/envlist"
@@ -436,7 +435,7 @@ func (b *Bwrap) exec(ctx context.Context, args, env []string, c *Command) (*Resu
 	cmd.Stdout = orDiscard(c.Stdout)
 	cmd.Stderr = io.MultiWriter(orDiscard(c.Stderr), &errTail)
 	cmd.ExtraFiles = []*os.File{statusW, envR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd, false)
 	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
 	err = cmd.Start()
@@ -478,7 +477,7 @@ func (b *Bwrap) exec(ctx context.Context, args, env []string, c *Command) (*Resu
 	case <-ctx.Done():
 		// bwrap holds pid 1 of the sandbox's pid namespace with
 		// --die-with-parent: killing bwrap takes the whole sandbox down.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		signalGroup(cmd.Process.Pid, true)
 		<-done
 		return &Result{ExitCode: -1, Duration: time.Since(start)}, fmt.Errorf("bwrap runner: %s: %w", c.Args[0], context.Cause(ctx))
 	}

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -233,7 +232,7 @@ func checkBuildEqualsHost(t *testing.T, r Runner, ref image.Pinned) {
 		t.Fatalf("fatbin built inside (%d bytes) differs from the host build (%d bytes)", len(got), len(hostFatbin))
 	}
 	fi, _ := os.Stat(out)
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+	if uid, ok := fileUID(fi); !ok || uid != os.Getuid() {
 		t.Errorf("output owned by %+v, want uid %d", fi.Sys(), os.Getuid())
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,9 +54,7 @@ func checkEnvUnreadable(t *testing.T, r Runner, ref image.Pinned, dir string) {
 	t.Helper()
 	secret := "gpuattest-secret-" + randomHex(8)
 	fifo := filepath.Join(dir, "release")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	mkfifo(t, fifo)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	type ran struct {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"syscall"
 	"time"
 )
 
@@ -56,7 +55,7 @@ func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
 	cmd.WaitDelay = waitDelay
 	// Own process group, so cancelling kills the whole tree; and the child
 	// dies with gpuattest even when gpuattest is SIGKILLed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	ownGroup(cmd, true)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", c.Args[0], err)
@@ -73,11 +72,11 @@ func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
 	case waitErr = <-done:
 	case <-ctx.Done():
 		pgid := cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		signalGroup(pgid, false)
 		select {
 		case <-done:
 		case <-time.After(grace):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			signalGroup(pgid, true)
 			select {
 			case <-done:
 			case <-time.After(2 * waitDelay):
@@ -89,7 +88,7 @@ func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
 			}
 		}
 		// Reap anything left in the group.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		signalGroup(pgid, true)
 		return &Result{ExitCode: -1, Duration: time.Since(start)}, fmt.Errorf("%s: %w", c.Args[0], context.Cause(ctx))
 	}
 	res := &Result{Duration: time.Since(start)}
@@ -106,11 +105,9 @@ func (h *Host) Run(ctx context.Context, c *Command) (*Result, error) {
 		}
 	}
 	res.ExitCode = cmd.ProcessState.ExitCode()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru != nil {
-		res.MaxRSSBytes = ru.Maxrss * 1024
-	}
+	res.MaxRSSBytes = maxRSSBytes(cmd.ProcessState)
 	// A process that exits while children of its group still hold the
 	// pipes is done; leave no stragglers behind.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	signalGroup(cmd.Process.Pid, true)
 	return res, nil
 }
