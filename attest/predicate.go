@@ -106,6 +106,14 @@ type BuildArtifact struct {
 	PTXArchs []string `json:"ptx_archs"`
 	// Cubins are the per-architecture cubins it holds, by digest.
 	Cubins []CubinDigest `json:"cubins,omitempty"`
+	// Kind is what an exec step's output is ("executable",
+	// "shared-library", "object", "archive", "fatbin", "cubin", "ptx",
+	// "file", "link", or "host-only" for one its step declared host-only
+	// and that was not inspected); absent for a cuda-build's.
+	Kind string `json:"kind,omitempty"`
+	// NoDeviceCode is true for an exec step's output that holds no
+	// device code (or was not inspected: Kind "host-only" or "link").
+	NoDeviceCode bool `json:"no_device_code,omitempty"`
 }
 
 // CubinDigest is the digest of the cubin for one architecture.

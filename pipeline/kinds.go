@@ -28,7 +28,7 @@ type kindSpec struct {
 }
 
 var kinds = map[string]kindSpec{
-	KindExec:      {run: true, cacheable: true},
+	KindExec:      {fields: []string{"hostOnly"}, run: true, cacheable: true},
 	KindCUDABuild: {fields: []string{"sources", "flags", "output", "outDir", "ptx", "reproducible"}, cacheable: true, validate: validateCUDABuild},
 	KindTest:      {fields: []string{"results", "format"}, run: true, validate: validateSuite},
 	KindBenchmark: {fields: []string{"results", "format", "warmup", "repeats", "precision", "maxTime", "seeds", "baseline", "reference", "rounds", "gate"}, run: true, validate: validateBenchmark},

@@ -58,6 +58,13 @@ type Step struct {
 	Interval    Duration          `yaml:"interval,omitempty" json:"interval,omitempty"`
 	Cache       *bool             `yaml:"cache,omitempty" json:"cache,omitempty"`
 
+	// exec
+
+	// HostOnly says an exec step's outputs hold no device code: they are
+	// released without the cuobjdump check of the pinned targets, listed
+	// as host-only.
+	HostOnly bool `yaml:"hostOnly,omitempty" json:"hostOnly,omitempty"`
+
 	// cuda-build
 
 	Sources      []string `yaml:"sources,omitempty" json:"sources,omitempty"`

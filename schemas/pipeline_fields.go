@@ -24,6 +24,7 @@ var pipelineFields = map[string]field{
 	"Step.outputs":        {Description: "globs relative to workdir and inside it; recorded; copied into the run directory and cached; a symlink is recorded as a link and must point inside workdir"},
 	"Step.interval":       {Description: "GPU telemetry sampling interval of a gpu: true step or burn-in (1s when omitted)"},
 	"Step.cache":          {Description: "false opts a build step out of the cache"},
+	"Step.hostOnly":       {Description: "exec: its outputs hold no device code: released without the cuobjdump check of the pinned targets, listed as host-only (false when omitted: every output is scanned, and one that holds device code must carry SASS for every pinned target)"},
 	"Step.sources":        {Description: "cuda-build: .cu files relative to workdir"},
 	"Step.flags":          {Description: "cuda-build: extra nvcc flags"},
 	"Step.output":         {Description: "cuda-build: artifact type (fatbin when omitted)", Enum: []any{"fatbin", "cubin", "ptx", "object"}},

@@ -187,6 +187,8 @@ func (c *collector) step(s *pipeline.Step) error {
 		return err
 	}
 	switch {
+	case sr.Outputs != nil:
+		c.outputs(s, sr.Outputs)
 	case sr.Build != nil:
 		c.build(s, sr.Build)
 	case sr.Benchmark != nil:
@@ -218,6 +220,22 @@ func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
 	}
 	if sum, _, err := digest.File(layout.StepFile(c.dir, s.ID, layout.ReproFile)); err == nil {
 		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: layout.StepRel(s.ID, layout.ReproFile), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
+	}
+}
+
+// outputs lists an exec step's released outputs in the build facts,
+// with the device code each holds (none, for host files).
+func (c *collector) outputs(s *pipeline.Step, d *cuda.OutputsReport) {
+	if c.run.Build == nil {
+		c.run.Build = &attest.BuildFacts{Targets: append([]string(nil), c.p.Targets...)}
+	}
+	for _, f := range d.Files {
+		ba := attest.BuildArtifact{Step: s.ID, Path: c.rel(s, f.Path), SHA256: f.SHA256, SASSArchs: nonNil(f.SASS), PTXArchs: nonNil(f.PTX),
+			Kind: f.Kind, NoDeviceCode: !f.DeviceCode}
+		for _, cb := range f.Cubins {
+			ba.Cubins = append(ba.Cubins, attest.CubinDigest{Arch: cb.Arch, SHA256: cb.SHA256})
+		}
+		c.run.Build.Artifacts = append(c.run.Build.Artifacts, ba)
 	}
 }
 
