@@ -30,7 +30,7 @@ var pipelineFields = map[string]field{
 	"Step.output":         {Description: "cuda-build: artifact type (fatbin when omitted)", Enum: []any{"fatbin", "cubin", "ptx", "object"}},
 	"Step.outDir":         {Description: "cuda-build: directory for artifacts relative to workdir (build when omitted)"},
 	"Step.ptx":            {Description: "cuda-build: embed PTX for the highest target (true when omitted)"},
-	"Step.reproducible":   {Description: "cuda-build: build twice and compare (off when omitted)", Enum: []any{"check", "off"}},
+	"Step.reproducible":   {Description: "cuda-build and exec: build twice in two directories and compare the outputs byte for byte, naming the differing ELF sections (off when omitted); an exec step reruns its command in a copy of its workdir", Enum: []any{"check", "off"}},
 	"Step.results":        {Description: "test/benchmark/burnin: results file the command writes (gpuattest results JSON or JUnit XML); relative to workdir and inside it"},
 	"Step.format":         {Enum: []any{"auto", "gpuattest", "junit"}},
 	"Step.warmup":         {Description: "benchmark/burnin: untimed iterations per case (GPUATTEST_WARMUP); when omitted the suite's own default applies", Minimum: "0"},

@@ -211,12 +211,18 @@ func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
 		}
 		c.run.Build.Artifacts = append(c.run.Build.Artifacts, ba)
 	}
-	if d.Reproducibility != nil {
+	c.repro(s, d.Reproducibility)
+}
+
+// repro notes a step's reproducibility check (r nil: none ran) and its
+// report as a byproduct.
+func (c *collector) repro(s *pipeline.Step, r *cuda.ReproReport) {
+	if r != nil {
 		if !c.reproSeen {
 			c.reproAll = true
 		}
 		c.reproSeen = true
-		c.reproAll = c.reproAll && d.Reproducibility.Reproducible
+		c.reproAll = c.reproAll && r.Reproducible
 	}
 	if sum, _, err := digest.File(layout.StepFile(c.dir, s.ID, layout.ReproFile)); err == nil {
 		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: layout.StepRel(s.ID, layout.ReproFile), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
@@ -237,6 +243,7 @@ func (c *collector) outputs(s *pipeline.Step, d *cuda.OutputsReport) {
 		}
 		c.run.Build.Artifacts = append(c.run.Build.Artifacts, ba)
 	}
+	c.repro(s, d.Reproducibility)
 }
 
 func (c *collector) finishBuild() {

@@ -30,8 +30,12 @@ type OutputsReport struct {
 	HostOnly bool `json:"host_only,omitempty"`
 	// Files are the outputs, in the step's order.
 	Files []OutputFile `json:"files"`
-	// Problems are the pinned targets missing from an output, each
-	// naming the file and the target.
+	// Reproducibility is the second build's comparison, with
+	// reproducible: check.
+	Reproducibility *ReproReport `json:"reproducibility,omitempty"`
+	// Problems fail the step: a pinned target missing from an output
+	// (naming the file and the target), an output that cannot be read,
+	// outputs that differ between two builds.
 	Problems []string `json:"problems,omitempty"`
 }
 
@@ -92,6 +96,16 @@ func (Outputs) CheckOutputs(ctx context.Context, s *step.Context, outputs []step
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: no SASS for pinned target %s (it holds SASS [%s], PTX [%s])\nhint: build it with -gencode arch=compute_XX,code=sm_XX for every pinned target, or declare the step hostOnly: true if this output is not released device code",
 				f.Path, m, strings.Join(f.SASS, " "), strings.Join(f.PTX, " ")))
 		}
+	}
+	if s.Step.Reproducible == "check" {
+		r, err := reproduceExec(ctx, s, outputs)
+		switch {
+		case err != nil:
+			rep.Problems = append(rep.Problems, "reproducibility check: "+err.Error())
+		case !r.Reproducible:
+			rep.Problems = append(rep.Problems, reproProblem(r))
+		}
+		rep.Reproducibility = r
 	}
 	chk.Problems = rep.Problems
 	return chk, nil
