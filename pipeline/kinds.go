@@ -33,7 +33,7 @@ type kindSpec struct {
 var kinds = map[string]kindSpec{
 	KindExec:      {fields: []string{"hostOnly", "reproducible"}, run: true, cacheable: true, validate: validateExec},
 	KindCUDABuild: {fields: []string{"sources", "flags", "output", "outDir", "ptx", "reproducible"}, cacheable: true, validate: validateCUDABuild},
-	KindTest:      {fields: []string{"results", "format"}, run: true, validate: validateSuite},
+	KindTest:      {fields: []string{"results", "format", "coverage"}, run: true, validate: validateSuite},
 	KindBenchmark: {fields: []string{"results", "format", "warmup", "repeats", "precision", "maxTime", "seeds", "baseline", "reference", "rounds", "gate"}, run: true, validate: validateBenchmark},
 	KindBurnin:    {fields: []string{"results", "format", "duration", "leakTolerance", "minDutyCycle", "allowMissingReadings", "warmup", "repeats", "seeds"}, run: true, validate: validateBurnin},
 	KindProfile:   {run: true},

@@ -79,6 +79,13 @@ type Step struct {
 	Results string `yaml:"results,omitempty" json:"results,omitempty"`
 	Format  string `yaml:"format,omitempty" json:"format,omitempty"`
 
+	// test
+
+	// Coverage are coverage reports the test writes (lcov .info,
+	// Cobertura XML, Go coverprofile), hashed into the claim with their
+	// totals.
+	Coverage []string `yaml:"coverage,omitempty" json:"coverage,omitempty"`
+
 	// benchmark
 
 	Warmup    *int       `yaml:"warmup,omitempty" json:"warmup,omitempty"`

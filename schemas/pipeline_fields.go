@@ -31,6 +31,7 @@ var pipelineFields = map[string]field{
 	"Step.outDir":         {Description: "cuda-build: directory for artifacts relative to workdir (build when omitted)"},
 	"Step.ptx":            {Description: "cuda-build: embed PTX for the highest target (true when omitted)"},
 	"Step.reproducible":   {Description: "cuda-build and exec: build twice in two directories and compare the outputs byte for byte, naming the differing ELF sections (off when omitted); an exec step reruns its command in a copy of its workdir", Enum: []any{"check", "off"}},
+	"Step.coverage":       {Description: "test: coverage reports the command writes (lcov .info, Cobertura XML, Go coverprofile), relative to workdir and inside it; each is hashed into the claim with its line and branch totals, and a missing or malformed one fails the step"},
 	"Step.results":        {Description: "test/benchmark/burnin: results file the command writes (gpuattest results JSON or JUnit XML); relative to workdir and inside it"},
 	"Step.format":         {Enum: []any{"auto", "gpuattest", "junit"}},
 	"Step.warmup":         {Description: "benchmark/burnin: untimed iterations per case (GPUATTEST_WARMUP); when omitted the suite's own default applies", Minimum: "0"},

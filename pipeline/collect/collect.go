@@ -186,6 +186,9 @@ func (c *collector) step(s *pipeline.Step) error {
 	if err := c.suiteCases(s, sr); err != nil {
 		return err
 	}
+	if sr.Test != nil {
+		c.coverage(s, sr.Test.Coverage)
+	}
 	switch {
 	case sr.Outputs != nil:
 		c.outputs(s, sr.Outputs)
@@ -244,6 +247,30 @@ func (c *collector) outputs(s *pipeline.Step, d *cuda.OutputsReport) {
 		c.run.Build.Artifacts = append(c.run.Build.Artifacts, ba)
 	}
 	c.repro(s, d.Reproducibility)
+}
+
+// coverage adds a test step's coverage reports to the run's totals.
+func (c *collector) coverage(s *pipeline.Step, files []suite.CoverageFile) {
+	for _, f := range files {
+		if c.run.Coverage == nil {
+			c.run.Coverage = &attest.CoverageFacts{Files: []attest.CoverageFile{}}
+		}
+		t := attest.CoverageTotals{Lines: f.Lines, LinesFound: f.LinesFound, LinesHit: f.LinesHit,
+			Branches: f.Branches, BranchesFound: f.BranchesFound, BranchesHit: f.BranchesHit}
+		c.run.Coverage.Files = append(c.run.Coverage.Files, attest.CoverageFile{Step: s.ID, Path: f.Copy, SHA256: f.SHA256, Format: f.Format, CoverageTotals: t})
+		all := &c.run.Coverage.CoverageTotals
+		all.LinesFound += f.LinesFound
+		all.LinesHit += f.LinesHit
+		all.BranchesFound += f.BranchesFound
+		all.BranchesHit += f.BranchesHit
+		if all.LinesFound > 0 {
+			all.Lines = float64(all.LinesHit) / float64(all.LinesFound)
+		}
+		if all.BranchesFound > 0 {
+			b := float64(all.BranchesHit) / float64(all.BranchesFound)
+			all.Branches = &b
+		}
+	}
 }
 
 func (c *collector) finishBuild() {
