@@ -46,6 +46,10 @@ type ValidationPredicate struct {
 	Build *BuildFacts `json:"build,omitempty"`
 	// Results lists every result file with its sha256.
 	Results []FileDigest `json:"results"`
+	// Coverage are the totals of the coverage reports the test steps
+	// named (each also in Results, kind "coverage"); absent when none
+	// did. Policies read them as the variable coverage.
+	Coverage *CoverageFacts `json:"coverage,omitempty"`
 	// Steps lists every step with its kind and verdict.
 	Steps []StepVerdict `json:"steps"`
 	// Benchmarks summarizes each benchmark case.
@@ -110,6 +114,14 @@ type BuildArtifact struct {
 	PTXArchs []string `json:"ptx_archs"`
 	// Cubins are the per-architecture cubins it holds, by digest.
 	Cubins []CubinDigest `json:"cubins,omitempty"`
+	// Kind is what an exec step's output is ("executable",
+	// "shared-library", "object", "archive", "fatbin", "cubin", "ptx",
+	// "file", "link", or "host-only" for one its step declared host-only
+	// and that was not inspected); absent for a cuda-build's.
+	Kind string `json:"kind,omitempty"`
+	// NoDeviceCode is true for an exec step's output that holds no
+	// device code (or was not inspected: Kind "host-only" or "link").
+	NoDeviceCode bool `json:"no_device_code,omitempty"`
 }
 
 // CubinDigest is the digest of the cubin for one architecture.
@@ -388,4 +400,38 @@ type Source struct {
 	// Dirty is true when the work tree had uncommitted changes: the
 	// commit alone does not say what was built.
 	Dirty bool `json:"dirty"`
+}
+
+// CoverageFacts are the coverage totals of a run: every report's lines
+// (and branches, where given) summed, and each report's own.
+type CoverageFacts struct {
+	CoverageTotals
+	// Files are the reports, in step order.
+	Files []CoverageFile `json:"files"`
+}
+
+// CoverageTotals are line (statement, for Go) and branch counts and
+// their ratios.
+type CoverageTotals struct {
+	// Lines is LinesHit / LinesFound, 0 when nothing was found.
+	Lines      float64 `json:"lines"`
+	LinesFound int64   `json:"lines_found"`
+	LinesHit   int64   `json:"lines_hit"`
+	// Branches is BranchesHit / BranchesFound; absent when no report
+	// gave branches.
+	Branches      *float64 `json:"branches,omitempty"`
+	BranchesFound int64    `json:"branches_found,omitempty"`
+	BranchesHit   int64    `json:"branches_hit,omitempty"`
+}
+
+// CoverageFile is one coverage report with its totals.
+type CoverageFile struct {
+	// Step is the test step that named it; Path its copy in the run
+	// directory (as in Results); SHA256 the hex sha256 of its bytes.
+	Step   string `json:"step"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	// Format is lcov, cobertura or go.
+	Format string `json:"format"`
+	CoverageTotals
 }

@@ -184,6 +184,8 @@ type Run struct {
 	Results []FileDigest
 	// Byproducts are logs and reports (provenance byproducts).
 	Byproducts []FileDigest
+	// Coverage are the coverage reports' totals, nil without any.
+	Coverage *CoverageFacts
 	// Sources are the build's source files.
 	Sources []FileDigest
 	// Build are the build facts, nil when nothing was built.
@@ -286,6 +288,7 @@ func ValidationPredicateFor(run *Run) (*ValidationPredicate, error) {
 	p := &ValidationPredicate{
 		Hardware:         hw,
 		Build:            normalizeBuild(run.Build),
+		Coverage:         run.Coverage,
 		Benchmarks:       run.Benchmarks,
 		Burnin:           run.Burnin,
 		Floors:           run.Floors,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -140,7 +141,7 @@ func TestResultPredicates(run *Run) ([]string, []*TestResultPredicate, error) {
 				return nil, nil, fmt.Errorf("results of step %s: %s sha256 %q: expected 64 lowercase hex digits", s.ID, r.Path, r.SHA256)
 			}
 			p.Configuration = append(p.Configuration, ResourceDescriptor{Name: r.Path, Digest: map[string]string{"sha256": r.SHA256},
-				Annotations: map[string]string{roleAnnotation: roleResults}})
+				Annotations: resultAnnotations(run, r)})
 		}
 		p.Configuration = append(p.Configuration, hw)
 		for _, c := range run.Suites {
@@ -247,4 +248,28 @@ func TestResultStatements(run *Run) ([]*Statement, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// resultAnnotations are a result file's annotations in a test-result
+// statement's configuration: its role, and for a coverage report its
+// format and totals (gpuattest.coverage.*).
+func resultAnnotations(run *Run, r FileDigest) map[string]string {
+	a := map[string]string{roleAnnotation: roleResults}
+	if run.Coverage == nil || r.Kind != "coverage" {
+		return a
+	}
+	for _, f := range run.Coverage.Files {
+		if f.Path != r.Path || f.SHA256 != r.SHA256 {
+			continue
+		}
+		a["gpuattest.coverage.format"] = f.Format
+		a["gpuattest.coverage.lines"] = strconv.FormatFloat(f.Lines, 'f', 4, 64)
+		a["gpuattest.coverage.lines_found"] = strconv.FormatInt(f.LinesFound, 10)
+		a["gpuattest.coverage.lines_hit"] = strconv.FormatInt(f.LinesHit, 10)
+		if f.Branches != nil {
+			a["gpuattest.coverage.branches"] = strconv.FormatFloat(*f.Branches, 'f', 4, 64)
+		}
+		break
+	}
+	return a
 }

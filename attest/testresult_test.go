@@ -127,3 +127,52 @@ func nilIfEmpty(s []string) []string {
 	}
 	return s
 }
+
+// TestTestResultCoverage: a test step's coverage report is in its
+// statement's configuration by digest, annotated with its totals, and
+// the validation predicate carries the run's totals (issue 34).
+func TestTestResultCoverage(t *testing.T) {
+	t.Parallel()
+	run := attesttest.Run(false, hexOf('c'))
+	half := 0.5
+	cov := attest.CoverageFile{Step: "test", Path: "steps/test/coverage-0.info", SHA256: hexOf('e'), Format: "lcov",
+		CoverageTotals: attest.CoverageTotals{Lines: 0.8, LinesFound: 5, LinesHit: 4, Branches: &half, BranchesFound: 2, BranchesHit: 1}}
+	run.Results = append(run.Results, attest.FileDigest{Path: cov.Path, SHA256: cov.SHA256, Step: "test", Kind: "coverage"})
+	run.Coverage = &attest.CoverageFacts{CoverageTotals: cov.CoverageTotals, Files: []attest.CoverageFile{cov}}
+	sts, err := attest.TestResultStatements(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, st := range sts {
+		var p attest.TestResultPredicate
+		if err := json.Unmarshal(st.Predicate, &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range p.Configuration {
+			if c.Name != cov.Path {
+				continue
+			}
+			found = true
+			want := map[string]string{"gpuattest.role": "results", "gpuattest.coverage.format": "lcov", "gpuattest.coverage.lines": "0.8000",
+				"gpuattest.coverage.lines_found": "5", "gpuattest.coverage.lines_hit": "4", "gpuattest.coverage.branches": "0.5000"}
+			if diff := cmp.Diff(want, c.Annotations); diff != "" || c.Digest["sha256"] != cov.SHA256 {
+				t.Errorf("coverage configuration entry (-want +got):\n%s digest %v", diff, c.Digest)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no test-result statement names the coverage report")
+	}
+	val, err := attest.ValidationStatement(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vp attest.ValidationPredicate
+	if err := json.Unmarshal(val.Predicate, &vp); err != nil {
+		t.Fatal(err)
+	}
+	if vp.Coverage == nil || vp.Coverage.LinesHit != 4 || len(vp.Coverage.Files) != 1 {
+		t.Fatalf("validation predicate coverage = %+v", vp.Coverage)
+	}
+}

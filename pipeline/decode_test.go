@@ -172,6 +172,11 @@ func TestParseProblems(t *testing.T) {
 			want: []where{{7, 56, `flag "-G" is not allowed in a release bu`}, {7, 60, `flag "-arch=native" builds for whatever `}},
 		},
 		{
+			name: "exec reproducible needs outputs and a known value; hostOnly only on exec",
+			src:  header + "steps:\n  - {id: a, run: make, reproducible: check}\n  - {id: b, run: make, outputs: [x], reproducible: twice}\n  - {id: c, kind: test, run: t, results: r.json, hostOnly: true}\n",
+			want: []where{{5, 38, "step \"a\": reproducible: check needs outp"}, {6, 52, `unknown value "twice": expected check or`}, {7, 50, `field "hostOnly" is not valid for kind t`}},
+		},
+		{
 			name: "syntax error",
 			src:  header + "steps:\n  - id: a\n   run: [x\n",
 			want: []where{{6, 8, ""}},

@@ -1,6 +1,9 @@
 package pipeline
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // Step kinds. Adding a kind is an entry in kinds below (which fields it
 // takes, whether it runs a command, whether it may be cached) plus its
@@ -28,12 +31,27 @@ type kindSpec struct {
 }
 
 var kinds = map[string]kindSpec{
-	KindExec:      {run: true, cacheable: true},
+	KindExec:      {fields: []string{"hostOnly", "reproducible"}, run: true, cacheable: true, validate: validateExec},
 	KindCUDABuild: {fields: []string{"sources", "flags", "output", "outDir", "ptx", "reproducible"}, cacheable: true, validate: validateCUDABuild},
-	KindTest:      {fields: []string{"results", "format"}, run: true, validate: validateSuite},
+	KindTest:      {fields: []string{"results", "format", "coverage"}, run: true, validate: validateSuite},
 	KindBenchmark: {fields: []string{"results", "format", "warmup", "repeats", "precision", "maxTime", "seeds", "baseline", "reference", "rounds", "gate"}, run: true, validate: validateBenchmark},
 	KindBurnin:    {fields: []string{"results", "format", "duration", "leakTolerance", "minDutyCycle", "allowMissingReadings", "warmup", "repeats", "seeds"}, run: true, validate: validateBurnin},
 	KindProfile:   {run: true},
+}
+
+// validateExec checks an exec step's reproducible: check or off, and
+// only with outputs to compare.
+func validateExec(v *validator, i int, s *Step) {
+	path := fmt.Sprintf("steps[%d]", i)
+	switch s.Reproducible {
+	case "", "off":
+	case "check":
+		if len(s.Outputs) == 0 {
+			v.add(path+".reproducible", false, "declare the files the command builds as outputs: they are what the two builds compare", "step %q: reproducible: check needs outputs to compare", s.ID)
+		}
+	default:
+		v.add(path+".reproducible", false, "", "unknown value %q: expected check or off", s.Reproducible)
+	}
 }
 
 // kindFields are every kind-specific field, to report one used on the

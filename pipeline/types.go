@@ -62,6 +62,13 @@ type Step struct {
 	Interval    Duration          `yaml:"interval,omitempty" json:"interval,omitempty"`
 	Cache       *bool             `yaml:"cache,omitempty" json:"cache,omitempty"`
 
+	// exec
+
+	// HostOnly says an exec step's outputs hold no device code: they are
+	// released without the cuobjdump check of the pinned targets, listed
+	// as host-only.
+	HostOnly bool `yaml:"hostOnly,omitempty" json:"hostOnly,omitempty"`
+
 	// cuda-build
 
 	Sources      []string `yaml:"sources,omitempty" json:"sources,omitempty"`
@@ -75,6 +82,13 @@ type Step struct {
 
 	Results string `yaml:"results,omitempty" json:"results,omitempty"`
 	Format  string `yaml:"format,omitempty" json:"format,omitempty"`
+
+	// test
+
+	// Coverage are coverage reports the test writes (lcov .info,
+	// Cobertura XML, Go coverprofile), hashed into the claim with their
+	// totals.
+	Coverage []string `yaml:"coverage,omitempty" json:"coverage,omitempty"`
 
 	// benchmark
 

@@ -11,11 +11,14 @@
 //	    message: the kernels must be validated on Hopper
 //
 // Each rule is a CEL expression (github.com/google/cel-go) that must
-// evaluate to true. It sees four variables: predicate (the predicate as a
+// evaluate to true. It sees five variables: predicate (the predicate as a
 // JSON object), subjects (the statement's subjects: name and digest),
-// predicateType (a string) and gpuEvidence (the verifier's verdict on each
+// predicateType (a string), gpuEvidence (the verifier's verdict on each
 // GPU's signed evidence, GPUEvidence: empty when the statement carries
-// none). Numbers compare across int and double, so
+// none) and coverage (predicate.coverage: the coverage totals of the
+// run's test steps, lines, lines_found, lines_hit and branches where
+// given, so that "coverage.lines >= 0.8" gates; an empty map, on which
+// that rule fails, when the run measured none). Numbers compare across int and double, so
 // "b.throughput.value >= 2800" works on JSON numbers. Without a policy file
 // the verifier applies Default: every step passed, the hardware was not
 // simulated, every gpu: true step ran with backend cuda on real GPUs, and

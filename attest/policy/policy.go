@@ -294,6 +294,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("subjects", cel.ListType(cel.DynType)),
 		cel.Variable("predicateType", cel.StringType),
 		cel.Variable("gpuEvidence", cel.ListType(cel.DynType)),
+		cel.Variable("coverage", cel.DynType),
 		cel.CrossTypeNumericComparisons(true),
 		cel.OptionalTypes(),
 	)
@@ -450,5 +451,12 @@ func (in Input) activation() (interpreter.Activation, error) {
 	for i, g := range in.GPUEvidence {
 		gpus[i] = g.value()
 	}
-	return interpreter.NewActivation(map[string]any{"predicate": pred.tree, "subjects": subj, "predicateType": in.PredicateType, "gpuEvidence": gpus})
+	// coverage is the predicate's coverage totals; an empty map without
+	// any, so that a rule reading coverage.lines fails on a run that
+	// measured none.
+	var cov any = map[string]any{}
+	if c, ok := pred.tree["coverage"].(map[string]any); ok {
+		cov = c
+	}
+	return interpreter.NewActivation(map[string]any{"predicate": pred.tree, "subjects": subj, "predicateType": in.PredicateType, "gpuEvidence": gpus, "coverage": cov})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,5 +71,11 @@ func scriptSetup(env *testscript.Env) error {
 		}
 	}
 	env.Setenv("XDG_CACHE_HOME", env.WorkDir+"/.cache")
+	// EXAMPLE is the CMake example's directory, for example_cmake.txt.
+	ex, err := filepath.Abs("../../pipelines/examples/cmake")
+	if err != nil {
+		return err
+	}
+	env.Setenv("EXAMPLE", ex)
 	return nil
 }

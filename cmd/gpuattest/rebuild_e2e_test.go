@@ -79,11 +79,13 @@ func TestRebuildQuickstart(t *testing.T) {
 	vsa := filepath.Join(t.TempDir(), "vsa.json")
 	code, out, errOut := cli(t, "rebuild", "--bundle", bundles, "--key", keys.Public, "--source", second,
 		"--out", filepath.Join(t.TempDir(), "rb"), "--sign-key", keys.Private, "--vsa-out", vsa)
-	if code != 0 || !strings.Contains(out, "Rebuilt OK: 5 artifact(s) match the provenance") {
+	// Five files are released: the four fatbins and the harness (an exec
+	// step's output, rebuilt too), plus the release manifest.
+	if code != 0 || !strings.Contains(out, "Rebuilt OK: 6 artifact(s) match the provenance") {
 		t.Fatalf("rebuild from a clean clone: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, k := range []string{"vector_add", "reduce_sum", "sgemm", "softmax"} {
-		if !regexp.MustCompile(`(?m)^kernels/build/` + k + `\.fatbin +sha256:[0-9a-f]{12} +sha256:[0-9a-f]{12} +yes$`).MatchString(out) {
+	for _, k := range []string{"vector_add.fatbin", "reduce_sum.fatbin", "sgemm.fatbin", "softmax.fatbin", "gpuattest-harness"} {
+		if !regexp.MustCompile(`(?m)^kernels/build/` + regexp.QuoteMeta(k) + ` +sha256:[0-9a-f]{12} +sha256:[0-9a-f]{12} +yes$`).MatchString(out) {
 			t.Errorf("no matching row for %s:\n%s", k, out)
 		}
 	}

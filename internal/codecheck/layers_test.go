@@ -29,6 +29,7 @@ var pipelineFloors = map[string]int{
 	"pipeline/source":                 0,
 	"pipeline/image":                  0,
 	"pipeline/floors":                 0, // per-model floors: a table and its lookups
+	"pipeline/coverage":               0, // coverage reports (lcov, Cobertura, Go) read into totals
 	"pipeline":                        1,
 	"pipeline/runner":                 1,
 	"pipeline/step":                   2,

@@ -189,7 +189,12 @@ func (c *collector) step(s *pipeline.Step) error {
 	if err := c.suiteCases(s, sr); err != nil {
 		return err
 	}
+	if sr.Test != nil {
+		c.coverage(s, sr.Test.Coverage)
+	}
 	switch {
+	case sr.Outputs != nil:
+		c.outputs(s, sr.Outputs)
 	case sr.Build != nil:
 		c.build(s, sr.Build)
 	case sr.Benchmark != nil:
@@ -212,15 +217,62 @@ func (c *collector) build(s *pipeline.Step, d *cuda.BuildDetails) {
 		}
 		c.run.Build.Artifacts = append(c.run.Build.Artifacts, ba)
 	}
-	if d.Reproducibility != nil {
+	c.repro(s, d.Reproducibility)
+}
+
+// repro notes a step's reproducibility check (r nil: none ran) and its
+// report as a byproduct.
+func (c *collector) repro(s *pipeline.Step, r *cuda.ReproReport) {
+	if r != nil {
 		if !c.reproSeen {
 			c.reproAll = true
 		}
 		c.reproSeen = true
-		c.reproAll = c.reproAll && d.Reproducibility.Reproducible
+		c.reproAll = c.reproAll && r.Reproducible
 	}
 	if sum, _, err := digest.File(layout.StepFile(c.dir, s.ID, layout.ReproFile)); err == nil {
 		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: layout.StepRel(s.ID, layout.ReproFile), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
+	}
+}
+
+// outputs lists an exec step's released outputs in the build facts,
+// with the device code each holds (none, for host files).
+func (c *collector) outputs(s *pipeline.Step, d *cuda.OutputsReport) {
+	if c.run.Build == nil {
+		c.run.Build = &attest.BuildFacts{Targets: append([]string(nil), c.p.Targets...)}
+	}
+	for _, f := range d.Files {
+		ba := attest.BuildArtifact{Step: s.ID, Path: c.rel(s, f.Path), SHA256: f.SHA256, SASSArchs: nonNil(f.SASS), PTXArchs: nonNil(f.PTX),
+			Kind: f.Kind, NoDeviceCode: !f.DeviceCode}
+		for _, cb := range f.Cubins {
+			ba.Cubins = append(ba.Cubins, attest.CubinDigest{Arch: cb.Arch, SHA256: cb.SHA256})
+		}
+		c.run.Build.Artifacts = append(c.run.Build.Artifacts, ba)
+	}
+	c.repro(s, d.Reproducibility)
+}
+
+// coverage adds a test step's coverage reports to the run's totals.
+func (c *collector) coverage(s *pipeline.Step, files []suite.CoverageFile) {
+	for _, f := range files {
+		if c.run.Coverage == nil {
+			c.run.Coverage = &attest.CoverageFacts{Files: []attest.CoverageFile{}}
+		}
+		t := attest.CoverageTotals{Lines: f.Lines, LinesFound: f.LinesFound, LinesHit: f.LinesHit,
+			Branches: f.Branches, BranchesFound: f.BranchesFound, BranchesHit: f.BranchesHit}
+		c.run.Coverage.Files = append(c.run.Coverage.Files, attest.CoverageFile{Step: s.ID, Path: f.Copy, SHA256: f.SHA256, Format: f.Format, CoverageTotals: t})
+		all := &c.run.Coverage.CoverageTotals
+		all.LinesFound += f.LinesFound
+		all.LinesHit += f.LinesHit
+		all.BranchesFound += f.BranchesFound
+		all.BranchesHit += f.BranchesHit
+		if all.LinesFound > 0 {
+			all.Lines = float64(all.LinesHit) / float64(all.LinesFound)
+		}
+		if all.BranchesFound > 0 {
+			b := float64(all.BranchesHit) / float64(all.BranchesFound)
+			all.Branches = &b
+		}
 	}
 }
 

@@ -525,7 +525,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 		}
 		return sr, nil
 	}
-	return sr, e.finishOutputs(s, sc, w, sr, out, key)
+	return sr, e.finishOutputs(ctx, s, sc, w, sr, out, key)
 }
 
 // stepLogs are a step's stdout.log and stderr.log.
@@ -738,14 +738,18 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 	return out, nil
 }
 
-// finishOutputs collects a passed step's declared outputs, stores them in
+// finishOutputs collects a passed step's declared outputs, has the output
+// checker check an exec step's (checkOutputs), stores them in
 // the build cache under key (when there is one) and copies or links them
 // into the step directory.
-func (e *run) finishOutputs(s *pipeline.Step, sc *step.Context, w *workTree, sr *StepRecord, out *step.Outcome, key string) error {
+func (e *run) finishOutputs(ctx context.Context, s *pipeline.Step, sc *step.Context, w *workTree, sr *StepRecord, out *step.Outcome, key string) error {
 	files, err := collectOutputs(w, s.Outputs, out)
 	if err != nil {
 		sr.State, sr.Reason = Failed, err.Error()
 		return nil
+	}
+	if failed, err := e.checkOutputs(ctx, s, sc, sr, out, files); err != nil || failed {
+		return err
 	}
 	sr.Outputs = files
 	sr.State = Passed

@@ -41,6 +41,7 @@ type options struct {
 	source     *source.Info
 	baseEnv    []string
 	checkCache func(*StepRecord) error
+	outputs    step.OutputChecker
 	now        func() time.Time
 }
 
@@ -169,6 +170,15 @@ func WithVersion(v string) Option {
 // a fresh entry. pipeline/run passes rundir's strict decoder.
 func WithCacheCheck(f func(*StepRecord) error) Option {
 	return func(o *options) error { o.checkCache = f; return nil }
+}
+
+// WithOutputChecker has c check the outputs of every exec step that
+// passed and declared outputs, before they are cached and recorded: its
+// artifacts become the step's (released) artifacts, its details the
+// step's "outputs", and any problem it reports fails the step.
+// pipeline/run passes cuda.Outputs, which checks their device code.
+func WithOutputChecker(c step.OutputChecker) Option {
+	return func(o *options) error { o.outputs = c; return nil }
 }
 
 // WithExecutor runs steps of kind with e (exec is built in).

@@ -4,7 +4,8 @@
 // recorded commit (else [ErrSourceMismatch], before anything is built),
 // that a host toolchain has the recorded digests ([ErrToolchainMismatch]),
 // copies the tracked files into a fresh directory, runs the recorded
-// cuda-build steps (and the exec steps they need) there in the
+// cuda-build steps and the exec steps that released outputs (and the
+// exec steps they need) there in the
 // pipeline's pinned images, without any cache, and compares every
 // subject's digest ([Report]). When a subject differs it explains the
 // difference as a reproducibility check does (ELF sections and embedded

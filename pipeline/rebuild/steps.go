@@ -12,9 +12,10 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
-// selectSteps limits p to the recorded cuda-build steps and the steps
-// they need (exec or cuda-build), in pipeline order, and turns their
-// reproducibility check off (the rebuild compares with the recorded
+// selectSteps limits p to the recorded cuda-build steps, the exec steps
+// that released outputs (attestation subjects, like a cuda-build's
+// artifacts) and the steps they need (exec or cuda-build), in pipeline
+// order, and turns their reproducibility check off (the rebuild compares with the recorded
 // digests instead). It returns the ids kept.
 func selectSteps(p *pipeline.Pipeline, recorded []attest.BuildStep) ([]string, error) {
 	byID := map[string]*pipeline.Step{}
@@ -43,7 +44,7 @@ func selectSteps(p *pipeline.Pipeline, recorded []attest.BuildStep) ([]string, e
 		return nil
 	}
 	for i, bs := range recorded {
-		if bs.Kind != pipeline.KindCUDABuild {
+		if bs.Kind != pipeline.KindCUDABuild && (bs.Kind != pipeline.KindExec || len(bs.Outputs) == 0) {
 			continue
 		}
 		if err := visit(bs.ID, fmt.Sprintf("buildSteps[%d]", i)); err != nil {
@@ -56,9 +57,7 @@ func selectSteps(p *pipeline.Pipeline, recorded []attest.BuildStep) ([]string, e
 		if !keep[s.ID] {
 			continue
 		}
-		if s.Kind == pipeline.KindCUDABuild {
-			s.Reproducible = "off"
-		}
+		s.Reproducible = "off"
 		steps = append(steps, s)
 		ids = append(ids, s.ID)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
@@ -77,6 +78,8 @@ func FromRun(r *rundir.Run) (*Report, error) {
 				b.Reproducible = &ok
 			}
 			rep.Builds = append(rep.Builds, b)
+		case st.Outputs != nil:
+			rep.Builds = append(rep.Builds, execBuild(st))
 		case st.Test != nil:
 			if st.Test.Backend == "cpu" {
 				cpu = append(cpu, st.ID)
@@ -298,4 +301,27 @@ func decodePredicate(raw json.RawMessage) (*attest.ValidationPredicate, error) {
 		return nil, fmt.Errorf("decoding the validation predicate: %w", err)
 	}
 	return &p, nil
+}
+
+// execBuild is an exec step's released outputs as a build: the device
+// code in each (an output without any shows empty SASS and PTX), the
+// pinned targets missing from them and its reproducibility check.
+func execBuild(st *rundir.Step) Build {
+	o := st.Outputs
+	b := Build{Step: st.ID, Targets: o.Targets, Output: "exec outputs", ArchProblems: o.Problems, Repro: o.Reproducibility, Cached: st.Cache == "hit"}
+	for _, f := range o.Files {
+		b.Artifacts = append(b.Artifacts, &cuda.Inspection{Path: f.Path, SHA256: f.SHA256, Size: f.Size, SASS: nonNilStrings(f.SASS), PTX: nonNilStrings(f.PTX), Cubins: f.Cubins})
+	}
+	if o.Reproducibility != nil {
+		ok := o.Reproducibility.Reproducible
+		b.Reproducible = &ok
+	}
+	return b
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -38,7 +38,8 @@ type Report struct {
 	Hardware *hardware.Record
 	// Steps are the steps in run order.
 	Steps []Step
-	// Builds are the cuda-build facts.
+	// Builds are the cuda-build facts, and the device code of each exec
+	// step's released outputs (Output "exec outputs").
 	Builds []Build
 	// Benchmarks are the benchmark steps.
 	Benchmarks []Benchmark

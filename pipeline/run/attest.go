@@ -58,7 +58,7 @@ func Attest(ctx context.Context, signer *sign.Signer, p *pipeline.Pipeline, dir 
 		return nil, err
 	}
 	if len(run.Artifacts) == 0 {
-		return nil, errors.New("the run released no artifacts, so there is nothing to attest\nhint: cuda-build steps report their fatbins/cubins as artifacts")
+		return nil, errors.New("the run released no artifacts, so there is nothing to attest\nhint: cuda-build steps release their fatbins/cubins, exec steps their declared outputs")
 	}
 	// The release manifest is fixed by the files, so registries' digest
 	// is signed too (attest/oci).

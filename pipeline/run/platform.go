@@ -26,6 +26,7 @@ import (
 func executors(registry []oci.Option) []engine.Option {
 	return []engine.Option{
 		engine.WithExecutor(pipeline.KindCUDABuild, &cuda.Build{}),
+		engine.WithOutputChecker(cuda.Outputs{}),
 		engine.WithExecutor(pipeline.KindTest, suite.Test{}),
 		engine.WithExecutor(pipeline.KindBenchmark, suite.Benchmark{Releases: releaseFetcher{registry: registry}}),
 		engine.WithExecutor(pipeline.KindBurnin, suite.Burnin{}),

@@ -45,6 +45,9 @@ type Step struct {
 	*engine.StepRecord
 	// Exec are an exec step's facts.
 	Exec *engine.ExecDetails
+	// Outputs are the device-code check of an exec step's outputs
+	// (Exec.Outputs, decoded).
+	Outputs *cuda.OutputsReport
 	// Build are a cuda-build step's facts.
 	Build *cuda.BuildDetails
 	// Test are a test step's facts.
@@ -142,7 +145,9 @@ func DecodeStep(sr *engine.StepRecord) (*Step, error) {
 	var err error
 	switch sr.Kind {
 	case pipeline.KindExec:
-		err = decode(sr.Details, &st.Exec)
+		if err = decode(sr.Details, &st.Exec); err == nil && st.Exec != nil {
+			err = decode(st.Exec.Outputs, &st.Outputs)
+		}
 	case pipeline.KindCUDABuild:
 		err = decode(sr.Details, &st.Build)
 	case pipeline.KindTest:
@@ -214,6 +219,10 @@ func (r *Run) Recheck(p *pipeline.Pipeline) error {
 			err = suite.Recheck(sc, st.Results, st.ExitCode)
 		case pipeline.KindBurnin:
 			err = recheckBurnin(st)
+		case pipeline.KindExec:
+			if st.Outputs != nil && len(st.Outputs.Problems) > 0 {
+				err = fmt.Errorf("its outputs' check records a problem: %s", st.Outputs.Problems[0])
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("step %s is recorded as passed, but %w", s.ID, err))

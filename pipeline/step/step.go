@@ -242,3 +242,23 @@ func local(p string) bool {
 	c := filepath.Clean(p)
 	return c == "." || filepath.IsLocal(c)
 }
+
+// OutputChecker checks the files a step released once the engine has
+// collected its outputs (the device code in an exec step's outputs,
+// against the pinned targets). The engine calls it for exec steps that
+// passed and declared outputs.
+type OutputChecker interface {
+	CheckOutputs(ctx context.Context, sc *Context, outputs []File) (*OutputCheck, error)
+}
+
+// OutputCheck is what an OutputChecker found.
+type OutputCheck struct {
+	// Details are the checker's facts, stored in run.json under the
+	// step's details as "outputs".
+	Details any
+	// Artifacts are the outputs as released files (attestation
+	// subjects), each with its kind.
+	Artifacts []File
+	// Problems fail the step, each naming the file and what is wrong.
+	Problems []string
+}

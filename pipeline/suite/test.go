@@ -38,6 +38,9 @@ type TestDetails struct {
 	Failures []CaseStatus `json:"failures,omitempty"`
 	// Skipped lists the skipped cases, with their reason.
 	Skipped []CaseStatus `json:"skipped,omitempty"`
+	// Coverage are the coverage reports the step named, with their
+	// totals.
+	Coverage []CoverageFile `json:"coverage,omitempty"`
 }
 
 // CaseStatus names a case with its status and message.
@@ -55,6 +58,15 @@ func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 	}
 	if err := resFile.remove(); err != nil {
 		return nil, err
+	}
+	covFiles, err := coverageFiles(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range covFiles {
+		if err := f.remove(); err != nil {
+			return nil, err
+		}
 	}
 	res, err := runStep(ctx, s)
 	if err != nil {
@@ -78,6 +90,14 @@ func (Test) Execute(ctx context.Context, s *step.Context) (*step.Outcome, error)
 		return nil, err
 	}
 	out.Details, out.Status, out.Reason = d, status, reason
+	cov, why, err := readCoverage(s, covFiles, out)
+	if err != nil {
+		return nil, err
+	}
+	d.Coverage = cov
+	if why != "" && status == step.Passed {
+		out.Status, out.Reason = step.Failed, why
+	}
 	return out, nil
 }
 
