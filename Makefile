@@ -106,8 +106,13 @@ gpu-check-bundle:
 gpu-check: gpu-check-bundle
 	if [ -e /dev/nvidia0 ]; then $(GPU_CHECK)/run.sh; else $(GPU_CHECK)/run.sh --simulated; fi
 
+# Without a GPU the simulated self-check runs inside the bundle's Debian 11
+# build root (glibc 2.31, .ci/gpu-check/bullseye-root): the bundle must run
+# on an older system than this one.
 gpu-selfcheck: gpu-check-bundle
-	if [ -e /dev/nvidia0 ]; then $(GPU_CHECK)/run.sh --selfcheck; else $(GPU_CHECK)/run.sh --selfcheck --simulated; fi
+	if [ -e /dev/nvidia0 ]; then $(GPU_CHECK)/run.sh --selfcheck; else \
+		root=$${GPU_CHECK_ROOT:-$$(.ci/gpu-check/bullseye-root)} && \
+		.ci/gpu-check/in-bullseye "$$root" $(CURDIR)/$(GPU_CHECK) -- $(CURDIR)/$(GPU_CHECK)/run.sh --selfcheck --simulated; fi
 
 # bench: every benchmark of bench/, each one's output written to
 # bench/results/<name>.txt beside the host's facts (host.txt); see

@@ -107,6 +107,14 @@ if [ -n "$have" ] && [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | 
 	echo "hint: build the bundle on a system with glibc <= $have (make gpu-check-bundle), or run on a newer OS" >&2
 	exit 3
 fi
+# The bundle's binaries link libstdc++ and libgcc statically: glibcxx-floor
+# says "none". A bundle that needs this machine's libstdc++ is refused.
+cxx=$(cat glibcxx-floor 2>/dev/null || echo unknown)
+if [ "$cxx" != none ]; then
+	echo "run.sh: the bundle's glibcxx-floor is '$cxx', expected 'none' (its binaries would need this machine's libstdc++)" >&2
+	echo "hint: rebuild the bundle with make gpu-check-bundle (it links libstdc++ statically and checks every binary)" >&2
+	exit 3
+fi
 
 echo "=== gpuattest device"
 ./gpuattest version

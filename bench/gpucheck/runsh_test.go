@@ -26,6 +26,8 @@ func bundle(t *testing.T) string {
 		"work/gpu-check.yaml": "kind: Pipeline\n",
 		"gpuattest":           "#!/bin/sh\ntouch \"$(dirname \"$0\")/gpuattest-ran\"\nexit 1\n",
 		"gpucheck":            "#!/bin/sh\nexit 1\n",
+		"glibc-floor":         "GLIBC_2.17\n",
+		"glibcxx-floor":       "none\n",
 		// run.sh --simulated runs on the bundle's fake driver.
 		"simulated/libcuda.so.1": "placeholder for the fake driver",
 	}
@@ -111,6 +113,29 @@ func TestGPUCheckPipelineRequiresECC(t *testing.T) {
 // goes on.
 func TestRunShDriverLibraries(t *testing.T) {
 	t.Parallel()
+	testRunShLibraries(t, nil)
+}
+
+// A bundle whose binaries need a libstdc++ version (glibcxx-floor is not
+// "none") is refused before anything runs, as is one without the file.
+func TestRunShGlibcxxFloor(t *testing.T) {
+	t.Parallel()
+	testRunShLibraries(t, func(dir string) {
+		if err := os.WriteFile(filepath.Join(dir, "glibcxx-floor"), []byte("GLIBCXX_3.4.29\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	testRunShLibraries(t, func(dir string) {
+		if err := os.Remove(filepath.Join(dir, "glibcxx-floor")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// testRunShLibraries runs run.sh on a bundle with and without libcuda;
+// edit, when set, changes the bundle first and the run must be refused
+// with exit 3 for the glibcxx-floor whatever the libraries.
+func testRunShLibraries(t *testing.T, edit func(dir string)) {
 	testenv.RequireTool(t, "bash")
 	testenv.RequireTool(t, "realpath")
 	for _, tc := range []struct {
@@ -123,6 +148,13 @@ func TestRunShDriverLibraries(t *testing.T) {
 		{[]string{"libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1"}, 3, false, "libcuda.so.1 not found"},
 	} {
 		dir := bundle(t)
+		if edit != nil {
+			edit(dir)
+			tc.code, tc.ran, tc.message = 3, false, "glibcxx-floor"
+			if len(tc.libs) < 2 || tc.libs[0] != "libcuda.so.1" {
+				continue
+			}
+		}
 		bin := filepath.Join(t.TempDir(), "bin")
 		var listing strings.Builder
 		for _, l := range tc.libs {

@@ -69,14 +69,19 @@ var commitRE = lazyregexp.New(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 // is dirty. git runs with a bounded time and output, without the
 // repository's hooks, fsmonitor or filter drivers (a hostile repository's
 // configuration runs no command), and without taking locks. A directory in
-// no work tree gives ErrNotRepository.
+// no work tree gives ErrNotRepository, also where git is not installed
+// (a carried bundle on a GPU machine): only a directory under a .git
+// needs git.
 func Detect(ctx context.Context, dir string) (*Info, error) {
-	if _, err := exec.LookPath("git"); err != nil {
-		return nil, fmt.Errorf("finding git: %w\nhint: install git to record the source commit", err)
-	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		if !underGit(abs) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrNotRepository)
+		}
+		return nil, fmt.Errorf("finding git: %w\nhint: install git to record the source commit", err)
 	}
 	top, err := git(ctx, abs, nil, "rev-parse", "--show-toplevel")
 	if err != nil {
@@ -442,3 +447,19 @@ func (l *limited) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*limited)(nil)
+
+// underGit reports whether dir or a parent holds a .git entry, or GIT_DIR
+// is set: whether git could find a work tree there.
+func underGit(dir string) bool {
+	if os.Getenv("GIT_DIR") != "" {
+		return true
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return true
+		}
+		if filepath.Dir(d) == d {
+			return false
+		}
+	}
+}

@@ -383,3 +383,25 @@ func TestCopyTrackedRefusesAlteredObject(t *testing.T) {
 		t.Fatalf("CopyTracked with an altered object: %v, want it refused", err)
 	}
 }
+
+// Without git on PATH, a directory under no .git is still no repository
+// (a carried bundle on a machine without git), while one in a work tree
+// needs git and says so.
+func TestDetectWithoutGit(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("GIT_DIR", "")
+	dir := t.TempDir()
+	if _, err := source.Detect(t.Context(), dir); !errors.Is(err, source.ErrNotRepository) {
+		t.Fatalf("Detect outside a repository without git: %v, want ErrNotRepository", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "a", "b")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := source.Detect(t.Context(), sub); err == nil || errors.Is(err, source.ErrNotRepository) || !strings.Contains(err.Error(), "hint: install git") {
+		t.Fatalf("Detect in a work tree without git: %v, want the finding-git error with its hint", err)
+	}
+}
