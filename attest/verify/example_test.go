@@ -63,6 +63,7 @@ func Example() {
 	// criterion: policy
 	// criterion: policy
 	// criterion: policy
+	// criterion: policy
 	// criterion: coverage
 	// PASSED none
 }

@@ -171,12 +171,12 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	// The criteria are stated: signature, tlog/timestamps, predicate type,
-	// the subject, the three default policy rules and target coverage.
+	// the subject, the four default policy rules and target coverage.
 	var crit []string
 	for _, c := range r.Criteria {
 		crit = append(crit, c.Check)
 	}
-	if got := strings.Join(crit, ","); got != "signature,tlog/timestamps,predicate type,subject,policy,policy,policy,coverage" {
+	if got := strings.Join(crit, ","); got != "signature,tlog/timestamps,predicate type,subject,policy,policy,policy,policy,coverage" {
 		t.Errorf("criteria = %s", got)
 	}
 	for _, c := range r.Criteria {
