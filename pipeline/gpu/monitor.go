@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/envlist"
