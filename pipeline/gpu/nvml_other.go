@@ -102,3 +102,9 @@ func (t *Telemetry) StopFor(string) (*Summary, error) { return nil, errNoNVML() 
 func CollectEvidence(context.Context, Source, gpuevidence.Nonce, ...EvidenceOption) ([]gpuevidence.Collected, error) {
 	return nil, errNoNVML()
 }
+
+// Unsupported says why this build reads no GPU, naming the platform:
+// go-nvml needs linux with cgo.
+func Unsupported() error {
+	return errors.New("gpuattest was built for " + runtime.GOOS + "/" + runtime.GOARCH + " without cgo, so it has no NVML: GPU steps, device and fleet node need linux with cgo\nhint: run this on a Linux GPU machine with a gpuattest built with CGO_ENABLED=1 (the linux release binaries are); verify, pull, report, inspect, compare and fleet verify work here")
+}

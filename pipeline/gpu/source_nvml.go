@@ -165,3 +165,7 @@ func retText(ret nvml.Return) string {
 	}
 	return fmt.Sprintf("NVML error %d", int32(ret))
 }
+
+// Unsupported is nil: this build reads GPUs through NVML. Built without
+// cgo or for another OS, it says why no GPU can be read.
+func Unsupported() error { return nil }
