@@ -18,7 +18,7 @@ var crossTargets = []string{"darwin/arm64", "darwin/amd64", "windows/amd64", "li
 // cmd/gpuattest is among them: pipeline/gpu keeps go-nvml behind
 // linux && cgo, and the verbs that need NVML refuse elsewhere, naming
 // the platform (issue 36, item 2).
-var portable = []string{"./attest/...", "./internal/flock", "./pipeline/runner", "./pipeline/image", "./cmd/gpuattest"}
+var portable = []string{"./attest/...", "./internal/flock", "./pipeline/runner", "./pipeline/image", "./pipeline/gpu", "./cmd/gpuattest"}
 
 // TestCrossBuild builds and vets the portable packages for every cross
 // target with CGO_ENABLED=0. go build of a library package compiles

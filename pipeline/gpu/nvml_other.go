@@ -17,7 +17,7 @@ import (
 // (records, preflight on a record, summaries, verdicts) work as on Linux.
 
 // NoNVMLReason says why this build reads no GPU.
-var NoNVMLReason = "no NVML: gpuattest built for " + runtime.GOOS + "/" + runtime.GOARCH + " without cgo (GPU steps need linux with cgo)"
+const NoNVMLReason = "no NVML: gpuattest built for " + runtime.GOOS + "/" + runtime.GOARCH + " without cgo (GPU steps need linux with cgo)"
 
 // ReturnCode is the NVML return code an UnavailableError carries; always
 // 0 in a build without NVML.
