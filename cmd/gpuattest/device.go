@@ -43,6 +43,9 @@ Environment:
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
+		if err := run.GPUUnsupported(); err != nil {
+			return withCode(exitUsage, fmt.Errorf("device: %w", err))
+		}
 		src, err := gpuSource()
 		if err != nil {
 			return withCode(exitUsage, err)

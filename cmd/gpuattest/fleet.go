@@ -345,6 +345,9 @@ func newFleetNodeCmd() *cobra.Command {
 			if release == "" && !validDigest(dispatchDigest) {
 				return usageErr("--dispatch-digest is %q: expected sha256:<64 hex digits>, the dispatch file's digest, which the fleet's job script passes", dispatchDigest)
 			}
+			if err := run.GPUUnsupported(); err != nil {
+				return withCode(exitUsage, fmt.Errorf("fleet node: %w", err))
+			}
 			src, err := gpuSource()
 			if err != nil {
 				return withCode(exitUsage, err)

@@ -110,7 +110,7 @@ func TestHistoryBundleCache(t *testing.T) {
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
 		}
-		if err := syscall.Mkfifo(p, 0o600); err != nil {
+		if err := mkfifo(p); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { // releases an open(2) waiting on it

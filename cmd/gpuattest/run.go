@@ -89,6 +89,9 @@ func newRunCmd() *cobra.Command {
 		if f.fleet.file != "" {
 			return runFleet(c, p, f)
 		}
+		if err := gpuStepsSupported(p); err != nil {
+			return err
+		}
 		var prog *progress
 		if !f.quiet {
 			prog = newProgress(c.ErrOrStderr(), p, progressOptions{})
@@ -316,4 +319,18 @@ func gpuEvidenceLine(raw json.RawMessage) string {
 		s += ", unattested: " + strings.Join(why, "; ")
 	}
 	return s
+}
+
+// gpuStepsSupported refuses (exit 2) a pipeline with a gpu: true step in
+// a build that cannot read GPUs (not linux with cgo), naming the step and
+// the platform, before anything runs.
+func gpuStepsSupported(p *pipeline.Pipeline) error {
+	for _, s := range p.Steps {
+		if s.GPU {
+			if err := run.GPUUnsupported(); err != nil {
+				return withCode(exitUsage, fmt.Errorf("step %s has gpu: true: %w", s.ID, err))
+			}
+		}
+	}
+	return nil
 }

@@ -15,10 +15,10 @@ var crossTargets = []string{"darwin/arm64", "darwin/amd64", "windows/amd64", "li
 // target without cgo: the verifier library and the packages under it
 // whose platform calls sit behind build-tagged files with portable
 // fallbacks (durable writes, exclusive locks, process groups).
-//
-// cmd/gpuattest joins the list once pipeline/gpu keeps go-nvml behind
-// linux && cgo (issue 36, item 2).
-var portable = []string{"./attest/...", "./internal/flock", "./pipeline/runner", "./pipeline/image"}
+// cmd/gpuattest is among them: pipeline/gpu keeps go-nvml behind
+// linux && cgo, and the verbs that need NVML refuse elsewhere, naming
+// the platform (issue 36, item 2).
+var portable = []string{"./attest/...", "./internal/flock", "./pipeline/runner", "./pipeline/image", "./pipeline/gpu", "./cmd/gpuattest"}
 
 // TestCrossBuild builds and vets the portable packages for every cross
 // target with CGO_ENABLED=0. go build of a library package compiles

@@ -38,11 +38,11 @@ func (p *proc) stop(grace time.Duration) {
 	if p.exited() {
 		return
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = killGroup(p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		_ = killGroup(p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
 }
@@ -60,7 +60,7 @@ func (cp *controlPlane) spawn(name, bin string, args ...string) (*proc, error) {
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group, so that stop reaches anything it forks;
 	// killed with the test binary if that dies first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = groupAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}

@@ -231,7 +231,7 @@ func (c *Cluster) startMunge() (string, error) {
 		return "", err
 	}
 	socket := filepath.Join(mdir, "run", "munge.socket")
-	p, err := c.spawnAs("munged", &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, "munged", "--foreground",
+	p, err := c.spawnAs("munged", &ids{uid: uint32(uid), gid: uint32(gid)}, "munged", "--foreground",
 		"--key-file="+keyPath, "--socket="+socket,
 		"--pid-file="+filepath.Join(mdir, "run", "munged.pid"),
 		"--seed-file="+filepath.Join(mdir, "lib", "munged.seed"),
@@ -278,7 +278,7 @@ func (c *Cluster) writeConfig(socket string) error {
 		gres = append(gres, fmt.Sprintf("gpu:%s:%d", g.Type, g.Count))
 		for range g.Count {
 			dev := filepath.Join(c.Dir, "dev", fmt.Sprintf("nvidia%d", minor))
-			if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, mkdev(195, minor)); err != nil {
+			if err := mknodChar(dev, 195, minor); err != nil {
 				return fmt.Errorf("making the device file %s: %w", dev, err)
 			}
 			gresConf = append(gresConf, fmt.Sprintf("NodeName=%s Name=gpu Type=%s File=%s", c.Node, g.Type, dev))
@@ -388,12 +388,16 @@ func (c *Cluster) spawn(name string, bin string, args ...string) error {
 	return err
 }
 
-func (c *Cluster) spawnAs(name string, cred *syscall.Credential, bin string, args ...string) (*proc, error) {
+func (c *Cluster) spawnAs(name string, cred *ids, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+c.Conf)
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
+	attr, err := procAttr(cred)
+	if err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}

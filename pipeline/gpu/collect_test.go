@@ -1,14 +1,17 @@
+//go:build linux && cgo
+
 package gpu
 
 import (
 	"encoding/json"
 	"errors"
-	"github.com/gpuattest/gpuattest/attest/hardware"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuattest/gpuattest/attest/hardware"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -166,52 +165,6 @@ func samePCI(kernel, nvmlID string) bool {
 	d1, b1, v1, ok1 := norm(kernel)
 	d2, b2, v2, ok2 := norm(nvmlID)
 	return ok1 && ok2 && d1 == d2 && b1 == b2 && v1 == v2
-}
-
-// kmsgStart notes the kernel log's last record, so that Stop reads the
-// Xids logged during the step; a log that cannot be read is noted.
-func (t *Telemetry) kmsgStart(src Source) {
-	t.kmsg = kernelLogPath(src)
-	if t.kmsg == "" {
-		return
-	}
-	kl, err := ReadKernelXids(t.kmsg)
-	if err != nil {
-		t.note("Xids in the kernel log not watched: %v", err)
-		return
-	}
-	t.kmsgSeq = ptr(kl.LastSeq)
-}
-
-// kmsgStop adds the Xids the driver logged for a watched GPU during the
-// step that no NVML event reported (a missed event, or a driver that
-// does not deliver them); t.mu is held.
-func (t *Telemetry) kmsgStop() {
-	if t.kmsgSeq == nil {
-		return
-	}
-	kl, err := ReadKernelXids(t.kmsg)
-	if err != nil {
-		t.note("Xids in the kernel log not read at stop: %v", err)
-		return
-	}
-	for _, x := range kl.Xids {
-		if x.Seq <= *t.kmsgSeq {
-			continue
-		}
-		i := -1
-		for _, h := range t.sum.GPUs {
-			if h.PCIBusID != "" && samePCI(x.PCIBusID, h.PCIBusID) {
-				i = h.Index
-			}
-		}
-		if i < 0 || slices.ContainsFunc(t.sum.XidEvents, func(e XidEvent) bool { return e.GPU == i && e.Xid == x.Xid }) {
-			continue
-		}
-		now := time.Now()
-		t.sum.XidEvents = append(t.sum.XidEvents, XidEvent{Time: now, GPU: i, Xid: x.Xid, Fatal: x.Fatal, Description: XidDescription(x.Xid), Source: "kernel log"})
-		t.writeLine(Line{Time: now, Kind: "xid", GPU: i, Xid: ptr(x.Xid), Simulated: t.simulated})
-	}
 }
 
 // fromKernel says where an Xid read from the kernel log came from.

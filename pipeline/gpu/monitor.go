@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/envlist"
@@ -54,8 +55,12 @@ type PreflightReport struct {
 // unless every cuda-build step sets ptx: false) and s.Memory. The error
 // is a *PreflightError naming every failed check, or a bad-input error
 // naming the field. opts go to Preflight (WithToolkit: the build's CUDA
-// release).
+// release). A build without NVML (not linux with cgo) refuses with
+// Unsupported.
 func (m *Monitor) Preflight(ctx context.Context, p *pipeline.Pipeline, s *pipeline.Step, env []string, opts ...PreflightOption) (any, error) {
+	if err := Unsupported(); err != nil {
+		return nil, fmt.Errorf("step %s: %w", s.ID, err)
+	}
 	live, err := Probe(ctx, m.src)
 	if err != nil && !errors.Is(err, ErrNoGPU) {
 		return nil, fmt.Errorf("probing GPUs before step %s: %w", s.ID, err)

@@ -2,18 +2,15 @@ package gpu
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/attest/hardware"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/gpuattest/gpuattest/attest/hardware"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/floors"
@@ -125,73 +122,6 @@ type Process struct {
 	PID uint32 `json:"pid"`
 	// UsedMemoryBytes is the device memory it holds, when reported.
 	UsedMemoryBytes uint64 `json:"used_memory_bytes,omitempty"`
-}
-
-// Probe queries free memory and running compute processes of every GPU of
-// src, right before GPU steps run. With no GPU it returns an error
-// matching ErrNoGPU.
-func Probe(ctx context.Context, src Source) (*Live, error) {
-	lib, release, err := src.Open()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	n, ret := lib.DeviceGetCount()
-	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("counting GPUs: %s", retText(ret))
-	}
-	live := &Live{Simulated: src.Simulated(), GPUs: make([]LiveGPU, 0, n)}
-	self := uint32(os.Getpid())
-	for i := 0; i < n; i++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		g := LiveGPU{Index: i}
-		d, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
-			g.Error = fmt.Sprintf("opening GPU %d: %s", i, retText(ret))
-			live.GPUs = append(live.GPUs, g)
-			continue
-		}
-		if u, ret := d.GetUUID(); ret == nvml.SUCCESS {
-			g.UUID = u
-		}
-		m, ret := d.GetMemoryInfo()
-		if ret == nvml.SUCCESS {
-			g.MemoryFreeBytes, g.MemoryUsedBytes = ptr(m.Free), ptr(m.Used)
-		}
-		g.Lost = lostText(g.Lost, "the memory use", ret)
-		g.Fabric = readFabric(lib, d)
-		if m, ret := d.GetComputeMode(); ret == nvml.SUCCESS {
-			g.ComputeMode = computeModes[m]
-			if g.ComputeMode == "" {
-				g.ComputeMode = fmt.Sprintf("unknown (%d)", m)
-			}
-		}
-		ps, ret := d.GetComputeRunningProcesses()
-		g.Lost = lostText(g.Lost, "the running processes", ret)
-		if ret == nvml.SUCCESS {
-			g.ProcessesKnown = true
-			for _, p := range ps {
-				if p.Pid == self {
-					continue
-				}
-				g.Processes = append(g.Processes, Process{PID: p.Pid, UsedMemoryBytes: p.UsedGpuMemory})
-			}
-		}
-		live.GPUs = append(live.GPUs, g)
-	}
-	if path := kernelLogPath(src); path == "" {
-		live.KernelLog = noSimulatedLog
-	} else if kl, err := ReadKernelXids(path); err != nil {
-		live.KernelLog = err.Error()
-	} else {
-		live.KernelXids = kl.Xids
-		if live.KernelXids == nil {
-			live.KernelXids = []KernelXid{}
-		}
-	}
-	return live, nil
 }
 
 // PreflightError is returned by Err when a check failed; its message
@@ -620,49 +550,6 @@ func (p *preflightRun) mig(g *hardware.GPU) {
 	}
 }
 
-// readFabric reads d's NVSwitch fabric state through the newest call the
-// library has: nvmlDeviceGetGpuFabricInfo_v4, nvmlDeviceGetGpuFabricInfoV
-// (version 2), or nvmlDeviceGetGpuFabricInfo. It returns nil when NVML
-// does not report it (not supported: no fabric) or says "not supported".
-func readFabric(lib nvml.Interface, d nvml.Device) *Fabric {
-	has := func(sym string) bool { return lib.Extensions().LookupSymbol(sym) == nil }
-	var state uint8
-	var status uint32
-	var ret nvml.Return
-	switch {
-	case has("nvmlDeviceGetGpuFabricInfo_v4"):
-		var info nvml.GpuFabricInfo_v4
-		info, ret = d.GetGpuFabricInfo_v4()
-		state, status = info.State, info.Status
-	case has("nvmlDeviceGetGpuFabricInfoV"):
-		var info nvml.GpuFabricInfo_v2
-		info, ret = d.GetGpuFabricInfoV().V2()
-		state, status = info.State, info.Status
-	case has("nvmlDeviceGetGpuFabricInfo"):
-		var info nvml.GpuFabricInfo
-		info, ret = d.GetGpuFabricInfo()
-		state, status = info.State, info.Status
-	default:
-		return nil
-	}
-	if ret != nvml.SUCCESS {
-		return nil
-	}
-	switch state {
-	case nvml.GPU_FABRIC_STATE_NOT_STARTED:
-		return &Fabric{State: "not_started"}
-	case nvml.GPU_FABRIC_STATE_IN_PROGRESS:
-		return &Fabric{State: "in_progress"}
-	case nvml.GPU_FABRIC_STATE_COMPLETED:
-		st := "success"
-		if r := nvml.Return(status); r != nvml.SUCCESS {
-			st = retText(r)
-		}
-		return &Fabric{State: "completed", Status: st}
-	}
-	return nil // GPU_FABRIC_STATE_NOT_SUPPORTED
-}
-
 // fabric checks that g's NVSwitch fabric registration completed: until
 // the fabric manager has registered the GPU, cuInit fails with
 // CUDA_ERROR_SYSTEM_NOT_READY (802).
@@ -725,14 +612,6 @@ func (p *preflightRun) memory(g *hardware.GPU, lg LiveGPU, haveLive bool, need u
 	default:
 		p.add(CheckMemory, g, CheckWarned, "not reported", req, "device memory not reported: cannot check the step's "+memory)
 	}
-}
-
-// computeModes names NVML's compute modes.
-var computeModes = map[nvml.ComputeMode]string{
-	nvml.COMPUTEMODE_DEFAULT:           "default",
-	nvml.COMPUTEMODE_EXCLUSIVE_THREAD:  "exclusive_thread",
-	nvml.COMPUTEMODE_PROHIBITED:        "prohibited",
-	nvml.COMPUTEMODE_EXCLUSIVE_PROCESS: "exclusive_process",
 }
 
 // computeMode fails a GPU in compute mode PROHIBITED, on which no CUDA
@@ -843,16 +722,3 @@ func (p *preflightRun) xidHistory(g *hardware.GPU, live *Live) {
 // noSimulatedLog is Live.KernelLog for a simulated source given no
 // kernel log.
 const noSimulatedLog = "simulated GPUs: no kernel log given"
-
-// kernelLogPath is the kernel log Probe and telemetry read for src:
-// KmsgPath for the real NVML, what SetKernelLog gave a simulated source
-// (none by default: the machine's own log says nothing about simulated
-// GPUs).
-func kernelLogPath(src Source) string {
-	if s, ok := src.(*Simulated); ok {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.kmsg
-	}
-	return KmsgPath
-}

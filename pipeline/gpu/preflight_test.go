@@ -1,11 +1,14 @@
+//go:build linux && cgo
+
 package gpu
 
 import (
 	"fmt"
-	"github.com/gpuattest/gpuattest/attest/hardware"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpuattest/gpuattest/attest/hardware"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"

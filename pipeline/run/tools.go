@@ -35,6 +35,10 @@ func GPUSourceFor(fake, nvmlLibrary string) (GPUSource, error) {
 	return gpu.NVML(nvmlLibrary), nil
 }
 
+// GPUUnsupported is nil when this build can read GPUs (linux with cgo:
+// NVML); otherwise the error says why, naming the platform.
+func GPUUnsupported() error { return gpu.Unsupported() }
+
 // Hardware collects the hardware record of this machine from src, as a
 // run records it.
 func Hardware(ctx context.Context, src GPUSource) (*hardware.Record, error) {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
@@ -452,7 +451,7 @@ const maxStepFile = 4 << 10
 // of at most maxStepFile bytes. A node's step could have planted a link
 // to /dev/zero or a FIFO there; neither blocks nor grows the read.
 func readStep(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openNoFollow(path)
 	if err != nil {
 		return "", err
 	}

@@ -32,14 +32,6 @@ import (
 //     that path; every later use goes through that path, which no one
 //     else can now change.
 
-// OwnerOf is the uid that owns fi.
-func OwnerOf(fi fs.FileInfo) int {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid)
-	}
-	return -1
-}
-
 // UserName names uid for a message: "alice (uid 1001)".
 func UserName(uid int) string {
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
@@ -84,6 +76,9 @@ func unsafePath(path, why, hint string) error {
 // included), a real path with no symbolic link in it: none may let a
 // user other than uid or root rename its entries.
 func checkAncestors(dir string, uid int) error {
+	if err := ownersKnown(); err != nil {
+		return err
+	}
 	if !filepath.IsAbs(dir) {
 		return fmt.Errorf("%s is not an absolute path", dir)
 	}
