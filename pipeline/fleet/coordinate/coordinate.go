@@ -17,7 +17,9 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/internal/problem"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
@@ -210,10 +212,27 @@ func LoadState(dir string) (*State, error) {
 		return nil, fmt.Errorf("reading the fleet record: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
 	}
 	var s State
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	if probs := jsonstrict.Read(filepath.Join(dir, StateFile), b, maxStateDepth, &s); len(probs) > 0 {
+		probs[len(probs)-1].Hint = "the fleet record is run --fleet's own; one that does not read as written was not written by it"
+		return nil, probs.Err()
 	}
 	return &s, nil
+}
+
+// maxStateDepth bounds the nesting of fleet.json (it nests four deep).
+const maxStateDepth = 16
+
+// Validate reports the fields of the coordinator's record without which
+// it names no job to collect: each job's name and class. (An engine
+// that is not one this gpuattest has is the collector's to say.)
+func (s *State) Validate() problem.List {
+	var probs problem.List
+	for i, j := range s.Jobs {
+		if j.Name == "" || j.Class == "" {
+			probs = append(probs, problem.Problem{Path: fmt.Sprintf("jobs[%d]", i), Message: "expected a job's name and class"})
+		}
+	}
+	return probs
 }
 
 // maxPollFailures is how many polls in a row may fail before Wait gives up.
