@@ -66,5 +66,14 @@ func TestDecodeIsStrict(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error naming %q", name, err, c.want)
 		}
+		if c.node {
+			// The unsigned report the sign container reads, likewise.
+			if _, err := dispatch.ReadNode("report.json", c.st.Predicate); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s, as a report: got %v, want an error naming %q", name, err, c.want)
+			}
+		}
+	}
+	if r, err := dispatch.ReadNode("report.json", nst.Predicate); err != nil || r.Job != "a-0" {
+		t.Errorf("a well-formed report: %+v, %v", r, err)
 	}
 }

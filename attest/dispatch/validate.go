@@ -61,3 +61,14 @@ func readPredicate(what string, raw []byte, out jsonstrict.Validator) error {
 	}
 	return probs.Err()
 }
+
+// ReadNode reads a node predicate that is not yet signed (the node
+// container's report, which the sign container signs) as strictly as
+// DecodeNode reads a signed one; what names it in errors.
+func ReadNode(what string, data []byte) (*Node, error) {
+	var n Node
+	if err := readPredicate(what, data, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
