@@ -422,13 +422,18 @@ func newFleetVerifyCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
+			gopts, err := gpuEvidenceOptions(f.gpuRoot, f.rimRoot, f.rimStore)
+			if err != nil {
+				return err
+			}
+			o := ad.Options{AllowSimulated: allowSimulated, GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence}
 			var r *ad.Report
 			source := args[0]
 			if st, serr := os.Stat(args[0]); serr == nil && st.IsDir() {
-				r, err = coordinate.VerifyDir(c.Context(), args[0], owner, allowSimulated)
+				r, err = coordinate.VerifyDir(c.Context(), args[0], owner, o)
 			} else {
 				var fetched *oci.Fetched
-				if r, fetched, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry, pullDest{}); err == nil {
+				if r, fetched, err = verifyFleetRef(c, args[0], owner, o, registry, pullDest{}); err == nil {
 					source = fetched.Source
 				}
 			}
@@ -449,6 +454,10 @@ func newFleetVerifyCmd() *cobra.Command {
 	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", "keyless: expected OIDC issuer of the certificate")
 	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
 	fl.BoolVar(&allowSimulated, "allow-simulated", false, "accept simulated GPUs (tests and demos)")
+	fl.StringVar(&f.gpuRoot, "gpu-root", "", "device root certificate (PEM) of the nodes' GPU evidence instead of the pinned NVIDIA Device Identity CA")
+	fl.StringVar(&f.rimRoot, "rim-root", "", "RIM root certificate (PEM) instead of the pinned NVIDIA RIM root")
+	fl.StringVar(&f.rimStore, "rim-store", "", "directory of RIMs (<RIM ID>.xml) and OCSP answers (*.ocsp)")
+	fl.BoolVar(&f.requireGPUEvidence, "require-gpu-evidence", false, "fail a job with an unattested GPU or no GPU evidence")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	registry = addRegistryFlags(c)
 	return c
@@ -460,7 +469,7 @@ func newFleetVerifyCmd() *cobra.Command {
 // dispatch and every node bundle) only when that passed. It returns the
 // report and the release read (Source REPOSITORY@sha256:..., and where it
 // was written).
-func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSimulated bool, rf *registryFlags, dest pullDest) (*ad.Report, *oci.Fetched, error) {
+func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, o ad.Options, rf *registryFlags, dest pullDest) (*ad.Report, *oci.Fetched, error) {
 	opts, err := rf.options()
 	if err != nil {
 		return nil, nil, err
@@ -486,7 +495,8 @@ func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSi
 		// Every file served is an artifact that must be a subject, and
 		// every subject a file served.
 		var err error
-		r, err = ad.VerifyEntries(ctx, fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest, Artifacts: arts})
+		o.Files, o.Manifest, o.Artifacts = files, fetched.Digest, arts
+		r, err = ad.VerifyEntries(ctx, fetched.Entries, owner, o)
 		return err == nil && r.Verified, err
 	}
 	fetched, err := await(c.Context(), dest.any(), func(ctx context.Context) (*oci.Fetched, error) {

@@ -375,7 +375,7 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 			return nil, err
 		}
 	}
-	if out.Report, err = verifyDir(ctx, outDir, s, nil, allowSimulated); err != nil {
+	if out.Report, err = verifyDir(ctx, outDir, s, nil, ad.Options{AllowSimulated: allowSimulated}); err != nil {
 		return nil, err
 	}
 	s.Done = true
@@ -392,8 +392,9 @@ func (s *State) removeKeys() { recordTransport(s).removeKeys(s) }
 // bundle in its nodes/ directory. owner are the options that verify the
 // dispatch's signature (a key, or a trusted root and identity); nil
 // checks only the nodes against the dispatch as written (the coordinator,
-// which signed it, does so).
-func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
+// which signed it, does so). o says what else to accept or require
+// (simulated GPUs; the roots and collateral of the nodes' GPU evidence).
+func VerifyDir(ctx context.Context, dir string, owner []verify.Option, o ad.Options) (*ad.Report, error) {
 	var st *State
 	if owner == nil {
 		var err error
@@ -401,12 +402,12 @@ func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimu
 			return nil, err
 		}
 	}
-	return verifyDir(ctx, dir, st, owner, allowSimulated)
+	return verifyDir(ctx, dir, st, owner, o)
 }
 
 // verifyDir is VerifyDir; without owner, the dispatch counts only if it
 // is the one the coordinator's record st names.
-func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
+func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, o ad.Options) (*ad.Report, error) {
 	disp, err := limits.ReadFile(filepath.Join(dir, stagefs.DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
@@ -433,7 +434,6 @@ func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option
 		nodes = append(nodes, es...)
 	}
 	entry := verify.Entry{Source: filepath.Join(dir, stagefs.DispatchFile), Data: disp}
-	o := ad.Options{AllowSimulated: allowSimulated}
 	if owner == nil {
 		return ad.CheckNodes(ctx, entry, nodes, o)
 	}

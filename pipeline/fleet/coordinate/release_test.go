@@ -153,7 +153,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 	if err := os.WriteFile(forged, forgeNode(t, prep, "a100-1", keys["a100-0"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := coordinate.VerifyDir(t.Context(), out, nil, true)
+	r, err := coordinate.VerifyDir(t.Context(), out, nil, ad.Options{AllowSimulated: true})
 	if err != nil {
 		t.Fatal(err)
 	}
