@@ -32,8 +32,11 @@ type fleetFlags struct {
 	timeout  time.Duration
 	detach   bool
 	simulate bool
-	kube     kubeFlags
-	registry *registryFlags
+	// gpuRoot and rimRoot replace NVIDIA's roots when the collected
+	// nodes' GPU evidence is verified (a simulated fleet's test root).
+	gpuRoot, rimRoot string
+	kube             kubeFlags
+	registry         *registryFlags
 }
 
 // addFleetFlags adds --fleet and its companions to run.
@@ -43,6 +46,8 @@ func addFleetFlags(c *cobra.Command) *fleetFlags {
 	c.Flags().DurationVar(&f.timeout, "timeout", 0, "with --fleet: cancel the jobs and fail after this long (default: no limit)")
 	c.Flags().BoolVar(&f.detach, "detach", false, "with --fleet: submit and exit; 'gpuattest fleet collect RUNDIR' waits and collects later")
 	c.Flags().BoolVar(&f.simulate, "simulate-gpus", false, "with --fleet: each node simulates its GPUs from its class's gres type (GPUATTEST_FAKE_GPU), labelled simulated; for tests and demos")
+	c.Flags().StringVar(&f.gpuRoot, "gpu-root", "", "with --fleet: device root certificate (PEM) the nodes' GPU evidence is verified under at collection, instead of the pinned NVIDIA Device Identity CA (a simulated GPU's test root)")
+	c.Flags().StringVar(&f.rimRoot, "rim-root", "", "with --fleet: RIM root certificate (PEM) instead of the pinned NVIDIA RIM root, at collection")
 	f.kube.add(c)
 	return f
 }
@@ -86,6 +91,13 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	}
 	if ff.detach {
 		opts = append(opts, run.Detached())
+	}
+	if ff.gpuRoot != "" || ff.rimRoot != "" || f.rimStore != "" {
+		gopts, err := gpuEvidenceOptions(ff.gpuRoot, ff.rimRoot, f.rimStore)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, run.WithFleetGPUEvidence(false, gopts...))
 	}
 	signer := func() (*sign.Signer, error) {
 		if err := run.CheckSigningFiles(p, map[string]string{"--key": f.sign.key}); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +51,17 @@ type fleetOptions struct {
 	detach   bool
 	timeout  time.Duration
 	progress func(FleetEvent)
+	// gpuEvidence verifies the nodes' GPU evidence at collection.
+	gpuEvidence        []gpuevidence.Option
+	requireGPUEvidence bool
+}
+
+// WithFleetGPUEvidence verifies the nodes' GPU evidence, when the bundles
+// are collected, with these options (a test root, RIMs kept offline)
+// instead of NVIDIA's pinned roots; require fails a job with an
+// unattested GPU or no evidence.
+func WithFleetGPUEvidence(require bool, opts ...gpuevidence.Option) FleetOption {
+	return func(o *fleetOptions) { o.gpuEvidence, o.requireGPUEvidence = opts, require }
 }
 
 // WithFleetDir is the run directory of the dispatch (default
@@ -277,5 +290,6 @@ func waitAndCollect(ctx context.Context, e fleet.Scheduler, st *coordinate.State
 	if err != nil {
 		return nil, err
 	}
-	return coordinate.Collect(context.WithoutCancel(ctx), st, dir, simulated, o.registry...)
+	vo := ad.Options{AllowSimulated: simulated, GPUEvidence: o.gpuEvidence, RequireGPUEvidence: o.requireGPUEvidence}
+	return coordinate.Collect(context.WithoutCancel(ctx), st, dir, vo, o.registry...)
 }

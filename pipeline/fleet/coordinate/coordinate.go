@@ -333,7 +333,7 @@ type Collected struct {
 // checks every bundle against the dispatch, and marks the record done.
 // A job without a bundle is reported missing with the scheduler's state
 // and reason.
-func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, opts ...oci.Option) (*Collected, error) {
+func Collect(ctx context.Context, s *State, outDir string, o ad.Options, opts ...oci.Option) (*Collected, error) {
 	if s.DispatchFile == "" {
 		// A record of an older gpuattest, which kept no copy: the shared
 		// one, if it is the statement the record names.
@@ -375,7 +375,7 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 			return nil, err
 		}
 	}
-	if out.Report, err = verifyDir(ctx, outDir, s, nil, ad.Options{AllowSimulated: allowSimulated}); err != nil {
+	if out.Report, err = verifyDir(ctx, outDir, s, nil, o); err != nil {
 		return nil, err
 	}
 	s.Done = true

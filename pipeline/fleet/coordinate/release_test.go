@@ -121,7 +121,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 		runJob(t, prep, j, keys, dir)
 	}
 	out := filepath.Join(dir, "run")
-	col, err := coordinate.Collect(t.Context(), st, out, true)
+	col, err := coordinate.Collect(t.Context(), st, out, ad.Options{AllowSimulated: true})
 	if err != nil {
 		t.Fatal(err)
 	}
