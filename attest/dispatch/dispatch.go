@@ -265,25 +265,25 @@ func (d *Dispatch) Job(name string) *Job {
 	return nil
 }
 
-// Decode decodes a dispatch predicate.
+// Decode reads a dispatch predicate strictly (readPredicate).
 func Decode(st *attest.Statement) (*Dispatch, error) {
 	if st.PredicateType != PredicateType {
 		return nil, fmt.Errorf("predicate type %q: expected %s", st.PredicateType, PredicateType)
 	}
 	var d Dispatch
-	if err := json.Unmarshal(st.Predicate, &d); err != nil {
+	if err := readPredicate("dispatch predicate", st.Predicate, &d); err != nil {
 		return nil, fmt.Errorf("decoding the dispatch: %w", err)
 	}
 	return &d, nil
 }
 
-// DecodeNode decodes a node predicate.
+// DecodeNode reads a node predicate strictly (readPredicate).
 func DecodeNode(st *attest.Statement) (*Node, error) {
 	if st.PredicateType != NodePredicateType {
 		return nil, fmt.Errorf("predicate type %q: expected %s", st.PredicateType, NodePredicateType)
 	}
 	var n Node
-	if err := json.Unmarshal(st.Predicate, &n); err != nil {
+	if err := readPredicate("node predicate", st.Predicate, &n); err != nil {
 		return nil, fmt.Errorf("decoding the node statement: %w", err)
 	}
 	return &n, nil

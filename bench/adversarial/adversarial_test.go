@@ -45,7 +45,7 @@ func TestCampaign(t *testing.T) {
 			t.Fatalf("CI=true but %s (hint: .ci/install installs it)", why)
 		}
 		t.Logf("running bundles and pipelines only: %s", why)
-		cfg.only = []string{"bundles", "pipelines", "registry"}
+		cfg.only = []string{"bundles", "pipelines", "registry", "documents"}
 	}
 	if err := fleetReady(); err != nil {
 		// The fleet category runs a local Slurm as root: CI fails here,

@@ -77,6 +77,7 @@ func categories() []category {
 		{"pipelines", true, pipelineCases},
 		{"compare", true, compareCases},
 		{"registry", true, registryCases},
+		{"documents", true, documentCases},
 		{"secrets", false, secretCases},
 		{"crash", false, crashCases},
 		{"resume", false, resumeCases},

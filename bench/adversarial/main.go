@@ -25,6 +25,10 @@
 //     is refused naming both digests (or the host and the timeout), no
 //     layer byte is fetched without a verified bundle naming the
 //     manifest, and the junk verifies within the peak RSS goal.
+//   - documents: fleet.json and run.json with an unknown field, a
+//     duplicate key, a value of the wrong type or nesting past the bound
+//     are refused by fleet collect and report, naming the file and the
+//     problem (issue 32).
 //   - secrets: values of *_TOKEN, *_SECRET*, *PASSWORD* and AWS_*
 //     variables, from the host and from step env, never appear in
 //     run.json, the attestations, report.html or the Markdown report.
@@ -44,7 +48,7 @@
 //     swapped dispatch directory and a hostile step file are each refused
 //     by the node or the coordinator (issue 30).
 //
-// For the bundles, pipelines, compare and registry categories, every
+// For the bundles, pipelines, compare, registry and documents categories, every
 // call must also answer within the goals of inputs of at most 10 MB:
 // peak RSS 256 MiB and 2 s of CPU (the 25,000 referrers: the RSS goal
 // only). It prints a table per category (cases, right, wrong, max peak

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
-	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/node"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
@@ -34,8 +32,11 @@ type fleetFlags struct {
 	timeout  time.Duration
 	detach   bool
 	simulate bool
-	kube     kubeFlags
-	registry *registryFlags
+	// gpuRoot and rimRoot replace NVIDIA's roots when the collected
+	// nodes' GPU evidence is verified (a simulated fleet's test root).
+	gpuRoot, rimRoot string
+	kube             kubeFlags
+	registry         *registryFlags
 }
 
 // addFleetFlags adds --fleet and its companions to run.
@@ -45,6 +46,8 @@ func addFleetFlags(c *cobra.Command) *fleetFlags {
 	c.Flags().DurationVar(&f.timeout, "timeout", 0, "with --fleet: cancel the jobs and fail after this long (default: no limit)")
 	c.Flags().BoolVar(&f.detach, "detach", false, "with --fleet: submit and exit; 'gpuattest fleet collect RUNDIR' waits and collects later")
 	c.Flags().BoolVar(&f.simulate, "simulate-gpus", false, "with --fleet: each node simulates its GPUs from its class's gres type (GPUATTEST_FAKE_GPU), labelled simulated; for tests and demos")
+	c.Flags().StringVar(&f.gpuRoot, "gpu-root", "", "with --fleet: device root certificate (PEM) the nodes' GPU evidence is verified under at collection, instead of the pinned NVIDIA Device Identity CA (a simulated GPU's test root)")
+	c.Flags().StringVar(&f.rimRoot, "rim-root", "", "with --fleet: RIM root certificate (PEM) instead of the pinned NVIDIA RIM root, at collection")
 	f.kube.add(c)
 	return f
 }
@@ -62,8 +65,8 @@ func newFleetCmd() *cobra.Command {
 	return c
 }
 
-// runFleet is run --fleet: the build part here, the GPU part on the
-// fleet under a signed dispatch.
+// runFleet is run --fleet: flags in, one run.Fleet, the progress and
+// the report out.
 func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	spec, err := fleet.Load(f.fleet.file)
 	if err != nil {
@@ -78,144 +81,159 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	if !f.sign.set() {
 		return usageErr("--fleet needs --key or --keyless: the dispatch is signed by the release owner")
 	}
-	// Before the build: a sharedDir others could swap a dispatch directory
-	// in is refused now (staging checks it again).
-	if err := coordinate.CheckStaging(spec); err != nil {
-		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
-	}
-	build, nodes := coordinate.Split(p)
-	if len(nodes.Steps) == 0 {
-		return usageErr("%s has no gpu: true step: there is nothing to run on the fleet", p.Path)
-	}
-	if len(build.Steps) == 0 {
-		return usageErr("%s has no step without gpu: true: the fleet needs build outputs to dispatch", p.Path)
-	}
-	out := f.out
-	if out == "" {
-		out = filepath.Join(".gpuattest", "runs", time.Now().UTC().Format("20060102-150405")+"-"+p.Name+"-fleet")
-	}
-	if err := run.CheckSigningFiles(p, map[string]string{"--key": f.sign.key}); err != nil {
-		return withCode(exitUsage, err)
-	}
-	signer, err := f.sign.signer(c)
+	ff := f.fleet
+	opts, err := fleetOptions(ff.kube, f.registry, ff.timeout, ff.simulate)
 	if err != nil {
 		return err
 	}
-	_ = run.DropSigningSecrets()
-	stderr := c.ErrOrStderr()
-	// The build part: once, here, unsigned (the dispatch signs its outputs).
-	bf := *f
-	bf.sign, bf.out, bf.resume = &signFlags{}, filepath.Join(out, coordinate.BuildDir), ""
-	var prog *progress
-	if !f.quiet {
-		prog = newProgress(stderr, build, progressOptions{})
-	}
-	opts, err := runOptions(c, build, &bf, prog)
-	if err != nil {
-		prog.Close()
-		return err
-	}
-	res, err := run.Pipeline(c.Context(), build, opts...)
-	prog.Close()
-	if err != nil {
-		return withCode(exitFailed, err)
-	}
-	if !res.Passed() {
-		printRunSummary(c.OutOrStdout(), res)
-		return withCode(exitFailed, errors.New("the build failed: nothing was dispatched"))
-	}
-	f.fleet.registry = f.registry
-	return dispatchFleet(c, p, spec, signer, res.Dir, out, f.fleet, f.quiet)
-}
-
-// dispatchFleet stages and signs the dispatch, submits it, and waits
-// and collects unless detached.
-func dispatchFleet(c *cobra.Command, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, buildDir, out string, ff *fleetFlags, quiet bool) error {
-	ctx := c.Context()
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	e, err := engineFor(spec.Engine, spec.Config, spec.PollInterval.D, ff.kube)
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	// The dispatch names the cluster (its server and namespace, where
-	// the engine has them); an engine that stages through a registry
-	// stages in the run directory first.
-	stage := coordinate.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer,
-		ReleaseDir: filepath.Join(out, coordinate.ReleaseDir), StageDir: filepath.Join(out, "stage")}
-	if stage.Cluster, err = e.Describe(ctx); err != nil {
-		return withCode(exitFailed, fmt.Errorf("describing the cluster: %w", err))
-	}
-	if stage.Registry, err = ff.registry.options(); err != nil {
-		return err
-	}
-	prep, err := coordinate.Prepare(ctx, stage)
-	if err != nil {
-		return withCode(exitFailed, fmt.Errorf("staging the dispatch: %w", err))
-	}
-	st, err := coordinate.Submit(ctx, e, spec, prep, coordinate.TimeLimit(p), ff.simulate, out)
-	if err != nil {
-		return withCode(exitFailed, err)
-	}
-	w := c.OutOrStdout()
-	fmt.Fprintf(w, "dispatch %s: %d job(s) submitted to %s cluster %s (%s %s)\n", prep.Dispatch.ID, len(st.Jobs), st.Cluster.Engine, st.Cluster.Name, st.Cluster.Engine, st.Cluster.Version)
-	if st.Cluster.Namespace != "" {
-		fmt.Fprintf(w, "namespace %s on %s; staged as %s\n", st.Cluster.Namespace, st.Cluster.Server, st.Release)
-	}
-	if ff.simulate {
-		fmt.Fprintln(w, "hardware: SIMULATED on every node (--simulate-gpus); not real GPUs")
+	if f.out != "" {
+		opts = append(opts, run.WithFleetDir(f.out))
 	}
 	if ff.detach {
-		fmt.Fprintf(w, "detached; collect it with: gpuattest fleet collect %s\n", out)
+		opts = append(opts, run.Detached())
+	}
+	if ff.gpuRoot != "" || ff.rimRoot != "" || f.rimStore != "" {
+		gopts, err := gpuEvidenceOptions(ff.gpuRoot, ff.rimRoot, f.rimStore)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, run.WithFleetGPUEvidence(false, gopts...))
+	}
+	signer := func() (*sign.Signer, error) {
+		if err := run.CheckSigningFiles(p, map[string]string{"--key": f.sign.key}); err != nil {
+			return nil, withCode(exitUsage, err)
+		}
+		s, err := f.sign.signer(c)
+		if err != nil {
+			return nil, err
+		}
+		_ = run.DropSigningSecrets()
+		return s, nil
+	}
+	// The build part: once, here, unsigned (the dispatch signs its
+	// outputs), with its own progress.
+	var prog *progress
+	closeProg := func() { prog.Close(); prog = nil }
+	build := func(build *pipeline.Pipeline) ([]run.Option, error) {
+		bf := *f
+		bf.sign, bf.out, bf.resume = &signFlags{}, "", ""
+		if !f.quiet {
+			prog = newProgress(c.ErrOrStderr(), build, progressOptions{})
+		}
+		return runOptions(c, build, &bf, prog)
+	}
+	rend := &fleetRender{out: c.OutOrStdout(), err: c.ErrOrStderr(), quiet: f.quiet, simulated: ff.simulate}
+	res, err := run.Fleet(c.Context(), p, spec, append(opts, run.WithFleetSigner(signer), run.WithBuildOptions(build),
+		run.WithFleetProgress(func(e run.FleetEvent) {
+			if e.Built {
+				closeProg()
+				return
+			}
+			rend.event(e)
+		}))...)
+	closeProg()
+	if errors.Is(err, run.ErrFleetBuildFailed) {
+		printRunSummary(c.OutOrStdout(), res.Build)
+		return withCode(exitFailed, err)
+	}
+	if err == nil && ff.detach {
+		fmt.Fprintf(c.OutOrStdout(), "detached; collect it with: gpuattest fleet collect %s\n", res.Dir)
 		return nil
 	}
-	return waitAndCollect(c, e, st, out, ff.timeout, ff.simulate, quiet, ff.registry)
+	return rend.result(res, err, ff.timeout)
 }
 
-// waitAndCollect waits for the jobs with a progress line per change on
-// stderr (none when quiet), collects the node bundles and prints one row
-// per job.
-func waitAndCollect(c *cobra.Command, e fleet.Scheduler, st *coordinate.State, out string, timeout time.Duration, simulated, quiet bool, rf *registryFlags) error {
-	w := c.ErrOrStderr()
-	last := map[string]string{}
-	err := coordinate.Wait(c.Context(), e, st, out, timeout, func(s *coordinate.State) {
-		if quiet {
-			return
+// fleetOptions are run.Fleet's and run.CollectFleet's options from the
+// flags: the cluster's access, the registry, the timeout, simulated
+// GPUs; GPUATTEST_FLEET_POLL, for tests, overrides the poll interval.
+func fleetOptions(kf kubeFlags, rf *registryFlags, timeout time.Duration, simulate bool) ([]run.FleetOption, error) {
+	ropts, err := rf.options()
+	if err != nil {
+		return nil, err
+	}
+	opts := []run.FleetOption{
+		run.WithFleetAccess(fleet.Access{"kubeconfig": kf.kubeconfig, "context": kf.context}),
+		run.WithFleetRegistry(ropts...), run.WithFleetTimeout(timeout),
+	}
+	if simulate {
+		opts = append(opts, run.WithSimulatedGPUs())
+	}
+	if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, withCode(exitUsage, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: %w", v, err))
 		}
-		idw := 8 // Slurm's job IDs; a Kubernetes Job/index is longer
-		for _, j := range s.Jobs {
-			idw = max(idw, len(j.ID))
+		if d < 100*time.Millisecond {
+			return nil, withCode(exitUsage, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: below 100ms; each poll costs the scheduler's controller", v))
 		}
-		for _, j := range s.Jobs {
-			if line := jobLine(j, idw); line != last[j.Name] {
-				last[j.Name] = line
-				fmt.Fprintln(w, line)
-			}
+		opts = append(opts, run.WithFleetPoll(d))
+	}
+	return opts, nil
+}
+
+// fleetRender renders a dispatch's progress: the submission on stdout,
+// a line per job and change on stderr (none when quiet), then the
+// collected report.
+type fleetRender struct {
+	out, err         io.Writer
+	quiet, simulated bool
+	last             map[string]string
+}
+
+// event renders one progress event of run.Fleet or run.CollectFleet.
+func (r *fleetRender) event(e run.FleetEvent) {
+	if e.Submitted {
+		st, w := e.State, r.out
+		fmt.Fprintf(w, "dispatch %s: %d job(s) submitted to %s cluster %s (%s %s)\n", e.Prepared.Dispatch.ID, len(st.Jobs), st.Cluster.Engine, st.Cluster.Name, st.Cluster.Engine, st.Cluster.Version)
+		if st.Cluster.Namespace != "" {
+			fmt.Fprintf(w, "namespace %s on %s; staged as %s\n", st.Cluster.Namespace, st.Cluster.Server, st.Release)
 		}
-	})
+		if r.simulated {
+			fmt.Fprintln(w, "hardware: SIMULATED on every node (--simulate-gpus); not real GPUs")
+		}
+		return
+	}
+	if r.quiet || e.State == nil {
+		return
+	}
+	if r.last == nil {
+		r.last = map[string]string{}
+	}
+	idw := 8 // Slurm's job IDs; a Kubernetes Job/index is longer
+	for _, j := range e.State.Jobs {
+		idw = max(idw, len(j.ID))
+	}
+	for _, j := range e.State.Jobs {
+		if line := jobLine(j, idw); line != r.last[j.Name] {
+			r.last[j.Name] = line
+			fmt.Fprintln(r.err, line)
+		}
+	}
+}
+
+// result maps run.Fleet's or run.CollectFleet's outcome to the report
+// and the exit status.
+func (r *fleetRender) result(res *run.FleetResult, err error, timeout time.Duration) error {
+	var ee *exitError
 	switch {
-	case errors.Is(err, context.Canceled):
-		return withCode(exitInterrupted, fmt.Errorf("interrupted: the dispatch's %d job(s) were cancelled; %s is not collected", len(st.Jobs), out))
-	case errors.Is(err, coordinate.ErrTimeout):
-		return withCode(exitFailed, fmt.Errorf("%w after %v: its %d job(s) were cancelled", err, timeout, len(st.Jobs)))
-	case err != nil:
-		return withCode(exitFailed, err)
-	}
-	opts, err := rf.options()
-	if err != nil {
+	case err == nil:
+	case errors.As(err, &ee):
 		return err
-	}
-	col, err := coordinate.Collect(context.WithoutCancel(c.Context()), st, out, simulated, opts...)
-	if err != nil {
+	case errors.Is(err, run.ErrFleetInput):
+		return withCode(exitUsage, err)
+	case res != nil && res.State != nil && errors.Is(err, context.Canceled):
+		return withCode(exitInterrupted, fmt.Errorf("interrupted: the dispatch's %d job(s) were cancelled; %s is not collected", len(res.State.Jobs), res.Dir))
+	case res != nil && res.State != nil && errors.Is(err, coordinate.ErrTimeout):
+		return withCode(exitFailed, fmt.Errorf("%w after %v: its %d job(s) were cancelled", err, timeout, len(res.State.Jobs)))
+	default:
 		return withCode(exitFailed, err)
 	}
+	col := res.Collected
 	for _, m := range col.Missing {
-		fmt.Fprintln(w, "missing: "+m)
+		fmt.Fprintln(r.err, "missing: "+m)
 	}
-	printFleetReport(c.OutOrStdout(), col.Report)
-	fmt.Fprintf(c.OutOrStdout(), "run directory: %s\n", out)
+	printFleetReport(r.out, col.Report)
+	fmt.Fprintf(r.out, "run directory: %s\n", res.Dir)
 	if !col.Report.Verified {
 		return silentExit(exitFailed)
 	}
@@ -301,23 +319,6 @@ func hostStepsLine(mode string) string {
 	return "host steps: sandboxed, as the owner signed (bwrap on each node, the shared directory and its keys hidden)"
 }
 
-// engineFor builds the scheduler of the engine named for its settings
-// cfg, throttled to poll (the engine's default when 0);
-// GPUATTEST_FLEET_POLL, for tests, overrides it.
-func engineFor(name string, cfg fleet.EngineConfig, poll time.Duration, kf kubeFlags) (fleet.Scheduler, error) {
-	if v := os.Getenv("GPUATTEST_FLEET_POLL"); v != "" { // tests poll faster
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: %w", v, err)
-		}
-		if d < 100*time.Millisecond {
-			return nil, fmt.Errorf("GPUATTEST_FLEET_POLL=%q: below 100ms; each poll costs the scheduler's controller", v)
-		}
-		poll = d
-	}
-	return fleet.Open(name, cfg, fleet.Access{"kubeconfig": kf.kubeconfig, "context": kf.context}, poll)
-}
-
 func newFleetNodeCmd() *cobra.Command {
 	var release, dispatchDigest string
 	var registry *registryFlags
@@ -389,19 +390,13 @@ func newFleetCollectCmd() *cobra.Command {
 		Short: "Wait for a detached dispatch and collect its node bundles",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := coordinate.LoadState(args[0])
+			opts, err := fleetOptions(kf, registry, timeout, simulated)
 			if err != nil {
-				return withCode(exitUsage, err)
+				return err
 			}
-			f, ok := fleet.Lookup(st.Cluster.Engine)
-			if !ok {
-				return usageErr("%s names engine %q, which this gpuattest does not have (it has: %s)", coordinate.StateFile, st.Cluster.Engine, strings.Join(fleet.EngineNames(), ", "))
-			}
-			e, err := engineFor(st.Cluster.Engine, f.Recorded(st.Cluster), 0, kf)
-			if err != nil {
-				return withCode(exitUsage, err)
-			}
-			return waitAndCollect(c, e, st, args[0], timeout, simulated || st.Simulated, quiet, registry)
+			rend := &fleetRender{out: c.OutOrStdout(), err: c.ErrOrStderr(), quiet: quiet}
+			res, err := run.CollectFleet(c.Context(), args[0], append(opts, run.WithFleetProgress(rend.event))...)
+			return rend.result(res, err, timeout)
 		},
 	}
 	kf.add(c)
@@ -442,13 +437,18 @@ func newFleetVerifyCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
+			gopts, err := gpuEvidenceOptions(f.gpuRoot, f.rimRoot, f.rimStore)
+			if err != nil {
+				return err
+			}
+			o := ad.Options{AllowSimulated: allowSimulated, GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence}
 			var r *ad.Report
 			source := args[0]
 			if st, serr := os.Stat(args[0]); serr == nil && st.IsDir() {
-				r, err = coordinate.VerifyDir(c.Context(), args[0], owner, allowSimulated)
+				r, err = coordinate.VerifyDir(c.Context(), args[0], owner, o)
 			} else {
 				var fetched *oci.Fetched
-				if r, fetched, err = verifyFleetRef(c, args[0], owner, allowSimulated, registry, pullDest{}); err == nil {
+				if r, fetched, err = verifyFleetRef(c, args[0], owner, o, registry, pullDest{}); err == nil {
 					source = fetched.Source
 				}
 			}
@@ -469,6 +469,10 @@ func newFleetVerifyCmd() *cobra.Command {
 	fl.StringVar(&f.issuer, "certificate-oidc-issuer", "", "keyless: expected OIDC issuer of the certificate")
 	fl.StringVar(&f.issuerRE, "certificate-oidc-issuer-regexp", "", "keyless: regexp the OIDC issuer must match")
 	fl.BoolVar(&allowSimulated, "allow-simulated", false, "accept simulated GPUs (tests and demos)")
+	fl.StringVar(&f.gpuRoot, "gpu-root", "", "device root certificate (PEM) of the nodes' GPU evidence instead of the pinned NVIDIA Device Identity CA")
+	fl.StringVar(&f.rimRoot, "rim-root", "", "RIM root certificate (PEM) instead of the pinned NVIDIA RIM root")
+	fl.StringVar(&f.rimStore, "rim-store", "", "directory of RIMs (<RIM ID>.xml) and OCSP answers (*.ocsp)")
+	fl.BoolVar(&f.requireGPUEvidence, "require-gpu-evidence", false, "fail a job with an unattested GPU or no GPU evidence")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	registry = addRegistryFlags(c)
 	return c
@@ -480,7 +484,7 @@ func newFleetVerifyCmd() *cobra.Command {
 // dispatch and every node bundle) only when that passed. It returns the
 // report and the release read (Source REPOSITORY@sha256:..., and where it
 // was written).
-func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSimulated bool, rf *registryFlags, dest pullDest) (*ad.Report, *oci.Fetched, error) {
+func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, o ad.Options, rf *registryFlags, dest pullDest) (*ad.Report, *oci.Fetched, error) {
 	opts, err := rf.options()
 	if err != nil {
 		return nil, nil, err
@@ -506,7 +510,8 @@ func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, allowSi
 		// Every file served is an artifact that must be a subject, and
 		// every subject a file served.
 		var err error
-		r, err = ad.VerifyEntries(ctx, fetched.Entries, owner, ad.Options{AllowSimulated: allowSimulated, Files: files, Manifest: fetched.Digest, Artifacts: arts})
+		o.Files, o.Manifest, o.Artifacts = files, fetched.Digest, arts
+		r, err = ad.VerifyEntries(ctx, fetched.Entries, owner, o)
 		return err == nil && r.Verified, err
 	}
 	fetched, err := await(c.Context(), dest.any(), func(ctx context.Context) (*oci.Fetched, error) {

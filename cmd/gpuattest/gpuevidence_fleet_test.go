@@ -78,4 +78,18 @@ func TestFleetGPUEvidence(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "job h100-0 (class h100): failed") || !strings.Contains(out, "GPU-") {
 		t.Errorf("verify without --gpu-root: exit %d, want the job failed naming its GPU\n%s", code, out)
 	}
+	// run --fleet with the test root: the coordinator's check passes.
+	code, out = fleetCLI(t, dir, "run", "proj/p.yaml", "--fleet", "fleet.yaml", "--key", "rel.key", "--out", "run2", "--simulate-gpus", "--timeout", "2m", "--gpu-root", filepath.Join(caDir, "gpu-root.pem"))
+	if code != 0 || !strings.Contains(out, "GPU evidence: 1/1 device-signed (SIMULATED") {
+		t.Errorf("run --fleet --gpu-root: exit %d, want 0 with 1/1 device-signed\n%s", code, out)
+	}
+	// fleet verify of the collected run directory takes the same roots.
+	fv := []string{"fleet", "verify", "run", "--key", "rel.pub", "--allow-simulated", "--require-gpu-evidence"}
+	code, out = fleetCLI(t, dir, append(fv, "--gpu-root", filepath.Join(caDir, "gpu-root.pem"))...)
+	if code != 0 || !strings.Contains(out, "GPU evidence: 1/1 device-signed (SIMULATED") {
+		t.Errorf("fleet verify --gpu-root: exit %d, want 0 with 1/1 device-signed\n%s", code, out)
+	}
+	if code, out = fleetCLI(t, dir, fv...); code == 0 || !strings.Contains(out, "job h100-0 (class h100): failed") {
+		t.Errorf("fleet verify without --gpu-root: exit %d, want the job failed\n%s", code, out)
+	}
 }

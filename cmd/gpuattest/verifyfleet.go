@@ -79,7 +79,12 @@ func verifyFleetRelease(c *cobra.Command, f *verifyFlags, ref string, rf *regist
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	r, read, err := verifyFleetRef(c, ref, owner, f.allowSimulated, rf, dest)
+	gopts, err := gpuEvidenceOptions(f.gpuRoot, f.rimRoot, f.rimStore)
+	if err != nil {
+		return err
+	}
+	o := ad.Options{AllowSimulated: f.allowSimulated, GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence}
+	r, read, err := verifyFleetRef(c, ref, owner, o, rf, dest)
 	if err != nil {
 		return refError(c.Context(), read != nil, err)
 	}

@@ -3,13 +3,15 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"sync"
 	"time"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
+	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/internal/problem"
 	"github.com/gpuattest/gpuattest/pipeline/image"
+	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/source"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -126,11 +128,9 @@ func ReadRecord(dir string) (*Record, error) {
 		return nil, fmt.Errorf("reading run record: %w", err)
 	}
 	var r Record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%s: invalid run record: %w", layout.Record(dir), err)
-	}
-	if r.Schema != RecordSchema {
-		return nil, fmt.Errorf("%s: schema %q: expected %s", layout.Record(dir), r.Schema, RecordSchema)
+	if probs := jsonstrict.Read(layout.Record(dir), data, maxRecordDepth, &r); len(probs) > 0 {
+		probs[len(probs)-1].Hint = "run.json is the engine's own record; one that does not read as written was not written by it"
+		return nil, fmt.Errorf("invalid run record: %w", probs.Err())
 	}
 	return &r, nil
 }
@@ -145,6 +145,18 @@ func (r *Record) Warnings() []string {
 		}
 	}
 	return out
+}
+
+// maxRecordDepth bounds the nesting of run.json; a step's details,
+// preflight and telemetry are nested documents of their own.
+const maxRecordDepth = 64
+
+// Validate reports a run record of another format (its schema).
+func (r *Record) Validate() problem.List {
+	if r.Schema != RecordSchema {
+		return problem.List{{Path: "schema", Message: fmt.Sprintf("%q: expected %s", r.Schema, RecordSchema)}}
+	}
+	return nil
 }
 
 // Step returns the record of step id, or nil.

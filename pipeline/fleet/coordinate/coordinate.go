@@ -16,7 +16,9 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
+	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/limits"
+	"github.com/gpuattest/gpuattest/internal/problem"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
@@ -209,10 +211,27 @@ func LoadState(dir string) (*State, error) {
 		return nil, fmt.Errorf("reading the fleet record: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
 	}
 	var s State
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	if probs := jsonstrict.Read(filepath.Join(dir, StateFile), b, maxStateDepth, &s); len(probs) > 0 {
+		probs[len(probs)-1].Hint = "the fleet record is run --fleet's own; one that does not read as written was not written by it"
+		return nil, probs.Err()
 	}
 	return &s, nil
+}
+
+// maxStateDepth bounds the nesting of fleet.json (it nests four deep).
+const maxStateDepth = 16
+
+// Validate reports the fields of the coordinator's record without which
+// it names no job to collect: each job's name and class. (An engine
+// that is not one this gpuattest has is the collector's to say.)
+func (s *State) Validate() problem.List {
+	var probs problem.List
+	for i, j := range s.Jobs {
+		if j.Name == "" || j.Class == "" {
+			probs = append(probs, problem.Problem{Path: fmt.Sprintf("jobs[%d]", i), Message: "expected a job's name and class"})
+		}
+	}
+	return probs
 }
 
 // maxPollFailures is how many polls in a row may fail before Wait gives up.
@@ -313,7 +332,7 @@ type Collected struct {
 // checks every bundle against the dispatch, and marks the record done.
 // A job without a bundle is reported missing with the scheduler's state
 // and reason.
-func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, opts ...oci.Option) (*Collected, error) {
+func Collect(ctx context.Context, s *State, outDir string, o ad.Options, opts ...oci.Option) (*Collected, error) {
 	if s.DispatchFile == "" {
 		// A record of an older gpuattest, which kept no copy: the shared
 		// one, if it is the statement the record names.
@@ -355,7 +374,7 @@ func Collect(ctx context.Context, s *State, outDir string, allowSimulated bool, 
 			return nil, err
 		}
 	}
-	if out.Report, err = verifyDir(ctx, outDir, s, nil, allowSimulated); err != nil {
+	if out.Report, err = verifyDir(ctx, outDir, s, nil, o); err != nil {
 		return nil, err
 	}
 	s.Done = true
@@ -372,8 +391,9 @@ func (s *State) removeKeys() { recordTransport(s).removeKeys(s) }
 // bundle in its nodes/ directory. owner are the options that verify the
 // dispatch's signature (a key, or a trusted root and identity); nil
 // checks only the nodes against the dispatch as written (the coordinator,
-// which signed it, does so).
-func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
+// which signed it, does so). o says what else to accept or require
+// (simulated GPUs; the roots and collateral of the nodes' GPU evidence).
+func VerifyDir(ctx context.Context, dir string, owner []verify.Option, o ad.Options) (*ad.Report, error) {
 	var st *State
 	if owner == nil {
 		var err error
@@ -381,12 +401,12 @@ func VerifyDir(ctx context.Context, dir string, owner []verify.Option, allowSimu
 			return nil, err
 		}
 	}
-	return verifyDir(ctx, dir, st, owner, allowSimulated)
+	return verifyDir(ctx, dir, st, owner, o)
 }
 
 // verifyDir is VerifyDir; without owner, the dispatch counts only if it
 // is the one the coordinator's record st names.
-func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, allowSimulated bool) (*ad.Report, error) {
+func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, o ad.Options) (*ad.Report, error) {
 	disp, err := limits.ReadFile(filepath.Join(dir, stagefs.DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
@@ -413,7 +433,6 @@ func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option
 		nodes = append(nodes, es...)
 	}
 	entry := verify.Entry{Source: filepath.Join(dir, stagefs.DispatchFile), Data: disp}
-	o := ad.Options{AllowSimulated: allowSimulated}
 	if owner == nil {
 		return ad.CheckNodes(ctx, entry, nodes, o)
 	}

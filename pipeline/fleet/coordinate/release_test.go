@@ -121,7 +121,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 		runJob(t, prep, j, keys, dir)
 	}
 	out := filepath.Join(dir, "run")
-	col, err := coordinate.Collect(t.Context(), st, out, true)
+	col, err := coordinate.Collect(t.Context(), st, out, ad.Options{AllowSimulated: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 	if err := os.WriteFile(forged, forgeNode(t, prep, "a100-1", keys["a100-0"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := coordinate.VerifyDir(t.Context(), out, nil, true)
+	r, err := coordinate.VerifyDir(t.Context(), out, nil, ad.Options{AllowSimulated: true})
 	if err != nil {
 		t.Fatal(err)
 	}

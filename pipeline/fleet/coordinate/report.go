@@ -61,7 +61,7 @@ func Report(ctx context.Context, dir string) (*report.Report, error) {
 		}
 		return rep, nil
 	}
-	r, err := verifyDir(ctx, dir, st, nil, st.Simulated)
+	r, err := verifyDir(ctx, dir, st, nil, ad.Options{AllowSimulated: st.Simulated})
 	if err != nil {
 		return nil, err
 	}

@@ -162,11 +162,13 @@ func waitReport(ctx context.Context, path string) (*ad.Node, error) {
 	for {
 		b, err := limits.ReadFile(path, 64<<20, "node report")
 		if err == nil {
-			var pred ad.Node
-			if err := json.Unmarshal(b, &pred); err != nil {
-				return nil, fmt.Errorf("reading the node's report %s: %w", path, err)
+			// It crosses from the node container, which runs the
+			// pipeline's code, to the one that holds the key: read strictly.
+			pred, err := ad.ReadNode(path, b)
+			if err != nil {
+				return nil, fmt.Errorf("reading the node's report: %w", err)
 			}
-			return &pred, nil
+			return pred, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
 			return nil, err
