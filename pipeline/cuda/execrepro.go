@@ -26,14 +26,7 @@ const maxReproLog = 1 << 20
 // The report is written to the step's repro.json and its summary to the
 // step's stdout. An error says why the second build could not be made.
 func reproduceExec(ctx context.Context, s *step.Context, outputs []step.File) (*ReproReport, error) {
-	base := s.StepDir
-	if base == "" {
-		base = os.TempDir()
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(base, "repro-")
+	tmp, err := reproDir(s)
 	if err != nil {
 		return nil, err
 	}

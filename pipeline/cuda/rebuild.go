@@ -38,17 +38,24 @@ func (b *Build) reproduce(ctx context.Context, s *step.Context, env []string, jo
 	return nil
 }
 
-// checkReproducible copies the work dir's sources into a fresh directory
-// under the step dir, runs the same jobs there and compares every output.
-func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []string, jobs []Job) (*ReproReport, error) {
+// reproDir makes a fresh directory for a second build under the step's
+// directory (or the system's temporary directory when it has none); the
+// caller removes it.
+func reproDir(s *step.Context) (string, error) {
 	base := s.StepDir
 	if base == "" {
 		base = os.TempDir()
 	}
 	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, err
+		return "", err
 	}
-	tmp, err := os.MkdirTemp(base, "repro-")
+	return os.MkdirTemp(base, "repro-")
+}
+
+// checkReproducible copies the work dir's sources into a fresh directory
+// under the step dir, runs the same jobs there and compares every output.
+func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []string, jobs []Job) (*ReproReport, error) {
+	tmp, err := reproDir(s)
 	if err != nil {
 		return nil, err
 	}
