@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 // Formats a report can have.
@@ -71,18 +72,16 @@ func (e *Error) Error() string {
 // ReadFile reads the report at path (at most MaxBytes) and returns its
 // totals; name is how errors name it.
 func ReadFile(path, name string) (*Totals, error) {
-	f, err := os.Open(path)
+	// limits.Open checks the opened file and never waits on a FIFO a
+	// hostile step left in the report's place.
+	f, err := limits.Open(path, "coverage report")
+	if errors.Is(err, limits.ErrNotRegular) {
+		return nil, &Error{File: name, Msg: "not a regular file"}
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &Error{File: name, Msg: "not a regular file"}
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
 		return nil, err

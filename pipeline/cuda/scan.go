@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 // File kinds Scan tells apart.
@@ -56,7 +58,11 @@ type ScanResult struct {
 // input is an error that names what is wrong, never a panic; reads are
 // bounded by the file's size and by scanMaxMembers and scanMaxSections.
 func Scan(path string) (res ScanResult, err error) {
-	f, err := os.Open(path)
+	// limits.Open checks the opened file and never waits on a FIFO.
+	f, err := limits.Open(path, "output")
+	if errors.Is(err, limits.ErrNotRegular) {
+		return res, fmt.Errorf("%s is not a regular file", path)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -64,9 +70,6 @@ func Scan(path string) (res ScanResult, err error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return res, err
-	}
-	if !fi.Mode().IsRegular() {
-		return res, fmt.Errorf("%s is not a regular file", path)
 	}
 	head := make([]byte, 8192)
 	n, err := io.ReadFull(f, head)
