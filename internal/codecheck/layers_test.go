@@ -41,7 +41,7 @@ var pipelineFloors = map[string]int{
 	"pipeline/engine":                 3,
 	"pipeline/fleet/slurm":            3,
 	"pipeline/fleet/kube":             3,
-	"pipeline/fleet/fleettest":        3, // the schedulers' conformance suite, for the engines' tests
+	"pipeline/fleet/fleettest":        8, // the engines' conformance suite (through run.Fleet), for the engines' tests
 	"pipeline/fleet/engines":          4, // registers slurm and kube
 	"pipeline/rundir":                 4,
 	"pipeline/collect":                5,

@@ -1,19 +1,30 @@
-// Package fleettest is the conformance suite of fleet schedulers: Run
-// drives any engine's fleet.Scheduler through the interface alone, on a
-// cluster its harness started, and checks what the coordinator relies
-// on: two classes submitted and run to the end with their handles in
-// index order, a failing job reported with its exit code, a cancelled
-// job ending, unknown jobs reported gone, and Describe naming the engine.
-// Slurm runs it against internal/slurmtest; a toy in-process engine in
-// its tests passes it with no cluster.
+// Package fleettest is the conformance suite of fleet engines, and the
+// test helpers their tests share. Run drives an engine through the
+// fleet's interfaces alone, on a cluster its harness started: the
+// scheduler (fleet.Scheduler: two classes submitted and run to the end
+// with their handles in index order, a failing job reported with its
+// exit code, a cancelled job ending, unknown jobs reported gone,
+// Describe naming the engine), then whole dispatches through the facade
+// (run.Fleet, run.CollectFleet): two classes end to end, a failing
+// node, detach and collect, a missing bundle, interrupt, timeout and
+// preemption. A case the harness's cluster cannot stage (Killer,
+// Preempter) is skipped, saying why.
+//
+// Slurm runs it against internal/slurmtest, Kubernetes against
+// internal/k8stest (with Kubelet playing the nodes), and a toy
+// in-process engine in this package's tests passes it with no cluster.
 package fleettest
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/run"
 )
 
 // Harness is what the suite needs of an engine under test.
@@ -31,9 +42,23 @@ type Harness struct {
 	// Unknown is a job ID of the scheduler's form that it never gave
 	// out.
 	Unknown string
+
+	// Fleet returns the fleet file of the end-to-end cases, on the
+	// harness's cluster, for the engine under test: two classes, a100
+	// (gres gpu:a100:1, targets [sm_80]) and h100 (gres gpu:h100:1,
+	// targets [sm_90]), one node each. Nil skips those cases, saying so.
+	Fleet func(t *testing.T) *fleet.Spec
+	// Options reach the cluster and its registry in the end-to-end cases
+	// (run.WithFleetAccess, run.WithFleetRegistry).
+	Options []run.FleetOption
+	// Jobs acts on a running job as the cluster can: a Killer, a
+	// Preempter, both or nil. The cases that need one it is not are
+	// skipped, saying so.
+	Jobs any
 }
 
-// Run runs every case of the suite against h, each as a subtest.
+// Run runs every case of the suite against h, each as a subtest: the
+// scheduler's, then the end-to-end ones.
 func Run(t *testing.T, h Harness) {
 	if h.Poll == 0 {
 		h.Poll = 200 * time.Millisecond
@@ -66,6 +91,20 @@ func Run(t *testing.T, h Harness) {
 			t.Errorf("cancelling an unknown job: %v", err)
 		}
 	})
+	runEndToEnd(t, h)
+}
+
+// SleepScript writes dir/NAME.sh, a job script that sleeps d and exits
+// with status exit, and returns its path: what a harness's Request runs
+// on a cluster whose nodes share dir.
+func SleepScript(t *testing.T, dir, name string, exit int, d time.Duration) string {
+	t.Helper()
+	p := filepath.Join(dir, name+".sh")
+	body := fmt.Sprintf("#!/bin/sh\nsleep %d\nexit %d\n", int(d.Seconds()), exit)
+	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func submit(t *testing.T, s fleet.Scheduler, req fleet.Request) []fleet.Handle {

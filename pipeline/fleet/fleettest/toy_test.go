@@ -1,22 +1,35 @@
+//go:build unix
+
 package fleettest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/fleettest"
+	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
-// toy is an in-process engine: each job is a goroutine that sleeps
-// Env["TOY_SLEEP"] and ends with status Env["TOY_EXIT"]. It is the
-// smallest engine the fleet takes: its settings, factory and scheduler
-// in one file, registered like the real ones.
+// toy is an in-process engine: each job is a process of its script,
+// started at once, on a node named toy<index>. It is the smallest
+// engine the fleet takes: its settings, factory and scheduler in one
+// file, registered like the real ones, staging through a shared
+// directory as Slurm does. Its jobs can be killed and preempted
+// (toyJobs), so it runs every case of the suite.
 type toy struct {
 	mu   sync.Mutex
 	next int
@@ -24,47 +37,93 @@ type toy struct {
 }
 
 type toyJob struct {
+	req    fleet.Request
+	index  int
 	status fleet.Status
-	cancel context.CancelFunc
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd exited
 }
 
 func (*toy) Name() string { return "toy" }
 
 func (e *toy) Submit(_ context.Context, req fleet.Request) ([]fleet.Handle, error) {
-	exit, _ := strconv.Atoi(req.Env["TOY_EXIT"])
-	sleep, _ := time.ParseDuration(req.Env["TOY_SLEEP"])
+	if req.Script == "" {
+		return nil, errors.New("the toy engine runs job scripts: the request has none")
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	hs := make([]fleet.Handle, req.Count)
 	for i := range hs {
 		e.next++
 		id := strconv.Itoa(e.next)
-		ctx, cancel := context.WithCancel(context.Background())
-		j := &toyJob{status: fleet.Status{ID: id, State: fleet.Running, Node: fmt.Sprintf("toy%d", i), Start: time.Now()}, cancel: cancel}
+		j := &toyJob{req: req, index: i, status: fleet.Status{ID: id, Node: fmt.Sprintf("toy%d", i)}}
+		if err := e.start(j); err != nil {
+			return nil, err
+		}
 		e.jobs[id] = j
-		go e.run(ctx, j, exit, sleep)
 		hs[i] = fleet.Handle{ID: id, Class: req.Class, Index: i}
 	}
 	return hs, nil
 }
 
-func (e *toy) run(ctx context.Context, j *toyJob, exit int, sleep time.Duration) {
-	t := time.NewTimer(sleep)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-t.C:
+// start starts j's script in a process group of its own; e.mu is held.
+func (e *toy) start(j *toyJob) error {
+	cmd := exec.Command(j.req.Script, j.req.Args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", fleet.IndexEnv, j.index))
+	for k, v := range j.req.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	if j.req.LogDir != "" {
+		if err := os.MkdirAll(j.req.LogDir, 0o700); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(j.req.LogDir, j.status.ID+".log"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	j.cmd, j.done = cmd, make(chan struct{})
+	j.status.State, j.status.Start, j.status.End = fleet.Running, time.Now(), time.Time{}
+	go e.wait(j, cmd, j.done)
+	return nil
+}
+
+// wait records how j's process cmd ended, unless j was stopped or
+// started again meanwhile.
+func (e *toy) wait(j *toyJob, cmd *exec.Cmd, done chan struct{}) {
+	err := cmd.Wait()
+	close(done)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if j.status.State.Final() {
+	if j.cmd != cmd || j.status.State.Final() {
 		return
 	}
-	j.status.State, j.status.ExitCode, j.status.End = fleet.Completed, exit, time.Now()
-	if exit != 0 {
+	j.status.State, j.status.ExitCode, j.status.End = fleet.Completed, cmd.ProcessState.ExitCode(), time.Now()
+	if err != nil {
 		j.status.State = fleet.Failed
 	}
+}
+
+// stop kills j's process group and marks it state with reason, unless
+// it ended; it returns when the processes are gone.
+func (e *toy) stop(id string, state fleet.State, reason string) {
+	e.mu.Lock()
+	j, ok := e.jobs[id]
+	if !ok || j.status.State.Final() {
+		e.mu.Unlock()
+		return
+	}
+	_ = syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
+	j.status.State, j.status.Reason, j.status.End = state, reason, time.Now()
+	done := j.done
+	e.mu.Unlock()
+	<-done
 }
 
 func (e *toy) Status(_ context.Context, ids []string) (map[string]fleet.Status, error) {
@@ -82,13 +141,8 @@ func (e *toy) Status(_ context.Context, ids []string) (map[string]fleet.Status, 
 }
 
 func (e *toy) Cancel(_ context.Context, ids []string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, id := range ids {
-		if j, ok := e.jobs[id]; ok && !j.status.State.Final() {
-			j.cancel()
-			j.status.State, j.status.End = fleet.Cancelled, time.Now()
-		}
+		e.stop(id, fleet.Cancelled, "")
 	}
 	return nil
 }
@@ -121,16 +175,69 @@ func (toyFactory) Config() fleet.EngineConfig                 { return &toyConfi
 func (toyFactory) DefaultPollInterval() time.Duration         { return 10 * time.Millisecond }
 func (toyFactory) Recorded(fleet.Cluster) fleet.EngineConfig  { return &toyConfig{} }
 func (toyFactory) NodeIdentity([]string) (jobID, node string) { return "", "" }
+
+// New returns the engine TestToyEngine runs, so that the scheduler
+// run.Fleet opens and the suite's are one.
 func (toyFactory) New(fleet.EngineConfig, fleet.Access) (fleet.Scheduler, error) {
+	if e := toyEngine.Load(); e != nil {
+		return e, nil
+	}
 	return &toy{jobs: map[string]*toyJob{}}, nil
 }
 
+// toyEngine is the engine the suite runs against.
+var toyEngine atomic.Pointer[toy]
+
 func init() { fleet.Register(toyFactory{}) }
 
-func toyRequest(_ *testing.T, class string, count, exit int, d time.Duration) fleet.Request {
-	return fleet.Request{Name: "toy-" + class, Class: class, Count: count,
-		Env: map[string]string{"TOY_EXIT": strconv.Itoa(exit), "TOY_SLEEP": d.String()}}
+func toyRequest(t *testing.T, class string, count, exit int, d time.Duration) fleet.Request {
+	return fleet.Request{Name: "toy-" + class, Class: class, Count: count, Script: fleettest.SleepScript(t, t.TempDir(), class, exit, d)}
 }
+
+// toyJobs kills and preempts the toy's jobs for the suite.
+type toyJobs struct{ e *toy }
+
+// Kill kills job's process group: the job is cancelled, not run again.
+func (k toyJobs) Kill(t *testing.T, st *coordinate.State, job string) {
+	k.e.stop(jobID(t, st, job), fleet.Cancelled, "killed")
+}
+
+// Preempt kills job's process group and starts its script again, as a
+// requeue does.
+func (k toyJobs) Preempt(t *testing.T, st *coordinate.State, job string) {
+	id := jobID(t, st, job)
+	k.e.stop(id, fleet.Preempted, "preempted")
+	k.e.mu.Lock()
+	defer k.e.mu.Unlock()
+	j := k.e.jobs[id]
+	j.status.Restarts++
+	if err := k.e.start(j); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func jobID(t *testing.T, st *coordinate.State, job string) string {
+	t.Helper()
+	for _, j := range st.Jobs {
+		if j.Name == job {
+			return j.ID
+		}
+	}
+	t.Fatalf("no job %s in the record", job)
+	return ""
+}
+
+// toyFleet is the suite's fleet on the toy engine.
+const toyFleet = `apiVersion: gpuattest.dev/v1
+kind: Fleet
+engine: toy
+toy: {dir: %s}
+classes:
+  - {name: a100, gres: gpu:a100:1, targets: [sm_80]}
+  - {name: h100, gres: gpu:h100:1, targets: [sm_90]}
+`
+
+func TestMain(m *testing.M) { fleettest.Main(m) }
 
 // TestToyEngine: an engine registered from outside this module's engine
 // packages is parsed from a fleet file, opened by name and passes the
@@ -147,9 +254,16 @@ func TestToyEngine(t *testing.T) {
 	if _, err := fleet.Parse("fleet.yaml", []byte("apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: toy\nclasses:\n  - {name: a, gres: gpu:a100:1, targets: [sm_80]}\n")); err == nil {
 		t.Error("a toy fleet without its toy: block parsed")
 	}
-	s, err := fleet.Open("toy", spec.Config, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleettest.Run(t, fleettest.Harness{Scheduler: s, Request: toyRequest, Poll: 10 * time.Millisecond, Timeout: 5 * time.Second, Unknown: "0"})
+	e := &toy{jobs: map[string]*toyJob{}}
+	toyEngine.Store(e)
+	fleettest.Run(t, fleettest.Harness{Scheduler: e, Request: toyRequest, Poll: 10 * time.Millisecond, Timeout: 30 * time.Second, Unknown: "0",
+		Jobs: toyJobs{e},
+		Fleet: func(t *testing.T) *fleet.Spec {
+			shared := testenv.DirOutside(t, "toy-shared-", runner.SandboxScratch)
+			spec, err := fleet.Parse("fleet.yaml", fmt.Appendf(nil, toyFleet, shared))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return spec
+		}})
 }
