@@ -270,7 +270,7 @@ func missingBundle(t *testing.T, h Harness) {
 // waitRunning waits until job of st runs.
 func waitRunning(t *testing.T, h Harness, st *coordinate.State, job string) {
 	t.Helper()
-	id := jobIn(t, st, job).ID
+	id := Job(t, st, job).ID
 	s := fleet.Throttle(h.Scheduler, h.Poll)
 	ctx, cancel := context.WithTimeout(t.Context(), h.Timeout)
 	defer cancel()
@@ -286,7 +286,9 @@ func waitRunning(t *testing.T, h Harness, st *coordinate.State, job string) {
 	t.Fatalf("job %s not running after %v", job, h.Timeout)
 }
 
-func jobIn(t *testing.T, st *coordinate.State, job string) coordinate.JobState {
+// Job is the job named in the coordinator's record st, for a harness's
+// Killer and Preempter.
+func Job(t *testing.T, st *coordinate.State, job string) coordinate.JobState {
 	t.Helper()
 	for _, j := range st.Jobs {
 		if j.Name == job {
@@ -371,7 +373,7 @@ func preemption(t *testing.T, h Harness) {
 	p.Preempt(t, st, jobH100)
 	res := e.collect(t)
 	passed(t, res)
-	if j := jobIn(t, res.State, jobH100); j.Status.Restarts < 1 {
+	if j := Job(t, res.State, jobH100); j.Status.Restarts < 1 {
 		t.Errorf("job %s after a preemption: %+v, want its restart counted", jobH100, j.Status)
 	}
 }

@@ -199,13 +199,13 @@ type toyJobs struct{ e *toy }
 
 // Kill kills job's process group: the job is cancelled, not run again.
 func (k toyJobs) Kill(t *testing.T, st *coordinate.State, job string) {
-	k.e.stop(jobID(t, st, job), fleet.Cancelled, "killed")
+	k.e.stop(fleettest.Job(t, st, job).ID, fleet.Cancelled, "killed")
 }
 
 // Preempt kills job's process group and starts its script again, as a
 // requeue does.
 func (k toyJobs) Preempt(t *testing.T, st *coordinate.State, job string) {
-	id := jobID(t, st, job)
+	id := fleettest.Job(t, st, job).ID
 	k.e.stop(id, fleet.Preempted, "preempted")
 	k.e.mu.Lock()
 	defer k.e.mu.Unlock()
@@ -214,17 +214,6 @@ func (k toyJobs) Preempt(t *testing.T, st *coordinate.State, job string) {
 	if err := k.e.start(j); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func jobID(t *testing.T, st *coordinate.State, job string) string {
-	t.Helper()
-	for _, j := range st.Jobs {
-		if j.Name == job {
-			return j.ID
-		}
-	}
-	t.Fatalf("no job %s in the record", job)
-	return ""
 }
 
 // toyFleet is the suite's fleet on the toy engine.

@@ -197,32 +197,6 @@ func TestSubmitRefusesAnUnsatisfiableClass(t *testing.T) {
 	}
 }
 
-func TestCancel(t *testing.T) {
-	c, e, shared := start(t)
-	hs, err := e.Submit(t.Context(), fleet.Request{
-		Name: "gpuattest-test", Class: "a100", Count: 2,
-		Selectors: fleet.Selectors{GPUType: "a100", GPUs: 1},
-		Script:    script(t, shared, "sleep 60"), Args: []string{shared}, TimeLimit: 2 * time.Minute,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := []string{hs[0].ID, hs[1].ID}
-	waitFor(t, c, e, ids[:1], func(s fleet.Status) bool { return s.State == fleet.Running })
-	if err := e.Cancel(t.Context(), ids); err != nil {
-		t.Fatal(err)
-	}
-	st := waitFor(t, c, e, ids, func(s fleet.Status) bool { return s.State.Final() })
-	for _, id := range ids {
-		if st[id].State != fleet.Cancelled {
-			t.Errorf("job %s: %+v, want CANCELLED", id, st[id])
-		}
-	}
-	if err := e.Cancel(t.Context(), ids); err != nil {
-		t.Errorf("cancelling finished jobs again: %v", err)
-	}
-}
-
 // TestSubmitArray submits a two-job class as one array job on a node
 // with one a100: each task gets its own handle and index, one waits while
 // the other runs, and both complete.
