@@ -40,9 +40,10 @@ func NodeBinary(t testing.TB) string {
 	return nodeBinary.path
 }
 
-// Main runs the tests of m and removes what NodeBinary built: an
-// engine's tests that run the suite call it from their TestMain.
-func Main(m *testing.M) {
+// Main runs the tests of m (a *testing.M, or what wraps one) and
+// removes what NodeBinary built: an engine's tests that run the suite
+// call it from their TestMain.
+func Main(m interface{ Run() int }) {
 	code := m.Run()
 	if nodeBinary.path != "" {
 		os.RemoveAll(filepath.Dir(nodeBinary.path))

@@ -1,10 +1,12 @@
 package fleettest
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -360,20 +362,55 @@ func timeout(t *testing.T, h Harness) {
 	stopped(t, h, res)
 }
 
-// preemption: a job stopped while it runs and run again passes, and the
-// record counts its restart.
+// preemption: a job stopped while it runs its GPU step and run again
+// passes, and the record counts its restart; where the nodes resume a
+// run (NodesResume), the job's bundle counts two attempts.
 func preemption(t *testing.T, h Harness) {
 	p, ok := h.Jobs.(Preempter)
 	if !ok {
 		t.Skip("the harness cannot preempt a job (Harness.Jobs is no fleettest.Preempter)")
 	}
 	e := newE2E(t, h, "sleep 5 && ", "")
-	st := e.detach(t)
-	waitRunning(t, h, st, jobH100)
-	p.Preempt(t, st, jobH100)
-	res := e.collect(t)
+	preempted := false
+	// Progress is called from run.Fleet, on this goroutine: the
+	// preemption may fail the test.
+	res, err := e.run(t, t.Context(), run.WithFleetProgress(func(ev run.FleetEvent) {
+		if ev.State == nil || ev.Submitted || preempted {
+			return
+		}
+		// The step a job runs is known where its node writes it to the
+		// shared directory.
+		if j := Job(t, ev.State, jobH100); j.Status.State == fleet.Running && (!h.NodesResume || j.Step == "check") {
+			preempted = true
+			p.Preempt(t, ev.State, jobH100)
+		}
+	}))
+	if err != nil {
+		t.Fatalf("run.Fleet: %v", err)
+	}
+	if !preempted {
+		t.Fatalf("job %s was never seen running its step: nothing preempted", jobH100)
+	}
 	passed(t, res)
 	if j := Job(t, res.State, jobH100); j.Status.Restarts < 1 {
 		t.Errorf("job %s after a preemption: %+v, want its restart counted", jobH100, j.Status)
+	}
+	if !h.NodesResume {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(res.Dir, coordinate.NodesDir, jobH100+".intoto.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, err := sign.UnverifiedStatement(bytes.TrimSpace(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node ad.Node
+	if err := json.Unmarshal(st2.Predicate, &node); err != nil {
+		t.Fatal(err)
+	}
+	if node.Attempts != 2 {
+		t.Errorf("%s's bundle counts %d attempts; want 2: the run resumed after the preemption", jobH100, node.Attempts)
 	}
 }

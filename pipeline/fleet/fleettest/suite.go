@@ -51,6 +51,10 @@ type Harness struct {
 	// Options reach the cluster and its registry in the end-to-end cases
 	// (run.WithFleetAccess, run.WithFleetRegistry).
 	Options []run.FleetOption
+	// NodesResume says that a job run again finds its node's run as it
+	// was left (a shared directory): the preempted job's bundle then
+	// counts two attempts.
+	NodesResume bool
 	// Jobs acts on a running job as the cluster can: a Killer, a
 	// Preempter, both or nil. The cases that need one it is not are
 	// skipped, saying so.

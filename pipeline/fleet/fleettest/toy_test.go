@@ -246,7 +246,7 @@ func TestToyEngine(t *testing.T) {
 	e := &toy{jobs: map[string]*toyJob{}}
 	toyEngine.Store(e)
 	fleettest.Run(t, fleettest.Harness{Scheduler: e, Request: toyRequest, Poll: 10 * time.Millisecond, Timeout: 30 * time.Second, Unknown: "0",
-		Jobs: toyJobs{e},
+		Jobs: toyJobs{e}, NodesResume: true,
 		Fleet: func(t *testing.T) *fleet.Spec {
 			shared := testenv.DirOutside(t, "toy-shared-", runner.SandboxScratch)
 			spec, err := fleet.Parse("fleet.yaml", fmt.Appendf(nil, toyFleet, shared))

@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 		return fleet.Request{Name: "gpuattest-" + class, Class: class, Count: count, Script: fleettest.SleepScript(t, shared, class, exit, d),
 			Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1}, TimeLimit: 15 * time.Minute, LogDir: shared}
 	}
-	fleettest.Run(t, fleettest.Harness{Scheduler: e, Request: request, Unknown: "999999", Timeout: 90 * time.Second,
+	fleettest.Run(t, fleettest.Harness{Scheduler: e, Request: request, Unknown: "999999", Timeout: 90 * time.Second, NodesResume: true,
 		Jobs: slurmJobs{c},
 		Fleet: func(t *testing.T) *fleet.Spec {
 			dir := testenv.DirOutside(t, "fleet-shared-", runner.SandboxScratch)
