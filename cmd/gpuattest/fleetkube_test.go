@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/k8stest"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/fleettest"
 )
 
 // GPU products of the test cluster's kwok nodes.
@@ -80,23 +79,15 @@ classes:
 `
 
 // kubeRun is a run --fleet on the test cluster, with the pods' commands
-// run here as a kubelet would run them.
+// run here as a kubelet would run them (fleettest.Kubelet).
 type kubeRun struct {
-	t        *testing.T
-	c        *k8stest.Cluster
-	dir, bin string
-	keyRoot  string
-	cmd      *exec.Cmd
-	out      bytes.Buffer
-	done     chan error
-	mu       sync.Mutex
-	handled  map[string]bool
-	// evict, when set, is the job (class-index) whose first pod is
-	// evicted; no other pod is run until its retry is Running, so that
-	// every other pod of its class still holds its node and the retry
-	// lands on a node of its own (anti-affinity does not count pods that
-	// ended).
-	evict, retry string
+	t    *testing.T
+	c    *k8stest.Cluster
+	k    *fleettest.Kubelet
+	dir  string
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan error
 }
 
 // startKubeRun writes the project and fleet file (a100GPUS per A100
@@ -111,22 +102,15 @@ func startKubeRunArgs(t *testing.T, a100GPUs int, extraEnv []string, runArgs ...
 	t.Helper()
 	c := k8stest.Shared(t)
 	reg := registrytest.StartDocker(t)
-	r := &kubeRun{t: t, c: c, dir: t.TempDir(), handled: map[string]bool{}, done: make(chan error, 1)}
-	r.keyRoot = filepath.Join(r.dir, "mnt")
-	r.bin = filepath.Join(r.dir, "bin")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"proj", "bin", "mnt"} {
-		if err := os.MkdirAll(filepath.Join(r.dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(self, filepath.Join(r.bin, "gpuattest")); err != nil {
+	r := &kubeRun{t: t, c: c, k: fleettest.NewKubelet(t, c, self), dir: t.TempDir(), done: make(chan error, 1)}
+	if err := os.MkdirAll(filepath.Join(r.dir, "proj"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(r.dir, "proj", "p.yaml"), strings.ReplaceAll(kubePipeline, "%KEYROOT%", r.keyRoot))
+	write(t, filepath.Join(r.dir, "proj", "p.yaml"), strings.ReplaceAll(kubePipeline, "%KEYROOT%", r.k.KeyRoot()))
 	fl := strings.NewReplacer("%NS%", c.Namespace, "%REGISTRY%", reg.Host, "%A100GPUS%", fmt.Sprint(a100GPUs)).Replace(kubeFleet)
 	write(t, filepath.Join(r.dir, "fleet.yaml"), fl)
 	if code, out := r.gpuattest("key", "generate", "--output-key-prefix", "rel", "--no-password"); code != 0 {
@@ -142,10 +126,10 @@ func startKubeRunArgs(t *testing.T, a100GPUs int, extraEnv []string, runArgs ...
 // it), with extraEnv added to its environment.
 func (r *kubeRun) start(extraEnv []string, args ...string) {
 	t := r.t
-	r.cmd = exec.Command(filepath.Join(r.bin, "gpuattest"), args...)
+	r.cmd = exec.Command(r.k.Gpuattest(), args...)
 	r.out.Reset()
 	r.cmd.Dir, r.cmd.Stdout, r.cmd.Stderr = r.dir, &r.out, &r.out
-	r.cmd.Env = append(r.env(), append([]string{"GPUATTEST_FLEET_POLL=300ms"}, extraEnv...)...)
+	r.cmd.Env = append(r.k.Env(), append([]string{"GPUATTEST_FLEET_POLL=300ms"}, extraEnv...)...)
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,15 +143,10 @@ func (r *kubeRun) start(extraEnv []string, args ...string) {
 	})
 }
 
-// env is the environment of every process the test runs.
-func (r *kubeRun) env() []string {
-	return []string{"PATH=" + r.bin + ":" + os.Getenv("PATH"), "HOME=" + r.dir, "TMPDIR=" + r.t.TempDir(), "GPUATTEST_PASSWORD="}
-}
-
 // gpuattest runs gpuattest in the run's directory.
 func (r *kubeRun) gpuattest(args ...string) (int, string) {
-	cmd := exec.Command(filepath.Join(r.bin, "gpuattest"), args...)
-	cmd.Dir, cmd.Env = r.dir, r.env()
+	cmd := exec.Command(r.k.Gpuattest(), args...)
+	cmd.Dir, cmd.Env = r.dir, r.k.Env()
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -178,153 +157,31 @@ func (r *kubeRun) gpuattest(args ...string) (int, string) {
 	return code, string(out)
 }
 
-// serve plays the kubelet until run --fleet exits: each pod that became
-// Running gets its node container's command and then its sign
-// container's command run here, with the environment the pod's spec
-// gives and its Secret written as the volume would mount it; then the
-// pod ends with the sign container's exit code. It returns run's exit
-// code and output.
+// serve plays the kubelet (fleettest.Kubelet) until run --fleet exits,
+// and returns run's exit code and output.
 func (r *kubeRun) serve(ctx context.Context) (int, string) {
 	r.t.Helper()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-r.done:
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			}
-			return code, r.out.String()
-		case <-ctx.Done():
-			r.t.Fatalf("run --fleet did not end: %v\n%s", ctx.Err(), r.out.String())
-		case <-tick.C:
-		}
-		pods, err := r.c.ListPods(ctx, r.c.Namespace, "gpuattest.dev/class")
-		if err != nil {
-			continue
-		}
-		for _, p := range r.next(pods) {
-			r.handled[p.Name] = true
-			r.runPod(ctx, p)
-		}
-	}
-}
-
-// next are the Running pods to run now, in order: with an eviction to
-// make, the victim alone; while its retry is not Running, none.
-func (r *kubeRun) next(pods []k8stest.Pod) []k8stest.Pod {
-	var run []k8stest.Pod
-	for _, p := range pods {
-		if p.Phase != "Running" || r.handled[p.Name] {
-			continue
-		}
-		job := p.Labels["gpuattest.dev/class"] + "-" + p.Env["GPUATTEST_FLEET_INDEX"]
-		switch {
-		case r.evict != "" && job == r.evict:
-			return []k8stest.Pod{p}
-		case r.retry != "" && job == r.retry:
-			r.retry = ""
-			return append([]k8stest.Pod{p}, run...)
-		}
-		run = append(run, p)
-	}
-	if r.evict != "" || r.retry != "" {
-		return nil
-	}
-	return run
-}
-
-// podContainers are the containers of a pod as its spec gives them.
-type podContainers struct {
-	Spec struct {
-		AutomountServiceAccountToken *bool `json:"automountServiceAccountToken"`
-		Containers                   []struct {
-			Name         string   `json:"name"`
-			Command      []string `json:"command"`
-			VolumeMounts []struct {
-				Name      string `json:"name"`
-				MountPath string `json:"mountPath"`
-				ReadOnly  bool   `json:"readOnly"`
-			} `json:"volumeMounts"`
-		} `json:"containers"`
-	} `json:"spec"`
-}
-
-// runPod runs pod p's two containers' commands here and ends the pod.
-func (r *kubeRun) runPod(ctx context.Context, p k8stest.Pod) {
-	t := r.t
-	job := p.Labels["gpuattest.dev/class"] + "-" + p.Env["GPUATTEST_FLEET_INDEX"]
-	if job == r.evict {
-		r.evict, r.retry = "", job
-		if err := r.c.FailPod(ctx, p.Namespace, p.Name, "Evicted", "The node was low on resource: memory."); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	var spec podContainers
-	if err := json.Unmarshal(p.Raw, &spec); err != nil {
-		t.Fatal(err)
-	}
-	// The keys reach the sign container alone; no token is mounted.
-	if a := spec.Spec.AutomountServiceAccountToken; a == nil || *a {
-		t.Errorf("pod %s mounts a service-account token", p.Name)
-	}
-	if len(spec.Spec.Containers) != 2 || spec.Spec.Containers[0].Name != "node" || spec.Spec.Containers[1].Name != "sign" {
-		t.Fatalf("pod %s: containers %+v", p.Name, spec.Spec.Containers)
-	}
-	for _, vm := range spec.Spec.Containers[0].VolumeMounts {
-		if vm.Name == "keys" {
-			t.Errorf("pod %s: the node container mounts the keys", p.Name)
-		}
-	}
-	secret := ""
-	for _, v := range p.Volumes {
-		if v.Name == "keys" {
-			secret = v.SecretName
-		}
-	}
-	data, err := r.c.SecretData(ctx, p.Namespace, secret)
-	if err != nil {
-		t.Fatalf("pod %s: its Secret %q: %v", p.Name, secret, err)
-	}
-	keys := filepath.Join(r.keyRoot, p.Name)
-	report := filepath.Join(r.dir, "report-"+p.Name)
-	for _, d := range []string{keys, report} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for k, v := range data {
-		if err := os.WriteFile(filepath.Join(keys, k), v, 0o400); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := r.env()
-	for k, v := range p.Env {
-		env = append(env, k+"="+v)
-	}
-	env = append(env, "GPUATTEST_FLEET_REPORT_DIR="+report)
-	node := spec.Spec.Containers[0].Command
-	nodeCmd := exec.CommandContext(ctx, node[0], node[1:]...)
-	nodeCmd.Env, nodeCmd.Dir = env, r.t.TempDir()
-	if out, err := nodeCmd.CombinedOutput(); err != nil {
-		t.Logf("pod %s node container: %v\n%s", p.Name, err, out)
-	}
-	sign := spec.Spec.Containers[1].Command
-	signCmd := exec.CommandContext(ctx, sign[0], sign[1:]...)
-	signCmd.Env, signCmd.Dir = append(env, "GPUATTEST_FLEET_KEY_DIR="+keys), r.t.TempDir()
-	code := 0
-	if out, err := signCmd.CombinedOutput(); err != nil {
-		code = 1
+	kctx, stop := context.WithCancel(ctx)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		r.k.Serve(kctx)
+	}()
+	defer func() {
+		stop()
+		<-served
+	}()
+	select {
+	case err := <-r.done:
+		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
 		}
-		t.Logf("pod %s sign container: exit %d\n%s", p.Name, code, out)
+		return code, r.out.String()
+	case <-ctx.Done():
+		r.t.Fatalf("run --fleet did not end: %v\n%s", ctx.Err(), r.out.String())
 	}
-	if err := r.c.FinishPod(ctx, p.Namespace, p.Name, code); err != nil {
-		t.Fatal(err)
-	}
+	return 0, ""
 }
 
 // record reads the run's fleet.json.
@@ -426,28 +283,6 @@ func TestKubeFleetUnschedulable(t *testing.T) {
 	}
 }
 
-// TestKubeFleetEvicted: an evicted pod's index runs again alone and the
-// release passes; the record counts the restart.
-func TestKubeFleetEvicted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	r := startKubeRun(t, 8)
-	r.evict = "a100-1"
-	code, out := r.serve(ctx)
-	if code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
-		t.Fatalf("run --fleet with a100-1 evicted once: exit %d\n%s", code, out)
-	}
-	t.Logf("run --fleet:\n%s", out)
-	for _, j := range r.record().Jobs {
-		if want := map[string]int{"a100-1": 1}[j.Name]; j.Status.Restarts != want {
-			t.Errorf("job %s: %d restarts, want %d", j.Name, j.Status.Restarts, want)
-		}
-	}
-	if !strings.Contains(out, "Evicted") {
-		t.Errorf("no progress line names the eviction:\n%s", out)
-	}
-}
-
 // TestKubeFleetInterrupt: Ctrl-C deletes the Jobs (foreground, with
 // their pods) and their Secrets; run exits 130.
 func TestKubeFleetInterrupt(t *testing.T) {
@@ -482,49 +317,6 @@ func TestKubeFleetInterrupt(t *testing.T) {
 	}
 	if _, err := r.c.WaitPods(ctx, r.c.Namespace, "gpuattest.dev/class", func(p []k8stest.Pod) bool { return len(p) == 0 }); err != nil {
 		t.Errorf("pods left after Ctrl-C: %v", err)
-	}
-}
-
-// TestKubeFleetDetach: run --detach submits and exits; fleet collect,
-// with the same kubeconfig, waits for the jobs and collects the bundles
-// from the registry.
-func TestKubeFleetDetach(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	r := startKubeRunArgs(t, 8, nil, "--detach")
-	if code, out := r.serve(ctx); code != 0 || !strings.Contains(out, "detached; collect it with: gpuattest fleet collect run") {
-		t.Fatalf("run --fleet --detach: exit %d\n%s", code, out)
-	}
-	r.start(nil, "fleet", "collect", "run", "--kubeconfig", r.c.Restricted.Kubeconfig)
-	if code, out := r.serve(ctx); code != 0 || !strings.Contains(out, "fleet dispatch: PASSED") {
-		t.Fatalf("fleet collect: exit %d\n%s", code, out)
-	}
-	if st := r.record(); !st.Done {
-		t.Errorf("the record is not done after collect")
-	}
-}
-
-// TestKubeFleetTimeout: --timeout cancels as Ctrl-C does: the Jobs and
-// Secrets are deleted and run fails.
-func TestKubeFleetTimeout(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	r := startKubeRunArgs(t, 8, nil, "--timeout", "3s")
-	var err error
-	select {
-	case err = <-r.done: // nobody plays the kubelet: the pods stay Running
-	case <-ctx.Done():
-		t.Fatalf("run --fleet --timeout 3s did not stop\n%s", r.out.String())
-	}
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailed || !strings.Contains(r.out.String(), "did not finish in time") {
-		t.Errorf("run --fleet --timeout 3s: %v, want exit %d\n%s", err, exitFailed, r.out.String())
-	}
-	for _, o := range r.record().Cluster.Objects {
-		for _, path := range []string{"/apis/batch/v1/namespaces/" + r.c.Namespace + "/jobs/" + o.Name, "/api/v1/namespaces/" + r.c.Namespace + "/secrets/" + o.Name} {
-			if err := r.gone(ctx, path); err != nil {
-				t.Error(err)
-			}
-		}
 	}
 }
 

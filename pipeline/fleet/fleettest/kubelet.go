@@ -62,6 +62,10 @@ func NewKubelet(t *testing.T, c *k8stest.Cluster, bin string, env ...string) *Ku
 // gpuattest first), HOME, TMPDIR and NewKubelet's env.
 func (k *Kubelet) Env() []string { return k.env }
 
+// Gpuattest is the gpuattest the pods' commands run: the one first on
+// Env's PATH.
+func (k *Kubelet) Gpuattest() string { return filepath.Join(k.dir, "bin", "gpuattest") }
+
 // KeyRoot is the directory the pods' keys are written under.
 func (k *Kubelet) KeyRoot() string { return filepath.Join(k.dir, "mnt") }
 
