@@ -2,8 +2,6 @@ package coordinate_test
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
 	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/fleettest"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -86,18 +85,7 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := sign.NewKeypair(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sign.NewKeySigner(kp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := fleettest.OwnerSigner(t)
 	p := &pipeline.Pipeline{Name: "p", Targets: []string{"sm_80", "sm_90"}, Path: filepath.Join(root, "p.yaml"), Dir: root, Root: root, Digest: "sha256:" + strings.Repeat("0", 64),
 		Steps: []pipeline.Step{{ID: "build"}, {ID: "check", GPU: true, Needs: []string{"build"}}}}
 	self, err := os.Executable()

@@ -2,9 +2,6 @@ package coordinate_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,6 +18,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
 	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/fleettest"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/node"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
@@ -91,7 +89,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 	if err != nil || !res.Passed() {
 		t.Fatalf("build: %v", err)
 	}
-	signer := ownerSigner(t)
+	signer := fleettest.OwnerSigner(t)
 	prep, err := coordinate.Prepare(t.Context(), coordinate.Stage{Pipeline: p, BuildDir: res.Dir, Fleet: spec, Signer: signer,
 		StageDir: filepath.Join(dir, "run", "stage"), Cluster: fleet.Cluster{Engine: "kubernetes", Server: "https://127.0.0.1:6443", Namespace: "gpu"}})
 	if err != nil {
@@ -238,23 +236,6 @@ func forgeNode(t *testing.T, prep *coordinate.Prepared, job string, key []byte) 
 		t.Fatal(err)
 	}
 	return append(b, '\n')
-}
-
-func ownerSigner(t *testing.T) *sign.Signer {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := sign.NewKeypair(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sign.NewKeySigner(kp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // TestReportNodeCannotPull: a node container that cannot pull the

@@ -93,7 +93,7 @@ func newE2E(t *testing.T, h Harness, sleep, lines string) *e2e {
 	if got := strings.Join(names, " "); got != "a100:gpu:a100:1:1 h100:gpu:h100:1:1" {
 		t.Fatalf("the harness's fleet has classes %s; the suite needs a100 (gres gpu:a100:1) and h100 (gres gpu:h100:1), one node each", got)
 	}
-	signer := ownerSigner(t)
+	signer := OwnerSigner(t)
 	e := &e2e{h: h, p: p, spec: spec, dir: filepath.Join(t.TempDir(), "run")}
 	e.opts = append([]run.FleetOption{
 		run.WithFleetDir(e.dir), run.WithFleetSigner(func() (*sign.Signer, error) { return signer, nil }),
@@ -136,7 +136,9 @@ func (e *e2e) detach(t *testing.T) *coordinate.State {
 	return res.State
 }
 
-func ownerSigner(t *testing.T) *sign.Signer {
+// OwnerSigner is a release owner's signer with a fresh P-256 key, for
+// the fleet's tests that sign a dispatch.
+func OwnerSigner(t testing.TB) *sign.Signer {
 	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
