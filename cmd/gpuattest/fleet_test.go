@@ -23,6 +23,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
+	"github.com/gpuattest/gpuattest/pipeline/fleet/fleettest"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 )
 
@@ -35,19 +36,7 @@ import (
 // as a cluster with shared home directories does). The node's sandbox
 // hides the shared directory; with hostSteps: unsandboxed the step finds
 // the key and fails.
-const fleetPipeline = `apiVersion: gpuattest.dev/v1
-kind: Pipeline
-name: fleet-demo
-targets: [sm_80, sm_90]
-steps:
-  - id: build
-    run: mkdir -p out && echo kernel > out/kernels.fatbin && printf '#!/bin/sh\necho harness ok\n' > out/harness && chmod +x out/harness
-    outputs: [out/kernels.fatbin, out/harness]
-  - id: check
-    gpu: true
-    needs: [build]
-    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! { cat ../job.key ../../../keys/*.key %SHARED%/*/keys/*.key; find %SHARED% -name '*.key' -exec cat {} +; grep -rs "PRIVATE KEY" "$HOME"; } 2>/dev/null | grep -q PRIVATE
-`
+var fleetPipeline = fleettest.Pipeline("fleet-demo", "", `! { cat ../job.key ../../../keys/*.key %SHARED%/*/keys/*.key; find %SHARED% -name '*.key' -exec cat {} +; grep -rs "PRIVATE KEY" "$HOME"; } 2>/dev/null | grep -q PRIVATE`)
 
 // fleetFile is a two-class fleet on the test cluster's one node.
 const fleetFile = `apiVersion: gpuattest.dev/v1

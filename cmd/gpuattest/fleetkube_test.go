@@ -37,19 +37,7 @@ var kubeNodes = []k8stest.Node{
 // kubePipeline's GPU step fails if its environment, its parent's (the
 // node process) or pid 1's names a key or the key mount, or if it can
 // read the key mount or a service-account token.
-const kubePipeline = `apiVersion: gpuattest.dev/v1
-kind: Pipeline
-name: fleet-demo
-targets: [sm_80, sm_90]
-steps:
-  - id: build
-    run: mkdir -p out && echo kernel > out/kernels.fatbin && printf '#!/bin/sh\necho harness ok\n' > out/harness && chmod +x out/harness
-    outputs: [out/kernels.fatbin, out/harness]
-  - id: check
-    gpu: true
-    needs: [build]
-    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! env | grep -qi -e "PRIVATE KEY" -e /var/run/gpuattest/keys -e %KEYROOT% && ! cat /var/run/gpuattest/keys/*.key /var/run/secrets/kubernetes.io/serviceaccount/token 2>/dev/null && ! grep -qs -e "PRIVATE KEY" -e gpuattest/keys -e %KEYROOT% /proc/1/environ /proc/$PPID/environ
-`
+var kubePipeline = fleettest.Pipeline("fleet-demo", "", `! env | grep -qi -e "PRIVATE KEY" -e /var/run/gpuattest/keys -e %KEYROOT% && ! cat /var/run/gpuattest/keys/*.key /var/run/secrets/kubernetes.io/serviceaccount/token 2>/dev/null && ! grep -qs -e "PRIVATE KEY" -e gpuattest/keys -e %KEYROOT% /proc/1/environ /proc/$PPID/environ`)
 
 // kubeFleet is the same two classes as fleetFile, for Kubernetes: both
 // engines' fields are there; engine: picks.

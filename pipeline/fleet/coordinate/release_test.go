@@ -26,19 +26,7 @@ import (
 // releasePipeline builds a kernel and a harness here; its GPU step runs
 // on each node and fails if it can read a job key at the mount path the
 // test gives it ($KEYS, which the node's environment must not carry).
-const releasePipeline = `apiVersion: gpuattest.dev/v1
-kind: Pipeline
-name: kube-demo
-targets: [sm_80, sm_90]
-steps:
-  - id: build
-    run: mkdir -p out && echo kernel > out/kernels.fatbin && printf '#!/bin/sh\necho harness ok\n' > out/harness && chmod +x out/harness
-    outputs: [out/kernels.fatbin, out/harness]
-  - id: check
-    gpu: true
-    needs: [build]
-    run: ./out/harness && test "$(cat out/kernels.fatbin)" = kernel && ! env | grep -q gpuattest-keys && ! cat "$KEYS"/*.key
-`
+var releasePipeline = fleettest.Pipeline("kube-demo", "", `! env | grep -q gpuattest-keys && ! cat "$KEYS"/*.key`)
 
 const releaseFleet = `apiVersion: gpuattest.dev/v1
 kind: Fleet

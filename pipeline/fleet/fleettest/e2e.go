@@ -39,12 +39,11 @@ type Preempter interface {
 	Preempt(t *testing.T, st *coordinate.State, job string)
 }
 
-// pipelineYAML builds once (a fake fatbin and a harness) and runs one
-// GPU step on every node: %[1]s goes before the step's run (a sleep),
-// %[2]s is further lines of the step (memory: 60GiB).
+// pipelineYAML is Pipeline's text: the name, the GPU step's further
+// lines and its run.
 const pipelineYAML = `apiVersion: gpuattest.dev/v1
 kind: Pipeline
-name: fleet-suite
+name: %s
 targets: [sm_80, sm_90]
 steps:
   - id: build
@@ -53,8 +52,21 @@ steps:
   - id: check
     gpu: true
     needs: [build]
-%[2]s    run: %[1]s./out/harness && test "$(cat out/kernels.fatbin)" = kernel
+%s    run: %s
 `
+
+// Pipeline is the pipeline of the fleet's tests, named name: it builds
+// once here (a fake fatbin and a harness, its outputs) and runs one GPU
+// step, check, on every node, which runs the harness, checks the fatbin
+// and then runs more (unless empty); lines are further lines of the
+// step, each indented four spaces (memory: 60GiB).
+func Pipeline(name, lines, more string) string {
+	run := `./out/harness && test "$(cat out/kernels.fatbin)" = kernel`
+	if more != "" {
+		run += " && " + more
+	}
+	return fmt.Sprintf(pipelineYAML, name, lines, run)
+}
 
 // The two jobs of the suite's fleet.
 const (
@@ -72,13 +84,14 @@ type e2e struct {
 	opts []run.FleetOption
 }
 
-// newE2E writes the suite's pipeline with the GPU step's sleep and
-// further lines, and the options of a run of it on the harness's fleet.
-func newE2E(t *testing.T, h Harness, sleep, lines string) *e2e {
+// newE2E writes the suite's pipeline, whose GPU step runs more after its
+// checks and has further lines, and the options of a run of it on the
+// harness's fleet.
+func newE2E(t *testing.T, h Harness, more, lines string) *e2e {
 	t.Helper()
 	proj := t.TempDir()
 	path := filepath.Join(proj, "p.yaml")
-	if err := os.WriteFile(path, fmt.Appendf(nil, pipelineYAML, sleep, lines), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(Pipeline("fleet-suite", lines, more)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p, err := pipeline.Load(path)
@@ -255,7 +268,7 @@ func missingBundle(t *testing.T, h Harness) {
 	if !ok {
 		t.Skip("the harness cannot kill a job (Harness.Jobs is no fleettest.Killer)")
 	}
-	e := newE2E(t, h, "sleep 5 && ", "")
+	e := newE2E(t, h, "sleep 5", "")
 	st := e.detach(t)
 	waitRunning(t, h, st, jobA100)
 	k.Kill(t, st, jobA100)
@@ -332,7 +345,7 @@ func stopped(t *testing.T, h Harness, res *run.FleetResult) {
 // interrupt: cancelling run.Fleet's context while the jobs run cancels
 // them with the scheduler and returns context.Canceled, uncollected.
 func interrupt(t *testing.T, h Harness) {
-	e := newE2E(t, h, "sleep 120 && ", "")
+	e := newE2E(t, h, "sleep 120", "")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var once sync.Once
@@ -356,7 +369,7 @@ func interrupt(t *testing.T, h Harness) {
 // timeout: past WithFleetTimeout the jobs are cancelled and run.Fleet
 // returns coordinate.ErrTimeout, uncollected.
 func timeout(t *testing.T, h Harness) {
-	e := newE2E(t, h, "sleep 120 && ", "")
+	e := newE2E(t, h, "sleep 120", "")
 	res, err := e.run(t, t.Context(), run.WithFleetTimeout(3*time.Second))
 	if !errors.Is(err, coordinate.ErrTimeout) {
 		t.Fatalf("run.Fleet with a 3s timeout: %v, want %v", err, coordinate.ErrTimeout)
@@ -372,7 +385,7 @@ func preemption(t *testing.T, h Harness) {
 	if !ok {
 		t.Skip("the harness cannot preempt a job (Harness.Jobs is no fleettest.Preempter)")
 	}
-	e := newE2E(t, h, "sleep 5 && ", "")
+	e := newE2E(t, h, "sleep 5", "")
 	preempted := false
 	// Progress is called from run.Fleet, on this goroutine: the
 	// preemption may fail the test.
