@@ -28,6 +28,8 @@ import (
 // ends without a node bundle and is not run again (Slurm: scancel
 // --signal=KILL; Kubernetes: its pod fails before it signs).
 type Killer interface {
+	// Kill kills job (class-index) of the dispatch recorded in st, which
+	// runs.
 	Kill(t *testing.T, st *coordinate.State, job string)
 }
 
@@ -36,6 +38,8 @@ type Killer interface {
 // eviction, does (Slurm: SIGKILL and scontrol requeue; Kubernetes: the
 // pod evicted).
 type Preempter interface {
+	// Preempt stops job (class-index) of the dispatch recorded in st,
+	// which runs its GPU step, and has the scheduler run it again.
 	Preempt(t *testing.T, st *coordinate.State, job string)
 }
 
