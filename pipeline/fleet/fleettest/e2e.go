@@ -432,4 +432,9 @@ func preemption(t *testing.T, h Harness) {
 	if node.Attempts != 2 {
 		t.Errorf("%s's bundle counts %d attempts; want 2: the run resumed after the preemption", jobH100, node.Attempts)
 	}
+	// The step stopped midway ran again whole: its 5 s sleep in the
+	// attempt that finished.
+	if len(node.Steps) != 1 || node.Steps[0].ID != "check" || node.Steps[0].State != "passed" || node.Steps[0].DurationMS < 5000 {
+		t.Errorf("%s's steps %+v: want check passed after at least 5 s in the attempt that finished", jobH100, node.Steps)
+	}
 }
