@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -157,7 +157,7 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if digest, _ := ad.Digest(st); digest != prep.Digest || st.PredicateType != ad.PredicateType {
+	if digest, _ := dispatch.Digest(st); digest != prep.Digest || st.PredicateType != dispatch.PredicateType {
 		t.Errorf("the staged dispatch is %s of type %s, want %s", digest, st.PredicateType, prep.Digest)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -83,7 +83,7 @@ type NodeResult struct {
 	// Bundle is the node bundle's path.
 	Bundle string
 	// Node is the signed predicate.
-	Node *ad.Node
+	Node *dispatch.Node
 }
 
 // ErrNodeFailed is wrapped by RunNode's error when the node signed a
@@ -143,7 +143,7 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 		return nil, err
 	}
 	n.binding = runBinding(pemKey, l)
-	n.sandbox = l.d.Fleet.HostSteps != ad.HostStepsUnsandboxed
+	n.sandbox = l.d.Fleet.HostSteps != dispatch.HostStepsUnsandboxed
 	if given != td.RealPath { // the steps' environment names neither path
 		n.Env = withoutKey(n.Env, filepath.Join(given, stagefs.KeysDir), filepath.Join(given, "jobs", l.job.Name))
 	}
@@ -175,8 +175,8 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 // verify checks the owner's signature.
 type loaded struct {
 	stmt   *attest.Statement
-	d      *ad.Dispatch
-	job    *ad.Job
+	d      *dispatch.Dispatch
+	job    *dispatch.Job
 	digest string
 }
 
@@ -196,13 +196,13 @@ func parseDispatch(data []byte, job string) (*loaded, error) {
 	if l.stmt, err = sign.UnverifiedStatement(data); err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w", err)
 	}
-	if l.d, err = ad.Decode(l.stmt); err != nil {
+	if l.d, err = dispatch.Decode(l.stmt); err != nil {
 		return nil, err
 	}
 	if l.job = l.d.Job(job); l.job == nil {
 		return nil, fmt.Errorf("the dispatch %s has no job %q", l.d.ID, job)
 	}
-	if l.digest, err = ad.Digest(l.stmt); err != nil {
+	if l.digest, err = dispatch.Digest(l.stmt); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -212,29 +212,29 @@ func parseDispatch(data []byte, job string) (*loaded, error) {
 // sign and why the node failed (nil when it passed); the error is for a
 // cancelled or preempted job, which signs nothing (a requeue resumes).
 // keyPath is where the job key is, which no step may name.
-func (n *Node) execute(ctx context.Context, l *loaded, keyPath string) (*ad.Node, error, error) {
+func (n *Node) execute(ctx context.Context, l *loaded, keyPath string) (*dispatch.Node, error, error) {
 	if n.Logger == nil {
 		n.Logger = slog.New(slog.DiscardHandler)
 	}
 	if n.Engine == "" {
 		n.Engine = l.d.Fleet.Engine
 	}
-	pred := &ad.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName,
-		StartedAt: time.Now().UTC(), Steps: []ad.Step{}}
+	pred := &dispatch.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName,
+		StartedAt: time.Now().UTC(), Steps: []dispatch.Step{}}
 	runErr := n.run(ctx, l.d, l.job, filepath.Join(n.Dir, "jobs", l.job.Name), keyPath, pred)
 	pred.FinishedAt = time.Now().UTC()
 	if ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("job %s stopped: %w", l.job.Name, ctx.Err())
 	}
-	pred.Result = ad.ResultPassed
+	pred.Result = dispatch.ResultPassed
 	if runErr != nil {
-		pred.Result, pred.Reason = ad.ResultFailed, runErr.Error()
+		pred.Result, pred.Reason = dispatch.ResultFailed, runErr.Error()
 	}
 	return pred, runErr, nil
 }
 
 // signNode signs pred as the node statement of l's job.
-func signNode(ctx context.Context, signer *sign.Signer, l *loaded, pred *ad.Node) ([]byte, error) {
+func signNode(ctx context.Context, signer *sign.Signer, l *loaded, pred *dispatch.Node) ([]byte, error) {
 	node, err := pred.Statement(l.stmt.Subject)
 	if err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func loadJobKey(path string) ([]byte, error) {
 
 // jobSigner parses the job's key (pemKey, read from path) and checks it
 // is the one the dispatch delegated to the job.
-func jobSigner(pemKey []byte, path string, job *ad.Job) (*sign.Signer, error) {
+func jobSigner(pemKey []byte, path string, job *dispatch.Job) (*sign.Signer, error) {
 	kp, err := sign.ParsePrivateKey(pemKey, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -279,7 +279,7 @@ func jobSigner(pemKey []byte, path string, job *ad.Job) (*sign.Signer, error) {
 
 // run copies and checks the staged files, then runs the GPU steps; an
 // error says why the node failed.
-func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPath string, pred *ad.Node) error {
+func (n *Node) run(ctx context.Context, d *dispatch.Dispatch, job *dispatch.Job, jdir, keyPath string, pred *dispatch.Node) error {
 	// On Kubernetes the dispatch names the job script (the node
 	// container's command, staged with it); on a shared directory
 	// sbatch's own copy ran, which pinned this dispatch.
@@ -359,12 +359,12 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 // the work tree and home, an empty scratch directory. A sandbox that
 // cannot start fails the node, naming the opt-out; it never runs the
 // steps unsandboxed.
-func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node) ([]run.Option, error) {
+func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *dispatch.Node) ([]run.Option, error) {
 	if n.podSandbox {
 		return nil, nil // the node container holds no key
 	}
 	if !n.sandbox {
-		pred.Sandbox = ad.SandboxNone
+		pred.Sandbox = dispatch.SandboxNone
 		return nil, nil
 	}
 	hide := []string{n.Dir}
@@ -378,7 +378,7 @@ func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node
 	if err != nil {
 		return nil, fmt.Errorf("refusing to run the host-runner steps unsandboxed: %w\nhint: the node runs them under bubblewrap so that no step can read a job key; install bubblewrap and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces), or set hostSteps: unsandboxed in the fleet file, which the node statements then record as sandbox: none", err)
 	}
-	pred.Sandbox = ad.SandboxBwrap
+	pred.Sandbox = dispatch.SandboxBwrap
 	return []run.Option{run.WithRunners(sb)}, nil
 }
 
@@ -386,7 +386,7 @@ func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node
 // GPU model without one), as
 // many devices as CUDA_VISIBLE_DEVICES reaches (the job's GPU count
 // without it).
-func simulated(job *ad.Job, env []string) (gpu.Source, error) {
+func simulated(job *dispatch.Job, env []string) (gpu.Source, error) {
 	typ := strings.ToLower(job.GPUModel)
 	if parts := strings.Split(job.Gres, ":"); len(parts) == 3 {
 		typ = parts[1]
@@ -410,7 +410,7 @@ func simulated(job *ad.Job, env []string) (gpu.Source, error) {
 
 // describe reads the node's run directory into pred: the hardware record
 // and each step's outcome.
-func describe(dir string, pred *ad.Node) {
+func describe(dir string, pred *dispatch.Node) {
 	rd, err := rundir.Open(dir)
 	if err != nil {
 		return
@@ -418,11 +418,11 @@ func describe(dir string, pred *ad.Node) {
 	pred.Hardware = rd.Hardware
 	pred.Simulated = rd.Hardware != nil && rd.Hardware.Simulated
 	pred.Attempts = len(rd.Record.Attempts)
-	pred.GPUEvidence = ad.NodeEvidence(rd.Record.GPUEvidence)
+	pred.GPUEvidence = dispatch.NodeEvidence(rd.Record.GPUEvidence)
 	for _, s := range rd.Record.Steps {
-		st := ad.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: stagefs.FirstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
+		st := dispatch.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: stagefs.FirstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
 		for _, f := range s.Results {
-			st.Results = append(st.Results, ad.Result{Path: f.Path, SHA256: f.SHA256})
+			st.Results = append(st.Results, dispatch.Result{Path: f.Path, SHA256: f.SHA256})
 		}
 		pred.Steps = append(pred.Steps, st)
 	}
@@ -445,7 +445,7 @@ func failure(rec *engine.Record) string {
 // checkedCopy copies every staged file from the dispatch directory into
 // work, checking each copy's digest against the dispatch: a file changed
 // on the shared directory refuses the job.
-func checkedCopy(dir, work string, files []ad.File) error {
+func checkedCopy(dir, work string, files []dispatch.File) error {
 	if err := os.RemoveAll(work); err != nil {
 		return err
 	}
@@ -538,7 +538,7 @@ func runBinding(pemKey []byte, l *loaded) []byte {
 // binding, checked, all of it the job's user's and no link. A fresh run
 // first writes the binding. Without a binding (Kubernetes: the pod's own
 // volume) a run record alone resumes.
-func (n *Node) resumable(job *ad.Job, runDir string) (bool, error) {
+func (n *Node) resumable(job *dispatch.Job, runDir string) (bool, error) {
 	_, err := os.Lstat(layout.Record(runDir))
 	exists := err == nil
 	if n.trusted == nil || n.binding == nil {
