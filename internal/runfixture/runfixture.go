@@ -117,7 +117,7 @@ func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer, 
 			return nil, err
 		}
 	}
-	p, err := run.Load(filepath.Join(root, "p.yaml"), root)
+	p, err := pipeline.Load(filepath.Join(root, "p.yaml"), pipeline.WithRoot(root))
 	if err != nil {
 		return nil, err
 	}

@@ -338,7 +338,7 @@ func buildOnce(ctx context.Context, prov *attest.Provenance, info *source.Info, 
 	if err := source.CopyTracked(ctx, info, work); err != nil {
 		return nil, fmt.Errorf("copying the source: %w", err)
 	}
-	p, err := run.Load(filepath.Join(work, filepath.FromSlash(ext.Pipeline.Path)), work)
+	p, err := pipeline.Load(filepath.Join(work, filepath.FromSlash(ext.Pipeline.Path)), pipeline.WithRoot(work))
 	if err != nil {
 		return nil, fmt.Errorf("loading the pipeline of the source: %w", err)
 	}

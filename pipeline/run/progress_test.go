@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
@@ -20,9 +21,9 @@ func TestProgressPhaseAfterPreflight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := run.Load(write(t, `steps:
+	p, err := pipeline.Load(write(t, `steps:
   - {id: burn, run: "sleep 0.3", gpu: true}
-`), "")
+`))
 	if err != nil {
 		t.Fatal(err)
 	}

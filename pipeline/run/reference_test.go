@@ -25,6 +25,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/runfixture"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/internal/tinyimage"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
@@ -100,7 +101,7 @@ func benchPipeline(t *testing.T, root, releaseRef string, pub []byte) string {
 // runBench runs the pipeline at path and returns the run's result.
 func runBench(ctx context.Context, t *testing.T, path string) *run.Result {
 	t.Helper()
-	p, err := run.Load(path, "")
+	p, err := pipeline.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestBenchmarkReferenceRelease(t *testing.T) {
 				t.Errorf("benchmark.json does not name the release %s: %v", rel.digest, err)
 			}
 			// The validation statement says which release each verdict is against.
-			p, err := run.Load(path, "")
+			p, err := pipeline.Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,7 +324,7 @@ func TestBenchmarkReferenceReleaseRecheck(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(t, root, res.Dir)
 			}
-			p, err := run.Load(path, "")
+			p, err := pipeline.Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -381,7 +382,7 @@ func TestBenchmarkReferenceReleaseBwrap(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := run.Load(path, "")
+	p, err := pipeline.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,18 +33,6 @@ type Result struct {
 // Passed reports whether every step passed.
 func (r *Result) Passed() bool { return r.Record != nil && r.Record.State == engine.Passed }
 
-// Load reads, decodes and validates the pipeline at path (see
-// pipeline.Load); root, when not empty, is the directory its workdir may
-// reach up to (pipeline.WithRoot). lint, lock and run load pipelines
-// through it alike.
-func Load(path, root string) (*pipeline.Pipeline, error) {
-	var opts []pipeline.LoadOption
-	if root != "" {
-		opts = append(opts, pipeline.WithRoot(root))
-	}
-	return pipeline.Load(path, opts...)
-}
-
 // Pipeline runs p: the steps as a DAG into a run directory, then, with a
 // signer (WithSigner), the attestations. An error means the run could not
 // be carried out or attested; a run whose steps failed is a Result that

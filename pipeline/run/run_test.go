@@ -15,6 +15,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 )
@@ -36,7 +37,7 @@ func noGPU(t testing.TB) gpu.Source {
 
 func TestPipeline(t *testing.T) {
 	t.Parallel()
-	p, err := run.Load(write(t, "steps:\n  - {id: a, run: echo hi}\n  - {id: b, run: 'exit 3', needs: [a]}\n"), "")
+	p, err := pipeline.Load(write(t, "steps:\n  - {id: a, run: echo hi}\n  - {id: b, run: 'exit 3', needs: [a]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestPipelineRefusesInvalidInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := run.Load(tt.file, "")
+			p, err := pipeline.Load(tt.file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +106,7 @@ func ExamplePipeline() {
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "hello.yaml")
 	_ = os.WriteFile(file, []byte("apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: hello\nsteps:\n  - {id: greet, run: echo hello}\n"), 0o644)
-	p, err := run.Load(file, "")
+	p, err := pipeline.Load(file)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -131,11 +132,11 @@ func TestUnopenableGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.SetOpenError(1, nvml.ERROR_GPU_IS_LOST)
-	p, err := run.Load(write(t, `steps:
+	p, err := pipeline.Load(write(t, `steps:
   - {id: cpu, run: "true"}
   - {id: gpu0, run: "true", gpu: true, env: {CUDA_VISIBLE_DEVICES: "0"}}
   - {id: every-gpu, run: "true", gpu: true}
-`), "")
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
