@@ -355,7 +355,7 @@ func newFleetNodeCmd() *cobra.Command {
 			}
 			host, _ := os.Hostname()
 			jobID, nodeName := fleet.NodeIdentity(os.Environ())
-			n := node.Node{
+			n := node.Config{
 				JobID: jobID, NodeName: cmp.Or(nodeName, host),
 				GPUSource: src, Simulate: os.Getenv(coordinate.SimulateEnv) == "1",
 				Env: os.Environ(), Version: buildVersion().Version,
@@ -364,7 +364,7 @@ func newFleetNodeCmd() *cobra.Command {
 				return reportNode(c, n, release, args[0], idx, registry)
 			}
 			n.Dir, n.Job, n.DispatchDigest = args[0], fmt.Sprintf("%s-%d", args[1], idx), dispatchDigest
-			res, err := node.RunNode(c.Context(), n)
+			res, err := node.Run(c.Context(), n)
 			if res != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s on %s: %s; bundle %s\n", n.Job, n.NodeName, res.Node.Result, res.Bundle)
 			}

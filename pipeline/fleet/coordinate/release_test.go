@@ -141,13 +141,13 @@ func TestStagedThroughRegistry(t *testing.T) {
 	if col.Report.HostSteps != dispatch.HostStepsPod {
 		t.Errorf("the report's host steps %q, want %q", col.Report.HostSteps, dispatch.HostStepsPod)
 	}
-	// a100-1's bundle signed with a100-0's key: SignNode refuses the key,
+	// a100-1's bundle signed with a100-0's key: node.Sign refuses the key,
 	// and a bundle made so anyway fails verify.
-	n := node.Node{Engine: "kubernetes", NodeName: "node-a100-1"}
+	n := node.Config{Engine: "kubernetes", NodeName: "node-a100-1"}
 	kdir := keyDir(t, dir, map[string][]byte{"1": keys["a100-0"]})
-	_, err = node.SignNode(t.Context(), n, node.Release{Ref: prep.Release, Class: "a100", Index: 1, Work: t.TempDir(), ReportDir: t.TempDir(), KeyDir: kdir})
+	_, err = node.Sign(t.Context(), n, node.Release{Ref: prep.Release, Class: "a100", Index: 1, Work: t.TempDir(), ReportDir: t.TempDir(), KeyDir: kdir})
 	if err == nil || !strings.Contains(err.Error(), "not the one the dispatch delegated to job a100-1") {
-		t.Errorf("SignNode with another job's key: %v", err)
+		t.Errorf("node.Sign with another job's key: %v", err)
 	}
 	forged := filepath.Join(out, coordinate.NodesDir, "a100-1.intoto.jsonl")
 	if err := os.WriteFile(forged, forgeNode(t, prep, "a100-1", keys["a100-0"]), 0o644); err != nil {
@@ -176,23 +176,23 @@ func runJob(t *testing.T, prep *coordinate.Prepared, j dispatch.Job, keys map[st
 	report := t.TempDir()
 	// The node container: no key anywhere in its environment.
 	env := append(os.Environ(), "KEYS="+kdir)
-	n := node.Node{Engine: "kubernetes", JobID: fmt.Sprintf("gpuattest-x/%d", j.Index), NodeName: "node-" + j.Name, Simulate: true, Env: env}
+	n := node.Config{Engine: "kubernetes", JobID: fmt.Sprintf("gpuattest-x/%d", j.Index), NodeName: "node-" + j.Name, Simulate: true, Env: env}
 	rel := node.Release{Ref: prep.Release, Class: j.Class, Index: j.Index, Work: filepath.Join(t.TempDir(), "w"), ReportDir: report, KeyDir: kdir}
 	if err := os.MkdirAll(rel.Work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pred, err := node.ReportNode(t.Context(), n, rel)
+	pred, err := node.Report(t.Context(), n, rel)
 	if err != nil {
 		t.Fatalf("node side of %s: %v", j.Name, err)
 	}
 	if pred.Result != dispatch.ResultPassed || pred.Sandbox != "" {
 		t.Fatalf("node %s: %s, sandbox %q (want passed, no sandbox named)", j.Name, pred.Reason, pred.Sandbox)
 	}
-	sn := node.Node{Engine: "kubernetes", JobID: n.JobID, NodeName: n.NodeName}
+	sn := node.Config{Engine: "kubernetes", JobID: n.JobID, NodeName: n.NodeName}
 	rel.Work = t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 60e9)
 	defer cancel()
-	if _, err := node.SignNode(ctx, sn, rel); err != nil {
+	if _, err := node.Sign(ctx, sn, rel); err != nil {
 		t.Fatalf("sign side of %s: %v", j.Name, err)
 	}
 }
@@ -263,9 +263,9 @@ func TestReportNodeCannotPull(t *testing.T) {
 	reg := registrytest.StartDocker(t)
 	report := t.TempDir()
 	ref := reg.Host + "/staging@sha256:" + strings.Repeat("0", 64)
-	pred, err := node.ReportNode(t.Context(), node.Node{NodeName: "n1"}, node.Release{Ref: ref, Class: "a100", Index: 0, Work: t.TempDir(), ReportDir: report, KeyDir: t.TempDir()})
+	pred, err := node.Report(t.Context(), node.Config{NodeName: "n1"}, node.Release{Ref: ref, Class: "a100", Index: 0, Work: t.TempDir(), ReportDir: report, KeyDir: t.TempDir()})
 	if !errors.Is(err, node.ErrNodeFailed) || pred == nil || pred.Result != dispatch.ResultFailed || !strings.Contains(pred.Reason, "pulling the staged dispatch") {
-		t.Fatalf("ReportNode of a release that is not there: %+v, %v", pred, err)
+		t.Fatalf("node.Report of a release that is not there: %+v, %v", pred, err)
 	}
 	b, err := os.ReadFile(filepath.Join(report, coordinate.ReportFile))
 	if err != nil || !strings.Contains(string(b), `"result":"failed"`) {

@@ -33,13 +33,13 @@ import (
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
-// Node is what the node side needs besides the dispatch directory.
-type Node struct {
+// Config is what the node side needs besides the dispatch directory.
+type Config struct {
 	// Dir is the dispatch directory; Job the job's name (CLASS-INDEX).
 	Dir string
 	Job string
 	// DispatchDigest is the sha256 digest ("sha256:<hex>") of the
-	// dispatch file, as the job script pins it: RunNode refuses a
+	// dispatch file, as the job script pins it: Run refuses a
 	// dispatch file with any other.
 	DispatchDigest string
 	// Engine, JobID and NodeName are the scheduler (the dispatch's when
@@ -64,41 +64,41 @@ type Node struct {
 	// with (its binary).
 	BwrapOptions []runner.BwrapOption
 
-	// sandbox is set by RunNode: the steps on the host runner run in a
+	// sandbox is set by Run: the steps on the host runner run in a
 	// runner.Sandbox that hides the shared directory (Slurm), unless the
-	// dispatch says hostSteps: unsandboxed. On Kubernetes (ReportNode)
+	// dispatch says hostSteps: unsandboxed. On Kubernetes (Report)
 	// the node container is their sandbox, and the statement says
 	// nothing (podSandbox).
 	sandbox    bool
 	podSandbox bool
 	// trusted is the checked dispatch directory and binding the MAC that
-	// binds the job's run directory to the job (RunNode); nil on
+	// binds the job's run directory to the job (Run); nil on
 	// Kubernetes, where the pod's own volume holds the run.
 	trusted *stagefs.TrustedDir
 	binding []byte
 }
 
-// NodeResult is what the node signed.
-type NodeResult struct {
+// Result is what the node signed.
+type Result struct {
 	// Bundle is the node bundle's path.
 	Bundle string
 	// Node is the signed predicate.
 	Node *dispatch.Node
 }
 
-// ErrNodeFailed is wrapped by RunNode's error when the node signed a
+// ErrNodeFailed is wrapped by Run's error when the node signed a
 // bundle that says it failed (preflight, a step, a staged file).
 var ErrNodeFailed = errors.New("the node failed")
 
-// RunNode is the node side of a job on a shared directory (Slurm): it
+// Run is the node side of a job on a shared directory (Slurm): it
 // reads the dispatch and its job's key, copies the staged work tree into
 // the job's own directory checking every file against the dispatch's
 // digest, runs the pipeline's GPU part there (resuming its run directory
 // after a requeue), signs the node bundle with the job key and deletes
 // the key. A node that fails still signs a bundle that says why, and
-// RunNode returns ErrNodeFailed. (On Kubernetes, ReportNode and SignNode
+// Run returns ErrNodeFailed. (On Kubernetes, Report and Sign
 // split this between two containers; only the transport differs.)
-func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
+func Run(ctx context.Context, n Config) (*Result, error) {
 	if !strings.HasPrefix(n.DispatchDigest, "sha256:") {
 		return nil, errors.New("no digest of the dispatch file to check it against: refusing to run\nhint: the fleet's job script pins it (fleet node --dispatch-digest sha256:...); run the node through job.sh")
 	}
@@ -163,7 +163,7 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 	if err := td.Root.Remove(keyName); err != nil {
 		return nil, fmt.Errorf("deleting the job key: %w", err)
 	}
-	res := &NodeResult{Bundle: out, Node: pred}
+	res := &Result{Bundle: out, Node: pred}
 	if runErr != nil {
 		return res, fmt.Errorf("%w: job %s on %s: %w", ErrNodeFailed, l.job.Name, n.NodeName, runErr)
 	}
@@ -212,7 +212,7 @@ func parseDispatch(data []byte, job string) (*loaded, error) {
 // sign and why the node failed (nil when it passed); the error is for a
 // cancelled or preempted job, which signs nothing (a requeue resumes).
 // keyPath is where the job key is, which no step may name.
-func (n *Node) execute(ctx context.Context, l *loaded, keyPath string) (*dispatch.Node, error, error) {
+func (n *Config) execute(ctx context.Context, l *loaded, keyPath string) (*dispatch.Node, error, error) {
 	if n.Logger == nil {
 		n.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -279,7 +279,7 @@ func jobSigner(pemKey []byte, path string, job *dispatch.Job) (*sign.Signer, err
 
 // run copies and checks the staged files, then runs the GPU steps; an
 // error says why the node failed.
-func (n *Node) run(ctx context.Context, d *dispatch.Dispatch, job *dispatch.Job, jdir, keyPath string, pred *dispatch.Node) error {
+func (n *Config) run(ctx context.Context, d *dispatch.Dispatch, job *dispatch.Job, jdir, keyPath string, pred *dispatch.Node) error {
 	// On Kubernetes the dispatch names the job script (the node
 	// container's command, staged with it); on a shared directory
 	// sbatch's own copy ran, which pinned this dispatch.
@@ -359,7 +359,7 @@ func (n *Node) run(ctx context.Context, d *dispatch.Dispatch, job *dispatch.Job,
 // the work tree and home, an empty scratch directory. A sandbox that
 // cannot start fails the node, naming the opt-out; it never runs the
 // steps unsandboxed.
-func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *dispatch.Node) ([]run.Option, error) {
+func (n *Config) hostSandbox(ctx context.Context, work, home string, pred *dispatch.Node) ([]run.Option, error) {
 	if n.podSandbox {
 		return nil, nil // the node container holds no key
 	}
@@ -538,7 +538,7 @@ func runBinding(pemKey []byte, l *loaded) []byte {
 // binding, checked, all of it the job's user's and no link. A fresh run
 // first writes the binding. Without a binding (Kubernetes: the pod's own
 // volume) a run record alone resumes.
-func (n *Node) resumable(job *dispatch.Job, runDir string) (bool, error) {
+func (n *Config) resumable(job *dispatch.Job, runDir string) (bool, error) {
 	_, err := os.Lstat(layout.Record(runDir))
 	exists := err == nil
 	if n.trusted == nil || n.binding == nil {
