@@ -25,7 +25,7 @@ var topOrder = []string{"cmd", "bench", "schemas", "pipeline", "attest", "intern
 // beside the GPU platform, its engines beside the step kinds.
 var pipelineFloors = map[string]int{
 	"pipeline/stats":                  0,
-	"pipeline/rundir/layout":          0, // the run directory's file names, for its writers and readers
+	"pipeline/runlayout":              0, // the run directory's file names, for its writers and readers
 	"pipeline/source":                 0,
 	"pipeline/image":                  0,
 	"pipeline/floors":                 0, // per-model floors: a table and its lookups

@@ -2,7 +2,7 @@ package collect
 
 import (
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"path/filepath"
 	"strings"
 
@@ -120,7 +120,7 @@ func (c *collector) testCases(s *pipeline.Step, sr *rundir.Step) ([]suite.CaseSt
 	if rest, ok := strings.CutPrefix(f.Path, "steps/"+s.ID+"/"); ok {
 		name = rest
 	}
-	p := layout.StepFile(c.dir, s.ID, name)
+	p := runlayout.StepFile(c.dir, s.ID, name)
 	r, err := suite.ReadResultsFormat(p, sr.Test.Format)
 	if err != nil {
 		return nil, fmt.Errorf("step %s: reading its cases for the test-result statement: %w", s.ID, err)

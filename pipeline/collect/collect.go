@@ -4,7 +4,7 @@ package collect
 
 import (
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"os"
 	"path"
 	"path/filepath"
@@ -173,8 +173,8 @@ func (c *collector) step(s *pipeline.Step) error {
 			c.run.Sources = append(c.run.Sources, attest.FileDigest{Path: p, SHA256: r.SHA256, Step: s.ID, Kind: kind})
 		}
 	}
-	for _, log := range []string{layout.StdoutLog, layout.StderrLog} {
-		rel := layout.StepRel(s.ID, log)
+	for _, log := range []string{runlayout.StdoutLog, runlayout.StderrLog} {
+		rel := runlayout.StepRel(s.ID, log)
 		if sum, _, err := digest.File(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
 			c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
 		}
@@ -230,8 +230,8 @@ func (c *collector) repro(s *pipeline.Step, r *cuda.ReproReport) {
 		c.reproSeen = true
 		c.reproAll = c.reproAll && r.Reproducible
 	}
-	if sum, _, err := digest.File(layout.StepFile(c.dir, s.ID, layout.ReproFile)); err == nil {
-		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: layout.StepRel(s.ID, layout.ReproFile), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
+	if sum, _, err := digest.File(runlayout.StepFile(c.dir, s.ID, runlayout.ReproFile)); err == nil {
+		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: runlayout.StepRel(s.ID, runlayout.ReproFile), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"os"
 	"path/filepath"
 	"sort"
@@ -136,7 +136,7 @@ func (e *run) prepare(ctx context.Context) error {
 		return fmt.Errorf("resolving run directory: %w", err)
 	}
 	e.abs = abs
-	if err := os.MkdirAll(layout.Steps(e.dir), 0o755); err != nil {
+	if err := os.MkdirAll(runlayout.Steps(e.dir), 0o755); err != nil {
 		return fmt.Errorf("creating run directory: %w", err)
 	}
 	if hw := e.o.hardware; hw != nil {
@@ -144,10 +144,10 @@ func (e *run) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("encoding the hardware record: %w", err)
 		}
-		if err := atomicfile.Write(layout.Hardware(e.dir), raw, 0o644); err != nil {
+		if err := atomicfile.Write(runlayout.Hardware(e.dir), raw, 0o644); err != nil {
 			return err
 		}
-		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: layout.HardwareFile}
+		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: runlayout.HardwareFile}
 	}
 	if e.o.toolchain != nil && !(rec.Toolchain != nil && e.buildsKept()) {
 		rec.Toolchain = e.o.toolchain(ctx)
@@ -167,7 +167,7 @@ func (e *run) prepare(ctx context.Context) error {
 			e.cache = &cache{dir: dir}
 		}
 	}
-	e.rec = newRecorder(layout.Record(e.dir), rec)
+	e.rec = newRecorder(runlayout.Record(e.dir), rec)
 	return e.rec.flush()
 }
 
@@ -544,7 +544,7 @@ func (l *stepLogs) Close() {
 // prepareStep makes the step's directory and logs, picks its runner,
 // resolves its workdir and image, and builds its environment.
 func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord) (*step.Context, *stepLogs, error) {
-	stepDir := layout.StepDir(e.abs, s.ID)
+	stepDir := runlayout.StepDir(e.abs, s.ID)
 	if err := os.RemoveAll(stepDir); err != nil {
 		return nil, nil, fmt.Errorf("clearing %s: %w", stepDir, err)
 	}
@@ -553,10 +553,10 @@ func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord)
 	}
 	logs := &stepLogs{}
 	var err error
-	if logs.stdout, err = os.Create(filepath.Join(stepDir, layout.StdoutLog)); err != nil {
+	if logs.stdout, err = os.Create(filepath.Join(stepDir, runlayout.StdoutLog)); err != nil {
 		return nil, logs, err
 	}
-	if logs.stderr, err = os.Create(filepath.Join(stepDir, layout.StderrLog)); err != nil {
+	if logs.stderr, err = os.Create(filepath.Join(stepDir, runlayout.StderrLog)); err != nil {
 		return nil, logs, err
 	}
 	r, ok := e.o.runners[s.Runner]

@@ -11,7 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline/image"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/source"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -123,12 +123,12 @@ type StepRecord struct {
 
 // ReadRecord reads run.json from a run directory.
 func ReadRecord(dir string) (*Record, error) {
-	data, err := limits.ReadFile(layout.Record(dir), limits.RecordBytes, "run record")
+	data, err := limits.ReadFile(runlayout.Record(dir), limits.RecordBytes, "run record")
 	if err != nil {
 		return nil, fmt.Errorf("reading run record: %w", err)
 	}
 	var r Record
-	if probs := jsonstrict.Read(layout.Record(dir), data, maxRecordDepth, &r); len(probs) > 0 {
+	if probs := jsonstrict.Read(runlayout.Record(dir), data, maxRecordDepth, &r); len(probs) > 0 {
 		probs[len(probs)-1].Hint = "run.json is the engine's own record; one that does not read as written was not written by it"
 		return nil, fmt.Errorf("invalid run record: %w", probs.Err())
 	}

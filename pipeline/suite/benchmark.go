@@ -5,7 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -846,7 +846,7 @@ func writeBenchmarkReports(s *step.Context, d *BenchmarkDetails) ([]step.File, e
 	var files []step.File
 	full := *d
 	full.Schema = BenchmarkSchemaID
-	f, err := writeStepFile(s, layout.BenchmarkFile, "benchmark", func(w io.Writer) error {
+	f, err := writeStepFile(s, runlayout.BenchmarkFile, "benchmark", func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(&full)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline/floors"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -54,8 +54,8 @@ const minUtilSamples = 3
 const minTrendIterations = 3
 
 // telemetryFile is the engine's telemetry for a gpu: true step, in the
-// step directory (pipeline/rundir/layout).
-const telemetryFile = layout.TelemetryFile
+// step directory (pipeline/runlayout).
+const telemetryFile = runlayout.TelemetryFile
 
 // Burnin executes burnin steps. Every invocation of the command gets
 // GPUATTEST_DURATION, the seconds of the burn-in still to run (with

@@ -28,7 +28,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
@@ -442,7 +442,7 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 			if err != nil || !filepath.IsLocal(rel) {
 				return nil, fmt.Errorf("output %s of step %s is outside the work tree", f.Path, sr.ID)
 			}
-			src := layout.Output(layout.StepDir(buildDir, sr.ID), f.Path)
+			src := runlayout.Output(runlayout.StepDir(buildDir, sr.ID), f.Path)
 			staged := filepath.ToSlash(filepath.Join("work", rel))
 			if err := st.file(src, staged, fs.FileMode(f.Mode)|0o400); err != nil {
 				return nil, err

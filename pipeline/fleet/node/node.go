@@ -28,7 +28,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
@@ -539,7 +539,7 @@ func runBinding(pemKey []byte, l *loaded) []byte {
 // first writes the binding. Without a binding (Kubernetes: the pod's own
 // volume) a run record alone resumes.
 func (n *Config) resumable(job *dispatch.Job, runDir string) (bool, error) {
-	_, err := os.Lstat(layout.Record(runDir))
+	_, err := os.Lstat(runlayout.Record(runDir))
 	exists := err == nil
 	if n.trusted == nil || n.binding == nil {
 		return exists, nil
@@ -557,7 +557,7 @@ func (n *Config) resumable(job *dispatch.Job, runDir string) (bool, error) {
 	if err := n.trusted.Dir(jdir+"/run", 0o022); err != nil {
 		return false, refuse(stagefs.FirstLine(err.Error()))
 	}
-	if fi, err := n.trusted.Root.Lstat(jdir + "/run/" + filepath.Base(layout.Record(runDir))); err != nil || !fi.Mode().IsRegular() || stagefs.OwnerOf(fi) != n.trusted.UID {
+	if fi, err := n.trusted.Root.Lstat(jdir + "/run/" + filepath.Base(runlayout.Record(runDir))); err != nil || !fi.Mode().IsRegular() || stagefs.OwnerOf(fi) != n.trusted.UID {
 		return false, refuse("its run record is not a regular file of the job's user")
 	}
 	b, _, err := n.trusted.ReadFile(jdir+"/"+BindingFile, 4096, "the run's binding", 0o022)
