@@ -26,6 +26,7 @@ var topOrder = []string{"cmd", "bench", "schemas", "pipeline", "attest", "intern
 var pipelineFloors = map[string]int{
 	"pipeline/stats":                  0,
 	"pipeline/runlayout":              0, // the run directory's file names, for its writers and readers
+	"pipeline/runtypes":               0, // the data types a front end renders (TestTypesPackages)
 	"pipeline/source":                 0,
 	"pipeline/image":                  0,
 	"pipeline/floors":                 0, // per-model floors: a table and its lookups
@@ -133,6 +134,34 @@ func TestLayers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// ioPackages are the standard library packages that reach outside the
+// process; a types package imports none of them.
+var ioPackages = []string{"os", "os/exec", "io/fs", "net", "net/http", "syscall", "path/filepath"}
+
+// TestTypesPackages: a types package of pipeline/ (its name ends in
+// "types", like pipeline/runtypes) holds data types only, as ggcr's
+// pkg/v1 does: it does no I/O and imports no package of pipeline/ but
+// other types packages, so every floor may name its types.
+func TestTypesPackages(t *testing.T) {
+	t.Parallel()
+	found := 0
+	for _, p := range listPackages(t) {
+		if top(p.ImportPath) != "pipeline" || !strings.HasSuffix(p.ImportPath, "types") {
+			continue
+		}
+		found++
+		for _, im := range p.Imports {
+			rel, ours := strings.CutPrefix(im, module+"/")
+			if slices.Contains(ioPackages, im) || ours && top(rel) == "pipeline" && !strings.HasSuffix(rel, "types") {
+				t.Errorf("%s imports %s: a types package holds data types only (no I/O, no sibling but other types packages)", p.ImportPath, im)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no types package found under pipeline/")
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -256,13 +257,13 @@ func (f *fixture) telemetry(tel *gpu.Summary) error {
 		}
 		if s == n/2 {
 			xid := uint64(94)
-			if err := enc.Encode(gpu.Line{Time: when(s), Kind: "xid", Xid: &xid, Simulated: true}); err != nil {
+			if err := enc.Encode(runtypes.TelemetryLine{Time: when(s), Kind: "xid", Xid: &xid, Simulated: true}); err != nil {
 				return err
 			}
 			tel.XidEvents = append(tel.XidEvents, gpu.XidEvent{Time: when(s), Xid: 94, Description: "contained ECC error" + f.x})
 		}
 		if s == 3*n/4 {
-			if err := enc.Encode(gpu.Line{Time: when(s), Kind: "ecc_dbe", Simulated: true}); err != nil {
+			if err := enc.Encode(runtypes.TelemetryLine{Time: when(s), Kind: "ecc_dbe", Simulated: true}); err != nil {
 				return err
 			}
 		}
@@ -283,7 +284,7 @@ func (f *fixture) telemetry(tel *gpu.Summary) error {
 }
 
 // sample is GPU g's telemetry sample s of n, counted into tel.
-func (f *fixture) sample(tel *gpu.Summary, s, n, g int, at time.Time) gpu.Line {
+func (f *fixture) sample(tel *gpu.Summary, s, n, g int, at time.Time) runtypes.TelemetryLine {
 	frac := float64(s) / float64(n)
 	temp := uint32(35 + 45*(1-math.Exp(-6*frac)) + 2*f.rng.Float64() + float64(g))
 	// The software power cap is expected under load (not a throttle);
@@ -305,7 +306,7 @@ func (f *fixture) sample(tel *gpu.Summary, s, n, g int, at time.Time) gpu.Line {
 	if throttled {
 		tel.ThrottledSamples++
 	}
-	return gpu.Line{Time: at, Kind: "sample", GPU: g, TemperatureC: &temp, PowerWatts: &power,
+	return runtypes.TelemetryLine{Time: at, Kind: "sample", GPU: g, TemperatureC: &temp, PowerWatts: &power,
 		SMClockMHz: &sm, ClockEventMask: &mask, ClockEventReasons: gpu.ClockEventReasons(mask), Throttled: throttled, PowerCapped: capped, MemoryUsedBytes: &memUsed, Simulated: true}
 }
 

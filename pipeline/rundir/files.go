@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"io/fs"
 	"path/filepath"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
@@ -64,7 +64,7 @@ func (r *Run) BenchmarkSamples(id string) (*suite.BenchmarkDetails, error) {
 // Telemetry reads the telemetry.jsonl of step id (a gpu: true step):
 // every sample and event line in file order. It returns nil and no error
 // when the step has none.
-func (r *Run) Telemetry(id string) ([]gpu.Line, error) {
+func (r *Run) Telemetry(id string) ([]runtypes.TelemetryLine, error) {
 	path, err := r.stepFile(id, runlayout.TelemetryFile)
 	if err != nil {
 		return nil, err
@@ -76,14 +76,14 @@ func (r *Run) Telemetry(id string) ([]gpu.Line, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	var lines []gpu.Line
+	var lines []runtypes.TelemetryLine
 	raw := bytes.Split(b, []byte("\n"))
 	for i, line := range raw {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
-		var l gpu.Line
+		var l runtypes.TelemetryLine
 		if err := json.Unmarshal(line, &l); err != nil {
 			// The last line of a step killed mid-write may be cut short.
 			if len(bytes.TrimSpace(bytes.Join(raw[i+1:], nil))) == 0 {
