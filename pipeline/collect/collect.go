@@ -5,6 +5,7 @@ package collect
 import (
 	"fmt"
 	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"os"
 	"path"
 	"path/filepath"
@@ -18,7 +19,6 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
-	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -57,7 +57,7 @@ func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
 	} else {
 		c.run.FinishedAt = time.Now().UTC()
 	}
-	if rec.State != engine.Passed {
+	if rec.State != runtypes.Passed {
 		c.run.RunError = fmt.Sprintf("run %s: %s", rec.State, rec.Reason)
 	}
 	if src := rec.Source; src != nil {
@@ -135,7 +135,7 @@ func (c *collector) step(s *pipeline.Step) error {
 		return fmt.Errorf("run.json has no record of step %s", s.ID)
 	}
 	verdict := string(sr.State)
-	if sr.State == engine.Passed && sr.Cache == "hit" {
+	if sr.State == runtypes.Passed && sr.Cache == "hit" {
 		verdict = "cached"
 	}
 	runnerName := s.Runner
@@ -287,7 +287,7 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 	gate := "none"
 	if d.Gate != nil {
 		gate = "passed"
-		if sr := c.rd.Step(s.ID); sr != nil && sr.State != engine.Passed {
+		if sr := c.rd.Step(s.ID); sr != nil && sr.State != runtypes.Passed {
 			gate = "failed"
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // TestGPUEvidenceUnattested (issue 33, acceptance 4): a run without a GPU
@@ -32,13 +33,13 @@ func TestGPUEvidenceUnattested(t *testing.T) {
 		name       string
 		require    string
 		src        gpu.Source
-		state      run.State
+		state      runtypes.State
 		wantRecord string
 		wantReason string
 	}{
-		{"no GPU", "false", noGPU(t), run.Passed, `"reason":"no GPU: `, ""},
-		{"no GPU, required", "true", noGPU(t), run.Failed, `"reason":"no GPU: `, "GPU evidence: requireGPUEvidence: no GPU: "},
-		{"A100", "false", a100, run.Passed, "no device attestation (Ampere)", ""},
+		{"no GPU", "false", noGPU(t), runtypes.Passed, `"reason":"no GPU: `, ""},
+		{"no GPU, required", "true", noGPU(t), runtypes.Failed, `"reason":"no GPU: `, "GPU evidence: requireGPUEvidence: no GPU: "},
+		{"A100", "false", a100, runtypes.Passed, "no device attestation (Ampere)", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := pipeline.Load(write(t, "requireGPUEvidence: "+tc.require+"\nsteps:\n  - {id: a, run: echo hi}\n"))

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // A gpu: true step says "preflight" while preflight runs and "running"
@@ -30,7 +31,7 @@ func TestProgressPhaseAfterPreflight(t *testing.T) {
 	var mu sync.Mutex
 	var phases []string
 	res, err := run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(), run.WithGPUSource(src),
-		run.WithBaseEnv([]string{"PATH=" + os.Getenv("PATH")}), run.WithProgress(func(ev run.Event) {
+		run.WithBaseEnv([]string{"PATH=" + os.Getenv("PATH")}), run.WithProgress(func(ev runtypes.Event) {
 			if ev.Step == "burn" && ev.Progress != nil {
 				mu.Lock()
 				phases = append(phases, ev.Progress.Phase)

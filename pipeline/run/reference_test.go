@@ -29,6 +29,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
@@ -265,7 +266,7 @@ func TestBenchmarkReferenceReleaseRefused(t *testing.T) {
 			}
 			res := runBench(ctx, t, path)
 			sr := res.Record.Step("bench")
-			if res.Passed() || sr.State != run.Error {
+			if res.Passed() || sr.State != runtypes.Error {
 				t.Fatalf("run %s, step %s, want the step in error", res.Record.State, sr.State)
 			}
 			for _, w := range tt.want {
@@ -426,7 +427,7 @@ func TestBenchmarkReferenceReleaseLyingRegistry(t *testing.T) {
 	path := benchPipeline(t, root, pinned.ref, pinned.pub)
 	res := runBench(ctx, t, path)
 	sr := res.Record.Step("bench")
-	if res.Passed() || sr.State != run.Error {
+	if res.Passed() || sr.State != runtypes.Error {
 		t.Fatalf("run %s, step %s, want the step in error", res.Record.State, sr.State)
 	}
 	for _, w := range []string{"reference.release " + pinned.ref, "digest is " + other.digest, "not " + pinned.digest + ", the digest asked for"} {

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // write puts a pipeline into a new directory and returns its path.
@@ -43,11 +44,11 @@ func TestPipeline(t *testing.T) {
 	}
 	var events []string
 	res, err := run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(),
-		run.WithGPUSource(noGPU(t)), run.WithProgress(func(ev run.Event) { events = append(events, ev.Type+":"+ev.Step) }))
+		run.WithGPUSource(noGPU(t)), run.WithProgress(func(ev runtypes.Event) { events = append(events, ev.Type+":"+ev.Step) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Passed() || res.Record.Step("a").State != run.Passed || res.Record.Step("b").State != run.Failed || res.Attestation != nil {
+	if res.Passed() || res.Record.Step("a").State != runtypes.Passed || res.Record.Step("b").State != runtypes.Failed || res.Attestation != nil {
 		t.Errorf("result %+v", res.Record)
 	}
 	if _, err := os.Stat(filepath.Join(res.Dir, "hardware.json")); err != nil {
@@ -146,10 +147,10 @@ func TestUnopenableGPU(t *testing.T) {
 		t.Fatalf("the run was aborted: %v", err)
 	}
 	rec := res.Record
-	if rec.Step("cpu").State != run.Passed || rec.Step("gpu0").State != run.Passed {
+	if rec.Step("cpu").State != runtypes.Passed || rec.Step("gpu0").State != runtypes.Passed {
 		t.Errorf("cpu %s %q, gpu0 %s %q: want both passed", rec.Step("cpu").State, rec.Step("cpu").Reason, rec.Step("gpu0").State, rec.Step("gpu0").Reason)
 	}
-	if s := rec.Step("every-gpu"); s.State != run.Failed || !strings.Contains(s.Reason, "preflight: gpu: gpu 1: NVML cannot open the GPU this step sees: opening GPU 1: GPU is lost (NVML 15)") {
+	if s := rec.Step("every-gpu"); s.State != runtypes.Failed || !strings.Contains(s.Reason, "preflight: gpu: gpu 1: NVML cannot open the GPU this step sees: opening GPU 1: GPU is lost (NVML 15)") {
 		t.Errorf("every-gpu: %s %q, want a preflight failure naming GPU 1", s.State, s.Reason)
 	}
 	hw, err := os.ReadFile(filepath.Join(res.Dir, "hardware.json"))

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"log/slog"
 	"path/filepath"
 
@@ -204,7 +205,7 @@ func (r *Run) Recheck(p *pipeline.Pipeline) error {
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		st := r.Step(s.ID)
-		if st == nil || st.State != engine.Passed {
+		if st == nil || st.State != runtypes.Passed {
 			continue
 		}
 		if st.Kind != s.Kind {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -199,7 +200,7 @@ type benchRun struct {
 	// warnings are the step's warnings (Outcome.Warnings).
 	warnings []string
 	// look0 is the progress of rounds: auto's last look.
-	look0 step.Progress
+	look0 runtypes.Progress
 }
 
 // Execute runs the benchmark step s.Step.

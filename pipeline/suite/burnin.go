@@ -461,7 +461,7 @@ func (br *burnRun) take(iter int, r *Results, exitCode int, maxRSS int64) bool {
 		br.generic(iter, r, maxRSS)
 	}
 	br.compareOutputs(iter, r)
-	br.s.Report(step.Progress{Iterations: d.Iterations, Errors: len(br.failures)})
+	br.s.Report(runtypes.Progress{Iterations: d.Iterations, Errors: len(br.failures)})
 	return len(br.failures) == 0
 }
 

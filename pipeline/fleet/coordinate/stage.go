@@ -29,6 +29,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
@@ -431,7 +432,7 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 	}
 	var subjects []attest.Subject
 	for _, sr := range rec.Steps {
-		if sr.State != engine.Passed {
+		if sr.State != runtypes.Passed {
 			return nil, fmt.Errorf("build step %s %s: only a build that passed is dispatched", sr.ID, sr.State)
 		}
 		for _, f := range sr.Outputs {

@@ -30,6 +30,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
@@ -432,7 +433,7 @@ func describe(dir string, pred *dispatch.Node) {
 func failure(rec *engine.Record) string {
 	var parts []string
 	for _, s := range rec.Steps {
-		if s.State != engine.Passed {
+		if s.State != runtypes.Passed {
 			parts = append(parts, fmt.Sprintf("step %s %s: %s", s.ID, s.State, stagefs.FirstLine(s.Reason)))
 		}
 	}
@@ -509,8 +510,8 @@ func withoutKey(env []string, paths ...string) []string {
 
 // stepWriter records the step in progress in file, for the
 // coordinator's progress lines.
-func stepWriter(file string) func(run.Event) {
-	return func(e run.Event) {
+func stepWriter(file string) func(runtypes.Event) {
+	return func(e runtypes.Event) {
 		if e.Type == "start" {
 			_ = atomicfile.Write(file, []byte(e.Step+"\n"), 0o644)
 		}
