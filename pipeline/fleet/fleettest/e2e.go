@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
@@ -188,8 +188,8 @@ func runEndToEnd(t *testing.T, h Harness) {
 }
 
 // jobs maps the report's rows by job name.
-func jobs(r *ad.Report) map[string]ad.JobResult {
-	out := map[string]ad.JobResult{}
+func jobs(r *dispatch.Report) map[string]dispatch.JobResult {
+	out := map[string]dispatch.JobResult{}
 	for _, j := range r.Jobs {
 		out[j.Job] = j
 	}
@@ -208,7 +208,7 @@ func passed(t *testing.T, res *run.FleetResult) {
 		t.Errorf("collected: verified %v, %d jobs, missing %v, done %v; problems %v", r.Verified, len(r.Jobs), res.Collected.Missing, res.State.Done, r.Problems)
 	}
 	for _, j := range r.Jobs {
-		if j.Verdict != ad.VerdictPassed || j.Node == "" || !j.Simulated {
+		if j.Verdict != dispatch.VerdictPassed || j.Node == "" || !j.Simulated {
 			t.Errorf("job %+v: want passed on a node, simulated", j)
 		}
 	}
@@ -249,7 +249,7 @@ func failingNode(t *testing.T, h Harness) {
 	}
 	r := res.Collected.Report
 	got := jobs(r)
-	if r.Verified || got[jobA100].Verdict != ad.VerdictFailed || !strings.Contains(got[jobA100].Detail, "step check") || got[jobH100].Verdict != ad.VerdictPassed {
+	if r.Verified || got[jobA100].Verdict != dispatch.VerdictFailed || !strings.Contains(got[jobA100].Detail, "step check") || got[jobH100].Verdict != dispatch.VerdictPassed {
 		t.Errorf("a release with the a100 node failing its step: verified %v, jobs %+v; want a100-0 failed in step check, h100-0 passed", r.Verified, r.Jobs)
 	}
 	if len(res.Collected.Missing) != 0 {
@@ -279,7 +279,7 @@ func missingBundle(t *testing.T, h Harness) {
 	res := e.collect(t)
 	r := res.Collected.Report
 	got := jobs(r)
-	if r.Verified || got[jobA100].Verdict != ad.VerdictMissing || got[jobH100].Verdict != ad.VerdictPassed {
+	if r.Verified || got[jobA100].Verdict != dispatch.VerdictMissing || got[jobH100].Verdict != dispatch.VerdictPassed {
 		t.Errorf("a release with a100-0 killed: verified %v, jobs %+v; want a100-0 missing, h100-0 passed", r.Verified, r.Jobs)
 	}
 	want := "job " + jobA100 + " (" + e.spec.Engine + " "
@@ -425,7 +425,7 @@ func preemption(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var node ad.Node
+	var node dispatch.Node
 	if err := json.Unmarshal(st2.Predicate, &node); err != nil {
 		t.Fatal(err)
 	}
