@@ -110,7 +110,7 @@ func (k *Kubelet) step(ctx context.Context, pods []k8stest.Pod) {
 	defer k.mu.Unlock()
 	listed := map[string]bool{}
 	for _, p := range pods {
-		listed[p.Name] = true
+		listed[p.Name] = !deleting(p)
 		if p.Phase != "Running" || k.started[p.Name] != nil {
 			continue
 		}
@@ -262,7 +262,15 @@ func (k *Kubelet) mount(ctx context.Context, p k8stest.Pod) (keys, report string
 // exec runs a container's command with env in a fresh directory and
 // returns its exit status (1 when it could not start) and output.
 func (k *Kubelet) exec(ctx context.Context, command, env []string) (int, string) {
-	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	name := command[0]
+	if name == "gpuattest" { // as the image's PATH would find it
+		name = k.Gpuattest()
+	}
+	cmd := exec.CommandContext(ctx, name, command[1:]...)
+	// A pod deleted kills its commands' process group, and does not
+	// wait for what holds their output open.
+	inGroup(cmd)
+	cmd.WaitDelay = 2 * time.Second
 	dir, err := os.MkdirTemp(k.dir, "work-")
 	if err != nil {
 		return 1, err.Error()
@@ -276,4 +284,15 @@ func (k *Kubelet) exec(ctx context.Context, command, env []string) (int, string)
 		return 1, err.Error() + "\n" + string(out)
 	}
 	return 0, string(out)
+}
+
+// deleting reports whether pod p is being deleted (a deletion timestamp
+// set): its commands stop as a kubelet stops its containers.
+func deleting(p k8stest.Pod) bool {
+	var m struct {
+		Metadata struct {
+			DeletionTimestamp string `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	return json.Unmarshal(p.Raw, &m) == nil && m.Metadata.DeletionTimestamp != ""
 }
