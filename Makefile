@@ -165,8 +165,13 @@ release: build
 
 # release-binaries: the five binaries and SHA256SUMS into dist/, unsigned
 # (.ci/release/build: the linux ones with cgo in the bullseye root).
+# RELEASE_CI: where .ci is; the reproducibility check's second build runs
+# in a copy of the tree without hidden directories, so make release names
+# this tree's.
+RELEASE_CI ?= .ci
+
 release-binaries:
-	LDFLAGS='$(LDFLAGS)' bash .ci/release/build $(DIST)
+	LDFLAGS='$(LDFLAGS)' bash $(RELEASE_CI)/release/build $(DIST)
 
 # release-qemu: after make release, the linux/arm64 binary under qemu
 # verifies it with the same output and exit code as the linux/amd64 one
