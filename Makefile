@@ -160,8 +160,10 @@ bench: build
 RELEASE_KEY ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gpuattest/release-key/release
 DIST := dist
 
+# VERSION and COMMIT are passed on, so that both builds of the step stamp
+# the same (git describe --dirty answered -dirty in the second build's copy).
 release: build
-	bash .ci/release/sign $(BIN) $(RELEASE_KEY) $(DIST)
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' bash .ci/release/sign $(BIN) $(RELEASE_KEY) $(DIST)
 
 # release-binaries: the five binaries and SHA256SUMS into dist/, unsigned
 # (.ci/release/build: the linux ones with cgo in the bullseye root).
