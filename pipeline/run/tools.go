@@ -8,6 +8,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/image"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
@@ -45,13 +46,16 @@ func Hardware(ctx context.Context, src GPUSource) (*hardware.Record, error) {
 	return gpu.Collect(ctx, gpu.WithSource(src))
 }
 
-// Inspection is what Inspect found in a CUDA binary.
-type Inspection = cuda.Inspection
-
 // Inspect lists the SASS and PTX targets of the CUDA binary at path
 // (cuobjdump on this host, run with env).
-func Inspect(ctx context.Context, path string, env []string) (*Inspection, error) {
+func Inspect(ctx context.Context, path string, env []string) (*runtypes.Inspection, error) {
 	return cuda.Inspect(ctx, nil, path, cuda.WithEnv(env))
+}
+
+// CheckSASS compares the SASS architectures in in with targets, or
+// returns nil when they are the same set.
+func CheckSASS(in *runtypes.Inspection, targets []pipeline.Target) *cuda.ArchDiff {
+	return cuda.CheckSASS(in, targets)
 }
 
 // Lock is a pipeline's gpuattest.lock; LockChange is one entry a lock
