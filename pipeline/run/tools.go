@@ -59,12 +59,11 @@ func CheckSASS(in *runtypes.Inspection, targets []pipeline.Target) *cuda.ArchDif
 }
 
 // Lock is a pipeline's gpuattest.lock; LockChange is one entry a lock
-// run added, changed or removed; LockProblem is one reason CheckLock
-// refuses a release.
+// run added, changed or removed (runtypes.LockProblem is one reason
+// CheckLock refuses a release).
 type (
-	Lock        = image.Lock
-	LockChange  = image.Change
-	LockProblem = image.Problem
+	Lock       = image.Lock
+	LockChange = image.Change
 )
 
 // DefaultPlatform is the platform images are locked for by default.
@@ -85,7 +84,7 @@ func lockOptions(p *pipeline.Pipeline, pipelineFile, platform string) []image.Op
 // CheckLock is the release gate on p's images against lock (nil: none)
 // for platform: every reason it refuses, none when it passes.
 // pipelineFile names the pipeline in the hints.
-func CheckLock(ctx context.Context, p *pipeline.Pipeline, lock *Lock, pipelineFile, platform string) []LockProblem {
+func CheckLock(ctx context.Context, p *pipeline.Pipeline, lock *Lock, pipelineFile, platform string) []runtypes.LockProblem {
 	return image.CheckLock(ctx, p.Images, lock, lockOptions(p, pipelineFile, platform)...)
 }
 
@@ -102,12 +101,6 @@ type (
 	Baseline      = suite.Baseline
 	SampleSet     = suite.SampleSet
 	CompareReport = suite.Report
-)
-
-// The verdicts of a case that is in only one of the compared sets.
-const (
-	Missing = suite.Missing
-	New     = suite.New
 )
 
 // SaveBaseline reads the samples of benchmark step stepID (empty: the
