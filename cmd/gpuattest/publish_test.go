@@ -188,35 +188,3 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// TestPublishUsage: what push, verify REF and pull refuse before
-// touching any registry.
-func TestPublishUsage(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "k.fatbin")
-	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		args []string
-		code int
-		want string
-	}{
-		{"push no run", []string{"push", filepath.Join(dir, "nope"), "127.0.0.1:1/r:v1"}, 1, "run.json"},
-		{"pull nowhere", []string{"pull", "127.0.0.1:1/r:v1", "--key", file}, 2, "nothing to write"},
-		{"pull to a registry", []string{"pull", "127.0.0.1:1/r:v1", "--key", file, "--to", "x"}, 2, "oci-layout:DIR"},
-		{"verify a file as REF", []string{"verify", file, "--key", file}, 2, "is a file"},
-		{"verify REF no key", []string{"verify", "127.0.0.1:1/r:v1"}, 2, "no verification material"},
-		{"zero idle timeout", []string{"verify", "127.0.0.1:1/r:v1", "--key", file, "--registry-idle-timeout", "0s"}, 2, "--registry-idle-timeout 0s: expected a duration above 0"},
-		{"negative overall timeout", []string{"push", filepath.Join(dir, "nope"), "127.0.0.1:1/r:v1", "--registry-timeout", "-1s"}, 2, "--registry-timeout"},
-		{"zero layer size", []string{"pull", "127.0.0.1:1/r:v1", "--key", file, "--out", filepath.Join(dir, "o"), "--max-layer-size", "0"}, 2, "--max-layer-size 0"},
-		{"push has no download limits", []string{"push", filepath.Join(dir, "nope"), "127.0.0.1:1/r:v1", "--max-total-size", "5"}, 2, "unknown flag: --max-total-size"},
-	}
-	for _, tt := range tests {
-		code, out, errOut := cli(t, tt.args...)
-		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
-			t.Errorf("%s: exit %d, want %d with %q\n%s%s", tt.name, code, tt.code, tt.want, out, errOut)
-		}
-	}
-}
