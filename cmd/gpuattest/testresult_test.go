@@ -83,4 +83,3 @@ func cosignPrinted(out, want string) bool {
 	}
 	return false
 }
-
