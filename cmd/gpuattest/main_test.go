@@ -68,7 +68,8 @@ func scriptCondition(cond string) (bool, error) {
 }
 
 // scriptSetup passes the tool-presence policy (CI), caches and the
-// script's testing.TB (for the cluster commands) into scripts; $REPO is
+// script's testing.TB (for the cluster commands) into scripts, and a git
+// identity; $REPO is
 // the repository's root, $EXAMPLE the CMake example's directory.
 func scriptSetup(env *testscript.Env) error {
 	for _, k := range []string{"CI", "HOME", "GOCACHE", "DOCKER_HOST", "GPUATTEST_TEST_CACHE", "GPUATTEST_K8S_BIN"} {
@@ -78,6 +79,12 @@ func scriptSetup(env *testscript.Env) error {
 	}
 	env.Setenv("PATH", scriptPATH())
 	env.Setenv("XDG_CACHE_HOME", env.WorkDir+"/.cache")
+	// git commits with a fixed identity and no user or system config
+	// (no signing hooks).
+	for k, v := range map[string]string{"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+		"GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": os.DevNull, "GIT_CONFIG_NOSYSTEM": "1"} {
+		env.Setenv(k, v)
+	}
 	tb, ok := env.T().(testing.TB)
 	if !ok {
 		return fmt.Errorf("testscript gave a %T, not a testing.TB", env.T())
