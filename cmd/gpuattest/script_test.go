@@ -262,9 +262,11 @@ func jsonAt(v any, path string) (any, error) {
 }
 
 // cmdStatements prints, as one indented JSON array, the in-toto
-// statements of predicate type TYPE in FILE (one bundle, or a JSONL of
-// bundles), unverified: the script checks their content with jsonpath or
-// stdout after verify has checked their signatures.
+// statements of predicate type TYPE in FILE (a Sigstore bundle or a DSSE
+// envelope a line, as attestations.intoto.jsonl holds and cosign
+// verify-attestation prints), unverified: the script checks their content
+// with jsonpath or stdout after verify or cosign has checked their
+// signatures.
 //
 //	statements FILE TYPE
 func cmdStatements(ts *testscript.TestScript, neg bool, args []string) {
@@ -275,6 +277,9 @@ func cmdStatements(ts *testscript.TestScript, neg bool, args []string) {
 	sts := []*attest.Statement{}
 	for _, line := range bytes.Split(bytes.TrimSpace([]byte(ts.ReadFile(args[0]))), []byte("\n")) {
 		st, err := sign.UnverifiedStatement(line)
+		if err != nil {
+			st, err = envelopeStatement(line)
+		}
 		ts.Check(err)
 		if st.PredicateType == args[1] {
 			sts = append(sts, st)
@@ -283,6 +288,25 @@ func cmdStatements(ts *testscript.TestScript, neg bool, args []string) {
 	b, err := json.MarshalIndent(sts, "", "  ")
 	ts.Check(err)
 	fmt.Fprintf(ts.Stdout(), "%s\n", b)
+}
+
+// envelopeStatement decodes the in-toto statement of a DSSE envelope.
+func envelopeStatement(line []byte) (*attest.Statement, error) {
+	var env struct {
+		PayloadType string `json:"payloadType"`
+		Payload     []byte `json:"payload"`
+	}
+	if err := json.Unmarshal(line, &env); err != nil {
+		return nil, fmt.Errorf("neither a bundle nor a DSSE envelope: %w", err)
+	}
+	if env.PayloadType != "application/vnd.in-toto+json" {
+		return nil, fmt.Errorf("DSSE payload type %q: expected application/vnd.in-toto+json", env.PayloadType)
+	}
+	var st attest.Statement
+	if err := json.Unmarshal(env.Payload, &st); err != nil {
+		return nil, fmt.Errorf("decoding the DSSE payload: %w", err)
+	}
+	return &st, nil
 }
 
 // cmdSlurm starts a local Slurm (internal/slurmtest, its default node:
