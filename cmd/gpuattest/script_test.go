@@ -104,6 +104,7 @@ func cmdRegistry(ts *testscript.TestScript, neg bool, args []string) {
 func cmdFixture(ts *testscript.TestScript, neg bool, args []string) {
 	noNeg(ts, neg, "fixture")
 	fs := flag.NewFlagSet("fixture", flag.ContinueOnError)
+	fs.SetOutput(ts.Stderr())
 	tests := fs.String("tests", "", "")
 	failed := fs.String("failed-exec", "", "")
 	simulated := fs.Bool("simulated", false, "")
