@@ -8,6 +8,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -138,7 +139,7 @@ type Build struct {
 	Targets []string
 	Output  string
 	// Artifacts are what cuobjdump found in each output.
-	Artifacts []*cuda.Inspection
+	Artifacts []*runtypes.Inspection
 	// ArchProblems are SASS/PTX sets that differ from the pinned ones.
 	ArchProblems []string
 	// Reproducible is nil when the check did not run.
@@ -210,7 +211,7 @@ type Telemetry struct {
 	// Summary is the engine's summary (nil when the step has none).
 	Summary *gpu.Summary
 	// Lines are telemetry.jsonl's samples and events.
-	Lines []gpu.Line
+	Lines []runtypes.TelemetryLine
 	// Simulated is true when the samples come from simulated GPUs.
 	Simulated bool
 }

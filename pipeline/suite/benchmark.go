@@ -5,7 +5,8 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -199,7 +200,7 @@ type benchRun struct {
 	// warnings are the step's warnings (Outcome.Warnings).
 	warnings []string
 	// look0 is the progress of rounds: auto's last look.
-	look0 step.Progress
+	look0 runtypes.Progress
 }
 
 // Execute runs the benchmark step s.Step.
@@ -713,7 +714,7 @@ func (br *benchRun) comparePaired() (*Report, error) {
 		if !refCases[c.Name] {
 			rep.Cases = append(rep.Cases, CaseComparison{Name: c.Name, Comparison: stats.Comparison{Method: stats.MethodPaired,
 				CandidateN: len(c.SamplesNS), CandidateMedian: stats.Median(c.SamplesNS),
-				Verdict: Missing, Reason: "measured in the candidate but not in the reference"}})
+				Verdict: stats.Missing, Reason: "measured in the candidate but not in the reference"}})
 			continue
 		}
 		ref, cand := invocationSamples(br.ref, c.Name), invocationSamples(br.cand, c.Name)
@@ -733,7 +734,7 @@ func (br *benchRun) comparePaired() (*Report, error) {
 		if len(c.SamplesNS) > 0 && !candCases[c.Name] {
 			rep.Cases = append(rep.Cases, CaseComparison{Name: c.Name, Comparison: stats.Comparison{Method: stats.MethodPaired,
 				BaselineN: len(c.SamplesNS), BaselineMedian: stats.Median(c.SamplesNS),
-				Verdict: Missing, Reason: "measured in the reference but not in the candidate"}})
+				Verdict: stats.Missing, Reason: "measured in the reference but not in the candidate"}})
 		}
 	}
 	rep.OnAmbiguous = pipeline.OnAmbiguousFail
@@ -846,7 +847,7 @@ func writeBenchmarkReports(s *step.Context, d *BenchmarkDetails) ([]step.File, e
 	var files []step.File
 	full := *d
 	full.Schema = BenchmarkSchemaID
-	f, err := writeStepFile(s, layout.BenchmarkFile, "benchmark", func(w io.Writer) error {
+	f, err := writeStepFile(s, runlayout.BenchmarkFile, "benchmark", func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(&full)
@@ -939,7 +940,7 @@ func benchmarkJUnit(s *step.Context, d *BenchmarkDetails) []JUnitCase {
 	}
 	for _, r := range reps {
 		for _, v := range r.rep.Cases {
-			if v.Verdict != Missing || slices.ContainsFunc(d.Cases, func(c BenchmarkCase) bool { return c.Name == v.Name }) {
+			if v.Verdict != stats.Missing || slices.ContainsFunc(d.Cases, func(c BenchmarkCase) bool { return c.Name == v.Name }) {
 				continue
 			}
 			st := StatusPassed
