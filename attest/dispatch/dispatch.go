@@ -243,11 +243,12 @@ func Digest(st *attest.Statement) (string, error) {
 }
 
 // HostStepsMode is how the dispatch lets its nodes run host-runner
-// steps: HostStepsPod on Kubernetes, HostStepsUnsandboxed when the owner
-// signed hostSteps: unsandboxed, HostStepsSandboxed otherwise.
+// steps: HostStepsPod when it was staged through a registry (the nodes
+// are pods), HostStepsUnsandboxed when the owner signed hostSteps:
+// unsandboxed, HostStepsSandboxed otherwise.
 func (d *Dispatch) HostStepsMode() string {
 	switch {
-	case d.Fleet.Engine == "kubernetes" || d.Fleet.Registry != "":
+	case d.Fleet.Registry != "":
 		return HostStepsPod
 	case d.Fleet.HostSteps == HostStepsUnsandboxed:
 		return HostStepsUnsandboxed

@@ -105,7 +105,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 			t.Errorf("the binary was staged for Kubernetes; the pod image holds it")
 		}
 	}
-	st := &coordinate.State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Release: prep.Release, Simulated: true}
+	st := &coordinate.State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Release: prep.Release, Simulated: true, Cluster: fleet.Cluster{Engine: "kubernetes"}}
 	keys := map[string][]byte{}
 	for _, j := range prep.Dispatch.Jobs {
 		st.Jobs = append(st.Jobs, coordinate.JobState{Name: j.Name, Class: j.Class, Index: j.Index, ID: "job/" + strconv.Itoa(j.Index)})
