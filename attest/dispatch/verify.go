@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -494,6 +495,9 @@ func checkNode(j *Job, n *Node, o Options) string {
 			reason = "result " + n.Result
 		}
 		return fmt.Sprintf("on node %s: %s", n.NodeName, reason)
+	}
+	if j.Arch != "" && n.Arch != j.Arch {
+		return fmt.Sprintf("on node %s: the node ran gpuattest for %s, class %s's arch is %s", n.NodeName, cmp.Or(n.Arch, "an architecture it did not record"), j.Class, j.Arch)
 	}
 	if n.Simulated && !o.AllowSimulated {
 		return fmt.Sprintf("on node %s: the GPUs were simulated\nhint: --allow-simulated accepts them, for tests and demos", n.NodeName)

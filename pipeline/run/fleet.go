@@ -6,8 +6,10 @@ import (
 	"fmt"
 	ad "github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/gpuevidence"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -43,7 +45,7 @@ type fleetOptions struct {
 	dir      string
 	build    func(build *pipeline.Pipeline) ([]Option, error)
 	signer   func() (*sign.Signer, error)
-	binary   string
+	binaries map[string]string
 	access   fleet.Access
 	poll     time.Duration
 	registry []oci.Option
@@ -83,9 +85,20 @@ func WithFleetSigner(f func() (*sign.Signer, error)) FleetOption {
 	return func(o *fleetOptions) { o.signer = f }
 }
 
-// WithNodeBinary is the gpuattest executable the nodes run (default:
-// this process's executable).
-func WithNodeBinary(path string) FleetOption { return func(o *fleetOptions) { o.binary = path } }
+// WithNodeBinary is the gpuattest executable the nodes of platform
+// (GOOS/GOARCH, such as linux/arm64) run: a class's arch picks its
+// platform (linux/amd64 when it names none). The default for this
+// machine's own platform, on Linux, is this process's executable. The
+// dispatch checks each is an ELF executable for its machine and pins
+// its digest; a class whose platform has none is refused.
+func WithNodeBinary(platform, path string) FleetOption {
+	return func(o *fleetOptions) {
+		if o.binaries == nil {
+			o.binaries = map[string]string{}
+		}
+		o.binaries[platform] = path
+	}
+}
 
 // WithFleetAccess is how the engine reaches its cluster (a Kubernetes
 // kubeconfig and context), beside its settings in the fleet file.
@@ -206,13 +219,14 @@ func Fleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, opts ...
 // dispatch stages and signs the dispatch, submits it, and waits and
 // collects unless detached.
 func dispatch(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, res *FleetResult, o *fleetOptions) error {
-	binary := o.binary
-	if binary == "" {
-		self, err := os.Executable()
+	binaries := map[string]string{}
+	maps.Copy(binaries, o.binaries)
+	if self := "linux/" + runtime.GOARCH; runtime.GOOS == "linux" && binaries[self] == "" {
+		exe, err := os.Executable()
 		if err != nil {
 			return err
 		}
-		binary = self
+		binaries[self] = exe
 	}
 	e, err := openEngine(spec.Engine, spec.Config, spec.PollInterval.D, o)
 	if err != nil {
@@ -221,7 +235,7 @@ func dispatch(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, signe
 	// The dispatch names the cluster (its server and namespace, where
 	// the engine has them); an engine that stages through a registry
 	// stages in the run directory first.
-	stage := coordinate.Stage{Pipeline: p, BuildDir: res.Build.Dir, Fleet: spec, Binary: binary, Signer: signer,
+	stage := coordinate.Stage{Pipeline: p, BuildDir: res.Build.Dir, Fleet: spec, Binaries: binaries, Signer: signer,
 		ReleaseDir: filepath.Join(res.Dir, coordinate.ReleaseDir), StageDir: filepath.Join(res.Dir, "stage"),
 		Registry: o.registry}
 	if stage.Cluster, err = e.Describe(ctx); err != nil {

@@ -133,7 +133,8 @@ func (sharedTransport) beforeSigning(dir string, d *ad.Dispatch, keys map[string
 // afterSigning writes the job script, which pins the staged binary and
 // the signed dispatch file.
 func (sharedTransport) afterSigning(_ context.Context, st *stager, prep *Prepared) error {
-	script := slurmScript(prep.Dispatch.ID, prep.Dir, st.files[st.index(stagefs.BinaryPath)].SHA256, stagefs.DigestOf(prep.File))
+	bin, sum, cases := binarySelection(prep.Dispatch.Jobs, st.files)
+	script := slurmScript(prep.Dispatch.ID, prep.Dir, bin, sum, cases, stagefs.DigestOf(prep.File))
 	if err := os.WriteFile(filepath.Join(prep.Dir, stagefs.JobScript), []byte(script), 0o755); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,7 +220,7 @@ func (n *Node) execute(ctx context.Context, l *loaded, keyPath string) (*ad.Node
 	if n.Engine == "" {
 		n.Engine = l.d.Fleet.Engine
 	}
-	pred := &ad.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName,
+	pred := &ad.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Arch: runtime.GOARCH,
 		StartedAt: time.Now().UTC(), Steps: []ad.Step{}}
 	runErr := n.run(ctx, l.d, l.job, filepath.Join(n.Dir, "jobs", l.job.Name), keyPath, pred)
 	pred.FinishedAt = time.Now().UTC()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -53,7 +54,7 @@ func ReportNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 		// The node could not start (the registry, a dispatch without the
 		// job): it still reports why, and the sign container signs that.
 		now := time.Now().UTC()
-		pred = &ad.Node{Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Result: ad.ResultFailed, Reason: err.Error(),
+		pred = &ad.Node{Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Arch: runtime.GOARCH, Result: ad.ResultFailed, Reason: err.Error(),
 			Steps: []ad.Step{}, StartedAt: now, FinishedAt: now}
 		runErr = err
 	}
