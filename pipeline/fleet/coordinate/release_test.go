@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 		t.Fatalf("collect: verified %v, missing %v, problems %v", col.Report.Verified, col.Missing, col.Report.Problems)
 	}
 	for _, row := range col.Report.Jobs {
-		if row.Node != "node-"+row.Job || !row.Simulated || row.JobID != "gpuattest-x/"+strings.TrimPrefix(row.Job, row.Class+"-") {
+		if row.Node != "node-"+row.Job || !row.Simulated || row.JobID != "gpuattest-x/"+strings.TrimPrefix(row.Job, row.Class+"-") || row.Arch != runtime.GOARCH {
 			t.Errorf("row %+v", row)
 		}
 		// The host-runner step ran in the node container, which holds no

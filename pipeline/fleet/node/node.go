@@ -281,6 +281,9 @@ func jobSigner(pemKey []byte, path string, job *ad.Job) (*sign.Signer, error) {
 // run copies and checks the staged files, then runs the GPU steps; an
 // error says why the node failed.
 func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPath string, pred *ad.Node) error {
+	if job.Arch != "" && job.Arch != runtime.GOARCH {
+		return fmt.Errorf("refusing to run: this gpuattest is built for %s, class %s's arch is %s\nhint: the class's nodes run a gpuattest for linux/%s (its --node-binary, or its image's platform)", runtime.GOARCH, job.Class, job.Arch, job.Arch)
+	}
 	// On Kubernetes the dispatch names the job script (the node
 	// container's command, staged with it); on a shared directory
 	// sbatch's own copy ran, which pinned this dispatch.
