@@ -182,6 +182,13 @@ func Fleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, opts ...
 	if err := coordinate.CheckStaging(spec); err != nil {
 		return nil, fmt.Errorf("staging the dispatch: %w", err)
 	}
+	binaries, err := nodeBinaries(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := coordinate.CheckBinaries(spec, binaries); err != nil {
+		return nil, inputError{fmt.Errorf("staging the dispatch: %w", err)}
+	}
 	build, nodes := coordinate.Split(p)
 	if len(nodes.Steps) == 0 {
 		return nil, badFleet("%s has no gpu: true step: there is nothing to run on the fleet", p.Path)
@@ -219,14 +226,9 @@ func Fleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, opts ...
 // dispatch stages and signs the dispatch, submits it, and waits and
 // collects unless detached.
 func dispatch(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, res *FleetResult, o *fleetOptions) error {
-	binaries := map[string]string{}
-	maps.Copy(binaries, o.binaries)
-	if self := "linux/" + runtime.GOARCH; runtime.GOOS == "linux" && binaries[self] == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		binaries[self] = exe
+	binaries, err := nodeBinaries(o)
+	if err != nil {
+		return err
 	}
 	e, err := openEngine(spec.Engine, spec.Config, spec.PollInterval.D, o)
 	if err != nil {
@@ -255,6 +257,21 @@ func dispatch(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, signe
 	}
 	res.Collected, err = waitAndCollect(ctx, e, res.State, res.Dir, o.simulate, o)
 	return err
+}
+
+// nodeBinaries are the node binaries by platform: WithNodeBinary's, and
+// on Linux this process's executable for its own platform unless given.
+func nodeBinaries(o *fleetOptions) (map[string]string, error) {
+	binaries := map[string]string{}
+	maps.Copy(binaries, o.binaries)
+	if self := "linux/" + runtime.GOARCH; runtime.GOOS == "linux" && binaries[self] == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		binaries[self] = exe
+	}
+	return binaries, nil
 }
 
 // CollectFleet waits for the detached dispatch in the run directory dir

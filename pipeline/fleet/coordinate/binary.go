@@ -16,30 +16,77 @@ import (
 // elfMachines are the ELF machines of the architectures a class may name.
 var elfMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
-// binaries stages the gpuattest of each platform the fleet's classes
-// run (binaries: platform to path), each at stagefs.BinaryPathFor, and
-// checks each staged copy is an ELF executable for its machine. A class
-// whose platform has no binary is an error naming the class.
-func (st *stager) binaries(spec *fleet.Spec, binaries map[string]string) error {
-	var platforms []string
-	for _, c := range spec.Classes {
+// CheckBinaries checks, before anything is built, that every class of
+// spec has a gpuattest of its platform in binaries (platform to path),
+// an ELF executable for its machine, when the fleet's staging stages
+// one (Prepare checks the staged copies again).
+func CheckBinaries(spec *fleet.Spec, binaries map[string]string) error {
+	t, err := transportFor(spec)
+	if err != nil || !t.stagesBinary() {
+		return err
+	}
+	nbs, err := nodeBinaries(spec, binaries)
+	for _, nb := range nbs {
+		if err == nil {
+			err = nb.check(nb.src)
+		}
+	}
+	return err
+}
+
+// nodeBinary is the gpuattest of one platform the fleet's classes run:
+// its path here, and the first class that runs it.
+type nodeBinary struct {
+	platform, src string
+	class         *fleet.Class
+}
+
+// nodeBinaries are the binaries of the platforms spec's classes run, in
+// the order of the classes, from binaries (platform to path). A class
+// whose platform has none is an error naming the class and the flag.
+func nodeBinaries(spec *fleet.Spec, binaries map[string]string) ([]nodeBinary, error) {
+	var out []nodeBinary
+	for i := range spec.Classes {
+		c := &spec.Classes[i]
 		p := c.Platform()
-		if slices.Contains(platforms, p) {
+		if slices.ContainsFunc(out, func(nb nodeBinary) bool { return nb.platform == p }) {
 			continue
 		}
-		src, ok := binaries[p]
-		if !ok || src == "" {
-			return fmt.Errorf("%s: class %s runs on %s nodes, but no gpuattest for %s was given\nhint: build one (CGO_ENABLED=0 GOOS=%s GOARCH=%s go build ./cmd/gpuattest, or make release) and name it with --node-binary %s=PATH",
-				spec.Path, c.Name, p, p, "linux", c.Architecture(), p)
+		src := binaries[p]
+		if src == "" {
+			return nil, fmt.Errorf("%s: class %s runs on %s nodes, but no gpuattest for %s was given\nhint: build one (CGO_ENABLED=0 GOOS=linux GOARCH=%s go build ./cmd/gpuattest, or make release) and name it with --node-binary %s=PATH",
+				spec.Path, c.Name, p, p, c.Architecture(), p)
 		}
-		rel := stagefs.BinaryPathFor(p)
-		if err := st.file(src, rel, 0o755); err != nil {
+		out = append(out, nodeBinary{platform: p, src: src, class: c})
+	}
+	return out, nil
+}
+
+// check checks the file at path is the binary's: an ELF executable for
+// its class's machine.
+func (nb nodeBinary) check(path string) error {
+	if err := checkELF(path, nb.class.Architecture()); err != nil {
+		return fmt.Errorf("the gpuattest for %s (%s, class %s): %w\nhint: --node-binary %s=PATH names a %s build of gpuattest", nb.platform, nb.src, nb.class.Name, err, nb.platform, nb.platform)
+	}
+	return nil
+}
+
+// binaries stages the gpuattest of each platform the fleet's classes
+// run (binaries: platform to path), each at stagefs.BinaryPathFor, and
+// checks each staged copy (nodeBinaries, nodeBinary.check).
+func (st *stager) binaries(spec *fleet.Spec, binaries map[string]string) error {
+	nbs, err := nodeBinaries(spec, binaries)
+	if err != nil {
+		return err
+	}
+	for _, nb := range nbs {
+		rel := stagefs.BinaryPathFor(nb.platform)
+		if err := st.file(nb.src, rel, 0o755); err != nil {
 			return err
 		}
-		if err := checkELF(filepath.Join(st.dir, filepath.FromSlash(rel)), c.Architecture()); err != nil {
-			return fmt.Errorf("the gpuattest for %s (%s, class %s): %w\nhint: --node-binary %s=PATH names a linux/%s build of gpuattest", p, src, c.Name, err, p, c.Architecture())
+		if err := nb.check(filepath.Join(st.dir, filepath.FromSlash(rel))); err != nil {
+			return err
 		}
-		platforms = append(platforms, p)
 	}
 	return nil
 }
