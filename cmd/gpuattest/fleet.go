@@ -64,7 +64,7 @@ func nodeBinaryOptions(flags []string) ([]run.FleetOption, error) {
 		if !ok || !ok2 || goos == "" || goarch == "" || path == "" || strings.Contains(goarch, "/") {
 			return nil, usageErr("--node-binary %q: expected GOOS/GOARCH=PATH, such as linux/arm64=dist/gpuattest-linux-arm64", v)
 		}
-		opts = append(opts, run.WithNodeBinary(platform, path))
+		opts = append(opts, run.WithPlatformNodeBinary(platform, path))
 	}
 	return opts, nil
 }

@@ -85,13 +85,20 @@ func WithFleetSigner(f func() (*sign.Signer, error)) FleetOption {
 	return func(o *fleetOptions) { o.signer = f }
 }
 
-// WithNodeBinary is the gpuattest executable the nodes of platform
-// (GOOS/GOARCH, such as linux/arm64) run: a class's arch picks its
-// platform (linux/amd64 when it names none). The default for this
-// machine's own platform, on Linux, is this process's executable. The
-// dispatch checks each is an ELF executable for its machine and pins
-// its digest; a class whose platform has none is refused.
-func WithNodeBinary(platform, path string) FleetOption {
+// WithNodeBinary is the gpuattest executable the nodes of this
+// machine's own platform (linux/GOARCH) run; the default, on Linux, is
+// this process's executable. WithPlatformNodeBinary names those of other
+// platforms.
+func WithNodeBinary(path string) FleetOption {
+	return WithPlatformNodeBinary("linux/"+runtime.GOARCH, path)
+}
+
+// WithPlatformNodeBinary is the gpuattest executable the nodes of
+// platform (GOOS/GOARCH, such as linux/arm64) run: a class's arch picks
+// its platform (linux/amd64 when it names none). The dispatch checks each
+// is an ELF executable for its machine and pins its digest; a class
+// whose platform has none is refused before the build.
+func WithPlatformNodeBinary(platform, path string) FleetOption {
 	return func(o *fleetOptions) {
 		if o.binaries == nil {
 			o.binaries = map[string]string{}
