@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/gpuattest/gpuattest/attest"
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
-	"github.com/gpuattest/gpuattest/internal/problem"
 )
 
 // required adds a problem at path when v is empty.

@@ -3,9 +3,9 @@ package hardware
 import (
 	"fmt"
 
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
-	"github.com/gpuattest/gpuattest/internal/problem"
 )
 
 // maxDepth is the deepest nesting a hardware record may have; it needs

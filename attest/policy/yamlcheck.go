@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/internal/problem"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"

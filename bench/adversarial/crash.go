@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/rusage"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // crashPipeline is a CUDA build (cached after the first run), two chains
@@ -179,7 +180,7 @@ func (c *crashLab) consistent(runDir string, done bool) string {
 	if err != nil {
 		return err.Error()
 	}
-	if done && rec.State != engine.Passed {
+	if done && rec.State != runtypes.Passed {
 		return fmt.Sprintf("run state %s (%s)", rec.State, rec.Reason)
 	}
 	jsonl, err := os.ReadFile(filepath.Join(runDir, "attestations.intoto.jsonl"))
@@ -201,11 +202,11 @@ func (c *crashLab) consistent(runDir string, done bool) string {
 			id, _ := m["id"].(string)
 			verdict, _ := m["verdict"].(string)
 			sr := rec.Step(id)
-			if (verdict == "passed" || verdict == "cached") && (sr == nil || sr.State != engine.Passed) {
+			if (verdict == "passed" || verdict == "cached") && (sr == nil || sr.State != runtypes.Passed) {
 				return fmt.Sprintf("the statement says step %s %s, run.json says %v", id, verdict, sr)
 			}
 		}
-		if pred != nil && pred["result"] == "passed" && rec.State != engine.Passed {
+		if pred != nil && pred["result"] == "passed" && rec.State != runtypes.Passed {
 			return fmt.Sprintf("the statement says passed, run.json says %s", rec.State)
 		}
 	}

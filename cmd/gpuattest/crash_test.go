@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline/engine"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // selfAsGpuattest links this test binary as "gpuattest" (testscript.Main
@@ -144,7 +145,7 @@ func TestSIGKILLAndResume(t *testing.T) {
 		}
 		counts := ranCounts(t, dir)
 		for _, s := range rec.Steps {
-			if s.State == engine.Passed {
+			if s.State == runtypes.Passed {
 				mustStay = append(mustStay, frozen{s.ID, counts[s.ID]})
 			}
 		}
@@ -162,11 +163,11 @@ func TestSIGKILLAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != engine.Passed {
+	if rec.State != runtypes.Passed {
 		t.Fatalf("final state %s: %s", rec.State, rec.Reason)
 	}
 	for _, s := range rec.Steps {
-		if s.State != engine.Passed {
+		if s.State != runtypes.Passed {
 			t.Errorf("step %s: %s", s.ID, s.State)
 		}
 	}
@@ -214,7 +215,7 @@ func TestSIGTERMInterrupts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != engine.Interrupted {
+	if rec.State != runtypes.Interrupted {
 		t.Errorf("run state %s, want interrupted", rec.State)
 	}
 	time.Sleep(2500 * time.Millisecond)

@@ -16,9 +16,10 @@ import (
 // pipeline/run. This test keeps it so: cmd may import only the packages
 // below from this module: attest/ (the verifier's library), the facade
 // and the facade-level verbs (rebuild, report, history, the fleet), and
-// the types it renders (the spec, the hardware record, the comparison's
-// verdicts). The engine, runners, step kinds, platform and run-directory
-// reader are the library's business.
+// the types it renders (the spec, the hardware record, the run's states
+// and events in pipeline/runtypes, the comparison's verdicts). The
+// engine, runners, step kinds, platform and run-directory reader are the
+// library's business.
 var cmdMayImport = []string{
 	"attest",
 	"attest/policy",
@@ -30,6 +31,7 @@ var cmdMayImport = []string{
 	"attest/gpuevidence", // gpu-evidence verify
 	"pipeline",           // the spec and its problems, rendered by lint and load
 	"pipeline/run",       // the facade
+	"pipeline/runtypes",  // the run's states, events and progress it renders
 	"pipeline/rebuild",   // rebuild
 	"pipeline/report",    // report
 	"pipeline/stats",     // compare renders its verdicts

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
@@ -285,7 +285,7 @@ func jobLine(j coordinate.JobState, idWidth int) string {
 }
 
 // printFleetReport prints one row per job, then the problems.
-func printFleetReport(w io.Writer, r *ad.Report) {
+func printFleetReport(w io.Writer, r *dispatch.Report) {
 	verdict := "FAILED"
 	if r.Verified {
 		verdict = "PASSED"
@@ -333,9 +333,9 @@ func printFleetReport(w io.Writer, r *ad.Report) {
 // which verify checks against it.
 func hostStepsLine(mode string) string {
 	switch mode {
-	case ad.HostStepsUnsandboxed:
+	case dispatch.HostStepsUnsandboxed:
 		return "host steps: UNSANDBOXED, as the owner signed (hostSteps: unsandboxed): a host-runner step could read any job key of the dispatch"
-	case ad.HostStepsPod:
+	case dispatch.HostStepsPod:
 		return "host steps: in each pod's node container, which holds no key (Kubernetes), as the owner signed"
 	}
 	return "host steps: sandboxed, as the owner signed (bwrap on each node, the shared directory and its keys hidden)"
@@ -377,7 +377,7 @@ func newFleetNodeCmd() *cobra.Command {
 			}
 			host, _ := os.Hostname()
 			jobID, nodeName := fleet.NodeIdentity(os.Environ())
-			n := node.Node{
+			n := node.Config{
 				JobID: jobID, NodeName: cmp.Or(nodeName, host),
 				GPUSource: src, Simulate: os.Getenv(coordinate.SimulateEnv) == "1",
 				Env: os.Environ(), Version: buildVersion().Version,
@@ -386,7 +386,7 @@ func newFleetNodeCmd() *cobra.Command {
 				return reportNode(c, n, release, args[0], idx, registry)
 			}
 			n.Dir, n.Job, n.DispatchDigest = args[0], fmt.Sprintf("%s-%d", args[1], idx), dispatchDigest
-			res, err := node.RunNode(c.Context(), n)
+			res, err := node.Run(c.Context(), n)
 			if res != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s on %s: %s; bundle %s\n", n.Job, n.NodeName, res.Node.Result, res.Bundle)
 			}
@@ -463,8 +463,8 @@ func newFleetVerifyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o := ad.Options{AllowSimulated: allowSimulated, GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence}
-			var r *ad.Report
+			o := dispatch.Options{AllowSimulated: allowSimulated, GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence}
+			var r *dispatch.Report
 			source := args[0]
 			if st, serr := os.Stat(args[0]); serr == nil && st.IsDir() {
 				r, err = coordinate.VerifyDir(c.Context(), args[0], owner, o)
@@ -506,12 +506,12 @@ func newFleetVerifyCmd() *cobra.Command {
 // dispatch and every node bundle) only when that passed. It returns the
 // report and the release read (Source REPOSITORY@sha256:..., and where it
 // was written).
-func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, o ad.Options, rf *registryFlags, dest pullDest) (*ad.Report, *oci.Fetched, error) {
+func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, o dispatch.Options, rf *registryFlags, dest pullDest) (*dispatch.Report, *oci.Fetched, error) {
 	opts, err := rf.options()
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := verify.New(append(append([]verify.Option{}, owner...), verify.WithPredicateType(ad.PredicateType))...)
+	v, err := verify.New(append(append([]verify.Option{}, owner...), verify.WithPredicateType(dispatch.PredicateType))...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -521,7 +521,7 @@ func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, o ad.Op
 	if dest.layout != "" {
 		opts = append(opts, oci.WithLayoutTo(dest.layout))
 	}
-	var r *ad.Report
+	var r *dispatch.Report
 	check := func(ctx context.Context, fetched *oci.Fetched) (bool, error) {
 		files := map[string]string{}
 		var arts []verify.Artifact
@@ -533,7 +533,7 @@ func verifyFleetRef(c *cobra.Command, ref string, owner []verify.Option, o ad.Op
 		// every subject a file served.
 		var err error
 		o.Files, o.Manifest, o.Artifacts = files, fetched.Digest, arts
-		r, err = ad.VerifyEntries(ctx, fetched.Entries, owner, o)
+		r, err = dispatch.VerifyEntries(ctx, fetched.Entries, owner, o)
 		return err == nil && r.Verified, err
 	}
 	fetched, err := await(c.Context(), dest.any(), func(ctx context.Context) (*oci.Fetched, error) {

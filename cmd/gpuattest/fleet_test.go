@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
@@ -254,11 +254,11 @@ func TestFleetTwoClassesEndToEnd(t *testing.T) {
 	bundles := []string{"verify", "--bundle", "run/dispatch.intoto.jsonl", "--bundle", "run/nodes/a100-0.intoto.jsonl", "--bundle", "run/nodes/h100-0.intoto.jsonl", "--key", "rel.pub", "--allow-simulated"}
 	code, out = fleetCLI(t, dir, append(bundles, "-o", "json", released[0])...)
 	var got struct {
-		ad.Report
+		dispatch.Report
 		ExitCode int `json:"exit_code"`
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil || code != 0 || got.ExitCode != 0 || !got.Verified || got.Artifacts != 1 || len(got.Jobs) != 2 ||
-		got.Jobs[0].Job != "a100-0" || got.Jobs[0].Node != "node1" || got.Jobs[0].JobID == "" || got.Jobs[1].Verdict != ad.VerdictPassed {
+		got.Jobs[0].Job != "a100-0" || got.Jobs[0].Node != "node1" || got.Jobs[0].JobID == "" || got.Jobs[1].Verdict != dispatch.VerdictPassed {
 		t.Errorf("verify --bundle -o json: exit %d, %v\n%s", code, err, out)
 	}
 	if code, out = fleetCLI(t, dir, append(bundles, "proj/p.yaml")...); code != exitSubject || !strings.Contains(out, "artifact proj/p.yaml (sha256:") {
@@ -621,7 +621,7 @@ func TestFleetPreemptedJobResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var node ad.Node
+	var node dispatch.Node
 	if err := json.Unmarshal(st.Predicate, &node); err != nil {
 		t.Fatal(err)
 	}

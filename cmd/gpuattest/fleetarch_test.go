@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
@@ -80,20 +80,20 @@ func TestFleetArm64Class(t *testing.T) {
 	if log := jobLog(t, d[0], "gh200"); !strings.Contains(log, "gpuattest was built for linux/arm64 without cgo") {
 		t.Errorf("gh200-0 did not run the arm64 gpuattest; its log:\n%s", log)
 	}
-	dispatch, err := os.ReadFile(filepath.Join(dir, "run", "dispatch.intoto.jsonl"))
+	file, err := os.ReadFile(filepath.Join(dir, "run", "dispatch.intoto.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sign.UnverifiedStatement(bytes.TrimSpace(dispatch))
+	st, err := sign.UnverifiedStatement(bytes.TrimSpace(file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	disp, err := ad.Decode(st)
+	disp, err := dispatch.Decode(st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(want)
-	if !slices.Contains(disp.Staged, ad.File{Path: "bin/gpuattest-linux-arm64", SHA256: hex.EncodeToString(sum[:]), Mode: 0o755}) {
+	if !slices.Contains(disp.Staged, dispatch.File{Path: "bin/gpuattest-linux-arm64", SHA256: hex.EncodeToString(sum[:]), Mode: 0o755}) {
 		t.Errorf("the dispatch does not pin bin/gpuattest-linux-arm64 at sha256 %x: %+v", sum, disp.Staged)
 	}
 	for _, j := range disp.Jobs {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuattest/gpuattest/attest"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
@@ -71,7 +71,7 @@ func TestDispatchBesideOrdinaryRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := &ad.Dispatch{ID: "planted", Targets: []string{"sm_80"}, Jobs: []ad.Job{{Name: "a100-0", Class: "a100", Nonce: "n", Targets: []string{"sm_80"}}}}
+			d := &dispatch.Dispatch{ID: "planted", Targets: []string{"sm_80"}, Jobs: []dispatch.Job{{Name: "a100-0", Class: "a100", Nonce: "n", Targets: []string{"sm_80"}}}}
 			ds, err := d.Statement(tt.subjects)
 			if err != nil {
 				t.Fatal(err)
@@ -108,7 +108,7 @@ func TestDispatchBesideOrdinaryRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := oci.Push(t.Context(), byDigest, rel, []oci.Bundle{{Data: b, PredicateType: ad.PredicateType}}); err != nil {
+			if _, err := oci.Push(t.Context(), byDigest, rel, []oci.Bundle{{Data: b, PredicateType: dispatch.PredicateType}}); err != nil {
 				t.Fatal(err)
 			}
 			code, out, errOut := cli(t, "verify", repo+":v1", "--key", pub, "--policy", "builtin:cpu-tier")
@@ -118,7 +118,7 @@ func TestDispatchBesideOrdinaryRelease(t *testing.T) {
 				}
 				return
 			}
-			if code != 0 || !strings.Contains(out, "left out, unverified: predicate type "+ad.PredicateType) || !strings.Contains(out, "Verified OK") {
+			if code != 0 || !strings.Contains(out, "left out, unverified: predicate type "+dispatch.PredicateType) || !strings.Contains(out, "Verified OK") {
 				t.Errorf("verify --policy: exit %d, want 0 with the dispatch left out\n%s%s", code, out, errOut)
 			}
 			code, out, errOut = cli(t, "history", repo, "--key", pub, "--policy", "builtin:cpu-tier", "--no-bundle-cache")

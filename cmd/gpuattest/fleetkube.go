@@ -32,13 +32,13 @@ func mountDirs() (keys, report string) {
 
 // podNode fills n's job ID and node name from a pod's environment, as
 // the engine that made the pod set them.
-func podNode(n *node.Node) {
+func podNode(n *node.Config) {
 	jobID, nodeName := fleet.NodeIdentity(os.Environ())
 	n.JobID, n.NodeName = jobID, cmp.Or(nodeName, n.NodeName)
 }
 
 // reportNode is fleet node --release: the node container's side.
-func reportNode(c *cobra.Command, n node.Node, ref, class string, idx int, rf *registryFlags) error {
+func reportNode(c *cobra.Command, n node.Config, ref, class string, idx int, rf *registryFlags) error {
 	opts, err := rf.options()
 	if err != nil {
 		return err
@@ -49,7 +49,7 @@ func reportNode(c *cobra.Command, n node.Node, ref, class string, idx int, rf *r
 	if err != nil {
 		return err
 	}
-	pred, err := node.ReportNode(c.Context(), n, node.Release{Ref: ref, Class: class, Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
+	pred, err := node.Report(c.Context(), n, node.Release{Ref: ref, Class: class, Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
 	if pred != nil {
 		fmt.Fprintf(c.OutOrStdout(), "job %s-%d on %s: %s; report in %s\n", class, idx, n.NodeName, pred.Result, report)
 	}
@@ -87,7 +87,7 @@ func newFleetSignCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			n := node.Node{}
+			n := node.Config{}
 			podNode(&n)
 			keys, report := mountDirs()
 			work, err := os.MkdirTemp("", "gpuattest-sign-")
@@ -95,7 +95,7 @@ func newFleetSignCmd() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(work)
-			pred, err := node.SignNode(c.Context(), n, node.Release{Ref: release, Class: args[0], Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
+			pred, err := node.Sign(c.Context(), n, node.Release{Ref: release, Class: args[0], Index: idx, Work: work, ReportDir: report, KeyDir: keys, Options: opts})
 			if pred != nil {
 				fmt.Fprintf(c.OutOrStdout(), "job %s-%d on %s: %s; node bundle pushed\n", args[0], idx, n.NodeName, pred.Result)
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 )
 
@@ -24,7 +24,7 @@ func checkFleetPull(t *testing.T, dir, ref string) {
 	files, copied := filepath.Join(dir, "pulled-files"), filepath.Join(dir, "pulled-layout")
 	code, out := fleetCLI(t, dir, "pull", ref, "--out", files, "--to", "oci-layout:"+copied, "--key", "rel.pub", "--allow-simulated", "-o", "json")
 	var got struct {
-		ad.Report
+		dispatch.Report
 		Files     []oci.File `json:"files"`
 		FilesDir  string     `json:"files_dir"`
 		LayoutDir string     `json:"layout_dir"`
@@ -107,7 +107,7 @@ func dropNodeBundle(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for i, d := range idx.Manifests {
-		if strings.HasPrefix(d.ArtifactType, "application/vnd.dev.sigstore.bundle") && d.Annotations[oci.AnnotationPredicateType] != ad.PredicateType {
+		if strings.HasPrefix(d.ArtifactType, "application/vnd.dev.sigstore.bundle") && d.Annotations[oci.AnnotationPredicateType] != dispatch.PredicateType {
 			idx.Manifests = append(idx.Manifests[:i], idx.Manifests[i+1:]...)
 			b, err = json.Marshal(idx)
 			if err != nil {

@@ -2,16 +2,18 @@ package main
 
 import (
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/spf13/cobra"
 )
 
-// loadPipeline loads a pipeline as lint, lock and run all do (run.Load);
-// root is --root: the directory the pipeline's workdir may reach up to,
-// when not the default (the enclosing git work tree, else the file's
-// directory).
+// loadPipeline loads a pipeline as lint, lock and run all do
+// (pipeline.Load); root is --root: the directory the pipeline's workdir
+// may reach up to, when not the default (the enclosing git work tree,
+// else the file's directory).
 func loadPipeline(path, root string) (*pipeline.Pipeline, error) {
-	return run.Load(path, root)
+	if root == "" {
+		return pipeline.Load(path)
+	}
+	return pipeline.Load(path, pipeline.WithRoot(root))
 }
 
 // rootFlag adds --root to c and returns where its value lands.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // heartbeatEvery is how often, off a terminal, a line says how each step
@@ -48,7 +48,7 @@ type live struct {
 	// mu guards last: mpb's goroutines read it (never while pr.mu is
 	// held by a call into mpb, which would deadlock).
 	mu   sync.Mutex
-	last run.Progress
+	last runtypes.Progress
 }
 
 // progressOptions configure newProgress (tests set them).
@@ -105,7 +105,7 @@ type areaWriter struct{ pr *progress }
 func (a areaWriter) Write(b []byte) (int, error) { return a.pr.out.Write(b) }
 
 // Event takes one engine event.
-func (pr *progress) Event(ev run.Event) {
+func (pr *progress) Event(ev runtypes.Event) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	switch ev.Type {
@@ -137,21 +137,21 @@ func (pr *progress) Event(ev run.Event) {
 }
 
 // finishLine is the line of a finished step.
-func (pr *progress) finishLine(ev run.Event) string {
+func (pr *progress) finishLine(ev runtypes.Event) string {
 	word, col := string(ev.State), yellow
 	switch ev.State {
-	case run.Passed:
+	case runtypes.Passed:
 		word, col = "pass", green
-	case run.Failed:
+	case runtypes.Failed:
 		word, col = "FAIL", red
-	case run.Error:
+	case runtypes.Error:
 		word, col = "ERROR", red
 	}
 	line := fmt.Sprintf("%s %-20s %8s", pr.paint(fmt.Sprintf("%-6s", word), col), textsafe.Line(ev.Step), fmtDuration(ev.Duration))
 	if ev.Cache != "" && ev.Cache != "off" {
 		line += "  cache " + ev.Cache
 	}
-	if ev.Reason != "" && ev.State != run.Passed {
+	if ev.Reason != "" && ev.State != runtypes.Passed {
 		line += "  " + textsafe.Line(firstLine(ev.Reason))
 	}
 	return line
@@ -210,7 +210,7 @@ func (pr *progress) status(l *live) string {
 
 // writeRounds adds a benchmark's pairs and, with rounds: auto, its gate's
 // widest undecided interval against the threshold and the budget left.
-func writeRounds(b *strings.Builder, p run.Progress) {
+func writeRounds(b *strings.Builder, p runtypes.Progress) {
 	if p.Rounds == 0 {
 		return
 	}

@@ -15,8 +15,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/engine"
-	"github.com/gpuattest/gpuattest/pipeline/step"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // progressPipeline is a build step, then a 3-second burn-in whose suite
@@ -125,18 +124,18 @@ func TestHeartbeatOffTerminal(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	off := false
 	pr := newProgress(&out, p, progressOptions{tty: &off, heartbeat: 20 * time.Millisecond, now: clock})
-	pr.Event(engine.Event{Type: "start", Step: "burnin", Kind: pipeline.KindBurnin})
-	pr.Event(engine.Event{Type: "start", Step: "bench", Kind: pipeline.KindBenchmark})
+	pr.Event(runtypes.Event{Type: "start", Step: "burnin", Kind: pipeline.KindBurnin})
+	pr.Event(runtypes.Event{Type: "start", Step: "bench", Kind: pipeline.KindBenchmark})
 	mu.Lock()
 	now = now.Add(12*time.Minute + 30*time.Second)
 	mu.Unlock()
-	pr.Event(engine.Event{Type: "progress", Step: "burnin", Progress: &step.Progress{Iterations: 4500}})
-	pr.Event(engine.Event{Type: "progress", Step: "bench", Progress: &step.Progress{Samples: 1200, CIWidth: 0.024}})
+	pr.Event(runtypes.Event{Type: "progress", Step: "burnin", Progress: &runtypes.Progress{Iterations: 4500}})
+	pr.Event(runtypes.Event{Type: "progress", Step: "bench", Progress: &runtypes.Progress{Samples: 1200, CIWidth: 0.024}})
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(out.String(), "bench 12m30s") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	pr.Event(engine.Event{Type: "finish", Step: "bench", State: engine.Passed, Duration: time.Minute})
+	pr.Event(runtypes.Event{Type: "finish", Step: "bench", State: runtypes.Passed, Duration: time.Minute})
 	pr.Close()
 	got := out.String()
 	for _, want := range []string{
@@ -197,7 +196,7 @@ func TestRoundsStatus(t *testing.T) {
 	pr := newProgress(io.Discard, p, progressOptions{tty: &off, now: func() time.Time { return start.Add(90 * time.Second) }})
 	defer pr.Close()
 	l := &live{id: "bench", kind: pipeline.KindBenchmark, start: start}
-	l.last = step.Progress{Samples: 480, Rounds: 16, MaxRounds: 300, Undecided: 1, GateCase: "sgemm/n=128", GateDelta: 0.031, GateLo: -0.08, GateHi: 0.142, GateThreshold: 0.1, TimeLeft: 8*time.Minute + 30*time.Second}
+	l.last = runtypes.Progress{Samples: 480, Rounds: 16, MaxRounds: 300, Undecided: 1, GateCase: "sgemm/n=128", GateDelta: 0.031, GateLo: -0.08, GateHi: 0.142, GateThreshold: 0.1, TimeLeft: 8*time.Minute + 30*time.Second}
 	if got, want := pr.status(l), "1m30s, 480 samples, 16/300 rounds, 1 undecided: sgemm/n=128 +3.1% [-8.0%, +14.2%] vs ±10.0%, 8m30s budget left"; got != want {
 		t.Errorf("status %q, want %q", got, want)
 	}
@@ -205,7 +204,7 @@ func TestRoundsStatus(t *testing.T) {
 	if got := pr.status(l); !strings.Contains(got, "[unbounded] vs ±10.0%") {
 		t.Errorf("too few pairs: %q", got)
 	}
-	l.last = step.Progress{Samples: 300, Rounds: 10}
+	l.last = runtypes.Progress{Samples: 300, Rounds: 10}
 	if got := pr.status(l); got != "1m30s, 300 samples, 10 rounds" {
 		t.Errorf("rounds: N: %q", got)
 	}

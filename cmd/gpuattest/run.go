@@ -16,6 +16,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/spf13/cobra"
 )
 
@@ -260,7 +261,7 @@ func runSummary(res *run.Result) runSummaryJSON {
 func printRunSummary(w io.Writer, res *run.Result) {
 	r := res.Record
 	state, warnings := strings.ToUpper(string(r.State)), r.Warnings()
-	if r.State == run.Passed && len(warnings) > 0 {
+	if r.State == runtypes.Passed && len(warnings) > 0 {
 		state += " WITH WARNINGS"
 	}
 	fmt.Fprintf(w, "pipeline %s: %s\n", textsafe.Line(r.Pipeline.Name), state)
@@ -273,7 +274,7 @@ func printRunSummary(w io.Writer, res *run.Result) {
 			cache = "cached"
 		}
 		reason := ""
-		if s.State != run.Passed && s.Reason != "" {
+		if s.State != runtypes.Passed && s.Reason != "" {
 			reason = textsafe.Line(firstLine(s.Reason))
 		}
 		fmt.Fprintf(w, "  %-8s %-20s %-11s %8s %-6s %s\n", s.State, textsafe.Line(s.ID), textsafe.Line(s.Kind), fmtDuration(time.Duration(s.DurationMS)*time.Millisecond), cache, reason)

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpuattest/gpuattest/attest"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/policy"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
@@ -152,17 +152,17 @@ func (f *verifyFlags) addFlags(c *cobra.Command, prefix string) {
 // manifest digest is manifest ("" for bundle files), are a fleet
 // release's, to verify with the dispatch's checks: the predicate type
 // asked for is the default and the owner signed a dispatch of this
-// release (ad.FleetRelease). A dispatch anyone else added leaves the
+// release (dispatch.FleetRelease). A dispatch anyone else added leaves the
 // release ordinary.
 func (f *verifyFlags) fleetRelease(ctx context.Context, entries []verify.Entry, manifest string) bool {
-	if f.predicateType != attest.ValidationPredicateType || !ad.HasDispatch(entries) {
+	if f.predicateType != attest.ValidationPredicateType || !dispatch.HasDispatch(entries) {
 		return false
 	}
 	owner, err := f.ownerOptions()
 	if err != nil {
 		return false // the ordinary verification reports it
 	}
-	return ad.FleetRelease(ctx, entries, owner, f.predicateType, manifest)
+	return dispatch.FleetRelease(ctx, entries, owner, f.predicateType, manifest)
 }
 
 // keyless reports whether an identity flag is set.
@@ -240,11 +240,11 @@ func (f *verifyFlags) verifier() (*verify.Verifier, error) {
 		verify.WithMaxPredicateSize(maxPred),
 		verify.WithPolicyCostLimit(f.maxPolicyCost),
 	}
-	if f.predicateType != ad.PredicateType && f.predicateType != ad.NodePredicateType {
+	if f.predicateType != dispatch.PredicateType && f.predicateType != dispatch.NodePredicateType {
 		// A fleet release's bundles are judged by the dispatch's checks
 		// (fleetRelease); beside an ordinary release they are no part
 		// of its verification, whoever signed them.
-		opts = append(opts, verify.WithLeftOut(ad.PredicateType, ad.NodePredicateType))
+		opts = append(opts, verify.WithLeftOut(dispatch.PredicateType, dispatch.NodePredicateType))
 	}
 	if f.requireArtifacts {
 		opts = append(opts, verify.WithArtifactsRequired())

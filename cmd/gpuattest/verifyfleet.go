@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
@@ -20,7 +20,7 @@ import (
 // fleetOutput is the JSON output of a fleet release's verification
 // (verify and fleet verify).
 type fleetOutput struct {
-	*ad.Report
+	*dispatch.Report
 	// Source is where the bundles were read.
 	Source string `json:"source,omitempty"`
 	// Files are the release's files as served (REF), each checked
@@ -59,7 +59,7 @@ func verifyFleetBundles(c *cobra.Command, f *verifyFlags, in verifyInputs) error
 	if err != nil {
 		return err
 	}
-	r, err := ad.VerifyEntries(c.Context(), in.entries, owner, ad.Options{AllowSimulated: f.allowSimulated, Artifacts: in.arts, RequireArtifacts: f.requireArtifacts,
+	r, err := dispatch.VerifyEntries(c.Context(), in.entries, owner, dispatch.Options{AllowSimulated: f.allowSimulated, Artifacts: in.arts, RequireArtifacts: f.requireArtifacts,
 		GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence})
 	if err != nil {
 		return inputError(c.Context(), err)
@@ -83,7 +83,7 @@ func verifyFleetRelease(c *cobra.Command, f *verifyFlags, ref string, rf *regist
 	if err != nil {
 		return err
 	}
-	o := ad.Options{AllowSimulated: f.allowSimulated, GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence}
+	o := dispatch.Options{AllowSimulated: f.allowSimulated, GPUEvidence: gopts, RequireGPUEvidence: f.requireGPUEvidence}
 	r, read, err := verifyFleetRef(c, ref, owner, o, rf, dest)
 	if err != nil {
 		return refError(c.Context(), read != nil, err)
@@ -94,7 +94,7 @@ func verifyFleetRelease(c *cobra.Command, f *verifyFlags, ref string, rf *regist
 // renderFleet prints a fleet release's report (text or json), what was
 // read and, for pull (dest), what was written, and returns the exit error
 // its failure maps to.
-func renderFleet(w io.Writer, output string, r *ad.Report, read *oci.Fetched, artifacts bool, dest pullDest) error {
+func renderFleet(w io.Writer, output string, r *dispatch.Report, read *oci.Fetched, artifacts bool, dest pullDest) error {
 	code := verifyExit(r.Failure)
 	source := textsafe.Line(read.Source)
 	if output == "json" {

@@ -25,7 +25,8 @@ var topOrder = []string{"cmd", "bench", "schemas", "pipeline", "attest", "intern
 // beside the GPU platform, its engines beside the step kinds.
 var pipelineFloors = map[string]int{
 	"pipeline/stats":                  0,
-	"pipeline/rundir/layout":          0, // the run directory's file names, for its writers and readers
+	"pipeline/runlayout":              0, // the run directory's file names, for its writers and readers
+	"pipeline/runtypes":               0, // the data types a front end renders (TestTypesPackages)
 	"pipeline/source":                 0,
 	"pipeline/image":                  0,
 	"pipeline/floors":                 0, // per-model floors: a table and its lookups
@@ -52,6 +53,12 @@ var pipelineFloors = map[string]int{
 	"pipeline/rebuild":                8,
 	"pipeline/fleet/node":             8, // the node side of a job: runs the GPU part through run
 }
+
+// leaves are public packages that import nothing of this module, so any
+// folder, internal/ included, may import them: the problem type that
+// every reader reports in, which a program linking attest/ must be able
+// to name.
+var leaves = []string{"attest/problem"}
 
 // testHelpers are internal packages that only tests import; they may
 // build fixtures from the library.
@@ -92,7 +99,8 @@ func top(rel string) string {
 }
 
 // TestLayers holds the folders to the design's layers: imports between
-// top-level folders go one way (cmd -> pipeline -> attest -> internal),
+// top-level folders go one way (cmd -> pipeline -> attest -> internal,
+// and every folder may import the leaves, which import nothing of ours),
 // so a verifier linking attest/ links nothing of pipeline/, and inside
 // pipeline/ each package imports only packages of lower floors.
 func TestLayers(t *testing.T) {
@@ -104,7 +112,10 @@ func TestLayers(t *testing.T) {
 			if !ours {
 				continue
 			}
-			if !slices.Contains(testHelpers, from) && !strings.Contains(from, "/internal/") && top(rel) != top(from) {
+			if slices.Contains(leaves, from) {
+				t.Errorf("%s imports %s: a leaf imports nothing of this module", from, rel)
+			}
+			if !slices.Contains(testHelpers, from) && !slices.Contains(leaves, rel) && !strings.Contains(from, "/internal/") && top(rel) != top(from) {
 				fi, ti := slices.Index(topOrder, top(from)), slices.Index(topOrder, top(rel))
 				if fi < 0 || ti < 0 || ti < fi {
 					t.Errorf("%s imports %s: imports between top-level folders go %s", from, rel, strings.Join(topOrder, " -> "))
@@ -123,6 +134,34 @@ func TestLayers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// ioPackages are the standard library packages that reach outside the
+// process; a types package imports none of them.
+var ioPackages = []string{"os", "os/exec", "io/fs", "net", "net/http", "syscall", "path/filepath"}
+
+// TestTypesPackages: a types package of pipeline/ (its name ends in
+// "types", like pipeline/runtypes) holds data types only, as ggcr's
+// pkg/v1 does: it does no I/O and imports no package of pipeline/ but
+// other types packages, so every floor may name its types.
+func TestTypesPackages(t *testing.T) {
+	t.Parallel()
+	found := 0
+	for _, p := range listPackages(t) {
+		if top(p.ImportPath) != "pipeline" || !strings.HasSuffix(p.ImportPath, "types") {
+			continue
+		}
+		found++
+		for _, im := range p.Imports {
+			rel, ours := strings.CutPrefix(im, module+"/")
+			if slices.Contains(ioPackages, im) || ours && top(rel) == "pipeline" && !strings.HasSuffix(rel, "types") {
+				t.Errorf("%s imports %s: a types package holds data types only (no I/O, no sibling but other types packages)", p.ImportPath, im)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no types package found under pipeline/")
 	}
 }
 

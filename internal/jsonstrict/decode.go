@@ -5,8 +5,8 @@ import (
 	"errors"
 	"reflect"
 
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/internal/jsonpos"
-	"github.com/gpuattest/gpuattest/internal/problem"
 )
 
 // Validator is a decoded document that can say what is wrong with its

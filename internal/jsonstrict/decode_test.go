@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuattest/gpuattest/internal/problem"
+	"github.com/gpuattest/gpuattest/attest/problem"
 )
 
 type doc struct {

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -73,7 +74,7 @@ func Write(dir string, o Options) error {
 	}
 	fin := f.t0.Add(time.Duration((burnStart + f.o.Telemetry.Seconds()) * float64(time.Second)))
 	rec := &engine.Record{Schema: engine.RecordSchema, Pipeline: engine.PipelineRef{Name: "release" + f.x, Path: "pipelines/release.yaml", Digest: "sha256:" + hexOf('9')},
-		Version: "v0.9.0", State: engine.Failed, Reason: "steps not passed: bench" + f.x, StartedAt: f.t0, FinishedAt: &fin,
+		Version: "v0.9.0", State: runtypes.Failed, Reason: "steps not passed: bench" + f.x, StartedAt: f.t0, FinishedAt: &fin,
 		Hardware: &engine.HardwareRef{Digest: hw.Digest, Simulated: true, File: "hardware.json"}, Steps: f.steps, Attempts: []engine.Attempt{{StartedAt: f.t0, FinishedAt: &fin}}}
 	return writeJSON(filepath.Join(dir, "run.json"), rec, true)
 }
@@ -141,9 +142,9 @@ func (f *fixture) buildSteps() {
 			SASS: []string{"sm_80", "sm_90"}, PTX: []string{"compute_90"},
 			Cubins: []cuda.Cubin{{Name: name + ".sm_80.cubin", Arch: "sm_80", SHA256: hexOf("cd"[i])}, {Name: name + ".sm_90.cubin", Arch: "sm_90", SHA256: hexOf("ef"[i])}}})
 	}
-	f.add(&engine.StepRecord{ID: "kernels", Kind: "cuda-build", State: engine.Passed, StartedAt: f.at(0), FinishedAt: f.at(0.4), Cache: "hit", ExitCode: &exit0}, build)
-	f.add(&engine.StepRecord{ID: "harness", Kind: "exec", State: engine.Passed, StartedAt: f.at(0), FinishedAt: f.at(6), Cache: "miss", ExitCode: &exit0}, &engine.ExecDetails{})
-	f.add(&engine.StepRecord{ID: "test", Kind: "test", State: engine.Passed, StartedAt: f.at(6), FinishedAt: f.at(9), ExitCode: &exit0},
+	f.add(&engine.StepRecord{ID: "kernels", Kind: "cuda-build", State: runtypes.Passed, StartedAt: f.at(0), FinishedAt: f.at(0.4), Cache: "hit", ExitCode: &exit0}, build)
+	f.add(&engine.StepRecord{ID: "harness", Kind: "exec", State: runtypes.Passed, StartedAt: f.at(0), FinishedAt: f.at(6), Cache: "miss", ExitCode: &exit0}, &engine.ExecDetails{})
+	f.add(&engine.StepRecord{ID: "test", Kind: "test", State: runtypes.Passed, StartedAt: f.at(6), FinishedAt: f.at(9), ExitCode: &exit0},
 		&suite.TestDetails{Results: "build/results.json", Format: "gpuattest", Backend: "cuda", Device: "NVIDIA H100 80GB HBM3" + f.x, Counts: suite.Counts{Total: 12, Passed: 12}})
 }
 
@@ -177,9 +178,9 @@ func (f *fixture) benchmark() (*suite.BenchmarkDetails, error) {
 		bd.Reference.Report.Counts[cmp.Verdict]++
 		bd.Reference.Report.Failed = bd.Reference.Report.Failed || cmp.Verdict == stats.Slower
 	}
-	state, reason := engine.Passed, ""
+	state, reason := runtypes.Passed, ""
 	if bd.Reference.Report.Failed {
-		state, reason = engine.Failed, "benchmark softmax/rows=8192/cols=8192 SLOWER than the reference: +8.0 %"+f.x
+		state, reason = runtypes.Failed, "benchmark softmax/rows=8192/cols=8192 SLOWER than the reference: +8.0 %"+f.x
 	}
 	exit0 := 0
 	f.add(&engine.StepRecord{ID: "bench", Kind: "benchmark", State: state, Reason: reason, StartedAt: f.at(9), FinishedAt: f.at(burnStart), ExitCode: &exit0}, withoutSamples(bd))
@@ -235,8 +236,8 @@ func (f *fixture) burnin() *gpu.Summary {
 	tmin, tmax, share := 35.0, 83.0, 0.04
 	bur.TempMinC, bur.TempMaxC, bur.ThrottleShare = &tmin, &tmax, &share
 	exit0 := 0
-	f.add(&engine.StepRecord{ID: "burnin", Kind: "burnin", State: engine.Passed, StartedAt: f.at(burnStart), FinishedAt: f.at(burnStart + secs), ExitCode: &exit0}, bur)
-	f.add(&engine.StepRecord{ID: "publish", Kind: "exec", State: engine.Skipped, Reason: "needs bench, which did not pass" + f.x}, nil)
+	f.add(&engine.StepRecord{ID: "burnin", Kind: "burnin", State: runtypes.Passed, StartedAt: f.at(burnStart), FinishedAt: f.at(burnStart + secs), ExitCode: &exit0}, bur)
+	f.add(&engine.StepRecord{ID: "publish", Kind: "exec", State: runtypes.Skipped, Reason: "needs bench, which did not pass" + f.x}, nil)
 	return &gpu.Summary{Simulated: true, IntervalSeconds: 1, DurationSeconds: secs, Verdict: gpu.Verdict{Status: gpu.VerdictPassed}}
 }
 
@@ -256,13 +257,13 @@ func (f *fixture) telemetry(tel *gpu.Summary) error {
 		}
 		if s == n/2 {
 			xid := uint64(94)
-			if err := enc.Encode(gpu.Line{Time: when(s), Kind: "xid", Xid: &xid, Simulated: true}); err != nil {
+			if err := enc.Encode(runtypes.TelemetryLine{Time: when(s), Kind: "xid", Xid: &xid, Simulated: true}); err != nil {
 				return err
 			}
 			tel.XidEvents = append(tel.XidEvents, gpu.XidEvent{Time: when(s), Xid: 94, Description: "contained ECC error" + f.x})
 		}
 		if s == 3*n/4 {
-			if err := enc.Encode(gpu.Line{Time: when(s), Kind: "ecc_dbe", Simulated: true}); err != nil {
+			if err := enc.Encode(runtypes.TelemetryLine{Time: when(s), Kind: "ecc_dbe", Simulated: true}); err != nil {
 				return err
 			}
 		}
@@ -283,7 +284,7 @@ func (f *fixture) telemetry(tel *gpu.Summary) error {
 }
 
 // sample is GPU g's telemetry sample s of n, counted into tel.
-func (f *fixture) sample(tel *gpu.Summary, s, n, g int, at time.Time) gpu.Line {
+func (f *fixture) sample(tel *gpu.Summary, s, n, g int, at time.Time) runtypes.TelemetryLine {
 	frac := float64(s) / float64(n)
 	temp := uint32(35 + 45*(1-math.Exp(-6*frac)) + 2*f.rng.Float64() + float64(g))
 	// The software power cap is expected under load (not a throttle);
@@ -305,7 +306,7 @@ func (f *fixture) sample(tel *gpu.Summary, s, n, g int, at time.Time) gpu.Line {
 	if throttled {
 		tel.ThrottledSamples++
 	}
-	return gpu.Line{Time: at, Kind: "sample", GPU: g, TemperatureC: &temp, PowerWatts: &power,
+	return runtypes.TelemetryLine{Time: at, Kind: "sample", GPU: g, TemperatureC: &temp, PowerWatts: &power,
 		SMClockMHz: &sm, ClockEventMask: &mask, ClockEventReasons: gpu.ClockEventReasons(mask), Throttled: throttled, PowerCapped: capped, MemoryUsedBytes: &memUsed, Simulated: true}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // The fixture's telemetry follows telemetry's rules: samples at the
@@ -28,7 +29,7 @@ func TestTelemetryPowerCapIsNotThrottle(t *testing.T) {
 	var capped, throttled int
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var l gpu.Line
+		var l runtypes.TelemetryLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
 		}

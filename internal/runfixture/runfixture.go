@@ -26,6 +26,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -117,7 +118,7 @@ func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer, 
 			return nil, err
 		}
 	}
-	p, err := run.Load(filepath.Join(root, "p.yaml"), root)
+	p, err := pipeline.Load(filepath.Join(root, "p.yaml"), pipeline.WithRoot(root))
 	if err != nil {
 		return nil, err
 	}
@@ -135,9 +136,9 @@ func Write(ctx context.Context, root, dir string, files []File, s *sign.Signer, 
 	if o.failedExec != "" {
 		exit1 := 1
 		build := rec.Steps[0]
-		rec.Steps = append(rec.Steps, &engine.StepRecord{ID: o.failedExec, Kind: pipeline.KindExec, State: engine.Failed, Reason: "exit status 1",
+		rec.Steps = append(rec.Steps, &engine.StepRecord{ID: o.failedExec, Kind: pipeline.KindExec, State: runtypes.Failed, Reason: "exit status 1",
 			StartedAt: build.StartedAt, FinishedAt: build.FinishedAt, ExitCode: &exit1, Cache: "off"})
-		rec.State, rec.Reason = engine.Failed, "step "+o.failedExec+" failed"
+		rec.State, rec.Reason = runtypes.Failed, "step "+o.failedExec+" failed"
 	}
 	if err := writeJSON(filepath.Join(dir, "run.json"), rec); err != nil {
 		return nil, err
@@ -182,10 +183,10 @@ func record(dir string, p *pipeline.Pipeline, files []File, simulated bool) (*en
 	}
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	t1, exit0 := t0.Add(time.Minute), 0
-	sr := &engine.StepRecord{ID: "kernels", Kind: pipeline.KindCUDABuild, State: engine.Passed, StartedAt: &t0, FinishedAt: &t1,
+	sr := &engine.StepRecord{ID: "kernels", Kind: pipeline.KindCUDABuild, State: runtypes.Passed, StartedAt: &t0, FinishedAt: &t1,
 		ExitCode: &exit0, Cache: "off", Outputs: arts, Artifacts: arts, Details: details}
 	return &engine.Record{Schema: engine.RecordSchema, Pipeline: engine.PipelineRef{Name: p.Name, Path: p.Path, Digest: p.Digest},
-		Version: "v0.0.0-fixture", State: engine.Passed, StartedAt: t0, FinishedAt: &t1,
+		Version: "v0.0.0-fixture", State: runtypes.Passed, StartedAt: t0, FinishedAt: &t1,
 		Hardware: &engine.HardwareRef{Digest: hw.Digest, Simulated: simulated, File: "hardware.json"}, Steps: []*engine.StepRecord{sr},
 		Attempts: []engine.Attempt{{StartedAt: t0, FinishedAt: &t1}}}, nil
 }
@@ -213,7 +214,7 @@ func testStep(dir string, build *engine.StepRecord, cases []string) (*engine.Ste
 	}
 	files := []step.File{{Path: "results.json", SHA256: sum, Size: n, Kind: "results"}}
 	exit0 := 0
-	return &engine.StepRecord{ID: "validate", Kind: pipeline.KindTest, State: engine.Passed, StartedAt: build.StartedAt, FinishedAt: build.FinishedAt,
+	return &engine.StepRecord{ID: "validate", Kind: pipeline.KindTest, State: runtypes.Passed, StartedAt: build.StartedAt, FinishedAt: build.FinishedAt,
 		ExitCode: &exit0, Cache: "off", Results: files, Details: details}, nil
 }
 

@@ -2,13 +2,13 @@ package collect
 
 import (
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"path/filepath"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -24,7 +24,7 @@ func (c *collector) suiteCases(s *pipeline.Step, sr *rundir.Step) error {
 	switch {
 	case sr.Test != nil:
 		cases, err := c.testCases(s, sr)
-		if err != nil && sr.State == engine.Passed {
+		if err != nil && sr.State == runtypes.Passed {
 			return err
 		}
 		if err != nil {
@@ -62,7 +62,7 @@ func (c *collector) suiteCases(s *pipeline.Step, sr *rundir.Step) error {
 			}
 		}
 	case sr.Burnin != nil:
-		if sr.State == engine.Passed {
+		if sr.State == runtypes.Passed {
 			sc.Passed = []string{s.ID}
 		} else {
 			sc.Failed = []string{s.ID}
@@ -120,7 +120,7 @@ func (c *collector) testCases(s *pipeline.Step, sr *rundir.Step) ([]suite.CaseSt
 	if rest, ok := strings.CutPrefix(f.Path, "steps/"+s.ID+"/"); ok {
 		name = rest
 	}
-	p := layout.StepFile(c.dir, s.ID, name)
+	p := runlayout.StepFile(c.dir, s.ID, name)
 	r, err := suite.ReadResultsFormat(p, sr.Test.Format)
 	if err != nil {
 		return nil, fmt.Errorf("step %s: reading its cases for the test-result statement: %w", s.ID, err)

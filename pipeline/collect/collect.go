@@ -4,7 +4,8 @@ package collect
 
 import (
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"os"
 	"path"
 	"path/filepath"
@@ -18,7 +19,6 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
-	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/step"
@@ -57,7 +57,7 @@ func FromRun(rd *rundir.Run, p *pipeline.Pipeline) (*attest.Run, error) {
 	} else {
 		c.run.FinishedAt = time.Now().UTC()
 	}
-	if rec.State != engine.Passed {
+	if rec.State != runtypes.Passed {
 		c.run.RunError = fmt.Sprintf("run %s: %s", rec.State, rec.Reason)
 	}
 	if src := rec.Source; src != nil {
@@ -135,7 +135,7 @@ func (c *collector) step(s *pipeline.Step) error {
 		return fmt.Errorf("run.json has no record of step %s", s.ID)
 	}
 	verdict := string(sr.State)
-	if sr.State == engine.Passed && sr.Cache == "hit" {
+	if sr.State == runtypes.Passed && sr.Cache == "hit" {
 		verdict = "cached"
 	}
 	runnerName := s.Runner
@@ -173,8 +173,8 @@ func (c *collector) step(s *pipeline.Step) error {
 			c.run.Sources = append(c.run.Sources, attest.FileDigest{Path: p, SHA256: r.SHA256, Step: s.ID, Kind: kind})
 		}
 	}
-	for _, log := range []string{layout.StdoutLog, layout.StderrLog} {
-		rel := layout.StepRel(s.ID, log)
+	for _, log := range []string{runlayout.StdoutLog, runlayout.StderrLog} {
+		rel := runlayout.StepRel(s.ID, log)
 		if sum, _, err := digest.File(filepath.Join(c.dir, filepath.FromSlash(rel))); err == nil {
 			c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: rel, SHA256: sum, Step: s.ID, Kind: "log"})
 		}
@@ -230,8 +230,8 @@ func (c *collector) repro(s *pipeline.Step, r *cuda.ReproReport) {
 		c.reproSeen = true
 		c.reproAll = c.reproAll && r.Reproducible
 	}
-	if sum, _, err := digest.File(layout.StepFile(c.dir, s.ID, layout.ReproFile)); err == nil {
-		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: layout.StepRel(s.ID, layout.ReproFile), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
+	if sum, _, err := digest.File(runlayout.StepFile(c.dir, s.ID, runlayout.ReproFile)); err == nil {
+		c.run.Byproducts = append(c.run.Byproducts, attest.FileDigest{Path: runlayout.StepRel(s.ID, runlayout.ReproFile), SHA256: sum, Step: s.ID, Kind: "reproducibility"})
 	}
 }
 
@@ -287,7 +287,7 @@ func (c *collector) benchmark(s *pipeline.Step, d *suite.BenchmarkDetails) {
 	gate := "none"
 	if d.Gate != nil {
 		gate = "passed"
-		if sr := c.rd.Step(s.ID); sr != nil && sr.State != engine.Passed {
+		if sr := c.rd.Step(s.ID); sr != nil && sr.State != runtypes.Passed {
 			gate = "failed"
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 )
 
 // gpuEvidence decodes run.json's GPU evidence record (nil: none was
@@ -28,10 +28,10 @@ func (c *collector) gpuEvidence(raw json.RawMessage) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
-		return fmt.Errorf("%s: gpu_evidence: %w", layout.Record(c.dir), err)
+		return fmt.Errorf("%s: gpu_evidence: %w", runlayout.Record(c.dir), err)
 	}
 	if errs := g.Validate(); len(errs) > 0 {
-		return fmt.Errorf("%s: %w", layout.Record(c.dir), errors.Join(errs...))
+		return fmt.Errorf("%s: %w", runlayout.Record(c.dir), errors.Join(errs...))
 	}
 	if g.File != nil {
 		data, err := c.evidenceFile(*g.File, gpuevidence.MaxFileBytes)

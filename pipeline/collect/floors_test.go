@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
@@ -94,7 +95,7 @@ steps:
 		if err := os.WriteFile(file, []byte(pipelineFor(uuids, require)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p, err := run.Load(file, root)
+		p, err := pipeline.Load(file, pipeline.WithRoot(root))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func repoRun(file string) func(t *testing.T) (string, string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := run.Load(filepath.Join(root, file), "")
+		p, err := pipeline.Load(filepath.Join(root, file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func simulatedRun(t *testing.T) (string, string) {
 			t.Fatal(err)
 		}
 	}
-	p, err := run.Load(filepath.Join(root, "p.yaml"), root)
+	p, err := pipeline.Load(filepath.Join(root, "p.yaml"), pipeline.WithRoot(root))
 	if err != nil {
 		t.Fatal(err)
 	}

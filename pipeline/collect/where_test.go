@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/hardware"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
@@ -76,7 +77,7 @@ func TestStepsSayWhereTheyRan(t *testing.T) {
 	root := t.TempDir()
 	write(t, filepath.Join(root, "suite.sh"), whereSuite)
 	write(t, filepath.Join(root, "p.yaml"), fmt.Sprintf(wherePipeline, g1.UUID))
-	p, err := run.Load(filepath.Join(root, "p.yaml"), root)
+	p, err := pipeline.Load(filepath.Join(root, "p.yaml"), pipeline.WithRoot(root))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -67,7 +67,7 @@ func reproduceExec(ctx context.Context, s *step.Context, outputs []step.File) (*
 		if err != nil {
 			return nil, err
 		}
-		if err := atomicfile.Write(filepath.Join(s.StepDir, layout.ReproFile), append(data, '\n'), 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(s.StepDir, runlayout.ReproFile), append(data, '\n'), 0o644); err != nil {
 			return nil, err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
@@ -117,7 +118,7 @@ func TestQuickstartPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range res2.Record.Steps {
-		if s.ID == "kernels" && (s.State != engine.Passed || s.Cache != "hit") {
+		if s.ID == "kernels" && (s.State != runtypes.Passed || s.Cache != "hit") {
 			t.Errorf("second run: kernels %s, cache %q; want passed from the cache", s.State, s.Cache)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"io"
 	"io/fs"
 	"os"
@@ -85,7 +85,7 @@ func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []st
 		if err != nil {
 			return nil, err
 		}
-		if err := atomicfile.Write(filepath.Join(s.StepDir, layout.ReproFile), append(data, '\n'), 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(s.StepDir, runlayout.ReproFile), append(data, '\n'), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -103,7 +103,7 @@ func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []st
 // outputs.
 func reproSkips(s *step.Context, tmp string, outputs []string) []string {
 	skip := []string{tmp, s.StepDir}
-	if layout.InStepsDir(s.StepDir) {
+	if runlayout.InStepsDir(s.StepDir) {
 		skip = append(skip, filepath.Dir(filepath.Dir(s.StepDir))) // the whole run directory
 	}
 	for _, o := range outputs {

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"io"
 	"os"
 	"path/filepath"
@@ -242,7 +242,7 @@ func restoreLink(w *workTree, f step.File) error {
 // copying where a link is not possible; recorded links become links.
 func (c *cache) linkOutputs(stepDir string, files []step.File) error {
 	for _, f := range files {
-		dst := layout.Output(stepDir, f.Path)
+		dst := runlayout.Output(stepDir, f.Path)
 		if f.Link != "" {
 			if err := replaceWithLink(dst, f.Link); err != nil {
 				return fmt.Errorf("copying output %s into the run directory: %w", f.Path, err)

@@ -4,7 +4,7 @@
 // atomically as it goes, caches build steps by content, and resumes an
 // interrupted run.
 //
-// The run directory (its names are pipeline/rundir/layout's, which the
+// The run directory (its names are pipeline/runlayout's, which the
 // engine writes through and every reader reads through):
 //
 //	run.json              the Record: per-step state, times, exit codes, digests

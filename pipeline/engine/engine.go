@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,7 +31,7 @@ type Result struct {
 }
 
 // Passed reports whether every step passed.
-func (r *Result) Passed() bool { return r.Record.State == Passed }
+func (r *Result) Passed() bool { return r.Record.State == runtypes.Passed }
 
 // Run executes p's steps as a DAG with bounded parallelism, writing the
 // run directory as it goes. A step that fails marks its dependents skipped
@@ -103,7 +104,7 @@ func (e *run) prepare(ctx context.Context) error {
 			return fmt.Errorf("resuming %s: the pipeline changed since that run (digest %s, now %s)\nhint: start a new run; resume only continues the same pipeline", e.dir, short(prev.Pipeline.Digest), short(e.p.Digest))
 		}
 		rec = prev
-		rec.State, rec.Reason, rec.FinishedAt = Running, "", nil
+		rec.State, rec.Reason, rec.FinishedAt = runtypes.Running, "", nil
 		rec.Attempts = append(rec.Attempts, Attempt{StartedAt: now, Resume: true})
 		e.keep = e.resumePlan(rec)
 	} else {
@@ -117,13 +118,13 @@ func (e *run) prepare(ctx context.Context) error {
 		rec = &Record{
 			Schema:    RecordSchema,
 			Pipeline:  PipelineRef{Name: e.p.Name, Path: e.p.Path, Digest: e.p.Digest},
-			State:     Running,
+			State:     runtypes.Running,
 			StartedAt: now,
 			Attempts:  []Attempt{{StartedAt: now}},
 		}
 		for i := range e.p.Steps {
 			s := &e.p.Steps[i]
-			rec.Steps = append(rec.Steps, &StepRecord{ID: s.ID, Kind: s.Kind, State: Pending})
+			rec.Steps = append(rec.Steps, &StepRecord{ID: s.ID, Kind: s.Kind, State: runtypes.Pending})
 		}
 		e.keep = make([]bool, len(e.p.Steps))
 	}
@@ -136,7 +137,7 @@ func (e *run) prepare(ctx context.Context) error {
 		return fmt.Errorf("resolving run directory: %w", err)
 	}
 	e.abs = abs
-	if err := os.MkdirAll(layout.Steps(e.dir), 0o755); err != nil {
+	if err := os.MkdirAll(runlayout.Steps(e.dir), 0o755); err != nil {
 		return fmt.Errorf("creating run directory: %w", err)
 	}
 	if hw := e.o.hardware; hw != nil {
@@ -144,10 +145,10 @@ func (e *run) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("encoding the hardware record: %w", err)
 		}
-		if err := atomicfile.Write(layout.Hardware(e.dir), raw, 0o644); err != nil {
+		if err := atomicfile.Write(runlayout.Hardware(e.dir), raw, 0o644); err != nil {
 			return err
 		}
-		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: layout.HardwareFile}
+		rec.Hardware = &HardwareRef{Digest: hw.Digest, Simulated: hw.Simulated, File: runlayout.HardwareFile}
 	}
 	if e.o.toolchain != nil && !(rec.Toolchain != nil && e.buildsKept()) {
 		rec.Toolchain = e.o.toolchain(ctx)
@@ -167,7 +168,7 @@ func (e *run) prepare(ctx context.Context) error {
 			e.cache = &cache{dir: dir}
 		}
 	}
-	e.rec = newRecorder(layout.Record(e.dir), rec)
+	e.rec = newRecorder(runlayout.Record(e.dir), rec)
 	return e.rec.flush()
 }
 
@@ -197,7 +198,7 @@ func (e *run) resumePlan(rec *Record) []bool {
 			sr = &StepRecord{ID: s.ID, Kind: s.Kind}
 			rec.Steps = append(rec.Steps, sr)
 		}
-		if sr.State != Passed {
+		if sr.State != runtypes.Passed {
 			continue
 		}
 		if why := e.changedOutputs(s, sr); why != "" {
@@ -228,7 +229,7 @@ func (e *run) resumePlan(rec *Record) []bool {
 			continue
 		}
 		sr := rec.Step(e.p.Steps[i].ID)
-		*sr = StepRecord{ID: sr.ID, Kind: e.p.Steps[i].Kind, State: Pending, Runs: sr.Runs}
+		*sr = StepRecord{ID: sr.ID, Kind: e.p.Steps[i].Kind, State: runtypes.Pending, Runs: sr.Runs}
 	}
 	return keep
 }
@@ -298,16 +299,16 @@ func (e *run) workDir(s *pipeline.Step) (string, error) {
 
 // stepProgress passes a running step's reports on as progress events;
 // nil without a progress receiver.
-func (e *run) stepProgress(s *pipeline.Step) func(step.Progress) {
+func (e *run) stepProgress(s *pipeline.Step) func(runtypes.Progress) {
 	if e.o.progress == nil {
 		return nil
 	}
-	return func(p step.Progress) {
-		e.emit(Event{Type: "progress", Step: s.ID, Kind: s.Kind, State: Running, Progress: &p})
+	return func(p runtypes.Progress) {
+		e.emit(runtypes.Event{Type: "progress", Step: s.ID, Kind: s.Kind, State: runtypes.Running, Progress: &p})
 	}
 }
 
-func (e *run) emit(ev Event) {
+func (e *run) emit(ev runtypes.Event) {
 	if e.o.progress == nil {
 		return
 	}
@@ -322,17 +323,17 @@ func (e *run) emit(ev Event) {
 // skipped.
 func (e *run) execute(ctx context.Context) {
 	n := len(e.p.Steps)
-	state := make([]State, n)
+	state := make([]runtypes.State, n)
 	for i := range state {
 		if e.keep[i] {
-			state[i] = Passed
+			state[i] = runtypes.Passed
 		} else {
-			state[i] = Pending
+			state[i] = runtypes.Pending
 		}
 	}
 	type done struct {
 		i     int
-		state State
+		state runtypes.State
 	}
 	finished := make(chan done)
 	running := 0
@@ -348,14 +349,14 @@ func (e *run) execute(ctx context.Context) {
 		for progressed {
 			progressed = false
 			for i := 0; i < n; i++ {
-				if state[i] != Pending {
+				if state[i] != runtypes.Pending {
 					continue
 				}
 				ready, blocked, why := true, false, ""
 				for _, need := range e.p.Steps[i].Needs {
 					switch st := state[e.byID[need]]; st {
-					case Passed:
-					case Failed, Error, Skipped:
+					case runtypes.Passed:
+					case runtypes.Failed, runtypes.Error, runtypes.Skipped:
 						blocked, why = true, fmt.Sprintf("needs %s, which %s", need, verb(st))
 					default:
 						ready = false
@@ -363,11 +364,11 @@ func (e *run) execute(ctx context.Context) {
 				}
 				switch {
 				case blocked:
-					state[i] = Skipped
+					state[i] = runtypes.Skipped
 					e.skip(i, why)
 					progressed = true
 				case ready && running < sem && ctx.Err() == nil && held.take(i, claims[i]):
-					state[i] = Running
+					state[i] = runtypes.Running
 					running++
 					progressed = true
 					go func(i int) {
@@ -386,11 +387,11 @@ func (e *run) execute(ctx context.Context) {
 	}
 }
 
-func verb(s State) string {
+func verb(s runtypes.State) string {
 	switch s {
-	case Failed:
+	case runtypes.Failed:
 		return "failed"
-	case Error:
+	case runtypes.Error:
 		return "errored"
 	default:
 		return "was skipped"
@@ -401,9 +402,9 @@ func (e *run) skip(i int, why string) {
 	s := &e.p.Steps[i]
 	e.rec.update(func(r *Record) {
 		sr := r.Step(s.ID)
-		sr.State, sr.Reason = Skipped, why
+		sr.State, sr.Reason = runtypes.Skipped, why
 	})
-	e.emit(Event{Type: "skip", Step: s.ID, Kind: s.Kind, State: Skipped, Reason: why})
+	e.emit(runtypes.Event{Type: "skip", Step: s.ID, Kind: s.Kind, State: runtypes.Skipped, Reason: why})
 }
 
 func (e *run) finish(ctx context.Context) (*Result, error) {
@@ -416,27 +417,27 @@ func (e *run) finish(ctx context.Context) (*Result, error) {
 		var failed, pending []string
 		for _, s := range r.Steps {
 			switch s.State {
-			case Failed, Error, Skipped:
+			case runtypes.Failed, runtypes.Error, runtypes.Skipped:
 				failed = append(failed, s.ID)
-			case Pending, Running:
+			case runtypes.Pending, runtypes.Running:
 				pending = append(pending, s.ID)
 			}
 		}
 		switch {
 		case ctx.Err() != nil:
-			r.State = Interrupted
+			r.State = runtypes.Interrupted
 			r.Reason = "interrupted: " + context.Cause(ctx).Error()
 		case len(failed) > 0:
-			r.State = Failed
+			r.State = runtypes.Failed
 			r.Reason = "steps not passed: " + strings.Join(failed, ", ")
 		case len(pending) > 0:
-			r.State = Error
+			r.State = runtypes.Error
 			r.Reason = "steps never ran: " + strings.Join(pending, ", ")
 		case evidenceErr != nil:
-			r.State = Failed
+			r.State = runtypes.Failed
 			r.Reason = "GPU evidence: " + evidenceErr.Error()
 		default:
-			r.State = Passed
+			r.State = runtypes.Passed
 		}
 		b, _ := json.Marshal(r)
 		final = &Record{}
@@ -449,14 +450,14 @@ func (e *run) finish(ctx context.Context) (*Result, error) {
 }
 
 // runStep runs step i to its final state.
-func (e *run) runStep(ctx context.Context, i int) State {
+func (e *run) runStep(ctx context.Context, i int) runtypes.State {
 	s := &e.p.Steps[i]
 	start := e.o.now().UTC()
 	e.rec.update(func(r *Record) {
 		sr := r.Step(s.ID)
-		*sr = StepRecord{ID: s.ID, Kind: s.Kind, State: Running, StartedAt: &start, Runs: sr.Runs + 1}
+		*sr = StepRecord{ID: s.ID, Kind: s.Kind, State: runtypes.Running, StartedAt: &start, Runs: sr.Runs + 1}
 	})
-	e.emit(Event{Type: "start", Step: s.ID, Kind: s.Kind, State: Running})
+	e.emit(runtypes.Event{Type: "start", Step: s.ID, Kind: s.Kind, State: runtypes.Running})
 
 	sr, err := e.stepBody(ctx, s)
 	if sr == nil {
@@ -464,9 +465,9 @@ func (e *run) runStep(ctx context.Context, i int) State {
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		sr.State, sr.Reason = Error, "interrupted: "+context.Cause(ctx).Error()
+		sr.State, sr.Reason = runtypes.Error, "interrupted: "+context.Cause(ctx).Error()
 	case err != nil:
-		sr.State, sr.Reason = Error, err.Error()
+		sr.State, sr.Reason = runtypes.Error, err.Error()
 	}
 	end := e.o.now().UTC()
 	sr.ID, sr.Kind, sr.StartedAt, sr.FinishedAt = s.ID, s.Kind, &start, &end
@@ -476,7 +477,7 @@ func (e *run) runStep(ctx context.Context, i int) State {
 		sr.Runs = cur.Runs
 		*cur = *sr
 	})
-	e.emit(Event{Type: "finish", Step: s.ID, Kind: s.Kind, State: sr.State, Cache: sr.Cache, Duration: end.Sub(start), Reason: sr.Reason})
+	e.emit(runtypes.Event{Type: "finish", Step: s.ID, Kind: s.Kind, State: sr.State, Cache: sr.Cache, Duration: end.Sub(start), Reason: sr.Reason})
 	return sr.State
 }
 
@@ -505,7 +506,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 	defer w.Close()
 	inputs, err := hashInputs(s, w)
 	if err != nil {
-		sr.State, sr.Reason = Failed, err.Error()
+		sr.State, sr.Reason = runtypes.Failed, err.Error()
 		return sr, nil
 	}
 	sr.Inputs = inputs
@@ -519,7 +520,7 @@ func (e *run) stepBody(ctx context.Context, s *pipeline.Step) (*StepRecord, erro
 		return sr, err
 	}
 	if out.Status != step.Passed {
-		sr.State, sr.Reason = Failed, out.Reason
+		sr.State, sr.Reason = runtypes.Failed, out.Reason
 		if sr.Reason == "" {
 			sr.Reason = "failed"
 		}
@@ -544,7 +545,7 @@ func (l *stepLogs) Close() {
 // prepareStep makes the step's directory and logs, picks its runner,
 // resolves its workdir and image, and builds its environment.
 func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord) (*step.Context, *stepLogs, error) {
-	stepDir := layout.StepDir(e.abs, s.ID)
+	stepDir := runlayout.StepDir(e.abs, s.ID)
 	if err := os.RemoveAll(stepDir); err != nil {
 		return nil, nil, fmt.Errorf("clearing %s: %w", stepDir, err)
 	}
@@ -553,10 +554,10 @@ func (e *run) prepareStep(ctx context.Context, s *pipeline.Step, sr *StepRecord)
 	}
 	logs := &stepLogs{}
 	var err error
-	if logs.stdout, err = os.Create(filepath.Join(stepDir, layout.StdoutLog)); err != nil {
+	if logs.stdout, err = os.Create(filepath.Join(stepDir, runlayout.StdoutLog)); err != nil {
 		return nil, logs, err
 	}
-	if logs.stderr, err = os.Create(filepath.Join(stepDir, layout.StderrLog)); err != nil {
+	if logs.stderr, err = os.Create(filepath.Join(stepDir, runlayout.StderrLog)); err != nil {
 		return nil, logs, err
 	}
 	r, ok := e.o.runners[s.Runner]
@@ -661,7 +662,7 @@ func (e *run) fromCache(ctx context.Context, exec step.Executor, s *pipeline.Ste
 		sr.Notes = append(sr.Notes, "cache entry unusable, running: "+err.Error())
 		return key, false, nil
 	}
-	sr.Cache, sr.State, sr.ExitCode = "hit", Passed, m.ExitCode
+	sr.Cache, sr.State, sr.ExitCode = "hit", runtypes.Passed, m.ExitCode
 	sr.Outputs, sr.Artifacts, sr.Results, sr.Details, sr.Reads = files, m.Artifacts, m.Results, m.Details, m.Reads
 	sr.Notes = append(sr.Notes, "restored from the build cache")
 	return key, true, e.cache.linkOutputs(sc.StepDir, files)
@@ -675,18 +676,18 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 	var watch Watch
 	if s.GPU {
 		if err := e.gpuEvidence(ctx); err != nil {
-			sr.State, sr.Reason = Failed, "GPU evidence: "+err.Error()
+			sr.State, sr.Reason = runtypes.Failed, "GPU evidence: "+err.Error()
 			return nil, nil
 		}
 	}
 	if s.GPU && e.o.monitor != nil {
-		sc.Report(step.Progress{Phase: "preflight"})
+		sc.Report(runtypes.Progress{Phase: "preflight"})
 		report, err := e.o.monitor.Preflight(ctx, e.p, s, sc.Env, e.toolchain)
 		if report != nil {
 			sr.Preflight = mustJSON(report)
 		}
 		if err != nil {
-			sr.State, sr.Reason = Failed, "preflight: "+err.Error()
+			sr.State, sr.Reason = runtypes.Failed, "preflight: "+err.Error()
 			return nil, nil
 		}
 		if watch, err = e.o.monitor.Watch(ctx, s, sc.StepDir, sc.Env); err != nil {
@@ -695,7 +696,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 		// Preflight is over: a step that reports nothing until it ends (a
 		// sustained burn-in is one invocation) must not show it for its
 		// whole run.
-		sc.Report(step.Progress{Phase: "running"})
+		sc.Report(runtypes.Progress{Phase: "running"})
 	}
 	runCtx := ctx
 	if t := s.Timeout.Value(); t > 0 {
@@ -721,7 +722,7 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 		}
 	}
 	if runCtx.Err() != nil && ctx.Err() == nil {
-		sr.State, sr.Reason = Failed, context.Cause(runCtx).Error()
+		sr.State, sr.Reason = runtypes.Failed, context.Cause(runCtx).Error()
 		return nil, nil
 	}
 	if execErr != nil {
@@ -745,14 +746,14 @@ func (e *run) executeStep(ctx context.Context, exec step.Executor, s *pipeline.S
 func (e *run) finishOutputs(ctx context.Context, s *pipeline.Step, sc *step.Context, w *workTree, sr *StepRecord, out *step.Outcome, key string) error {
 	files, err := collectOutputs(w, s.Outputs, out)
 	if err != nil {
-		sr.State, sr.Reason = Failed, err.Error()
+		sr.State, sr.Reason = runtypes.Failed, err.Error()
 		return nil
 	}
 	if failed, err := e.checkOutputs(ctx, s, sc, sr, out, files); err != nil || failed {
 		return err
 	}
 	sr.Outputs = files
-	sr.State = Passed
+	sr.State = runtypes.Passed
 	if key != "" {
 		if err := e.cache.store(key, w, files, sr); err != nil {
 			sr.Notes = append(sr.Notes, "not cached: "+err.Error())

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // load writes a pipeline into a temp dir and loads it.
@@ -32,8 +33,8 @@ func load(t testing.TB, yaml string) *pipeline.Pipeline {
 	return p
 }
 
-func states(r *Record) map[string]State {
-	m := map[string]State{}
+func states(r *Record) map[string]runtypes.State {
+	m := map[string]runtypes.State{}
 	for _, s := range r.Steps {
 		m[s.ID] = s.State
 	}
@@ -52,14 +53,14 @@ func TestSkipPropagationAndIndependentBranches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]State{"bad": Failed, "child": Skipped, "grandchild": Skipped, "other": Passed, "joined": Skipped}
+	want := map[string]runtypes.State{"bad": runtypes.Failed, "child": runtypes.Skipped, "grandchild": runtypes.Skipped, "other": runtypes.Passed, "joined": runtypes.Skipped}
 	got := states(res.Record)
 	for id, st := range want {
 		if got[id] != st {
 			t.Errorf("%s: %s, want %s", id, got[id], st)
 		}
 	}
-	if res.Record.State != Failed {
+	if res.Record.State != runtypes.Failed {
 		t.Errorf("run state %s, want failed", res.Record.State)
 	}
 	if r := res.Record.Step("grandchild").Reason; r != "needs child, which was skipped" {
@@ -105,7 +106,7 @@ func TestCancelMarksInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var once sync.Once
 	start := time.Now()
-	res, err := Run(ctx, p, WithOutDir(filepath.Join(t.TempDir(), "r")), WithoutCache(), WithProgress(func(ev Event) {
+	res, err := Run(ctx, p, WithOutDir(filepath.Join(t.TempDir(), "r")), WithoutCache(), WithProgress(func(ev runtypes.Event) {
 		if ev.Type == "start" {
 			once.Do(func() { time.AfterFunc(200*time.Millisecond, cancel) })
 		}
@@ -116,18 +117,18 @@ func TestCancelMarksInterrupted(t *testing.T) {
 	if time.Since(start) > 10*time.Second {
 		t.Fatal("cancel did not stop the step promptly")
 	}
-	if res.Record.State != Interrupted {
+	if res.Record.State != runtypes.Interrupted {
 		t.Errorf("run state %s, want interrupted", res.Record.State)
 	}
-	if s := res.Record.Step("long"); s.State != Error || !strings.HasPrefix(s.Reason, "interrupted") {
+	if s := res.Record.Step("long"); s.State != runtypes.Error || !strings.HasPrefix(s.Reason, "interrupted") {
 		t.Errorf("long: %s %q", s.State, s.Reason)
 	}
-	if s := res.Record.Step("after"); s.State != Skipped && s.State != Pending {
+	if s := res.Record.Step("after"); s.State != runtypes.Skipped && s.State != runtypes.Pending {
 		t.Errorf("after: %s", s.State)
 	}
 	// run.json on disk says the same.
 	rec, err := ReadRecord(res.Dir)
-	if err != nil || rec.State != Interrupted {
+	if err != nil || rec.State != runtypes.Interrupted {
 		t.Fatalf("on disk: %v %v", rec, err)
 	}
 }
@@ -182,7 +183,7 @@ func TestOutputsMustMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := res.Record.Step("a")
-	if s.State != Failed || !strings.Contains(s.Reason, `outputs[0] "missing/*.bin" matched no files`) {
+	if s.State != runtypes.Failed || !strings.Contains(s.Reason, `outputs[0] "missing/*.bin" matched no files`) {
 		t.Errorf("%s %q", s.State, s.Reason)
 	}
 }
@@ -338,7 +339,7 @@ func TestOutputModesNeverWiden(t *testing.T) {
 			t.Fatal(err)
 		}
 		sr := res.Record.Step("make")
-		if sr.State != Passed || sr.Cache != attempt {
+		if sr.State != runtypes.Passed || sr.Cache != attempt {
 			t.Fatalf("%s: state %s cache %s (%s)", attempt, sr.State, sr.Cache, sr.Reason)
 		}
 		for name, w := range want {

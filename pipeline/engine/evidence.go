@@ -4,6 +4,8 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // gpuEvidence collects the GPUs' evidence before the first gpu: true
@@ -39,7 +41,7 @@ func (e *run) collectEvidence(ctx context.Context) error {
 	var arts []string
 	e.rec.update(func(r *Record) {
 		for _, s := range r.Steps {
-			if s.State != Passed {
+			if s.State != runtypes.Passed {
 				continue
 			}
 			for _, a := range s.Artifacts {

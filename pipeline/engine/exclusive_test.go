@@ -11,6 +11,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -146,7 +147,7 @@ steps:
 	}
 	out := filepath.Join(t.TempDir(), "r")
 	res, err := Run(t.Context(), p, opts(WithOutDir(out))...)
-	if err != nil || res.Record.Step("later").State != Failed {
+	if err != nil || res.Record.Step("later").State != runtypes.Failed {
 		t.Fatalf("first attempt: %v %+v", err, res.Record)
 	}
 	machine = "gpu machine, no nvcc"

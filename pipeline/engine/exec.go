@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -71,7 +72,7 @@ func (e *run) checkOutputs(ctx context.Context, s *pipeline.Step, sc *step.Conte
 	if len(chk.Problems) == 0 {
 		return false, nil
 	}
-	sr.State, sr.Reason = Failed, chk.Problems[0]
+	sr.State, sr.Reason = runtypes.Failed, chk.Problems[0]
 	if n := len(chk.Problems) - 1; n > 0 {
 		sr.Reason += fmt.Sprintf(" (and %d more problem(s): see the step's outputs in run.json)", n)
 	}

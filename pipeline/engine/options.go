@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/attest/hardware"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"io"
 	"log/slog"
 	"runtime"
@@ -28,7 +29,7 @@ type options struct {
 	cacheDir   string
 	noCache    bool
 	logger     *slog.Logger
-	progress   func(Event)
+	progress   func(runtypes.Event)
 	version    string
 	executors  map[string]step.Executor
 	runners    map[string]runner.Runner
@@ -74,22 +75,6 @@ type Watch interface {
 	// it ran on (step.Outcome.DeviceUUID), "" when they name none: only
 	// that GPU is judged when it was watched.
 	Stop(device string) (summary any, failure string, err error)
-}
-
-// Event is one line of progress.
-type Event struct {
-	// Type is "start", "finish", "skip" or "progress" (a running step's
-	// report: Progress is set).
-	Type  string
-	Step  string
-	Kind  string
-	State State
-	// Cache is "hit", "miss" or "off" on finish.
-	Cache    string
-	Duration time.Duration
-	Reason   string
-	// Progress is a running step's report on a "progress" event.
-	Progress *step.Progress
 }
 
 // WithOutDir sets the run directory (default .gpuattest/runs/<time>-<name>).
@@ -153,7 +138,7 @@ func WithLogger(l *slog.Logger) Option {
 // running step reports progress (preflight, a burn-in's iterations, a
 // benchmark's samples). It is called from the engine's goroutines, one
 // call at a time, and must return quickly.
-func WithProgress(f func(Event)) Option {
+func WithProgress(f func(runtypes.Event)) Option {
 	return func(o *options) error { o.progress = f; return nil }
 }
 

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"io"
 	"io/fs"
 	"os"
@@ -263,7 +263,7 @@ func matchDoubleStar(pattern, name string) bool {
 // executor reported (artifacts and results under the work dir), under the
 // same rule: nothing outside the work dir, links recorded as links.
 func collectOutputs(w *workTree, globs []string, out *step.Outcome) ([]step.File, error) {
-	entries, err := w.expandGlobs(globs, layout.OutputsDir)
+	entries, err := w.expandGlobs(globs, runlayout.OutputsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +305,7 @@ func collectOutputs(w *workTree, globs []string, out *step.Outcome) ([]step.File
 // reading them through the work dir's root; links are recreated as links.
 func copyOutputs(w *workTree, stepDir string, files []step.File) error {
 	for _, f := range files {
-		dst := layout.Output(stepDir, f.Path)
+		dst := runlayout.Output(stepDir, f.Path)
 		if err := copyOutput(w, dst, f); err != nil {
 			return fmt.Errorf("copying output %s into the run directory: %w", f.Path, err)
 		}

@@ -6,33 +6,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/internal/problem"
 	"github.com/gpuattest/gpuattest/pipeline/image"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/source"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
 // RecordSchema identifies the run.json format.
 const RecordSchema = "https://gpuattest.dev/run/v1"
-
-// State is the state of a run or of one step.
-type State string
-
-// Step and run states. A run ends passed, failed, interrupted or error.
-const (
-	Pending     State = "pending"
-	Running     State = "running"
-	Passed      State = "passed"
-	Failed      State = "failed"
-	Skipped     State = "skipped"
-	Error       State = "error"
-	Interrupted State = "interrupted"
-)
 
 // Record is run.json: the pipeline, the state of every step, and what each
 // produced. It is rewritten atomically on every change, so it parses at any
@@ -42,7 +29,7 @@ type Record struct {
 	Pipeline   PipelineRef    `json:"pipeline"`
 	LockDigest string         `json:"lock_digest,omitempty"`
 	Version    string         `json:"gpuattest_version"`
-	State      State          `json:"state"`
+	State      runtypes.State `json:"state"`
 	Reason     string         `json:"reason,omitempty"`
 	StartedAt  time.Time      `json:"started_at"`
 	FinishedAt *time.Time     `json:"finished_at,omitempty"`
@@ -82,15 +69,15 @@ type Attempt struct {
 
 // StepRecord is one step's entry in run.json.
 type StepRecord struct {
-	ID         string       `json:"id"`
-	Kind       string       `json:"kind"`
-	State      State        `json:"state"`
-	Reason     string       `json:"reason,omitempty"`
-	StartedAt  *time.Time   `json:"started_at,omitempty"`
-	FinishedAt *time.Time   `json:"finished_at,omitempty"`
-	DurationMS int64        `json:"duration_ms,omitempty"`
-	ExitCode   *int         `json:"exit_code,omitempty"`
-	Runner     *runner.Info `json:"runner,omitempty"`
+	ID         string         `json:"id"`
+	Kind       string         `json:"kind"`
+	State      runtypes.State `json:"state"`
+	Reason     string         `json:"reason,omitempty"`
+	StartedAt  *time.Time     `json:"started_at,omitempty"`
+	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+	DurationMS int64          `json:"duration_ms,omitempty"`
+	ExitCode   *int           `json:"exit_code,omitempty"`
+	Runner     *runner.Info   `json:"runner,omitempty"`
 	// CUDAVisibleDevices is CUDA_VISIBLE_DEVICES in a gpu: true step's
 	// environment, when set: which of the hardware record's GPUs it saw.
 	CUDAVisibleDevices string      `json:"cuda_visible_devices,omitempty"`
@@ -123,12 +110,12 @@ type StepRecord struct {
 
 // ReadRecord reads run.json from a run directory.
 func ReadRecord(dir string) (*Record, error) {
-	data, err := limits.ReadFile(layout.Record(dir), limits.RecordBytes, "run record")
+	data, err := limits.ReadFile(runlayout.Record(dir), limits.RecordBytes, "run record")
 	if err != nil {
 		return nil, fmt.Errorf("reading run record: %w", err)
 	}
 	var r Record
-	if probs := jsonstrict.Read(layout.Record(dir), data, maxRecordDepth, &r); len(probs) > 0 {
+	if probs := jsonstrict.Read(runlayout.Record(dir), data, maxRecordDepth, &r); len(probs) > 0 {
 		probs[len(probs)-1].Hint = "run.json is the engine's own record; one that does not read as written was not written by it"
 		return nil, fmt.Errorf("invalid run record: %w", probs.Err())
 	}

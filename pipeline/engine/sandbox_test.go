@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -107,7 +108,7 @@ func TestWorkdirEscapeRefusedAtRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := res.Record.Step("a")
-			if st.State != Error || !strings.Contains(st.Reason, "outside the pipeline's root") {
+			if st.State != runtypes.Error || !strings.Contains(st.Reason, "outside the pipeline's root") {
 				t.Errorf("step a: %s %q, want an error saying the workdir is outside the root", st.State, st.Reason)
 			}
 			h.unchanged(t)
@@ -131,7 +132,7 @@ func TestOutputSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := res.Record.Step("a")
-		if st.State == Passed || !strings.Contains(st.Reason, "leak.txt") || !strings.Contains(st.Reason, "outside the step's workdir") {
+		if st.State == runtypes.Passed || !strings.Contains(st.Reason, "leak.txt") || !strings.Contains(st.Reason, "outside the step's workdir") {
 			t.Errorf("step a: %s %q, want a failure naming leak.txt", st.State, st.Reason)
 		}
 		noSecretIn(t, h.out)
@@ -147,7 +148,7 @@ func TestOutputSymlinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := res.Record.Step("a"); st.State == Passed || !strings.Contains(st.Reason, "outside the step's workdir") {
+		if st := res.Record.Step("a"); st.State == runtypes.Passed || !strings.Contains(st.Reason, "outside the step's workdir") {
 			t.Errorf("step a: %s %q, want a failure", st.State, st.Reason)
 		}
 		noSecretIn(t, h.out)
@@ -163,7 +164,7 @@ func TestOutputSymlinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := res.Record.Step("a"); st.State == Passed || !strings.Contains(st.Reason, "build/leak") {
+		if st := res.Record.Step("a"); st.State == runtypes.Passed || !strings.Contains(st.Reason, "build/leak") {
 			t.Errorf("step a: %s %q, want a failure naming build/leak", st.State, st.Reason)
 		}
 		noSecretIn(t, h.out)
@@ -181,7 +182,7 @@ func TestOutputSymlinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := res.Record.Step("a"); st.State == Passed || !strings.Contains(st.Reason, `inputs[0] "in.txt": in.txt is a symlink to`) {
+		if st := res.Record.Step("a"); st.State == runtypes.Passed || !strings.Contains(st.Reason, `inputs[0] "in.txt": in.txt is a symlink to`) {
 			t.Errorf("step a: %s %q, want a failure naming in.txt", st.State, st.Reason)
 		}
 		noSecretIn(t, h.out)
@@ -197,7 +198,7 @@ func TestOutputSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := res.Record.Step("a")
-		if st.State != Passed {
+		if st.State != runtypes.Passed {
 			t.Fatalf("step a: %s %q", st.State, st.Reason)
 		}
 		fi, err := os.Lstat(filepath.Join(h.out, "steps", "a", "outputs", "b.txt"))

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuattest/gpuattest/pipeline/engine"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 )
 
 // TestReadRecordIsStrict: run.json is read strictly: an unknown field, a
@@ -22,7 +22,7 @@ func TestReadRecordIsStrict(t *testing.T) {
 	good := string(b)
 	write := func(body string) string {
 		dir := t.TempDir()
-		if err := os.WriteFile(layout.Record(dir), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(runlayout.Record(dir), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return dir

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 )
 
 // Factory makes one engine. Each engine's package registers its own
@@ -53,7 +53,7 @@ type EngineConfig interface {
 	// Record fills the engine's part of the dispatch's fleet record,
 	// which the owner signs (the partition, the staging registry, how
 	// host steps run).
-	Record(f *ad.Fleet)
+	Record(f *dispatch.Fleet)
 }
 
 // DocumentedDefaults is implemented by an EngineConfig whose settings

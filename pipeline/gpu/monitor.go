@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/internal/envlist"
@@ -18,7 +18,7 @@ import (
 )
 
 // TelemetryFile is the name of the telemetry file in a step's directory.
-const TelemetryFile = layout.TelemetryFile
+const TelemetryFile = runlayout.TelemetryFile
 
 // Monitor runs preflight before, and telemetry around, the gpu: true steps
 // of a run, for one source and the record collected from it. Its methods

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // readSlowdown reads d's cumulative clock-event counters.
@@ -386,12 +388,12 @@ func (t *Telemetry) event(e nvml.EventData) {
 	case e.EventType&nvml.EventTypeXidCriticalError != 0:
 		x := e.EventData
 		t.sum.XidEvents = append(t.sum.XidEvents, XidEvent{Time: now, GPU: i, Xid: x, Fatal: XidFatal(x), Description: XidDescription(x)})
-		t.writeLine(Line{Time: now, Kind: "xid", GPU: i, Xid: ptr(x), Simulated: t.simulated})
+		t.writeLine(runtypes.TelemetryLine{Time: now, Kind: "xid", GPU: i, Xid: ptr(x), Simulated: t.simulated})
 	case e.EventType&nvml.EventTypeDoubleBitEccError != 0:
 		if k >= 0 {
 			t.sum.GPUs[k].DoubleBitEvents++
 		}
-		t.writeLine(Line{Time: now, Kind: "ecc_dbe", GPU: i, Simulated: t.simulated})
+		t.writeLine(runtypes.TelemetryLine{Time: now, Kind: "ecc_dbe", GPU: i, Simulated: t.simulated})
 	}
 }
 
@@ -399,7 +401,7 @@ func (t *Telemetry) event(e nvml.EventData) {
 func (t *Telemetry) sample() {
 	now := time.Now()
 	type read struct {
-		l    Line
+		l    runtypes.TelemetryLine
 		lost string
 	}
 	reads := make([]*read, len(t.devs))
@@ -488,8 +490,8 @@ func (t *Telemetry) summarize(judged []int) {
 
 // read takes one sample of GPU i; lost says which query first found the
 // GPU lost.
-func (t *Telemetry) read(d nvml.Device, i int, now time.Time) (l Line, lost string) {
-	l = Line{Time: now, Kind: "sample", GPU: i, Simulated: t.simulated}
+func (t *Telemetry) read(d nvml.Device, i int, now time.Time) (l runtypes.TelemetryLine, lost string) {
+	l = runtypes.TelemetryLine{Time: now, Kind: "sample", GPU: i, Simulated: t.simulated}
 	temp, ret := d.GetTemperature(nvml.TEMPERATURE_GPU)
 	if ret == nvml.SUCCESS {
 		l.TemperatureC = ptr(temp)
@@ -533,7 +535,7 @@ func (t *Telemetry) read(d nvml.Device, i int, now time.Time) (l Line, lost stri
 
 // readLoad adds the HBM temperature, the utilization and the PCIe link
 // to sample l (each left out when not reported).
-func readLoad(d nvml.Device, l *Line) {
+func readLoad(d nvml.Device, l *runtypes.TelemetryLine) {
 	if v, ret := fieldUint(d, nvml.FI_DEV_MEMORY_TEMP); ret == nvml.SUCCESS && v > 0 && v < 1000 {
 		l.MemTemperatureC = ptr(uint32(v))
 	}
@@ -565,7 +567,7 @@ func memoryUsed(d nvml.Device, v2 bool) (uint64, nvml.Return) {
 
 // writeLine appends one JSON line; t.mu is held. The first write error is
 // kept and reported by Stop.
-func (t *Telemetry) writeLine(l Line) {
+func (t *Telemetry) writeLine(l runtypes.TelemetryLine) {
 	if t.writeErr != nil || t.closed {
 		return
 	}
@@ -706,7 +708,7 @@ func (t *Telemetry) kmsgStop() {
 		}
 		now := time.Now()
 		t.sum.XidEvents = append(t.sum.XidEvents, XidEvent{Time: now, GPU: i, Xid: x.Xid, Fatal: x.Fatal, Description: XidDescription(x.Xid), Source: "kernel log"})
-		t.writeLine(Line{Time: now, Kind: "xid", GPU: i, Xid: ptr(x.Xid), Simulated: t.simulated})
+		t.writeLine(runtypes.TelemetryLine{Time: now, Kind: "xid", GPU: i, Xid: ptr(x.Xid), Simulated: t.simulated})
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // runTelemetry starts telemetry on s, sampling every 5ms; once the
@@ -24,7 +26,7 @@ import (
 // runs during, waits for the next sample, and stops it. The waits poll
 // the sample count against a deadline, not a fixed sleep, so a loaded
 // machine slows the test instead of failing it.
-func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []Line) {
+func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []runtypes.TelemetryLine) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "telemetry.jsonl")
 	tel, err := StartTelemetry(t.Context(), s, path, 5*time.Millisecond)
@@ -52,17 +54,17 @@ func runTelemetry(t *testing.T, s Source, during func()) (*Summary, []Line) {
 }
 
 // readLines reads a telemetry file.
-func readLines(t *testing.T, path string) []Line {
+func readLines(t *testing.T, path string) []runtypes.TelemetryLine {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var lines []Line
+	var lines []runtypes.TelemetryLine
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var l Line
+		var l runtypes.TelemetryLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("bad telemetry line %q: %v", sc.Text(), err)
 		}

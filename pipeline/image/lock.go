@@ -15,9 +15,9 @@ import (
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/internal/limits"
 
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
-	"github.com/gpuattest/gpuattest/internal/problem"
 )
 
 // LockFileName is the name of the lock file, written beside the pipeline.

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/source"
 )
 
@@ -338,7 +339,7 @@ func buildOnce(ctx context.Context, prov *attest.Provenance, info *source.Info, 
 	if err := source.CopyTracked(ctx, info, work); err != nil {
 		return nil, fmt.Errorf("copying the source: %w", err)
 	}
-	p, err := run.Load(filepath.Join(work, filepath.FromSlash(ext.Pipeline.Path)), work)
+	p, err := pipeline.Load(filepath.Join(work, filepath.FromSlash(ext.Pipeline.Path)), pipeline.WithRoot(work))
 	if err != nil {
 		return nil, fmt.Errorf("loading the pipeline of the source: %w", err)
 	}
@@ -404,7 +405,7 @@ func (b *built) hash(ctx context.Context, arts []attest.FileDigest) error {
 
 func firstFailure(res *run.Result) string {
 	for _, s := range res.Record.Steps {
-		if s.State != run.Passed {
+		if s.State != runtypes.Passed {
 			return fmt.Sprintf("step %s %s: %s", s.ID, s.State, s.Reason)
 		}
 	}

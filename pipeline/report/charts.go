@@ -20,7 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
-	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -700,23 +700,23 @@ func (m marks) Plot(c draw.Canvas, plt *plot.Plot) {
 // telemetrySeries is one metric of the telemetry per GPU.
 type telemetrySeries struct {
 	name, unit, file string
-	get              func(gpu.Line) (float64, bool)
+	get              func(runtypes.TelemetryLine) (float64, bool)
 }
 
 var telemetryMetrics = []telemetrySeries{
-	{"GPU temperature", "°C", "temp", func(l gpu.Line) (float64, bool) {
+	{"GPU temperature", "°C", "temp", func(l runtypes.TelemetryLine) (float64, bool) {
 		if l.TemperatureC == nil {
 			return 0, false
 		}
 		return float64(*l.TemperatureC), true
 	}},
-	{"board power", "W", "power", func(l gpu.Line) (float64, bool) {
+	{"board power", "W", "power", func(l runtypes.TelemetryLine) (float64, bool) {
 		if l.PowerWatts == nil {
 			return 0, false
 		}
 		return *l.PowerWatts, true
 	}},
-	{"SM clock", "MHz", "smclock", func(l gpu.Line) (float64, bool) {
+	{"SM clock", "MHz", "smclock", func(l runtypes.TelemetryLine) (float64, bool) {
 		if l.SMClockMHz == nil {
 			return 0, false
 		}
@@ -736,7 +736,9 @@ type telemetryEvents struct {
 	xidText, eccText []string
 }
 
-func (e *telemetryEvents) at(l gpu.Line) float64 { return l.Time.Sub(e.t0).Seconds() / e.div }
+func (e *telemetryEvents) at(l runtypes.TelemetryLine) float64 {
+	return l.Time.Sub(e.t0).Seconds() / e.div
+}
 
 // layoutTelemetry lays out t's lines; nil when there are none.
 func layoutTelemetry(t Telemetry) *telemetryEvents {
@@ -756,7 +758,7 @@ func layoutTelemetry(t Telemetry) *telemetryEvents {
 	e.div, e.unit = secondsAxis(t1.Sub(t0).Seconds())
 	// Throttled spans per GPU, merged over GPUs: a sample marks the time
 	// from it to the next sample of its GPU.
-	last := map[int]gpu.Line{}
+	last := map[int]runtypes.TelemetryLine{}
 	gpus := map[int]bool{}
 	for _, l := range t.Lines {
 		switch l.Kind {

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -51,7 +52,7 @@ func FromRun(r *rundir.Run) (*Report, error) {
 		Version:        rec.Version,
 		StartedAt:      rec.StartedAt,
 		Hardware:       r.Hardware,
-		Verdict:        Verdict{State: string(rec.State), Passed: rec.State == engine.Passed, Reason: rec.Reason},
+		Verdict:        Verdict{State: string(rec.State), Passed: rec.State == runtypes.Passed, Reason: rec.Reason},
 	}
 	if rec.FinishedAt != nil {
 		rep.FinishedAt = *rec.FinishedAt
@@ -66,7 +67,7 @@ func FromRun(r *rundir.Run) (*Report, error) {
 	var cpu []string
 	for _, st := range r.Steps {
 		rep.Steps = append(rep.Steps, stepOf(st.StepRecord))
-		if st.State != engine.Passed && st.State != engine.Pending && st.State != engine.Running && st.State != engine.Skipped {
+		if st.State != runtypes.Passed && st.State != runtypes.Pending && st.State != runtypes.Running && st.State != runtypes.Skipped {
 			rep.Verdict.Failures = append(rep.Verdict.Failures, failureLine(st.ID, string(st.State), st.Reason))
 		}
 		switch {

@@ -8,6 +8,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
@@ -210,7 +211,7 @@ type Telemetry struct {
 	// Summary is the engine's summary (nil when the step has none).
 	Summary *gpu.Summary
 	// Lines are telemetry.jsonl's samples and events.
-	Lines []gpu.Line
+	Lines []runtypes.TelemetryLine
 	// Simulated is true when the samples come from simulated GPUs.
 	Simulated bool
 }

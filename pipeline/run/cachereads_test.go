@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
@@ -44,7 +45,7 @@ func TestCacheCoversHeadersAndHostCompiler(t *testing.T) {
 	build := func(wantCache string) (fatbin string, sources []string) {
 		t.Helper()
 		n++
-		p, err := run.Load(filepath.Join(dir, "p.yaml"), "")
+		p, err := pipeline.Load(filepath.Join(dir, "p.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@
 // every verdict and signs the run's attestations into
 // attestations.intoto.jsonl.
 //
-//	p, err := run.Load("pipelines/release.yaml")
+//	p, err := pipeline.Load("pipelines/release.yaml")
 //	res, err := run.Pipeline(ctx, p, run.WithSigner(signer, "release.key"))
 //
 // A front end parses flags, builds options, makes this call and renders

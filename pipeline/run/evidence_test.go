@@ -12,9 +12,11 @@ import (
 	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"github.com/gpuattest/gpuattest/attest/gpuevidence/gpuevidencetest"
 	"github.com/gpuattest/gpuattest/attest/verify"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // TestGPUEvidenceUnattested (issue 33, acceptance 4): a run without a GPU
@@ -31,16 +33,16 @@ func TestGPUEvidenceUnattested(t *testing.T) {
 		name       string
 		require    string
 		src        gpu.Source
-		state      run.State
+		state      runtypes.State
 		wantRecord string
 		wantReason string
 	}{
-		{"no GPU", "false", noGPU(t), run.Passed, `"reason":"no GPU: `, ""},
-		{"no GPU, required", "true", noGPU(t), run.Failed, `"reason":"no GPU: `, "GPU evidence: requireGPUEvidence: no GPU: "},
-		{"A100", "false", a100, run.Passed, "no device attestation (Ampere)", ""},
+		{"no GPU", "false", noGPU(t), runtypes.Passed, `"reason":"no GPU: `, ""},
+		{"no GPU, required", "true", noGPU(t), runtypes.Failed, `"reason":"no GPU: `, "GPU evidence: requireGPUEvidence: no GPU: "},
+		{"A100", "false", a100, runtypes.Passed, "no device attestation (Ampere)", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := run.Load(write(t, "requireGPUEvidence: "+tc.require+"\nsteps:\n  - {id: a, run: echo hi}\n"), "")
+			p, err := pipeline.Load(write(t, "requireGPUEvidence: "+tc.require+"\nsteps:\n  - {id: a, run: echo hi}\n"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +80,7 @@ func TestGPUEvidenceRIMStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two GPU steps start at once: the GPUs are asked once, before both.
-	p, err := run.Load(write(t, "requireGPUEvidence: true\nsteps:\n  - {id: a, run: echo hi, gpu: true}\n  - {id: b, run: echo hi, gpu: true}\n"), "")
+	p, err := pipeline.Load(write(t, "requireGPUEvidence: true\nsteps:\n  - {id: a, run: echo hi, gpu: true}\n  - {id: b, run: echo hi, gpu: true}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func TestGPUEvidenceFleetNonce(t *testing.T) {
 	if err := src.EnableEvidence(ca); err != nil {
 		t.Fatal(err)
 	}
-	p, err := run.Load(write(t, "steps:\n  - {id: a, run: echo hi, gpu: true}\n"), "")
+	p, err := pipeline.Load(write(t, "steps:\n  - {id: a, run: echo hi, gpu: true}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/gpuevidence"
 	"maps"
 	"os"
@@ -227,12 +227,12 @@ func Fleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, opts ...
 	if o.progress != nil {
 		o.progress(FleetEvent{Built: true})
 	}
-	return res, dispatch(ctx, p, spec, signer, res, o)
+	return res, submitFleet(ctx, p, spec, signer, res, o)
 }
 
-// dispatch stages and signs the dispatch, submits it, and waits and
+// submitFleet stages and signs the dispatch, submits it, and waits and
 // collects unless detached.
-func dispatch(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, res *FleetResult, o *fleetOptions) error {
+func submitFleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, res *FleetResult, o *fleetOptions) error {
 	binaries, err := nodeBinaries(o)
 	if err != nil {
 		return err
@@ -328,6 +328,6 @@ func waitAndCollect(ctx context.Context, e fleet.Scheduler, st *coordinate.State
 	if err != nil {
 		return nil, err
 	}
-	vo := ad.Options{AllowSimulated: simulated, GPUEvidence: o.gpuEvidence, RequireGPUEvidence: o.requireGPUEvidence}
+	vo := dispatch.Options{AllowSimulated: simulated, GPUEvidence: o.gpuEvidence, RequireGPUEvidence: o.requireGPUEvidence}
 	return coordinate.Collect(context.WithoutCancel(ctx), st, dir, vo, o.registry...)
 }

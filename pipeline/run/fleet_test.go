@@ -20,7 +20,7 @@ func TestFleetRefusesBeforeSigning(t *testing.T) {
 		t.Fatal(err)
 	}
 	load := func(body string) *pipeline.Pipeline {
-		p, err := run.Load(write(t, body), "")
+		p, err := pipeline.Load(write(t, body))
 		if err != nil {
 			t.Fatal(err)
 		}

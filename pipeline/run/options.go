@@ -10,13 +10,9 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/source"
-	"github.com/gpuattest/gpuattest/pipeline/step"
 )
-
-// Event is a progress event of a run (a step started, was skipped or
-// finished).
-type Event = engine.Event
 
 // Option configures Pipeline.
 type Option func(*options) error
@@ -129,7 +125,7 @@ func WithVersion(v string) Option {
 func WithLogger(l *slog.Logger) Option { return withEngine(engine.WithLogger(l)) }
 
 // WithProgress receives an Event as steps start, are skipped and finish.
-func WithProgress(f func(Event)) Option {
+func WithProgress(f func(runtypes.Event)) Option {
 	if f == nil {
 		return func(*options) error { return nil }
 	}
@@ -207,22 +203,3 @@ func WithBaseEnv(env []string) Option {
 func WithReferenceRegistry(opts ...oci.Option) Option {
 	return func(o *options) error { o.registry = append(o.registry, opts...); return nil }
 }
-
-// Progress is what a running step reports of itself (burn-in iterations,
-// benchmark samples, a preflight), carried by an Event of type progress.
-type Progress = step.Progress
-
-// Record is run.json (engine.Record), for front ends that render it.
-type Record = engine.Record
-
-// State is the state of a run or a step.
-type State = engine.State
-
-// The states a run and its steps end in.
-const (
-	Passed      = engine.Passed
-	Failed      = engine.Failed
-	Skipped     = engine.Skipped
-	Error       = engine.Error
-	Interrupted = engine.Interrupted
-)

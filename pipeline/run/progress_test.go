@@ -6,8 +6,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // A gpu: true step says "preflight" while preflight runs and "running"
@@ -20,16 +22,16 @@ func TestProgressPhaseAfterPreflight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := run.Load(write(t, `steps:
+	p, err := pipeline.Load(write(t, `steps:
   - {id: burn, run: "sleep 0.3", gpu: true}
-`), "")
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var phases []string
 	res, err := run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(), run.WithGPUSource(src),
-		run.WithBaseEnv([]string{"PATH=" + os.Getenv("PATH")}), run.WithProgress(func(ev run.Event) {
+		run.WithBaseEnv([]string{"PATH=" + os.Getenv("PATH")}), run.WithProgress(func(ev runtypes.Event) {
 			if ev.Step == "burn" && ev.Progress != nil {
 				mu.Lock()
 				phases = append(phases, ev.Progress.Phase)

@@ -11,8 +11,8 @@ import (
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
-	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // PushOption configures Push.
@@ -53,7 +53,7 @@ func Push(ctx context.Context, dir, ref string, opts ...PushOption) (*oci.PushRe
 	if err != nil {
 		return nil, err
 	}
-	if st := rd.Record.State; st != engine.Passed && !o.allowFailed {
+	if st := rd.Record.State; st != runtypes.Passed && !o.allowFailed {
 		return nil, fmt.Errorf("refusing to push %s: the run %s\nhint: --allow-failed publishes it anyway (its attestations say it %s)", dir, st, st)
 	}
 	bundles, subjects, err := signedRelease(rd)

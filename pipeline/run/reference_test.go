@@ -25,9 +25,11 @@ import (
 	"github.com/gpuattest/gpuattest/internal/runfixture"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/internal/tinyimage"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/collect"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
@@ -100,7 +102,7 @@ func benchPipeline(t *testing.T, root, releaseRef string, pub []byte) string {
 // runBench runs the pipeline at path and returns the run's result.
 func runBench(ctx context.Context, t *testing.T, path string) *run.Result {
 	t.Helper()
-	p, err := run.Load(path, "")
+	p, err := pipeline.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,7 @@ func TestBenchmarkReferenceRelease(t *testing.T) {
 				t.Errorf("benchmark.json does not name the release %s: %v", rel.digest, err)
 			}
 			// The validation statement says which release each verdict is against.
-			p, err := run.Load(path, "")
+			p, err := pipeline.Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +266,7 @@ func TestBenchmarkReferenceReleaseRefused(t *testing.T) {
 			}
 			res := runBench(ctx, t, path)
 			sr := res.Record.Step("bench")
-			if res.Passed() || sr.State != run.Error {
+			if res.Passed() || sr.State != runtypes.Error {
 				t.Fatalf("run %s, step %s, want the step in error", res.Record.State, sr.State)
 			}
 			for _, w := range tt.want {
@@ -323,7 +325,7 @@ func TestBenchmarkReferenceReleaseRecheck(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(t, root, res.Dir)
 			}
-			p, err := run.Load(path, "")
+			p, err := pipeline.Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -381,7 +383,7 @@ func TestBenchmarkReferenceReleaseBwrap(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := run.Load(path, "")
+	p, err := pipeline.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +427,7 @@ func TestBenchmarkReferenceReleaseLyingRegistry(t *testing.T) {
 	path := benchPipeline(t, root, pinned.ref, pinned.pub)
 	res := runBench(ctx, t, path)
 	sr := res.Record.Step("bench")
-	if res.Passed() || sr.State != run.Error {
+	if res.Passed() || sr.State != runtypes.Error {
 		t.Fatalf("run %s, step %s, want the step in error", res.Record.State, sr.State)
 	}
 	for _, w := range []string{"reference.release " + pinned.ref, "digest is " + other.digest, "not " + pinned.digest + ", the digest asked for"} {

@@ -3,7 +3,7 @@ package run
 import (
 	"context"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"os"
 	"path"
 	"runtime"
@@ -91,7 +91,7 @@ func copyOf(rd *rundir.Run, a attest.FileDigest) string {
 				continue
 			}
 			if a.Path == fp || strings.HasSuffix(a.Path, "/"+fp) {
-				p := layout.Output(rd.StepDir(st.ID), fp)
+				p := runlayout.Output(rd.StepDir(st.ID), fp)
 				if _, err := os.Lstat(p); err == nil {
 					return p
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/source"
 )
 
@@ -31,19 +32,7 @@ type Result struct {
 }
 
 // Passed reports whether every step passed.
-func (r *Result) Passed() bool { return r.Record != nil && r.Record.State == engine.Passed }
-
-// Load reads, decodes and validates the pipeline at path (see
-// pipeline.Load); root, when not empty, is the directory its workdir may
-// reach up to (pipeline.WithRoot). lint, lock and run load pipelines
-// through it alike.
-func Load(path, root string) (*pipeline.Pipeline, error) {
-	var opts []pipeline.LoadOption
-	if root != "" {
-		opts = append(opts, pipeline.WithRoot(root))
-	}
-	return pipeline.Load(path, opts...)
-}
+func (r *Result) Passed() bool { return r.Record != nil && r.Record.State == runtypes.Passed }
 
 // Pipeline runs p: the steps as a DAG into a run directory, then, with a
 // signer (WithSigner), the attestations. An error means the run could not
@@ -84,7 +73,7 @@ func Pipeline(ctx context.Context, p *pipeline.Pipeline, opts ...Option) (*Resul
 		return nil, err
 	}
 	out := &Result{Dir: res.Dir, Record: res.Record}
-	if o.signer != nil && res.Record.State != engine.Interrupted {
+	if o.signer != nil && res.Record.State != runtypes.Interrupted {
 		if out.Attestation, err = Attest(ctx, o.signer, p, res.Dir); err != nil {
 			return out, fmt.Errorf("attesting the run: %w", err)
 		}

@@ -15,8 +15,10 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // write puts a pipeline into a new directory and returns its path.
@@ -36,17 +38,17 @@ func noGPU(t testing.TB) gpu.Source {
 
 func TestPipeline(t *testing.T) {
 	t.Parallel()
-	p, err := run.Load(write(t, "steps:\n  - {id: a, run: echo hi}\n  - {id: b, run: 'exit 3', needs: [a]}\n"), "")
+	p, err := pipeline.Load(write(t, "steps:\n  - {id: a, run: echo hi}\n  - {id: b, run: 'exit 3', needs: [a]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var events []string
 	res, err := run.Pipeline(t.Context(), p, run.WithOutDir(filepath.Join(t.TempDir(), "r")), run.WithoutCache(),
-		run.WithGPUSource(noGPU(t)), run.WithProgress(func(ev run.Event) { events = append(events, ev.Type+":"+ev.Step) }))
+		run.WithGPUSource(noGPU(t)), run.WithProgress(func(ev runtypes.Event) { events = append(events, ev.Type+":"+ev.Step) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Passed() || res.Record.Step("a").State != run.Passed || res.Record.Step("b").State != run.Failed || res.Attestation != nil {
+	if res.Passed() || res.Record.Step("a").State != runtypes.Passed || res.Record.Step("b").State != runtypes.Failed || res.Attestation != nil {
 		t.Errorf("result %+v", res.Record)
 	}
 	if _, err := os.Stat(filepath.Join(res.Dir, "hardware.json")); err != nil {
@@ -83,7 +85,7 @@ func TestPipelineRefusesInvalidInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := run.Load(tt.file, "")
+			p, err := pipeline.Load(tt.file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +107,7 @@ func ExamplePipeline() {
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "hello.yaml")
 	_ = os.WriteFile(file, []byte("apiVersion: gpuattest.dev/v1\nkind: Pipeline\nname: hello\nsteps:\n  - {id: greet, run: echo hello}\n"), 0o644)
-	p, err := run.Load(file, "")
+	p, err := pipeline.Load(file)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -131,11 +133,11 @@ func TestUnopenableGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.SetOpenError(1, nvml.ERROR_GPU_IS_LOST)
-	p, err := run.Load(write(t, `steps:
+	p, err := pipeline.Load(write(t, `steps:
   - {id: cpu, run: "true"}
   - {id: gpu0, run: "true", gpu: true, env: {CUDA_VISIBLE_DEVICES: "0"}}
   - {id: every-gpu, run: "true", gpu: true}
-`), "")
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +147,10 @@ func TestUnopenableGPU(t *testing.T) {
 		t.Fatalf("the run was aborted: %v", err)
 	}
 	rec := res.Record
-	if rec.Step("cpu").State != run.Passed || rec.Step("gpu0").State != run.Passed {
+	if rec.Step("cpu").State != runtypes.Passed || rec.Step("gpu0").State != runtypes.Passed {
 		t.Errorf("cpu %s %q, gpu0 %s %q: want both passed", rec.Step("cpu").State, rec.Step("cpu").Reason, rec.Step("gpu0").State, rec.Step("gpu0").Reason)
 	}
-	if s := rec.Step("every-gpu"); s.State != run.Failed || !strings.Contains(s.Reason, "preflight: gpu: gpu 1: NVML cannot open the GPU this step sees: opening GPU 1: GPU is lost (NVML 15)") {
+	if s := rec.Step("every-gpu"); s.State != runtypes.Failed || !strings.Contains(s.Reason, "preflight: gpu: gpu 1: NVML cannot open the GPU this step sees: opening GPU 1: GPU is lost (NVML 15)") {
 		t.Errorf("every-gpu: %s %q, want a preflight failure naming GPU 1", s.State, s.Reason)
 	}
 	hw, err := os.ReadFile(filepath.Join(res.Dir, "hardware.json"))

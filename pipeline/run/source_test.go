@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpuattest/gpuattest/internal/testenv"
+	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/source"
 )
@@ -39,7 +40,7 @@ func gitRepo(t *testing.T, body string) string {
 func TestPipelineSource(t *testing.T) {
 	t.Parallel()
 	path := gitRepo(t, "release: true\nsteps:\n  - {id: a, run: echo hi}\n")
-	p, err := run.Load(path, "")
+	p, err := pipeline.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestPipelineSourceHiddenEdit(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "k.cu"), []byte("// hidden\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			p, err := run.Load(path, "")
+			p, err := pipeline.Load(path)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,23 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"io/fs"
 	"path/filepath"
 	"strings"
 
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
 // AttestationsFile is the name of the signed attestations in a run
 // directory: one Sigstore bundle per line.
-const AttestationsFile = layout.AttestationsFile
+const AttestationsFile = runlayout.AttestationsFile
 
 // StepDir returns the directory of step id in the run directory.
 func (r *Run) StepDir(id string) string {
-	return layout.StepDir(r.Dir, id)
+	return runlayout.StepDir(r.Dir, id)
 }
 
 // stepFile is the path of name in step id's directory; an id that is not
@@ -38,7 +38,7 @@ func (r *Run) stepFile(id, name string) (string, error) {
 // under Reference.Cases). It returns nil and no error when the step wrote
 // none (it failed before its samples were merged).
 func (r *Run) BenchmarkSamples(id string) (*suite.BenchmarkDetails, error) {
-	path, err := r.stepFile(id, layout.BenchmarkFile)
+	path, err := r.stepFile(id, runlayout.BenchmarkFile)
 	if err != nil {
 		return nil, err
 	}
@@ -64,8 +64,8 @@ func (r *Run) BenchmarkSamples(id string) (*suite.BenchmarkDetails, error) {
 // Telemetry reads the telemetry.jsonl of step id (a gpu: true step):
 // every sample and event line in file order. It returns nil and no error
 // when the step has none.
-func (r *Run) Telemetry(id string) ([]gpu.Line, error) {
-	path, err := r.stepFile(id, layout.TelemetryFile)
+func (r *Run) Telemetry(id string) ([]runtypes.TelemetryLine, error) {
+	path, err := r.stepFile(id, runlayout.TelemetryFile)
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +76,14 @@ func (r *Run) Telemetry(id string) ([]gpu.Line, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	var lines []gpu.Line
+	var lines []runtypes.TelemetryLine
 	raw := bytes.Split(b, []byte("\n"))
 	for i, line := range raw {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
-		var l gpu.Line
+		var l runtypes.TelemetryLine
 		if err := json.Unmarshal(line, &l); err != nil {
 			// The last line of a step killed mid-write may be cut short.
 			if len(bytes.TrimSpace(bytes.Join(raw[i+1:], nil))) == 0 {
@@ -99,7 +99,7 @@ func (r *Run) Telemetry(id string) ([]gpu.Line, error) {
 // Attestations reads the run's signed attestations (AttestationsFile) as
 // written, unverified; nil and no error when the run was not signed.
 func (r *Run) Attestations() ([]byte, error) {
-	path := layout.Attestations(r.Dir)
+	path := runlayout.Attestations(r.Dir)
 	b, err := limits.ReadFile(path, limits.RecordBytes, "attestations file")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -11,7 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"log/slog"
 	"path/filepath"
 
@@ -83,7 +84,7 @@ func Open(dir string) (*Run, error) {
 	for _, sr := range rec.Steps {
 		st, err := DecodeStep(sr)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", layout.Record(dir), err)
+			return nil, fmt.Errorf("%s: %w", runlayout.Record(dir), err)
 		}
 		r.Steps = append(r.Steps, st)
 	}
@@ -204,7 +205,7 @@ func (r *Run) Recheck(p *pipeline.Pipeline) error {
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		st := r.Step(s.ID)
-		if st == nil || st.State != engine.Passed {
+		if st == nil || st.State != runtypes.Passed {
 			continue
 		}
 		if st.Kind != s.Kind {
@@ -215,7 +216,7 @@ func (r *Run) Recheck(p *pipeline.Pipeline) error {
 		switch s.Kind {
 		case pipeline.KindTest, pipeline.KindBenchmark:
 			sc := &step.Context{Pipeline: p, Step: s, Root: p.Root, WorkDir: filepath.Join(p.Root, filepath.FromSlash(s.Workdir)),
-				StepDir: layout.StepDir(abs, s.ID), Hardware: r.Hardware, Logger: slog.New(slog.DiscardHandler)}
+				StepDir: runlayout.StepDir(abs, s.ID), Hardware: r.Hardware, Logger: slog.New(slog.DiscardHandler)}
 			err = suite.Recheck(sc, st.Results, st.ExitCode)
 		case pipeline.KindBurnin:
 			err = recheckBurnin(st)

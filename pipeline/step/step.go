@@ -7,11 +7,11 @@ import (
 	"context"
 	"fmt"
 	"github.com/gpuattest/gpuattest/attest/hardware"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/image"
@@ -60,36 +60,11 @@ type Context struct {
 	// Progress, when set, receives how far the step has come, for a live
 	// display (Report calls it). What it gets never reaches run.json, a
 	// log or a results file.
-	Progress func(Progress)
-}
-
-// Progress is how far a running step has come.
-type Progress struct {
-	// Phase is what the step is doing now, when it says ("preflight").
-	Phase string
-	// Iterations and Errors count a burn-in's finished and failed
-	// iterations.
-	Iterations, Errors int
-	// Samples counts a benchmark's samples so far (both sides); CIWidth
-	// is the widest relative width of a case's 95 % median interval among
-	// the candidate's cases (0 while unknown).
-	Samples int
-	CIWidth float64
-	// Rounds is a benchmark's pairs of reference and candidate
-	// invocations so far. With rounds: auto, MaxRounds is its most pairs,
-	// TimeLeft the time budget left, Undecided the cases its gate has not
-	// decided yet, and GateCase the undecided case with the widest
-	// interval: GateDelta its relative change, [GateLo, GateHi] its
-	// confidence sequence, against ±GateThreshold.
-	Rounds, MaxRounds, Undecided int
-	TimeLeft                     time.Duration
-	GateCase                     string
-	GateDelta, GateLo, GateHi    float64
-	GateThreshold                float64
+	Progress func(runtypes.Progress)
 }
 
 // Report passes p to c.Progress, when set.
-func (c *Context) Report(p Progress) {
+func (c *Context) Report(p runtypes.Progress) {
 	if c.Progress != nil {
 		c.Progress(p)
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpuattest/gpuattest/attest/hardware"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"io"
 	"os"
 	"path/filepath"
@@ -52,7 +52,7 @@ func SaveBaseline(runDir, stepID string) (*Baseline, error) {
 		return nil, fmt.Errorf("run directory %s does not exist\nhint: pass the directory gpuattest run wrote (it holds run.json and steps/)", runDir)
 	}
 	if stepID == "" {
-		m, _ := filepath.Glob(layout.StepFile(runDir, "*", layout.BenchmarkFile))
+		m, _ := filepath.Glob(runlayout.StepFile(runDir, "*", runlayout.BenchmarkFile))
 		switch len(m) {
 		case 0:
 			return nil, fmt.Errorf("%s: no benchmark step (no steps/*/benchmark.json)\nhint: only a benchmark step's samples make a baseline", runDir)
@@ -67,7 +67,7 @@ func SaveBaseline(runDir, stepID string) (*Baseline, error) {
 			return nil, fmt.Errorf("%s has several benchmark steps (%s)\nhint: choose one with --step", runDir, strings.Join(ids, ", "))
 		}
 	}
-	path := layout.StepFile(runDir, stepID, layout.BenchmarkFile)
+	path := runlayout.StepFile(runDir, stepID, runlayout.BenchmarkFile)
 	set, err := LoadSampleSet(path, "benchmark")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -86,14 +86,14 @@ func SaveBaseline(runDir, stepID string) (*Baseline, error) {
 		return nil, err
 	}
 	hw := set.Hardware
-	raw, err := limits.ReadFile(layout.Hardware(runDir), limits.RecordBytes, "hardware record")
+	raw, err := limits.ReadFile(runlayout.Hardware(runDir), limits.RecordBytes, "hardware record")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	if err == nil {
 		full, err := hardware.Decode(raw)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", layout.Hardware(runDir), err)
+			return nil, fmt.Errorf("%s: %w", runlayout.Hardware(runDir), err)
 		}
 		rec := HardwareFromRecord(full)
 		if hw.Digest == "" {

@@ -5,7 +5,8 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -199,7 +200,7 @@ type benchRun struct {
 	// warnings are the step's warnings (Outcome.Warnings).
 	warnings []string
 	// look0 is the progress of rounds: auto's last look.
-	look0 step.Progress
+	look0 runtypes.Progress
 }
 
 // Execute runs the benchmark step s.Step.
@@ -846,7 +847,7 @@ func writeBenchmarkReports(s *step.Context, d *BenchmarkDetails) ([]step.File, e
 	var files []step.File
 	full := *d
 	full.Schema = BenchmarkSchemaID
-	f, err := writeStepFile(s, layout.BenchmarkFile, "benchmark", func(w io.Writer) error {
+	f, err := writeStepFile(s, runlayout.BenchmarkFile, "benchmark", func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(&full)

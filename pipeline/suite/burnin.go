@@ -18,7 +18,8 @@ import (
 
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/pipeline/floors"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -54,8 +55,8 @@ const minUtilSamples = 3
 const minTrendIterations = 3
 
 // telemetryFile is the engine's telemetry for a gpu: true step, in the
-// step directory (pipeline/rundir/layout).
-const telemetryFile = layout.TelemetryFile
+// step directory (pipeline/runlayout).
+const telemetryFile = runlayout.TelemetryFile
 
 // Burnin executes burnin steps. Every invocation of the command gets
 // GPUATTEST_DURATION, the seconds of the burn-in still to run (with
@@ -460,7 +461,7 @@ func (br *burnRun) take(iter int, r *Results, exitCode int, maxRSS int64) bool {
 		br.generic(iter, r, maxRSS)
 	}
 	br.compareOutputs(iter, r)
-	br.s.Report(step.Progress{Iterations: d.Iterations, Errors: len(br.failures)})
+	br.s.Report(runtypes.Progress{Iterations: d.Iterations, Errors: len(br.failures)})
 	return len(br.failures) == 0
 }
 
@@ -726,31 +727,14 @@ func (br *burnRun) judgeTrends(unit string) {
 	}
 }
 
-// telemetryLine is the part of a telemetry line (pipeline/gpu.Line) a
-// burn-in and a benchmark's clocks read.
-type telemetryLine struct {
-	Time         time.Time `json:"time"`
-	Kind         string    `json:"kind"`
-	GPU          int       `json:"gpu"`
-	TemperatureC *uint32   `json:"temperature_c"`
-	PowerWatts   *float64  `json:"power_watts"`
-	SMClockMHz   *uint32   `json:"sm_clock_mhz"`
-	MemClockMHz  *uint32   `json:"mem_clock_mhz"`
-	Reasons      []string  `json:"clock_event_reasons"`
-	Throttled    bool      `json:"throttled"`
-	PowerCapped  bool      `json:"power_capped"`
-	Utilization  *float64  `json:"utilization_gpu_pct"`
-	MemoryUsed   *int64    `json:"memory_used_bytes"`
-}
-
 // scanSamples calls each for every sample line read from r (the step's
 // telemetry.jsonl), reading at most limit lines when limit > 0; a line
 // that is not JSON, or not a sample, is skipped.
-func scanSamples(r io.Reader, limit int, each func(telemetryLine)) error {
+func scanSamples(r io.Reader, limit int, each func(runtypes.TelemetryLine)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for n := 0; sc.Scan() && (limit <= 0 || n < limit); n++ {
-		var l telemetryLine
+		var l runtypes.TelemetryLine
 		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Kind != "sample" {
 			continue
 		}
@@ -772,13 +756,17 @@ type gpuSamples struct {
 	all []gpuSample
 }
 
-func (g *gpuSamples) add(l telemetryLine) {
-	s := gpuSample{t: l.Time, capped: l.PowerCapped, throttled: l.Throttled, power: l.PowerWatts, mem: l.MemoryUsed}
+func (g *gpuSamples) add(l runtypes.TelemetryLine) {
+	s := gpuSample{t: l.Time, capped: l.PowerCapped, throttled: l.Throttled, power: l.PowerWatts}
 	if l.TemperatureC != nil {
 		s.temp = ptrFloat(float64(*l.TemperatureC))
 	}
-	if l.Utilization != nil {
-		s.util = ptrFloat(*l.Utilization / 100)
+	if l.UtilizationPct != nil {
+		s.util = ptrFloat(float64(*l.UtilizationPct) / 100)
+	}
+	if l.MemoryUsedBytes != nil {
+		m := int64(min(*l.MemoryUsedBytes, math.MaxInt64))
+		s.mem = &m
 	}
 	g.all = append(g.all, s)
 }
@@ -900,7 +888,7 @@ func (br *burnRun) telemetry() {
 	}
 	all := map[int]*gpuSamples{}
 	var judged []gpuSample
-	err = scanSamples(f, 0, func(l telemetryLine) {
+	err = scanSamples(f, 0, func(l runtypes.TelemetryLine) {
 		if all[l.GPU] == nil {
 			all[l.GPU] = &gpuSamples{}
 		}

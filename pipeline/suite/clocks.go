@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 // The config keys a suite sets on a case to say when its timed samples
@@ -56,7 +58,7 @@ const maxClockLines = 1 << 20
 
 // readClockLines reads the step's telemetry samples of GPU gpu (every
 // GPU when gpu < 0), in time order; nil without telemetry.
-func readClockLines(stepDir string, gpu int) ([]telemetryLine, error) {
+func readClockLines(stepDir string, gpu int) ([]runtypes.TelemetryLine, error) {
 	f, err := os.Open(filepath.Join(stepDir, telemetryFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -65,24 +67,24 @@ func readClockLines(stepDir string, gpu int) ([]telemetryLine, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var out []telemetryLine
-	err = scanSamples(f, maxClockLines, func(l telemetryLine) {
+	var out []runtypes.TelemetryLine
+	err = scanSamples(f, maxClockLines, func(l runtypes.TelemetryLine) {
 		if gpu < 0 || l.GPU == gpu {
 			out = append(out, l)
 		}
 	})
-	slices.SortStableFunc(out, func(a, b telemetryLine) int { return a.Time.Compare(b.Time) })
+	slices.SortStableFunc(out, func(a, b runtypes.TelemetryLine) int { return a.Time.Compare(b.Time) })
 	return out, err
 }
 
 // caseClocks summarises lines (in time order) around the windows: every
 // line inside one, and the last before and the first after it.
-func caseClocks(lines []telemetryLine, windows []window) *CaseClocks {
+func caseClocks(lines []runtypes.TelemetryLine, windows []window) *CaseClocks {
 	pick := map[int]bool{}
 	for _, w := range windows {
 		from, to := time.Unix(0, w.from), time.Unix(0, w.to)
-		lo, _ := slices.BinarySearchFunc(lines, from, func(l telemetryLine, t time.Time) int { return l.Time.Compare(t) })
-		hi, _ := slices.BinarySearchFunc(lines, to, func(l telemetryLine, t time.Time) int {
+		lo, _ := slices.BinarySearchFunc(lines, from, func(l runtypes.TelemetryLine, t time.Time) int { return l.Time.Compare(t) })
+		hi, _ := slices.BinarySearchFunc(lines, to, func(l runtypes.TelemetryLine, t time.Time) int {
 			if l.Time.After(t) {
 				return 1
 			}
@@ -101,7 +103,7 @@ func caseClocks(lines []telemetryLine, windows []window) *CaseClocks {
 		c.Samples++
 		c.SMMinMHz, c.SMMaxMHz = minU32(c.SMMinMHz, l.SMClockMHz), maxU32(c.SMMaxMHz, l.SMClockMHz)
 		c.MemMinMHz, c.MemMaxMHz = minU32(c.MemMinMHz, l.MemClockMHz), maxU32(c.MemMaxMHz, l.MemClockMHz)
-		for _, r := range l.Reasons {
+		for _, r := range l.ClockEventReasons {
 			if c.Reasons == nil {
 				c.Reasons = map[string]int{}
 			}

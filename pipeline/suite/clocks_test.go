@@ -12,6 +12,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -20,12 +21,12 @@ import (
 func TestCaseClocksWindow(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1_700_000_000, 0)
-	var lines []telemetryLine
+	var lines []runtypes.TelemetryLine
 	for i := range 10 {
 		sm, mem := uint32(1980-10*i), uint32(2619)
-		l := telemetryLine{Time: t0.Add(time.Duration(i) * time.Second), Kind: "sample", SMClockMHz: &sm, MemClockMHz: &mem}
+		l := runtypes.TelemetryLine{Time: t0.Add(time.Duration(i) * time.Second), Kind: "sample", SMClockMHz: &sm, MemClockMHz: &mem}
 		if i == 5 {
-			l.Reasons, l.Throttled = []string{"hw_slowdown"}, true
+			l.ClockEventReasons, l.Throttled = []string{"hw_slowdown"}, true
 		}
 		lines = append(lines, l)
 	}

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/internal/problem"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 )

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -446,8 +447,8 @@ func TestBenchmarkRoundsAuto(t *testing.T) {
 			})
 			s := newContext(t, st)
 			var mu sync.Mutex
-			var progress []step.Progress
-			s.Progress = func(p step.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() }
+			var progress []runtypes.Progress
+			s.Progress = func(p runtypes.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() }
 			out, err := Benchmark{Rand: rand.New(rand.NewPCG(1, 2))}.Execute(t.Context(), s)
 			if err != nil {
 				t.Fatal(err)

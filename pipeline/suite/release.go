@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,7 +91,7 @@ func (b Benchmark) fetchRelease(ctx context.Context, s *step.Context) (*Referenc
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, "", fmt.Errorf("step %s: reference.release %s: verified, but no files were written to %s", s.Step.ID, ref.Release, dir)
 	}
-	rel.Dir = layout.StepRel(s.Step.ID, ReferenceReleaseDir)
+	rel.Dir = runlayout.StepRel(s.Step.ID, ReferenceReleaseDir)
 	s.Logger.Info("reference release verified", "step", s.Step.ID, "release", rel.Source, "files", len(rel.Files))
 	return rel, dir, nil
 }
@@ -108,7 +108,7 @@ func recheckRelease(s *step.Context, files []recordedFile) error {
 	}
 	var bj *recordedFile
 	for i := range files {
-		if files[i].name == layout.BenchmarkFile {
+		if files[i].name == runlayout.BenchmarkFile {
 			bj = &files[i]
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
-	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
 // Why rounds: auto stopped (SequentialRounds.Stop).
@@ -145,7 +145,7 @@ func (br *benchRun) runSequential(ctx context.Context, r *rand.Rand) ([]bool, er
 func (br *benchRun) look(maxPairs int, end time.Time) int {
 	g, _ := gateSettings(br.s.Step.Gate)
 	pairs := len(br.cand)
-	p := step.Progress{Rounds: pairs, MaxRounds: maxPairs, TimeLeft: max(0, time.Until(end)), GateThreshold: g.Threshold}
+	p := runtypes.Progress{Rounds: pairs, MaxRounds: maxPairs, TimeLeft: max(0, time.Until(end)), GateThreshold: g.Threshold}
 	for _, inv := range slices.Concat(br.cand, br.ref) {
 		for _, c := range inv.res.Cases {
 			p.Samples += len(c.SamplesNS)

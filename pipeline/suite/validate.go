@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
-	"github.com/gpuattest/gpuattest/internal/problem"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 )
@@ -115,7 +115,7 @@ func checkELF(path, arch string) error {
 // the first class's platform's binary, and for the classes of other
 // platforms a case on the class ($1) that picks theirs. files are the
 // staged files, with the binaries' digests.
-func binarySelection(jobs []ad.Job, files []ad.File) (bin, sum, cases string) {
+func binarySelection(jobs []dispatch.Job, files []dispatch.File) (bin, sum, cases string) {
 	digest := func(rel string) string {
 		for _, f := range files {
 			if f.Path == rel {

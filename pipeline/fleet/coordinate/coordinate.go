@@ -11,14 +11,14 @@ import (
 	"strings"
 	"time"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
+	"github.com/gpuattest/gpuattest/attest/problem"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/jsonstrict"
 	"github.com/gpuattest/gpuattest/internal/limits"
-	"github.com/gpuattest/gpuattest/internal/problem"
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
@@ -321,7 +321,7 @@ func Wait(ctx context.Context, e fleet.Scheduler, s *State, outDir string, timeo
 type Collected struct {
 	// Report is the verification of every node bundle against the
 	// dispatch.
-	Report *ad.Report
+	Report *dispatch.Report
 	// Missing are jobs that left no bundle, with the scheduler's state.
 	Missing []string
 }
@@ -332,7 +332,7 @@ type Collected struct {
 // checks every bundle against the dispatch, and marks the record done.
 // A job without a bundle is reported missing with the scheduler's state
 // and reason.
-func Collect(ctx context.Context, s *State, outDir string, o ad.Options, opts ...oci.Option) (*Collected, error) {
+func Collect(ctx context.Context, s *State, outDir string, o dispatch.Options, opts ...oci.Option) (*Collected, error) {
 	if s.DispatchFile == "" {
 		// A record of an older gpuattest, which kept no copy: the shared
 		// one, if it is the statement the record names.
@@ -400,7 +400,7 @@ func (s *State) removeKeys() {
 // checks only the nodes against the dispatch as written (the coordinator,
 // which signed it, does so). o says what else to accept or require
 // (simulated GPUs; the roots and collateral of the nodes' GPU evidence).
-func VerifyDir(ctx context.Context, dir string, owner []verify.Option, o ad.Options) (*ad.Report, error) {
+func VerifyDir(ctx context.Context, dir string, owner []verify.Option, o dispatch.Options) (*dispatch.Report, error) {
 	var st *State
 	if owner == nil {
 		var err error
@@ -413,7 +413,7 @@ func VerifyDir(ctx context.Context, dir string, owner []verify.Option, o ad.Opti
 
 // verifyDir is VerifyDir; without owner, the dispatch counts only if it
 // is the one the coordinator's record st names.
-func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, o ad.Options) (*ad.Report, error) {
+func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option, o dispatch.Options) (*dispatch.Report, error) {
 	disp, err := limits.ReadFile(filepath.Join(dir, stagefs.DispatchFile), 64<<20, "dispatch")
 	if err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w\nhint: is %s the run directory of a run --fleet?", err, dir)
@@ -441,9 +441,9 @@ func verifyDir(ctx context.Context, dir string, st *State, owner []verify.Option
 	}
 	entry := verify.Entry{Source: filepath.Join(dir, stagefs.DispatchFile), Data: disp}
 	if owner == nil {
-		return ad.CheckNodes(ctx, entry, nodes, o)
+		return dispatch.CheckNodes(ctx, entry, nodes, o)
 	}
-	return ad.Verify(ctx, entry, owner, nodes, o)
+	return dispatch.Verify(ctx, entry, owner, nodes, o)
 }
 
 // ErrNotOurDispatch is wrapped by the error for a dispatch file that is
@@ -464,7 +464,7 @@ func checkDispatch(data []byte, s *State, path string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if got, err := ad.Digest(st); err != nil || got != s.DispatchDigest {
+	if got, err := dispatch.Digest(st); err != nil || got != s.DispatchDigest {
 		return fmt.Errorf("%w: %s holds the statement %s, %s names %s", ErrNotOurDispatch, path, got, StateFile, s.DispatchDigest)
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/testenv"
@@ -23,6 +23,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/coordinate"
 	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -77,7 +78,7 @@ func stageFixture(t *testing.T) (dir string, prepare func(classes string, binari
 			t.Fatal(err)
 		}
 	}
-	rec := engine.Record{Schema: engine.RecordSchema, State: engine.Passed, Steps: []*engine.StepRecord{{ID: "build", State: engine.Passed,
+	rec := engine.Record{Schema: engine.RecordSchema, State: runtypes.Passed, Steps: []*engine.StepRecord{{ID: "build", State: runtypes.Passed,
 		Outputs: []step.File{{Path: "out/k", SHA256: "6923dd1bc0460082c5d55a831908c24a282860b7f1cd6c2b79cf1bc8857c639c", Size: 6, Mode: 0o644}}}}}
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -171,7 +172,7 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if digest, _ := ad.Digest(st); digest != prep.Digest || st.PredicateType != ad.PredicateType {
+	if digest, _ := dispatch.Digest(st); digest != prep.Digest || st.PredicateType != dispatch.PredicateType {
 		t.Errorf("the staged dispatch is %s of type %s, want %s", digest, st.PredicateType, prep.Digest)
 	}
 }

@@ -6,7 +6,7 @@
 // statements and their verification). It stages the dispatch through
 // the transport the engine chose (transport.go: a shared directory or a
 // registry), submits, waits and collects; pipeline/fleet/node is what
-// each job runs on its node (RunNode, or ReportNode and SignNode).
+// each job runs on its node (node.Run, or node.Report and node.Sign).
 //
 // A dispatch directory on the shared filesystem:
 //
@@ -26,7 +26,7 @@
 // variable names it, and HOME is moved when the key lies under it; it
 // stays on the shared directory only so that a requeued job can sign.
 // The docker and bwrap runners mount the work tree alone, so their steps
-// cannot reach it. On Slurm (RunNode) a step on the host runner runs in a
+// cannot reach it. On Slurm (node.Run) a step on the host runner runs in a
 // runner.Sandbox that covers the whole shared directory with an empty
 // file system, binds back only the job's work tree and, for a gpu: true
 // step, the NVIDIA device nodes; the node fails, naming the opt-out, when
@@ -38,9 +38,9 @@
 // On Kubernetes (a fleet with a kubernetes: block) the same directory is
 // made under the run directory, without bin/gpuattest (the pod image
 // holds it), and pushed to the fleet's registry as one release; each
-// pod's node container pulls it by digest and runs ReportNode, and its
+// pod's node container pulls it by digest and runs node.Report, and its
 // sign container, the only one given the class's Secret of job keys,
-// runs SignNode and pushes the node bundle back under NodeTag (see
+// runs node.Sign and pushes the node bundle back under NodeTag (see
 // release.go). The keys of a Kubernetes dispatch are made in memory and
 // go to the engine's Secrets alone, never to disk.
 package coordinate

@@ -3,7 +3,7 @@ package coordinate
 import (
 	"context"
 	"fmt"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +40,7 @@ func Push(ctx context.Context, dir, ref string, allowFailed, allowSimulated bool
 		return nil, fmt.Errorf("refusing to push %s: %w", dir, err)
 	}
 	if !allowFailed {
-		r, err := verifyDir(ctx, dir, st, nil, ad.Options{AllowSimulated: allowSimulated || st.Simulated})
+		r, err := verifyDir(ctx, dir, st, nil, dispatch.Options{AllowSimulated: allowSimulated || st.Simulated})
 		if err != nil {
 			return nil, err
 		}

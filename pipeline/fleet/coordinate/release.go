@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
@@ -15,7 +15,7 @@ import (
 
 // pushStaged pushes the dispatch directory dir as a release to repo,
 // tagged with the dispatch's ID, and returns its reference by digest.
-func pushStaged(ctx context.Context, dir, repo string, d *ad.Dispatch, opts []oci.Option) (string, error) {
+func pushStaged(ctx context.Context, dir, repo string, d *dispatch.Dispatch, opts []oci.Option) (string, error) {
 	files := make([]oci.File, 0, len(d.Staged)+2)
 	add := func(rel, sha string) error {
 		fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel)))

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/registrytest"
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -122,7 +122,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 		runJob(t, prep, j, keys, dir)
 	}
 	out := filepath.Join(dir, "run")
-	col, err := coordinate.Collect(t.Context(), st, out, ad.Options{AllowSimulated: true})
+	col, err := coordinate.Collect(t.Context(), st, out, dispatch.Options{AllowSimulated: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,22 +139,22 @@ func TestStagedThroughRegistry(t *testing.T) {
 			t.Errorf("job %s: sandbox %q in its node statement, want none named on Kubernetes", row.Job, row.Sandbox)
 		}
 	}
-	if col.Report.HostSteps != ad.HostStepsPod {
-		t.Errorf("the report's host steps %q, want %q", col.Report.HostSteps, ad.HostStepsPod)
+	if col.Report.HostSteps != dispatch.HostStepsPod {
+		t.Errorf("the report's host steps %q, want %q", col.Report.HostSteps, dispatch.HostStepsPod)
 	}
-	// a100-1's bundle signed with a100-0's key: SignNode refuses the key,
+	// a100-1's bundle signed with a100-0's key: node.Sign refuses the key,
 	// and a bundle made so anyway fails verify.
-	n := node.Node{Engine: "kubernetes", NodeName: "node-a100-1"}
+	n := node.Config{Engine: "kubernetes", NodeName: "node-a100-1"}
 	kdir := keyDir(t, dir, map[string][]byte{"1": keys["a100-0"]})
-	_, err = node.SignNode(t.Context(), n, node.Release{Ref: prep.Release, Class: "a100", Index: 1, Work: t.TempDir(), ReportDir: t.TempDir(), KeyDir: kdir})
+	_, err = node.Sign(t.Context(), n, node.Release{Ref: prep.Release, Class: "a100", Index: 1, Work: t.TempDir(), ReportDir: t.TempDir(), KeyDir: kdir})
 	if err == nil || !strings.Contains(err.Error(), "not the one the dispatch delegated to job a100-1") {
-		t.Errorf("SignNode with another job's key: %v", err)
+		t.Errorf("node.Sign with another job's key: %v", err)
 	}
 	forged := filepath.Join(out, coordinate.NodesDir, "a100-1.intoto.jsonl")
 	if err := os.WriteFile(forged, forgeNode(t, prep, "a100-1", keys["a100-0"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := coordinate.VerifyDir(t.Context(), out, nil, ad.Options{AllowSimulated: true})
+	r, err := coordinate.VerifyDir(t.Context(), out, nil, dispatch.Options{AllowSimulated: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 }
 
 // runJob runs job j's two containers as its pod would.
-func runJob(t *testing.T, prep *coordinate.Prepared, j ad.Job, keys map[string][]byte, dir string) {
+func runJob(t *testing.T, prep *coordinate.Prepared, j dispatch.Job, keys map[string][]byte, dir string) {
 	t.Helper()
 	// The Secret of the class: every index's key, mounted 0400.
 	class := map[string][]byte{}
@@ -177,23 +177,23 @@ func runJob(t *testing.T, prep *coordinate.Prepared, j ad.Job, keys map[string][
 	report := t.TempDir()
 	// The node container: no key anywhere in its environment.
 	env := append(os.Environ(), "KEYS="+kdir)
-	n := node.Node{Engine: "kubernetes", JobID: fmt.Sprintf("gpuattest-x/%d", j.Index), NodeName: "node-" + j.Name, Simulate: true, Env: env}
+	n := node.Config{Engine: "kubernetes", JobID: fmt.Sprintf("gpuattest-x/%d", j.Index), NodeName: "node-" + j.Name, Simulate: true, Env: env}
 	rel := node.Release{Ref: prep.Release, Class: j.Class, Index: j.Index, Work: filepath.Join(t.TempDir(), "w"), ReportDir: report, KeyDir: kdir}
 	if err := os.MkdirAll(rel.Work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pred, err := node.ReportNode(t.Context(), n, rel)
+	pred, err := node.Report(t.Context(), n, rel)
 	if err != nil {
 		t.Fatalf("node side of %s: %v", j.Name, err)
 	}
-	if pred.Result != ad.ResultPassed || pred.Sandbox != "" {
+	if pred.Result != dispatch.ResultPassed || pred.Sandbox != "" {
 		t.Fatalf("node %s: %s, sandbox %q (want passed, no sandbox named)", j.Name, pred.Reason, pred.Sandbox)
 	}
-	sn := node.Node{Engine: "kubernetes", JobID: n.JobID, NodeName: n.NodeName}
+	sn := node.Config{Engine: "kubernetes", JobID: n.JobID, NodeName: n.NodeName}
 	rel.Work = t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 60e9)
 	defer cancel()
-	if _, err := node.SignNode(ctx, sn, rel); err != nil {
+	if _, err := node.Sign(ctx, sn, rel); err != nil {
 		t.Fatalf("sign side of %s: %v", j.Name, err)
 	}
 }
@@ -229,7 +229,7 @@ func forgeNode(t *testing.T, prep *coordinate.Prepared, job string, key []byte) 
 		t.Fatal(err)
 	}
 	j := prep.Dispatch.Job(job)
-	pred := &ad.Node{Dispatch: prep.Digest, Job: job, Nonce: j.Nonce, Engine: "kubernetes", NodeName: "x", Result: ad.ResultPassed, Steps: []ad.Step{}}
+	pred := &dispatch.Node{Dispatch: prep.Digest, Job: job, Nonce: j.Nonce, Engine: "kubernetes", NodeName: "x", Result: dispatch.ResultPassed, Steps: []dispatch.Step{}}
 	stmt, err := pred.Statement(prep.Subjects)
 	if err != nil {
 		t.Fatal(err)
@@ -264,9 +264,9 @@ func TestReportNodeCannotPull(t *testing.T) {
 	reg := registrytest.StartDocker(t)
 	report := t.TempDir()
 	ref := reg.Host + "/staging@sha256:" + strings.Repeat("0", 64)
-	pred, err := node.ReportNode(t.Context(), node.Node{NodeName: "n1"}, node.Release{Ref: ref, Class: "a100", Index: 0, Work: t.TempDir(), ReportDir: report, KeyDir: t.TempDir()})
-	if !errors.Is(err, node.ErrNodeFailed) || pred == nil || pred.Result != ad.ResultFailed || !strings.Contains(pred.Reason, "pulling the staged dispatch") {
-		t.Fatalf("ReportNode of a release that is not there: %+v, %v", pred, err)
+	pred, err := node.Report(t.Context(), node.Config{NodeName: "n1"}, node.Release{Ref: ref, Class: "a100", Index: 0, Work: t.TempDir(), ReportDir: report, KeyDir: t.TempDir()})
+	if !errors.Is(err, node.ErrNodeFailed) || pred == nil || pred.Result != dispatch.ResultFailed || !strings.Contains(pred.Reason, "pulling the staged dispatch") {
+		t.Fatalf("node.Report of a release that is not there: %+v, %v", pred, err)
 	}
 	b, err := os.ReadFile(filepath.Join(report, coordinate.ReportFile))
 	if err != nil || !strings.Contains(string(b), `"result":"failed"`) {

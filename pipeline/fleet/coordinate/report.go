@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 	"github.com/gpuattest/gpuattest/pipeline/report"
 )
@@ -61,7 +61,7 @@ func Report(ctx context.Context, dir string) (*report.Report, error) {
 		}
 		return rep, nil
 	}
-	r, err := verifyDir(ctx, dir, st, nil, ad.Options{AllowSimulated: st.Simulated})
+	r, err := verifyDir(ctx, dir, st, nil, dispatch.Options{AllowSimulated: st.Simulated})
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func Report(ctx context.Context, dir string) (*report.Report, error) {
 	}
 	for _, j := range r.Jobs {
 		row := report.FleetNode{Job: j.Job, Class: j.Class, Node: j.Node, JobID: j.JobID, GPU: j.GPU, Verdict: j.Verdict, Reason: stagefs.FirstLine(j.Detail)}
-		if js, ok := jobs[j.Job]; ok && j.Verdict == ad.VerdictMissing {
+		if js, ok := jobs[j.Job]; ok && j.Verdict == dispatch.VerdictMissing {
 			row.Node, row.JobID = js.Status.Node, js.ID
 			row.Reason += fmt.Sprintf("; %s says %s", st.Cluster.Engine, js.Status.State)
 			if js.Status.Reason != "" {

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -28,7 +28,8 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
@@ -72,7 +73,7 @@ type Prepared struct {
 	// Dir is the dispatch directory on the shared filesystem.
 	Dir string
 	// Dispatch is what was signed; Digest its statement's digest.
-	Dispatch *ad.Dispatch
+	Dispatch *dispatch.Dispatch
 	Digest   string
 	// Subjects are the build outputs.
 	Subjects []attest.Subject
@@ -185,13 +186,13 @@ func prepare(ctx context.Context, s Stage, t transport, id, dir string) (*Prepar
 			}
 		}
 	}
-	d := &ad.Dispatch{
+	d := &dispatch.Dispatch{
 		ID:        id,
 		Targets:   s.Pipeline.Targets,
 		CreatedAt: time.Now().UTC(),
-		Pipeline:  ad.Ref{Name: s.Pipeline.Name, Path: filepath.ToSlash(rel), Digest: s.Pipeline.Digest},
+		Pipeline:  dispatch.Ref{Name: s.Pipeline.Name, Path: filepath.ToSlash(rel), Digest: s.Pipeline.Digest},
 		Source:    st.source,
-		Fleet:     ad.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Server: s.Cluster.Server, Namespace: s.Cluster.Namespace},
+		Fleet:     dispatch.Fleet{Digest: s.Fleet.Digest, Engine: s.Fleet.Engine, Server: s.Cluster.Server, Namespace: s.Cluster.Namespace},
 		Staged:    st.files,
 	}
 	s.Fleet.Config.Record(&d.Fleet)
@@ -218,12 +219,12 @@ func prepare(ctx context.Context, s Stage, t transport, id, dir string) (*Prepar
 // dispatch file and reads the file back: its sha256 is what the job
 // script pins, and the coordinator keeps it. It returns the statement's
 // digest, the signed bundle and the file as written.
-func signDispatch(ctx context.Context, signer *sign.Signer, dir string, d *ad.Dispatch, subjects []attest.Subject) (digest string, b, file []byte, err error) {
+func signDispatch(ctx context.Context, signer *sign.Signer, dir string, d *dispatch.Dispatch, subjects []attest.Subject) (digest string, b, file []byte, err error) {
 	stmt, err := d.Statement(subjects)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	digest, err = ad.Digest(stmt)
+	digest, err = dispatch.Digest(stmt)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -242,7 +243,7 @@ func signDispatch(ctx context.Context, signer *sign.Signer, dir string, d *ad.Di
 	}
 	if back, err := sign.UnverifiedStatement(bytes.TrimSpace(file)); err != nil {
 		return "", nil, nil, fmt.Errorf("reading back the dispatch: %w", err)
-	} else if got, err := ad.Digest(back); err != nil || got != digest {
+	} else if got, err := dispatch.Digest(back); err != nil || got != digest {
 		return "", nil, nil, fmt.Errorf("the dispatch read back from %s is not the one signed: it changed on the shared directory", dir)
 	}
 	return digest, b, file, nil
@@ -329,8 +330,8 @@ func treeBase(p *pipeline.Pipeline) (string, error) {
 // private directory jobs/<job>/ for each, and returns the jobs and their
 // private keys (PEM) by job name: the transport puts each where its
 // node's signer finds it.
-func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, map[string][]byte, error) {
-	var jobs []ad.Job
+func jobKeys(dir string, spec *fleet.Spec) ([]dispatch.Job, map[string][]byte, error) {
+	var jobs []dispatch.Job
 	keys := map[string][]byte{}
 	for _, c := range spec.Classes {
 		for i := range c.Nodes {
@@ -351,7 +352,7 @@ func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, map[string][]byte, error) 
 				return nil, nil, err
 			}
 			keys[name] = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-			jobs = append(jobs, ad.Job{
+			jobs = append(jobs, dispatch.Job{
 				Name: name, Class: c.Name, Index: i,
 				Gres: c.Gres, Constraint: c.Constraint, Product: c.Product, Distinct: c.Selectors.Distinct,
 				Targets: c.Targets, GPUModel: c.Model(), ComputeCapability: c.ComputeCapability(), GPUs: c.Selectors.GPUs,
@@ -366,9 +367,9 @@ func jobKeys(dir string, spec *fleet.Spec) ([]ad.Job, map[string][]byte, error) 
 // digests.
 type stager struct {
 	dir    string
-	source *ad.Source
+	source *dispatch.Source
 	skip   []string
-	files  []ad.File
+	files  []dispatch.File
 	bytes  int64
 }
 
@@ -430,7 +431,7 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 		return nil, err
 	}
 	if src := rec.Source; src != nil {
-		st.source = &ad.Source{Repository: src.URI, Commit: src.Commit, Dirty: src.Dirty}
+		st.source = &dispatch.Source{Repository: src.URI, Commit: src.Commit, Dirty: src.Dirty}
 	}
 	workdirs := map[string]string{}
 	for _, s := range p.Steps {
@@ -438,7 +439,7 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 	}
 	var subjects []attest.Subject
 	for _, sr := range rec.Steps {
-		if sr.State != engine.Passed {
+		if sr.State != runtypes.Passed {
 			return nil, fmt.Errorf("build step %s %s: only a build that passed is dispatched", sr.ID, sr.State)
 		}
 		for _, f := range sr.Outputs {
@@ -449,7 +450,7 @@ func (st *stager) outputs(p *pipeline.Pipeline, buildDir, base string) ([]attest
 			if err != nil || !filepath.IsLocal(rel) {
 				return nil, fmt.Errorf("output %s of step %s is outside the work tree", f.Path, sr.ID)
 			}
-			src := layout.Output(layout.StepDir(buildDir, sr.ID), f.Path)
+			src := runlayout.Output(runlayout.StepDir(buildDir, sr.ID), f.Path)
 			staged := filepath.ToSlash(filepath.Join("work", rel))
 			if err := st.file(src, staged, fs.FileMode(f.Mode)|0o400); err != nil {
 				return nil, err
@@ -474,14 +475,14 @@ func (st *stager) file(src, rel string, mode fs.FileMode) error {
 	st.bytes += n
 	for i := range st.files {
 		if st.files[i].Path == rel {
-			st.files[i] = ad.File{Path: rel, SHA256: sum, Mode: uint32(mode.Perm())}
+			st.files[i] = dispatch.File{Path: rel, SHA256: sum, Mode: uint32(mode.Perm())}
 			return nil
 		}
 	}
 	if len(st.files) >= maxStagedFiles {
 		return fmt.Errorf("more than %d files to stage\nhint: the work tree is staged whole; keep large data out of the pipeline's root", maxStagedFiles)
 	}
-	st.files = append(st.files, ad.File{Path: rel, SHA256: sum, Mode: uint32(mode.Perm())})
+	st.files = append(st.files, dispatch.File{Path: rel, SHA256: sum, Mode: uint32(mode.Perm())})
 	return nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -36,7 +36,7 @@ type transport interface {
 	// beforeSigning adds to the dispatch in dir what the transport
 	// knows before it is signed, and keeps the job keys (job name: PEM)
 	// where its nodes' signers find them.
-	beforeSigning(dir string, d *ad.Dispatch, keys map[string][]byte) error
+	beforeSigning(dir string, d *dispatch.Dispatch, keys map[string][]byte) error
 	// afterSigning finishes prep once the dispatch is signed: the job
 	// script that pins it, or the push of the staged dispatch.
 	afterSigning(ctx context.Context, st *stager, prep *Prepared) error
@@ -118,7 +118,7 @@ func (sharedTransport) stagesBinary() bool { return true }
 
 // beforeSigning writes each job's key 0600 in KEYS/<job>.key, for the
 // node that runs the job.
-func (sharedTransport) beforeSigning(dir string, d *ad.Dispatch, keys map[string][]byte) error {
+func (sharedTransport) beforeSigning(dir string, d *dispatch.Dispatch, keys map[string][]byte) error {
 	if err := os.MkdirAll(filepath.Join(dir, stagefs.KeysDir), 0o700); err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (registryTransport) stagesBinary() bool { return false }
 // beforeSigning writes the job script: the pods' image holds gpuattest,
 // so the script names no digest and the dispatch can name the script's.
 // The keys stay in memory, for the engine's request.
-func (t registryTransport) beforeSigning(dir string, d *ad.Dispatch, _ map[string][]byte) error {
+func (t registryTransport) beforeSigning(dir string, d *dispatch.Dispatch, _ map[string][]byte) error {
 	script := kubeScript(d.ID)
 	if err := os.WriteFile(filepath.Join(dir, stagefs.JobScript), []byte(script), 0o755); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/fleettest"
 )
@@ -111,7 +111,7 @@ func (c *toyConfig) Validate(ch *fleet.Checker, _ *fleet.Spec) {
 	}
 }
 func (c *toyConfig) SetDefaults()            {}
-func (c *toyConfig) Record(*ad.Fleet)        {}
+func (c *toyConfig) Record(*dispatch.Fleet)  {}
 func (c *toyConfig) SharedDirectory() string { return c.Toy.Dir }
 
 type toyFactory struct{}

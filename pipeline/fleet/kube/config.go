@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/internal/envlist"
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/pipeline"
@@ -119,7 +119,7 @@ func (c *FleetConfig) Defaults() map[string]string {
 }
 
 // Record names the staging registry in the dispatch.
-func (c *FleetConfig) Record(f *ad.Fleet) {
+func (c *FleetConfig) Record(f *dispatch.Fleet) {
 	if c.Kubernetes != nil {
 		f.Registry = c.Kubernetes.Registry
 	}

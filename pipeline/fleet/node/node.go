@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/attest"
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
 	"github.com/gpuattest/gpuattest/internal/limits"
@@ -29,18 +29,19 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/run"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
-	"github.com/gpuattest/gpuattest/pipeline/rundir/layout"
+	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
-// Node is what the node side needs besides the dispatch directory.
-type Node struct {
+// Config is what the node side needs besides the dispatch directory.
+type Config struct {
 	// Dir is the dispatch directory; Job the job's name (CLASS-INDEX).
 	Dir string
 	Job string
 	// DispatchDigest is the sha256 digest ("sha256:<hex>") of the
-	// dispatch file, as the job script pins it: RunNode refuses a
+	// dispatch file, as the job script pins it: Run refuses a
 	// dispatch file with any other.
 	DispatchDigest string
 	// Engine, JobID and NodeName are the scheduler (the dispatch's when
@@ -65,41 +66,41 @@ type Node struct {
 	// with (its binary).
 	BwrapOptions []runner.BwrapOption
 
-	// sandbox is set by RunNode: the steps on the host runner run in a
+	// sandbox is set by Run: the steps on the host runner run in a
 	// runner.Sandbox that hides the shared directory (Slurm), unless the
-	// dispatch says hostSteps: unsandboxed. On Kubernetes (ReportNode)
+	// dispatch says hostSteps: unsandboxed. On Kubernetes (Report)
 	// the node container is their sandbox, and the statement says
 	// nothing (podSandbox).
 	sandbox    bool
 	podSandbox bool
 	// trusted is the checked dispatch directory and binding the MAC that
-	// binds the job's run directory to the job (RunNode); nil on
+	// binds the job's run directory to the job (Run); nil on
 	// Kubernetes, where the pod's own volume holds the run.
 	trusted *stagefs.TrustedDir
 	binding []byte
 }
 
-// NodeResult is what the node signed.
-type NodeResult struct {
+// Result is what the node signed.
+type Result struct {
 	// Bundle is the node bundle's path.
 	Bundle string
 	// Node is the signed predicate.
-	Node *ad.Node
+	Node *dispatch.Node
 }
 
-// ErrNodeFailed is wrapped by RunNode's error when the node signed a
+// ErrNodeFailed is wrapped by Run's error when the node signed a
 // bundle that says it failed (preflight, a step, a staged file).
 var ErrNodeFailed = errors.New("the node failed")
 
-// RunNode is the node side of a job on a shared directory (Slurm): it
+// Run is the node side of a job on a shared directory (Slurm): it
 // reads the dispatch and its job's key, copies the staged work tree into
 // the job's own directory checking every file against the dispatch's
 // digest, runs the pipeline's GPU part there (resuming its run directory
 // after a requeue), signs the node bundle with the job key and deletes
 // the key. A node that fails still signs a bundle that says why, and
-// RunNode returns ErrNodeFailed. (On Kubernetes, ReportNode and SignNode
+// Run returns ErrNodeFailed. (On Kubernetes, Report and Sign
 // split this between two containers; only the transport differs.)
-func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
+func Run(ctx context.Context, n Config) (*Result, error) {
 	if !strings.HasPrefix(n.DispatchDigest, "sha256:") {
 		return nil, errors.New("no digest of the dispatch file to check it against: refusing to run\nhint: the fleet's job script pins it (fleet node --dispatch-digest sha256:...); run the node through job.sh")
 	}
@@ -144,7 +145,7 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 		return nil, err
 	}
 	n.binding = runBinding(pemKey, l)
-	n.sandbox = l.d.Fleet.HostSteps != ad.HostStepsUnsandboxed
+	n.sandbox = l.d.Fleet.HostSteps != dispatch.HostStepsUnsandboxed
 	if given != td.RealPath { // the steps' environment names neither path
 		n.Env = withoutKey(n.Env, filepath.Join(given, stagefs.KeysDir), filepath.Join(given, "jobs", l.job.Name))
 	}
@@ -164,7 +165,7 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 	if err := td.Root.Remove(keyName); err != nil {
 		return nil, fmt.Errorf("deleting the job key: %w", err)
 	}
-	res := &NodeResult{Bundle: out, Node: pred}
+	res := &Result{Bundle: out, Node: pred}
 	if runErr != nil {
 		return res, fmt.Errorf("%w: job %s on %s: %w", ErrNodeFailed, l.job.Name, n.NodeName, runErr)
 	}
@@ -176,8 +177,8 @@ func RunNode(ctx context.Context, n Node) (*NodeResult, error) {
 // verify checks the owner's signature.
 type loaded struct {
 	stmt   *attest.Statement
-	d      *ad.Dispatch
-	job    *ad.Job
+	d      *dispatch.Dispatch
+	job    *dispatch.Job
 	digest string
 }
 
@@ -197,13 +198,13 @@ func parseDispatch(data []byte, job string) (*loaded, error) {
 	if l.stmt, err = sign.UnverifiedStatement(data); err != nil {
 		return nil, fmt.Errorf("reading the dispatch: %w", err)
 	}
-	if l.d, err = ad.Decode(l.stmt); err != nil {
+	if l.d, err = dispatch.Decode(l.stmt); err != nil {
 		return nil, err
 	}
 	if l.job = l.d.Job(job); l.job == nil {
 		return nil, fmt.Errorf("the dispatch %s has no job %q", l.d.ID, job)
 	}
-	if l.digest, err = ad.Digest(l.stmt); err != nil {
+	if l.digest, err = dispatch.Digest(l.stmt); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -213,29 +214,29 @@ func parseDispatch(data []byte, job string) (*loaded, error) {
 // sign and why the node failed (nil when it passed); the error is for a
 // cancelled or preempted job, which signs nothing (a requeue resumes).
 // keyPath is where the job key is, which no step may name.
-func (n *Node) execute(ctx context.Context, l *loaded, keyPath string) (*ad.Node, error, error) {
+func (n *Config) execute(ctx context.Context, l *loaded, keyPath string) (*dispatch.Node, error, error) {
 	if n.Logger == nil {
 		n.Logger = slog.New(slog.DiscardHandler)
 	}
 	if n.Engine == "" {
 		n.Engine = l.d.Fleet.Engine
 	}
-	pred := &ad.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Arch: runtime.GOARCH,
-		StartedAt: time.Now().UTC(), Steps: []ad.Step{}}
+	pred := &dispatch.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Arch: runtime.GOARCH,
+		StartedAt: time.Now().UTC(), Steps: []dispatch.Step{}}
 	runErr := n.run(ctx, l.d, l.job, filepath.Join(n.Dir, "jobs", l.job.Name), keyPath, pred)
 	pred.FinishedAt = time.Now().UTC()
 	if ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("job %s stopped: %w", l.job.Name, ctx.Err())
 	}
-	pred.Result = ad.ResultPassed
+	pred.Result = dispatch.ResultPassed
 	if runErr != nil {
-		pred.Result, pred.Reason = ad.ResultFailed, runErr.Error()
+		pred.Result, pred.Reason = dispatch.ResultFailed, runErr.Error()
 	}
 	return pred, runErr, nil
 }
 
 // signNode signs pred as the node statement of l's job.
-func signNode(ctx context.Context, signer *sign.Signer, l *loaded, pred *ad.Node) ([]byte, error) {
+func signNode(ctx context.Context, signer *sign.Signer, l *loaded, pred *dispatch.Node) ([]byte, error) {
 	node, err := pred.Statement(l.stmt.Subject)
 	if err != nil {
 		return nil, err
@@ -262,7 +263,7 @@ func loadJobKey(path string) ([]byte, error) {
 
 // jobSigner parses the job's key (pemKey, read from path) and checks it
 // is the one the dispatch delegated to the job.
-func jobSigner(pemKey []byte, path string, job *ad.Job) (*sign.Signer, error) {
+func jobSigner(pemKey []byte, path string, job *dispatch.Job) (*sign.Signer, error) {
 	kp, err := sign.ParsePrivateKey(pemKey, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -280,7 +281,7 @@ func jobSigner(pemKey []byte, path string, job *ad.Job) (*sign.Signer, error) {
 
 // run copies and checks the staged files, then runs the GPU steps; an
 // error says why the node failed.
-func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPath string, pred *ad.Node) error {
+func (n *Config) run(ctx context.Context, d *dispatch.Dispatch, job *dispatch.Job, jdir, keyPath string, pred *dispatch.Node) error {
 	if job.Arch != "" && job.Arch != runtime.GOARCH {
 		return fmt.Errorf("refusing to run: this gpuattest is built for %s, class %s's arch is %s\nhint: the class's nodes run a gpuattest for linux/%s (its --node-binary, or its image's platform)", runtime.GOARCH, job.Class, job.Arch, job.Arch)
 	}
@@ -363,12 +364,12 @@ func (n *Node) run(ctx context.Context, d *ad.Dispatch, job *ad.Job, jdir, keyPa
 // the work tree and home, an empty scratch directory. A sandbox that
 // cannot start fails the node, naming the opt-out; it never runs the
 // steps unsandboxed.
-func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node) ([]run.Option, error) {
+func (n *Config) hostSandbox(ctx context.Context, work, home string, pred *dispatch.Node) ([]run.Option, error) {
 	if n.podSandbox {
 		return nil, nil // the node container holds no key
 	}
 	if !n.sandbox {
-		pred.Sandbox = ad.SandboxNone
+		pred.Sandbox = dispatch.SandboxNone
 		return nil, nil
 	}
 	hide := []string{n.Dir}
@@ -382,7 +383,7 @@ func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node
 	if err != nil {
 		return nil, fmt.Errorf("refusing to run the host-runner steps unsandboxed: %w\nhint: the node runs them under bubblewrap so that no step can read a job key; install bubblewrap and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces), or set hostSteps: unsandboxed in the fleet file, which the node statements then record as sandbox: none", err)
 	}
-	pred.Sandbox = ad.SandboxBwrap
+	pred.Sandbox = dispatch.SandboxBwrap
 	return []run.Option{run.WithRunners(sb)}, nil
 }
 
@@ -390,7 +391,7 @@ func (n *Node) hostSandbox(ctx context.Context, work, home string, pred *ad.Node
 // GPU model without one), as
 // many devices as CUDA_VISIBLE_DEVICES reaches (the job's GPU count
 // without it).
-func simulated(job *ad.Job, env []string) (gpu.Source, error) {
+func simulated(job *dispatch.Job, env []string) (gpu.Source, error) {
 	typ := strings.ToLower(job.GPUModel)
 	if parts := strings.Split(job.Gres, ":"); len(parts) == 3 {
 		typ = parts[1]
@@ -414,7 +415,7 @@ func simulated(job *ad.Job, env []string) (gpu.Source, error) {
 
 // describe reads the node's run directory into pred: the hardware record
 // and each step's outcome.
-func describe(dir string, pred *ad.Node) {
+func describe(dir string, pred *dispatch.Node) {
 	rd, err := rundir.Open(dir)
 	if err != nil {
 		return
@@ -422,11 +423,11 @@ func describe(dir string, pred *ad.Node) {
 	pred.Hardware = rd.Hardware
 	pred.Simulated = rd.Hardware != nil && rd.Hardware.Simulated
 	pred.Attempts = len(rd.Record.Attempts)
-	pred.GPUEvidence = ad.NodeEvidence(rd.Record.GPUEvidence)
+	pred.GPUEvidence = dispatch.NodeEvidence(rd.Record.GPUEvidence)
 	for _, s := range rd.Record.Steps {
-		st := ad.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: stagefs.FirstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
+		st := dispatch.Step{ID: s.ID, Kind: s.Kind, State: string(s.State), Reason: stagefs.FirstLine(s.Reason), DurationMS: s.DurationMS, Telemetry: s.Telemetry}
 		for _, f := range s.Results {
-			st.Results = append(st.Results, ad.Result{Path: f.Path, SHA256: f.SHA256})
+			st.Results = append(st.Results, dispatch.Result{Path: f.Path, SHA256: f.SHA256})
 		}
 		pred.Steps = append(pred.Steps, st)
 	}
@@ -436,7 +437,7 @@ func describe(dir string, pred *ad.Node) {
 func failure(rec *engine.Record) string {
 	var parts []string
 	for _, s := range rec.Steps {
-		if s.State != engine.Passed {
+		if s.State != runtypes.Passed {
 			parts = append(parts, fmt.Sprintf("step %s %s: %s", s.ID, s.State, stagefs.FirstLine(s.Reason)))
 		}
 	}
@@ -449,7 +450,7 @@ func failure(rec *engine.Record) string {
 // checkedCopy copies every staged file from the dispatch directory into
 // work, checking each copy's digest against the dispatch: a file changed
 // on the shared directory refuses the job.
-func checkedCopy(dir, work string, files []ad.File) error {
+func checkedCopy(dir, work string, files []dispatch.File) error {
 	if err := os.RemoveAll(work); err != nil {
 		return err
 	}
@@ -513,8 +514,8 @@ func withoutKey(env []string, paths ...string) []string {
 
 // stepWriter records the step in progress in file, for the
 // coordinator's progress lines.
-func stepWriter(file string) func(run.Event) {
-	return func(e run.Event) {
+func stepWriter(file string) func(runtypes.Event) {
+	return func(e runtypes.Event) {
 		if e.Type == "start" {
 			_ = atomicfile.Write(file, []byte(e.Step+"\n"), 0o644)
 		}
@@ -542,8 +543,8 @@ func runBinding(pemKey []byte, l *loaded) []byte {
 // binding, checked, all of it the job's user's and no link. A fresh run
 // first writes the binding. Without a binding (Kubernetes: the pod's own
 // volume) a run record alone resumes.
-func (n *Node) resumable(job *ad.Job, runDir string) (bool, error) {
-	_, err := os.Lstat(layout.Record(runDir))
+func (n *Config) resumable(job *dispatch.Job, runDir string) (bool, error) {
+	_, err := os.Lstat(runlayout.Record(runDir))
 	exists := err == nil
 	if n.trusted == nil || n.binding == nil {
 		return exists, nil
@@ -561,7 +562,7 @@ func (n *Node) resumable(job *ad.Job, runDir string) (bool, error) {
 	if err := n.trusted.Dir(jdir+"/run", 0o022); err != nil {
 		return false, refuse(stagefs.FirstLine(err.Error()))
 	}
-	if fi, err := n.trusted.Root.Lstat(jdir + "/run/" + filepath.Base(layout.Record(runDir))); err != nil || !fi.Mode().IsRegular() || stagefs.OwnerOf(fi) != n.trusted.UID {
+	if fi, err := n.trusted.Root.Lstat(jdir + "/run/" + filepath.Base(runlayout.Record(runDir))); err != nil || !fi.Mode().IsRegular() || stagefs.OwnerOf(fi) != n.trusted.UID {
 		return false, refuse("its run record is not a regular file of the job's user")
 	}
 	b, _, err := n.trusted.ReadFile(jdir+"/"+BindingFile, 4096, "the run's binding", 0o022)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/internal/atomicfile"
@@ -20,7 +20,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 )
 
-// Release is what a job on Kubernetes needs besides Node: the staged
+// Release is what a job on Kubernetes needs besides Config: the staged
 // dispatch and the registry.
 type Release struct {
 	// Ref is the staged dispatch by digest (ReleaseEnv).
@@ -39,14 +39,14 @@ type Release struct {
 	Options []oci.Option
 }
 
-// ReportNode is the node container's side of a job on Kubernetes: it
-// pulls the staged dispatch by digest, runs the job as RunNode does
+// Report is the node container's side of a job on Kubernetes: it
+// pulls the staged dispatch by digest, runs the job as Run does
 // (every staged file checked against the dispatch, the GPU steps run,
 // never holding the job key) and writes the unsigned predicate to
-// ReportDir/ReportFile for SignNode. A node that fails, or cannot pull
-// the dispatch, still reports why, and ReportNode returns ErrNodeFailed.
-func ReportNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
-	pred, runErr, err := reportNode(ctx, &n, r)
+// ReportDir/ReportFile for Sign. A node that fails, or cannot pull
+// the dispatch, still reports why, and Report returns ErrNodeFailed.
+func Report(ctx context.Context, n Config, r Release) (*dispatch.Node, error) {
+	pred, runErr, err := report(ctx, &n, r)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err // stopped: report nothing; the pod ends anyway
@@ -54,8 +54,8 @@ func ReportNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 		// The node could not start (the registry, a dispatch without the
 		// job): it still reports why, and the sign container signs that.
 		now := time.Now().UTC()
-		pred = &ad.Node{Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Arch: runtime.GOARCH, Result: ad.ResultFailed, Reason: err.Error(),
-			Steps: []ad.Step{}, StartedAt: now, FinishedAt: now}
+		pred = &dispatch.Node{Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Arch: runtime.GOARCH, Result: dispatch.ResultFailed, Reason: err.Error(),
+			Steps: []dispatch.Step{}, StartedAt: now, FinishedAt: now}
 		runErr = err
 	}
 	b, err := json.Marshal(pred)
@@ -71,9 +71,9 @@ func ReportNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 	return pred, nil
 }
 
-// reportNode pulls the staged dispatch and runs the job: the predicate,
+// report pulls the staged dispatch and runs the job: the predicate,
 // why the node failed, and an error when it could not run at all.
-func reportNode(ctx context.Context, n *Node, r Release) (*ad.Node, error, error) {
+func report(ctx context.Context, n *Config, r Release) (*dispatch.Node, error, error) {
 	if !strings.Contains(r.Ref, "@sha256:") {
 		return nil, nil, fmt.Errorf("the staged dispatch %q is not named by digest", r.Ref)
 	}
@@ -93,10 +93,10 @@ func reportNode(ctx context.Context, n *Node, r Release) (*ad.Node, error, error
 	return n.execute(ctx, l, filepath.Join(r.KeyDir, strconv.Itoa(r.Index)+".key"))
 }
 
-// reportPoll is how often SignNode looks for the node's report.
+// reportPoll is how often Sign looks for the node's report.
 const reportPoll = time.Second
 
-// SignNode is the sign container's side of a job on Kubernetes: it
+// Sign is the sign container's side of a job on Kubernetes: it
 // pulls the dispatch alone by digest, loads the job key of its index
 // from KeyDir and checks it is the one the dispatch delegated to the
 // job, waits for the node container's report, signs it as the job's
@@ -105,7 +105,7 @@ const reportPoll = time.Second
 // the report says) and pushes the bundle to the staging Repository
 // under NodeTag. It returns ErrNodeFailed when the report says the node
 // failed.
-func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
+func Sign(ctx context.Context, n Config, r Release) (*dispatch.Node, error) {
 	if !strings.Contains(r.Ref, "@sha256:") {
 		return nil, fmt.Errorf("the staged dispatch %q is not named by digest", r.Ref)
 	}
@@ -150,14 +150,14 @@ func SignNode(ctx context.Context, n Node, r Release) (*ad.Node, error) {
 	if err := pushNode(ctx, out, stagefs.Repository(r.Ref)+":"+stagefs.NodeTag(l.d.ID, job), r.Options); err != nil {
 		return nil, err
 	}
-	if pred.Result != ad.ResultPassed {
+	if pred.Result != dispatch.ResultPassed {
 		return pred, fmt.Errorf("%w: job %s on %s: %s", ErrNodeFailed, job, n.NodeName, pred.Reason)
 	}
 	return pred, nil
 }
 
 // waitReport waits for the node's report and reads it.
-func waitReport(ctx context.Context, path string) (*ad.Node, error) {
+func waitReport(ctx context.Context, path string) (*dispatch.Node, error) {
 	t := time.NewTicker(reportPoll)
 	defer t.Stop()
 	for {
@@ -165,7 +165,7 @@ func waitReport(ctx context.Context, path string) (*ad.Node, error) {
 		if err == nil {
 			// It crosses from the node container, which runs the
 			// pipeline's code, to the one that holds the key: read strictly.
-			pred, err := ad.ReadNode(path, b)
+			pred, err := dispatch.ReadNode(path, b)
 			if err != nil {
 				return nil, fmt.Errorf("reading the node's report: %w", err)
 			}

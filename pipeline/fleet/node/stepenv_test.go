@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
@@ -54,19 +54,19 @@ func TestHostSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	home := filepath.Join(dir, "jobs", "a100-0", "home")
-	missing := &Node{Dir: dir, sandbox: true, BwrapOptions: []runner.BwrapOption{runner.WithBwrapBinary(filepath.Join(root, "no-bwrap"))}}
-	pred := &ad.Node{}
+	missing := &Config{Dir: dir, sandbox: true, BwrapOptions: []runner.BwrapOption{runner.WithBwrapBinary(filepath.Join(root, "no-bwrap"))}}
+	pred := &dispatch.Node{}
 	opts, err := missing.hostSandbox(t.Context(), work, home, pred)
 	if err == nil || !strings.Contains(err.Error(), "hostSteps: unsandboxed") || !strings.Contains(err.Error(), "refusing to run the host-runner steps unsandboxed") || opts != nil || pred.Sandbox != "" {
 		t.Errorf("bwrap missing: %v, %d options, sandbox %q; want an error naming the opt-out and nothing run", err, len(opts), pred.Sandbox)
 	}
-	off := &Node{Dir: dir}
-	if opts, err := off.hostSandbox(t.Context(), work, home, pred); err != nil || opts != nil || pred.Sandbox != ad.SandboxNone {
+	off := &Config{Dir: dir}
+	if opts, err := off.hostSandbox(t.Context(), work, home, pred); err != nil || opts != nil || pred.Sandbox != dispatch.SandboxNone {
 		t.Errorf("hostSteps: unsandboxed: %v, %d options, sandbox %q; want none", err, len(opts), pred.Sandbox)
 	}
 	testenv.RequireTool(t, "bwrap")
-	on := &Node{Dir: dir, sandbox: true}
-	if opts, err := on.hostSandbox(t.Context(), work, home, pred); err != nil || len(opts) != 1 || pred.Sandbox != ad.SandboxBwrap {
+	on := &Config{Dir: dir, sandbox: true}
+	if opts, err := on.hostSandbox(t.Context(), work, home, pred); err != nil || len(opts) != 1 || pred.Sandbox != dispatch.SandboxBwrap {
 		t.Errorf("sandboxed: %v, %d options, sandbox %q; want the sandbox runner and bwrap", err, len(opts), pred.Sandbox)
 	}
 }

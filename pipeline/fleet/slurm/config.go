@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	ad "github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/internal/envlist"
 	"github.com/gpuattest/gpuattest/internal/lazyregexp"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
@@ -22,9 +22,9 @@ const Name = "slurm"
 const (
 	// HostStepsSandboxed runs them under bubblewrap with the shared
 	// directory hidden (the default).
-	HostStepsSandboxed = ad.HostStepsSandboxed
+	HostStepsSandboxed = dispatch.HostStepsSandboxed
 	// HostStepsUnsandboxed runs them as the job's user with no sandbox.
-	HostStepsUnsandboxed = ad.HostStepsUnsandboxed
+	HostStepsUnsandboxed = dispatch.HostStepsUnsandboxed
 )
 
 // Config is the Slurm engine's settings, at a fleet file's top level.
@@ -72,7 +72,7 @@ func (c *Config) SetDefaults() { c.HostSteps = cmp.Or(c.HostSteps, HostStepsSand
 
 // Record names the partition in the dispatch, and an unsandboxed
 // hostSteps (a sandboxed one is the record's default).
-func (c *Config) Record(f *ad.Fleet) {
+func (c *Config) Record(f *dispatch.Fleet) {
 	f.Partition = c.Partition
 	if c.HostSteps == HostStepsUnsandboxed {
 		f.HostSteps = HostStepsUnsandboxed

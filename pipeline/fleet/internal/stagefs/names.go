@@ -56,7 +56,7 @@ const ReleaseEnv = "GPUATTEST_FLEET_RELEASE"
 // ReportFile is the node's unsigned report in fleet.ReportMount.
 const ReportFile = "node.json"
 
-// ErrRegistry is wrapped by SignNode's error when the registry could not
+// ErrRegistry is wrapped by node.Sign's error when the registry could not
 // be read or written: another attempt may pass.
 var ErrRegistry = errors.New("the staging registry failed")
 

@@ -1,4 +1,4 @@
-// Package layout names the files of a run directory, the one place that
+// Package runlayout names the files of a run directory, the one place that
 // says where each lives: the engine writes through these names, the
 // step kinds write their files under the step directory they are given,
 // and pipeline/rundir, attestation, baselines and reports read through
@@ -14,7 +14,7 @@
 //	    benchmark.json          a benchmark's samples (BenchmarkFile)
 //	    telemetry.jsonl         a gpu: true step's telemetry (TelemetryFile)
 //	    repro.json              a cuda-build's reproducibility check (ReproFile)
-package layout
+package runlayout
 
 import (
 	"path"

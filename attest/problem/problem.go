@@ -2,6 +2,22 @@
 // document it reads (a pipeline, a lock, a policy, a results file, a
 // predicate): every reader collects a List of Problems, each placed by
 // file, line and column where the reader knows them and by field path.
+//
+// It is public so that a program linking attest/ can take the problems
+// apart: the Validate methods of attest/ return a List, and the readers
+// (attest/policy's Parse, attest/hardware's Decode, attest/dispatch's
+// Decode and ReadNode, ...) return one as their error, which errors.As
+// finds:
+//
+//	var probs problem.List
+//	if errors.As(err, &probs) {
+//		for _, p := range probs {
+//			fmt.Println(p.Path, p.Message, p.Hint)
+//		}
+//	}
+//
+// The package imports nothing else of gpuattest, so every package of the
+// module, internal/ included, may use it.
 package problem
 
 import (
