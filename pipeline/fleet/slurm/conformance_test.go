@@ -21,8 +21,8 @@ func TestConformance(t *testing.T) {
 		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		return fleet.Request{Name: "gpuattest-" + class, Class: class, Count: count, Script: p,
-			Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1}, TimeLimit: 15 * time.Minute, LogDir: shared}
+		return fleet.Request{Name: "gpuattest-" + class, Class: class, Count: count, Job: fleet.ScriptJob{Script: p, LogDir: shared},
+			Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1}, TimeLimit: 15 * time.Minute}
 	}
 	fleettest.Run(t, fleettest.Harness{Scheduler: e, Request: request, Unknown: "999999", Timeout: 90 * time.Second})
 	if t.Failed() {
