@@ -6,7 +6,8 @@
 #   make test   install what is missing, then go vet and go test -race (all of it)
 #
 # `make deps` installs nvcc (Debian non-free), bubblewrap, docker-registry,
-# debootstrap and chromium when they are missing (needs root); `make test` also installs
+# debootstrap, chromium and qemu-user-static (registering qemu-aarch64 with
+# binfmt_misc) when they are missing (needs root); `make test` also installs
 # cosign and oras (built from source into GOPATH/bin) for the interop tests,
 # and .ci/k8s builds the Kubernetes control plane internal/k8stest starts
 # (cached by version under /var/cache/gpuattest-test; 14-18 minutes cold).
@@ -26,6 +27,18 @@
 #               Writes bin/gpu-check/selfcheck/SELFCHECK.md, to commit as
 #               docs/gpu-runs/<date>-<gpu>.md (docs/gpu-check.md)
 #
+#   make release   gpuattest's own release: dist/gpuattest-{linux-amd64,
+#               linux-arm64,darwin-arm64,darwin-amd64,windows-amd64.exe} and
+#               SHA256SUMS (the linux ones with cgo in the Debian 11 root,
+#               arm64 with aarch64-linux-gnu-gcc, each glibc <= 2.28; the
+#               others CGO_ENABLED=0), built by pipelines/gpuattest-release.yaml
+#               (twice: reproducible: check), signed with RELEASE_KEY and
+#               verified (docs/release.md). make release-qemu then checks that
+#               the arm64 binary, under qemu-aarch64, verifies it as the amd64
+#               one does. make gpu-check-bundle-arm64 / gpu-selfcheck-arm64:
+#               the gpu-check bundle for Grace (aarch64) nodes and its
+#               simulated self-check under qemu (docs/gpu-check.md)
+#
 #   make demo-publish   after make demo: push the demo run to a docker-registry
 #               it starts on 127.0.0.1, verify it from there (gpuattest and
 #               cosign; oras discover lists the bundles), copy it to an OCI
@@ -41,7 +54,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g) -Wno-deprecated-declarations
 export PATH := $(PATH):$(shell $(GO) env GOPATH)/bin
 
-.PHONY: all deps test-deps build test demo demo-publish gpu-check gpu-check-bundle gpu-selfcheck generate bench clean
+.PHONY: all deps test-deps build test demo demo-publish gpu-check gpu-check-bundle gpu-selfcheck gpu-check-bundle-arm64 gpu-selfcheck-arm64 generate bench clean release release-binaries release-qemu
 
 DEMO := .gpuattest/demo
 # The quickstart validates on the CPU backend where there is no GPU, which
@@ -114,12 +127,59 @@ gpu-selfcheck: gpu-check-bundle
 		root=$${GPU_CHECK_ROOT:-$$(.ci/gpu-check/bullseye-root)} && \
 		.ci/gpu-check/in-bullseye "$$root" $(CURDIR)/$(GPU_CHECK) -- $(CURDIR)/$(GPU_CHECK)/run.sh --selfcheck --simulated; fi
 
+# The gpu-check bundle for linux/arm64 (Grace: GH200, GB200), cross-built in
+# the same root with Debian's aarch64-linux-gnu-gcc and -g++; its run.sh
+# refuses an x86_64 machine, as the x86_64 bundle's refuses an aarch64 one.
+GPU_CHECK_ARM64 := bin/gpu-check-arm64
+
+gpu-check-bundle-arm64:
+	LDFLAGS='$(LDFLAGS)' bash .ci/gpu-check/bundle $(CURDIR)/$(GPU_CHECK_ARM64) arm64
+
+# The arm64 bundle's simulated self-check on this x86_64 machine, in the
+# bullseye root under qemu-aarch64 (binfmt_misc, .ci/qemu-binfmt; the
+# root's libc6-arm64-cross is the arm64 glibc). SELFCHECK_ARGS="--part 3"
+# runs that part only (CI does: parts 1 and 2 are too slow under emulation,
+# docs/gpu-check.md).
+gpu-selfcheck-arm64: gpu-check-bundle-arm64
+	root=$${GPU_CHECK_ROOT:-$$(.ci/gpu-check/bullseye-root)} && \
+		GPU_CHECK_QEMU=1 QEMU_LD_PREFIX=/usr/aarch64-linux-gnu .ci/gpu-check/in-bullseye "$$root" $(CURDIR)/$(GPU_CHECK_ARM64) -- \
+		$(CURDIR)/$(GPU_CHECK_ARM64)/run.sh --selfcheck --simulated $(SELFCHECK_ARGS)
+
 # bench: every benchmark of bench/, each one's output written to
 # bench/results/<name>.txt beside the host's facts (host.txt); see
 # bench/README.md for what each measures. BENCH="verify stats" runs only
 # those.
 bench: build
 	GO=$(GO) bash .ci/bench $(BIN) $(BENCH)
+
+# release: gpuattest's own release, built and signed by gpuattest
+# (pipelines/gpuattest-release.yaml runs release-binaries as an exec step,
+# twice, and signs its outputs), then verified (.ci/release/sign). The key
+# is RELEASE_KEY.key (.pub beside it), made fresh without a password when
+# missing; a real release names its own: make release RELEASE_KEY=PREFIX.
+RELEASE_KEY ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gpuattest/release-key/release
+DIST := dist
+
+# VERSION and COMMIT are passed on, so that both builds of the step stamp
+# the same (git describe --dirty answered -dirty in the second build's copy).
+release: build
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' bash .ci/release/sign $(BIN) $(RELEASE_KEY) $(DIST)
+
+# release-binaries: the five binaries and SHA256SUMS into dist/, unsigned
+# (.ci/release/build: the linux ones with cgo in the bullseye root).
+# RELEASE_CI: where .ci is; the reproducibility check's second build runs
+# in a copy of the tree without hidden directories, so make release names
+# this tree's.
+RELEASE_CI ?= .ci
+
+release-binaries:
+	LDFLAGS='$(LDFLAGS)' bash $(RELEASE_CI)/release/build $(DIST)
+
+# release-qemu: after make release, the linux/arm64 binary under qemu
+# verifies it with the same output and exit code as the linux/amd64 one
+# (.ci/release/qemu-verify: four cases).
+release-qemu:
+	bash .ci/release/qemu-verify $(DIST)
 
 clean:
 	rm -rf bin .gpuattest

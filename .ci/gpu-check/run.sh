@@ -7,6 +7,9 @@
 #   ./run.sh --selfcheck [--simulated] [--out DIR]   (selfcheck.sh: run it first
 #                                                    on any GPU machine)
 #
+# A bundle runs only on the architecture it was built for (its arch file):
+# see below.
+#
 # DIR (default check-run, beside run/) receives a copy of run/ and the
 # resumed run; run/ itself stays as built. DIR is replaced, so it may not
 # be the bundle, a directory holding it, or one of the bundle's own files
@@ -28,6 +31,29 @@
 # signature and the other rules.
 set -euo pipefail
 cd "$(dirname "$0")"
+# The bundle runs on the machine it was built for (arch, as uname -m says
+# it: x86_64 from make gpu-check-bundle, aarch64 from make
+# gpu-check-bundle-arm64); another is refused, naming both, before anything
+# runs. GPU_CHECK_QEMU=1 runs a bundle of another architecture under
+# qemu-user (binfmt_misc with qemu-ARCH registered: its gpuattest must
+# start), --simulated only: how CI checks the arm64 bundle on x86_64 (make
+# gpu-selfcheck-arm64).
+machine=$(uname -m)
+arch=$(cat arch 2>/dev/null || true)
+if [ "$arch" != "$machine" ]; then
+	if [ -z "$arch" ]; then
+		echo "run.sh: this bundle records no architecture (no arch file beside run.sh), this machine is $machine" >&2
+		echo "hint: rebuild the bundle: make gpu-check-bundle (x86_64) or make gpu-check-bundle-arm64 (aarch64)" >&2
+		exit 3
+	fi
+	case " $* " in *" --simulated "*) sim=1 ;; *) sim=0 ;; esac
+	if [ "${GPU_CHECK_QEMU:-}" != 1 ] || [ $sim = 0 ] || ! ./gpuattest version >/dev/null 2>&1; then
+		echo "run.sh: this bundle is for $arch, this machine is $machine" >&2
+		echo "hint: carry the bundle built for $machine (make gpu-check-bundle for x86_64, make gpu-check-bundle-arm64 for aarch64); GPU_CHECK_QEMU=1 runs it --simulated under qemu-$arch where binfmt_misc has it" >&2
+		exit 3
+	fi
+	echo "=== EMULATED: this bundle is for $arch, this machine is $machine: its binaries run under qemu-$arch (GPU_CHECK_QEMU=1), SIMULATED only ==="
+fi
 if [ "${1:-}" = --selfcheck ]; then
 	shift
 	exec ./selfcheck.sh "$@"

@@ -28,7 +28,8 @@
 # the cuda backend on the bundle's fake driver, simulated/libcuda.so.1,
 # built from kernels/testdata/fakecuda), and so are parts 2 and 3;
 # --gpus N simulates a node of N GPUs for parts 2 and 3 (1: the one-GPU
-# machine a first self-check meets). --part P runs part P alone.
+# machine a first self-check meets). --part P runs part P alone (given
+# twice, both).
 # Everything it prints says SIMULATED; it proves the plumbing, never a GPU.
 # --smi-fields prints the nvidia-smi fields part 1 queries on this
 # driver and exits.
@@ -51,13 +52,13 @@ while [ $# -gt 0 ]; do
 	--simulated) simulated=1 ;;
 	--out) [ $# -ge 2 ] || usage; out=$2; shift ;;
 	--gpus) [ $# -ge 2 ] || usage; simgpus=$2; shift; case $simgpus in [1-9] | [1-5][0-9] | 6[0-4]) ;; *) usage ;; esac ;;
-	--part) [ $# -ge 2 ] || usage; only=$2; shift; case $only in 1 | 2 | 3) ;; *) usage ;; esac ;;
+	--part) [ $# -ge 2 ] || usage; case $2 in 1 | 2 | 3) ;; *) usage ;; esac; only="$only $2"; shift ;;
 	--smi-fields) smi_fields; exit $? ;;
 	*) usage ;;
 	esac
 	shift
 done
-part() { [ -z "$only" ] || [ "$only" = "$1" ]; }
+part() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }
 rm -rf "$out" && mkdir -p "$out" && out=$(cd "$out" && pwd)
 log=$out/selfcheck.log
 exec > >(tee "$log") 2>&1

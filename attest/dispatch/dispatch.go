@@ -142,6 +142,11 @@ type Job struct {
 	ComputeCapability string `json:"computeCapability,omitempty"`
 	// GPUs is how many GPUs the job is given.
 	GPUs int `json:"gpus"`
+	// Arch is the class's node architecture as Go spells it (amd64,
+	// arm64): the gpuattest staged for the job is built for it, and its
+	// node statement must say it ran there. Empty in dispatches of an
+	// older gpuattest, which checked none.
+	Arch string `json:"arch,omitempty"`
 	// Nonce is fresh for the job; its node statement must carry it.
 	Nonce string `json:"nonce"`
 	// PublicKey is the PEM public key of the job's key: the only key
@@ -161,6 +166,10 @@ type Node struct {
 	Engine   string `json:"engine"`
 	JobID    string `json:"jobId"`
 	NodeName string `json:"nodeName"`
+	// Arch is the architecture the node's gpuattest was built for
+	// (runtime.GOARCH: amd64, arm64), which is the node's; empty from
+	// nodes of an older gpuattest.
+	Arch string `json:"arch,omitempty"`
 	// Result is passed or failed; Reason says why it failed.
 	Result string `json:"result"`
 	Reason string `json:"reason,omitempty"`
@@ -243,11 +252,12 @@ func Digest(st *attest.Statement) (string, error) {
 }
 
 // HostStepsMode is how the dispatch lets its nodes run host-runner
-// steps: HostStepsPod on Kubernetes, HostStepsUnsandboxed when the owner
-// signed hostSteps: unsandboxed, HostStepsSandboxed otherwise.
+// steps: HostStepsPod when it was staged through a registry (the nodes
+// are pods), HostStepsUnsandboxed when the owner signed hostSteps:
+// unsandboxed, HostStepsSandboxed otherwise.
 func (d *Dispatch) HostStepsMode() string {
 	switch {
-	case d.Fleet.Engine == "kubernetes" || d.Fleet.Registry != "":
+	case d.Fleet.Registry != "":
 		return HostStepsPod
 	case d.Fleet.HostSteps == HostStepsUnsandboxed:
 		return HostStepsUnsandboxed

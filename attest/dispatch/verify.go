@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,6 +77,9 @@ type JobResult struct {
 	// Sandbox is how the node says it ran the host-runner steps
 	// (Node.Sandbox): SandboxBwrap, SandboxNone, or empty.
 	Sandbox string `json:"sandbox,omitempty"`
+	// Arch is the architecture the node's gpuattest was built for
+	// (Node.Arch); empty when it recorded none.
+	Arch string `json:"arch,omitempty"`
 	// GPUEvidence says what the node's GPUs signed over the job's nonce
 	// ("GPU evidence: 8/8 device-signed", or the unattested and why);
 	// empty when the node recorded none and none is required.
@@ -331,7 +335,7 @@ func (r *Report) checkNodes(ctx context.Context, st *attest.Statement, nodes []v
 			row.Detail = fmt.Sprintf("%d node bundles for the job: %s", len(ns), strings.Join(sources[j.Name], ", "))
 		default:
 			n := ns[0]
-			row.JobID, row.Node, row.Simulated, row.Source, row.GPU, row.Sandbox = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0], GPUSummary(n.Hardware), n.Sandbox
+			row.JobID, row.Node, row.Simulated, row.Source, row.GPU, row.Sandbox, row.Arch = n.JobID, n.NodeName, n.Simulated, sources[j.Name][0], GPUSummary(n.Hardware), n.Sandbox, n.Arch
 			row.Verdict, row.Detail = VerdictPassed, ""
 			passed[j.Name] = n
 			if problem := checkNode(&j, n, o); problem != "" {
@@ -494,6 +498,9 @@ func checkNode(j *Job, n *Node, o Options) string {
 			reason = "result " + n.Result
 		}
 		return fmt.Sprintf("on node %s: %s", n.NodeName, reason)
+	}
+	if j.Arch != "" && n.Arch != j.Arch {
+		return fmt.Sprintf("on node %s: the node ran gpuattest for %s, class %s's arch is %s", n.NodeName, cmp.Or(n.Arch, "an architecture it did not record"), j.Class, j.Arch)
 	}
 	if n.Simulated && !o.AllowSimulated {
 		return fmt.Sprintf("on node %s: the GPUs were simulated\nhint: --allow-simulated accepts them, for tests and demos", n.NodeName)

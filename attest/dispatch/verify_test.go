@@ -55,12 +55,12 @@ func newFixture(t testing.TB) *fixture {
 	f := &fixture{jobKeys: map[string]*sign.Signer{}}
 	f.owner, f.ownerPub, _ = newSigner(t)
 	f.d = &dispatch.Dispatch{ID: "d1", Targets: []string{"sm_80", "sm_90"}, Pipeline: dispatch.Ref{Digest: "sha256:" + strings.Repeat("cd", 32)}}
-	for _, c := range []struct{ class, cc string }{{"a100", "8.0"}, {"h100", "9.0"}} {
+	for _, c := range []struct{ class, cc, arch string }{{"a100", "8.0", "amd64"}, {"h100", "9.0", "arm64"}} {
 		s, _, pem := newSigner(t)
 		name := c.class + "-0"
 		f.jobKeys[name] = s
 		f.d.Jobs = append(f.d.Jobs, dispatch.Job{Name: name, Class: c.class, Gres: "gpu:" + c.class + ":1", GPUs: 1,
-			GPUModel: c.class, ComputeCapability: c.cc, Nonce: "nonce-" + name, PublicKey: pem, Targets: []string{"sm_" + strings.ReplaceAll(c.cc, ".", "")}})
+			GPUModel: c.class, ComputeCapability: c.cc, Arch: c.arch, Nonce: "nonce-" + name, PublicKey: pem, Targets: []string{"sm_" + strings.ReplaceAll(c.cc, ".", "")}})
 	}
 	var err error
 	if f.stmt, err = f.d.Statement(subjects); err != nil {
@@ -86,7 +86,7 @@ func signStmt(t testing.TB, s *sign.Signer, st *attest.Statement) []byte {
 func (f *fixture) node(job string) *dispatch.Node {
 	j := f.d.Job(job)
 	gpuName := map[string]string{"a100": "NVIDIA A100-SXM4-40GB", "h100": "NVIDIA H100 80GB HBM3"}[j.Class]
-	return &dispatch.Node{Dispatch: f.digest, Job: job, Nonce: j.Nonce, Engine: "slurm", JobID: "1" + job[len(job)-1:], NodeName: "node-" + job,
+	return &dispatch.Node{Dispatch: f.digest, Job: job, Nonce: j.Nonce, Engine: "slurm", JobID: "1" + job[len(job)-1:], NodeName: "node-" + job, Arch: j.Arch,
 		Result: dispatch.ResultPassed, Hardware: &hardware.Record{GPUs: []hardware.GPU{{Name: gpuName, ComputeCapability: j.ComputeCapability}}}}
 }
 
@@ -166,6 +166,24 @@ func TestVerify(t *testing.T) {
 				return []verify.Entry{f.good(t)[0], f.bundle(t, f.jobKeys["h100-0"], n, "h.jsonl")}
 			},
 			failure: verify.FailurePolicy, want: []string{`job h100-0 (class h100): failed: on node node-h100-0: GPU 0 is "NVIDIA A100-SXM4-40GB", not a h100`, "target sm_90: not covered"},
+		},
+		{
+			name: "a node of the wrong arch",
+			nodes: func() []verify.Entry {
+				n := f.node("h100-0")
+				n.Arch = "amd64"
+				return []verify.Entry{f.good(t)[0], f.bundle(t, f.jobKeys["h100-0"], n, "h.jsonl")}
+			},
+			failure: verify.FailurePolicy, want: []string{"job h100-0 (class h100): failed: on node node-h100-0: the node ran gpuattest for amd64, class h100's arch is arm64", "target sm_90: not covered"},
+		},
+		{
+			name: "a node that recorded no arch",
+			nodes: func() []verify.Entry {
+				n := f.node("h100-0")
+				n.Arch = ""
+				return []verify.Entry{f.good(t)[0], f.bundle(t, f.jobKeys["h100-0"], n, "h.jsonl")}
+			},
+			failure: verify.FailurePolicy, want: []string{"job h100-0 (class h100): failed: on node node-h100-0: the node ran gpuattest for an architecture it did not record, class h100's arch is arm64", "target sm_90: not covered"},
 		},
 		{
 			name: "a node that failed preflight",

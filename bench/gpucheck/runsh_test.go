@@ -28,6 +28,7 @@ func bundle(t *testing.T) string {
 		"gpucheck":            "#!/bin/sh\nexit 1\n",
 		"glibc-floor":         "GLIBC_2.17\n",
 		"glibcxx-floor":       "none\n",
+		"arch":                machine(t) + "\n",
 		// run.sh --simulated runs on the bundle's fake driver.
 		"simulated/libcuda.so.1": "placeholder for the fake driver",
 	}
@@ -177,5 +178,66 @@ func testRunShLibraries(t *testing.T, edit func(dir string)) {
 		if (tc.code >= 0 && code != tc.code) || (statErr == nil) != tc.ran || !strings.Contains(string(b), tc.message) {
 			t.Errorf("libraries %v: exit %d, gpuattest ran %v, want exit %d, ran %v and %q\n%s", tc.libs, code, statErr == nil, tc.code, tc.ran, tc.message, b)
 		}
+	}
+}
+
+// machine is this machine's architecture as uname -m says it, the name a
+// bundle's arch file holds.
+func machine(t *testing.T) string {
+	t.Helper()
+	testenv.RequireTool(t, "uname")
+	b, err := exec.Command("uname", "-m").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// A bundle built for another architecture (arch), or one that records
+// none, is refused before anything runs, naming both (exit 3), with and
+// without --selfcheck; GPU_CHECK_QEMU=1 does not lift it for a run on a
+// GPU (not --simulated).
+func TestRunShArch(t *testing.T) {
+	t.Parallel()
+	testenv.RequireTool(t, "bash")
+	here := machine(t)
+	other := "aarch64"
+	if here == other {
+		other = "x86_64"
+	}
+	for _, tc := range []struct {
+		name, arch string
+		args       []string
+		env        []string
+		want       string
+	}{
+		{"other", other, []string{"--simulated"}, nil, "this bundle is for " + other + ", this machine is " + here},
+		{"other selfcheck", other, []string{"--selfcheck", "--simulated"}, nil, "this bundle is for " + other + ", this machine is " + here},
+		{"qemu on a GPU", other, nil, []string{"GPU_CHECK_QEMU=1"}, "this bundle is for " + other + ", this machine is " + here},
+		{"none", "", []string{"--simulated"}, nil, "this bundle records no architecture (no arch file beside run.sh), this machine is " + here},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := bundle(t)
+			p := filepath.Join(dir, "arch")
+			var err error
+			if tc.arch == "" {
+				err = os.Remove(p)
+			} else {
+				err = os.WriteFile(p, []byte(tc.arch+"\n"), 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("bash", append([]string{filepath.Join(dir, "run.sh")}, tc.args...)...)
+			cmd.Env = append(os.Environ(), tc.env...)
+			b, err := cmd.CombinedOutput()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != 3 || !strings.Contains(string(b), tc.want) || !strings.Contains(string(b), "hint:") {
+				t.Errorf("run.sh %v with arch %q: %v, want exit 3 and %q\n%s", tc.args, tc.arch, err, tc.want, b)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "gpuattest-ran")); err == nil {
+				t.Errorf("run.sh %v with arch %q ran gpuattest before refusing", tc.args, tc.arch)
+			}
+		})
 	}
 }

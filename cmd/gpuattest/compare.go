@@ -139,7 +139,7 @@ func renderCompare(w io.Writer, rep *run.CompareReport) error {
 		}
 	}
 	var parts []string
-	for _, v := range []stats.Verdict{stats.Same, stats.Faster, stats.Slower, stats.Ambiguous, run.Missing, run.New} {
+	for _, v := range []stats.Verdict{stats.Same, stats.Faster, stats.Slower, stats.Ambiguous, stats.Missing, stats.New} {
 		if n := rep.Counts[v]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, v))
 		}

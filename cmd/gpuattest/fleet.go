@@ -35,8 +35,10 @@ type fleetFlags struct {
 	// gpuRoot and rimRoot replace NVIDIA's roots when the collected
 	// nodes' GPU evidence is verified (a simulated fleet's test root).
 	gpuRoot, rimRoot string
-	kube             kubeFlags
-	registry         *registryFlags
+	// nodeBinaries are --node-binary's GOOS/GOARCH=PATH.
+	nodeBinaries []string
+	kube         kubeFlags
+	registry     *registryFlags
 }
 
 // addFleetFlags adds --fleet and its companions to run.
@@ -48,8 +50,23 @@ func addFleetFlags(c *cobra.Command) *fleetFlags {
 	c.Flags().BoolVar(&f.simulate, "simulate-gpus", false, "with --fleet: each node simulates its GPUs from its class's gres type (GPUATTEST_FAKE_GPU), labelled simulated; for tests and demos")
 	c.Flags().StringVar(&f.gpuRoot, "gpu-root", "", "with --fleet: device root certificate (PEM) the nodes' GPU evidence is verified under at collection, instead of the pinned NVIDIA Device Identity CA (a simulated GPU's test root)")
 	c.Flags().StringVar(&f.rimRoot, "rim-root", "", "with --fleet: RIM root certificate (PEM) instead of the pinned NVIDIA RIM root, at collection")
+	c.Flags().StringArrayVar(&f.nodeBinaries, "node-binary", nil, "with --fleet: the gpuattest the nodes of a platform run, as GOOS/GOARCH=PATH such as linux/arm64=dist/gpuattest-linux-arm64 (repeatable; a class's arch: picks its platform; default for this machine's own: this gpuattest)")
 	f.kube.add(c)
 	return f
+}
+
+// nodeBinaryOptions are --node-binary's options: GOOS/GOARCH=PATH each.
+func nodeBinaryOptions(flags []string) ([]run.FleetOption, error) {
+	var opts []run.FleetOption
+	for _, v := range flags {
+		platform, path, ok := strings.Cut(v, "=")
+		goos, goarch, ok2 := strings.Cut(platform, "/")
+		if !ok || !ok2 || goos == "" || goarch == "" || path == "" || strings.Contains(goarch, "/") {
+			return nil, usageErr("--node-binary %q: expected GOOS/GOARCH=PATH, such as linux/arm64=dist/gpuattest-linux-arm64", v)
+		}
+		opts = append(opts, run.WithPlatformNodeBinary(platform, path))
+	}
+	return opts, nil
 }
 
 func newFleetCmd() *cobra.Command {
@@ -86,6 +103,11 @@ func runFleet(c *cobra.Command, p *pipeline.Pipeline, f *runFlags) error {
 	if err != nil {
 		return err
 	}
+	bins, err := nodeBinaryOptions(ff.nodeBinaries)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, bins...)
 	if f.out != "" {
 		opts = append(opts, run.WithFleetDir(f.out))
 	}

@@ -61,7 +61,14 @@ classes:
 // and an owner key; it returns the directory holding them.
 func fleetSetup(t *testing.T) string {
 	t.Helper()
-	c := slurmtest.Start(t, nil)
+	return fleetSetupNode(t, nil)
+}
+
+// fleetSetupNode is fleetSetup on a node configured as conf (the
+// default node when nil).
+func fleetSetupNode(t *testing.T, conf *slurmtest.Config) string {
+	t.Helper()
+	c := slurmtest.Start(t, conf)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the cluster's logs:\n%s", c.Logs())

@@ -12,13 +12,14 @@ import (
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 func init() { verbs = append(verbs, newInspectCmd) }
 
 // inspectResult is the JSON form of one inspected file.
 type inspectResult struct {
-	*run.Inspection
+	*runtypes.Inspection
 	// Problem is set when --targets was given and the file does not match.
 	Problem string `json:"problem,omitempty"`
 }
@@ -59,7 +60,7 @@ func newInspectCmd() *cobra.Command {
 				return withCode(exitFailed, err)
 			}
 			r := inspectResult{Inspection: in}
-			if d := in.CheckSASS(want); want != nil && d != nil {
+			if d := run.CheckSASS(in, want); want != nil && d != nil {
 				r.Problem = fmt.Sprintf("SASS architectures [%s] do not equal --targets [%s]", strings.Join(d.Got, " "), strings.Join(d.Want, " "))
 				failed = true
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuattest/gpuattest/internal/textsafe"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/run"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/spf13/cobra"
 )
 
@@ -20,12 +21,12 @@ func init() { verbs = append(verbs, newLockCmd) }
 
 // lockReport is the -o json output of gpuattest lock.
 type lockReport struct {
-	Pipeline string            `json:"pipeline"`
-	Lock     string            `json:"lock"`
-	Written  bool              `json:"written"`
-	Changes  []run.LockChange  `json:"changes,omitempty"`
-	Problems []run.LockProblem `json:"problems,omitempty"`
-	OK       bool              `json:"ok"`
+	Pipeline string                 `json:"pipeline"`
+	Lock     string                 `json:"lock"`
+	Written  bool                   `json:"written"`
+	Changes  []run.LockChange       `json:"changes,omitempty"`
+	Problems []runtypes.LockProblem `json:"problems,omitempty"`
+	OK       bool                   `json:"ok"`
 }
 
 func newLockCmd() *cobra.Command {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,18 +42,23 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup:               scriptSetup,
 		Condition:           scriptCondition,
+		Cmds:                scriptCmds,
 	})
 }
 
-// scriptCondition adds [tool:NAME]: true when NAME is in PATH. Under CI=true
-// a missing tool is an error, so a script guarded by it cannot pass by
-// skipping.
+// scriptCondition adds [tool:NAME], true when NAME is in the scripts'
+// PATH, and [cluster:slurm] and [cluster:kube], true when that harness can
+// start here. Under CI=true a missing tool or harness is an error, so a
+// script guarded by it cannot pass by skipping.
 func scriptCondition(cond string) (bool, error) {
+	if name, ok := strings.CutPrefix(cond, "cluster:"); ok {
+		return clusterCondition(name)
+	}
 	name, ok := strings.CutPrefix(cond, "tool:")
 	if !ok {
-		return false, fmt.Errorf("unknown condition %q", cond)
+		return false, fmt.Errorf("unknown condition %q: expected tool:NAME or cluster:slurm|kube", cond)
 	}
-	if _, err := exec.LookPath(name); err != nil {
+	if !inScriptPATH(name) {
 		if testenv.InCI() {
 			return false, fmt.Errorf("CI=true but %s is not in PATH (hint: .ci/install installs it)", name)
 		}
@@ -63,19 +67,34 @@ func scriptCondition(cond string) (bool, error) {
 	return true, nil
 }
 
-// scriptSetup passes the tool-presence policy (CI) and caches into scripts.
+// scriptSetup passes the tool-presence policy (CI), caches and the
+// script's testing.TB (for the cluster commands) into scripts, and a git
+// identity; $REPO is
+// the repository's root, $EXAMPLE the CMake example's directory.
 func scriptSetup(env *testscript.Env) error {
-	for _, k := range []string{"CI", "PATH", "HOME", "GOCACHE", "DOCKER_HOST"} {
+	for _, k := range []string{"CI", "HOME", "GOCACHE", "DOCKER_HOST", "GPUATTEST_TEST_CACHE", "GPUATTEST_K8S_BIN"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env.Setenv(k, v)
 		}
 	}
+	env.Setenv("PATH", scriptPATH())
 	env.Setenv("XDG_CACHE_HOME", env.WorkDir+"/.cache")
-	// EXAMPLE is the CMake example's directory, for example_cmake.txt.
-	ex, err := filepath.Abs("../../pipelines/examples/cmake")
+	// git commits with a fixed identity and no user or system config
+	// (no signing hooks).
+	for k, v := range map[string]string{"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+		"GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": os.DevNull, "GIT_CONFIG_NOSYSTEM": "1"} {
+		env.Setenv(k, v)
+	}
+	tb, ok := env.T().(testing.TB)
+	if !ok {
+		return fmt.Errorf("testscript gave a %T, not a testing.TB", env.T())
+	}
+	env.Values[tbKey{}] = tb
+	repo, err := filepath.Abs("../..")
 	if err != nil {
 		return err
 	}
-	env.Setenv("EXAMPLE", ex)
+	env.Setenv("REPO", repo)
+	env.Setenv("EXAMPLE", filepath.Join(repo, "pipelines", "examples", "cmake"))
 	return nil
 }

@@ -21,12 +21,13 @@ var topOrder = []string{"cmd", "bench", "schemas", "pipeline", "attest", "intern
 // GPU platform; the step kinds and the engine; the run directory; the
 // statements and reports made from it; the fleet's coordinator; the
 // facade run; rebuild and the fleet's node side (both run a pipeline) on
-// top. The fleet's spec sits
-// beside the GPU platform, its engines beside the step kinds.
+// top. The types packages (pipeline/runtypes) sit below them all. The
+// fleet's spec sits beside the GPU platform, its engines beside the step
+// kinds.
 var pipelineFloors = map[string]int{
 	"pipeline/stats":                  0,
-	"pipeline/runlayout":              0, // the run directory's file names, for its writers and readers
-	"pipeline/runtypes":               0, // the data types a front end renders (TestTypesPackages)
+	"pipeline/runlayout":              0,  // the run directory's file names, for its writers and readers
+	"pipeline/runtypes":               -1, // the data types a front end renders (TestTypesPackages), below every floor
 	"pipeline/source":                 0,
 	"pipeline/image":                  0,
 	"pipeline/floors":                 0, // per-model floors: a table and its lookups

@@ -138,9 +138,9 @@ func (f *fixture) buildSteps() {
 	build := &cuda.BuildDetails{Targets: []string{"sm_80", "sm_90"}, Output: "fatbin", PTX: true,
 		Reproducibility: &cuda.ReproReport{Reproducible: true, FirstDir: "a", SecondDir: "b", Identical: []string{"build/vector_add.fatbin"}}}
 	for i, name := range []string{"vector_add", "sgemm" + f.x} {
-		build.Artifacts = append(build.Artifacts, &cuda.Inspection{Path: "build/" + name + ".fatbin", SHA256: hexOf("ab"[i]), Size: 9000 + int64(i)*1000,
+		build.Artifacts = append(build.Artifacts, &runtypes.Inspection{Path: "build/" + name + ".fatbin", SHA256: hexOf("ab"[i]), Size: 9000 + int64(i)*1000,
 			SASS: []string{"sm_80", "sm_90"}, PTX: []string{"compute_90"},
-			Cubins: []cuda.Cubin{{Name: name + ".sm_80.cubin", Arch: "sm_80", SHA256: hexOf("cd"[i])}, {Name: name + ".sm_90.cubin", Arch: "sm_90", SHA256: hexOf("ef"[i])}}})
+			Cubins: []runtypes.Cubin{{Name: name + ".sm_80.cubin", Arch: "sm_80", SHA256: hexOf("cd"[i])}, {Name: name + ".sm_90.cubin", Arch: "sm_90", SHA256: hexOf("ef"[i])}}})
 	}
 	f.add(&engine.StepRecord{ID: "kernels", Kind: "cuda-build", State: runtypes.Passed, StartedAt: f.at(0), FinishedAt: f.at(0.4), Cache: "hit", ExitCode: &exit0}, build)
 	f.add(&engine.StepRecord{ID: "harness", Kind: "exec", State: runtypes.Passed, StartedAt: f.at(0), FinishedAt: f.at(6), Cache: "miss", ExitCode: &exit0}, &engine.ExecDetails{})

@@ -163,7 +163,7 @@ func record(dir string, p *pipeline.Pipeline, files []File, simulated bool) (*en
 			return nil, err
 		}
 		arts = append(arts, step.File{Path: f.Name, SHA256: sum, Size: n, Kind: "fatbin", Mode: 0o644})
-		det.Artifacts = append(det.Artifacts, &cuda.Inspection{Path: f.Name, SHA256: sum, Size: n, SASS: []string{"sm_80", "sm_90"}, PTX: []string{"compute_90"}})
+		det.Artifacts = append(det.Artifacts, &runtypes.Inspection{Path: f.Name, SHA256: sum, Size: n, SASS: []string{"sm_80", "sm_90"}, PTX: []string{"compute_90"}})
 	}
 	hw := &hardware.Record{GPUs: []hardware.GPU{}, Reason: "fixture: no GPU",
 		Host: hardware.Host{CPUModel: "fixture CPU", CPUCores: 2, MemoryBytes: 8 << 30, Kernel: "6.1.0", OS: "Debian GNU/Linux 12 (bookworm)"}}

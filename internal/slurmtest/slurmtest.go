@@ -99,15 +99,28 @@ func (c *Cluster) Logs() string {
 // and skips it elsewhere; so does Start.
 func Require(t testing.TB) {
 	t.Helper()
+	if reason := Unavailable(); reason != "" {
+		testenv.Missing(t, reason)
+	}
+}
+
+// Unavailable says why a local Slurm cannot start on this machine (a
+// client or daemon missing from PATH, not root, no munge user), or
+// returns "" when it can. Require and the CLI scripts' [cluster:slurm]
+// condition judge by it.
+func Unavailable() string {
 	for _, tool := range []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol"} {
-		testenv.RequireTool(t, tool)
+		if _, err := exec.LookPath(tool); err != nil {
+			return tool + " not found in PATH"
+		}
 	}
 	if os.Geteuid() != 0 {
-		testenv.Missing(t, "a local Slurm needs root (slurmd runs jobs as their users, munged as munge)")
+		return "a local Slurm needs root (slurmd runs jobs as their users, munged as munge)"
 	}
 	if _, err := user.Lookup("munge"); err != nil {
-		testenv.Missing(t, "no munge user (the munge package creates it)")
+		return "no munge user (the munge package creates it)"
 	}
+	return ""
 }
 
 // Start starts a cluster configured by cfg (the defaults when nil) and

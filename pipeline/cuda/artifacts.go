@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -70,7 +71,7 @@ func (d *ArchDiff) String() string {
 
 // CheckSASS compares the SASS architectures in in with targets, or
 // returns nil when they are the same set.
-func (in *Inspection) CheckSASS(targets []pipeline.Target) *ArchDiff {
+func CheckSASS(in *runtypes.Inspection, targets []pipeline.Target) *ArchDiff {
 	return CompareArchs("SASS", in.SASS, smNames(targets))
 }
 
@@ -107,7 +108,7 @@ func expectedArchs(output string, targets []pipeline.Target, ptx bool, jobTarget
 
 // checkArchs compares an artifact's architectures with what the step pins;
 // it returns "" when they match.
-func checkArchs(in *Inspection, output string, targets []pipeline.Target, ptx bool, jobTarget string) string {
+func checkArchs(in *runtypes.Inspection, output string, targets []pipeline.Target, ptx bool, jobTarget string) string {
 	wantSASS, wantPTX, err := expectedArchs(output, targets, ptx, jobTarget)
 	if err != nil {
 		return fmt.Sprintf("%s: %v", in.Path, err)
@@ -137,7 +138,7 @@ func (b *Build) inspectOutputs(ctx context.Context, s *step.Context, env []strin
 		}
 	}
 	t0 := time.Now()
-	ins := make([]*Inspection, len(items))
+	ins := make([]*runtypes.Inspection, len(items))
 	errs := make([]error, len(items))
 	forEach(b.Jobs, len(items), func(i int) {
 		ins[i], errs[i] = Inspect(ctx, s.Runner, filepath.Join(s.WorkDir, filepath.FromSlash(items[i].out)), WithEnv(env), WithImage(s.Image), WithTempDir(s.StepDir))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -53,7 +54,7 @@ type BuildDetails struct {
 	// in the step's environment before gpuattest cleared them.
 	ClearedEnv map[string]string `json:"cleared_env,omitempty"`
 	// Artifacts are the inspected outputs (paths relative to the work dir).
-	Artifacts []*Inspection `json:"artifacts"`
+	Artifacts []*runtypes.Inspection `json:"artifacts"`
 	// Problems are the step's spec problems when it was refused before
 	// nvcc ran (see [pipeline.CheckCUDABuild]).
 	Problems pipeline.Issues `json:"problems,omitempty"`
@@ -107,7 +108,7 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 		return nil, fmt.Errorf("cuda-build: step %q is not in the pipeline", st.ID)
 	}
 	if is := pipeline.CheckCUDABuild(s.Pipeline, idx); len(is) > 0 {
-		return &step.Outcome{Status: step.Failed, Reason: is[0].Path + ": " + is[0].Message, Details: &BuildDetails{Targets: s.Pipeline.Targets, Output: st.Output, Problems: is, Artifacts: []*Inspection{}}}, nil
+		return &step.Outcome{Status: step.Failed, Reason: is[0].Path + ": " + is[0].Message, Details: &BuildDetails{Targets: s.Pipeline.Targets, Output: st.Output, Problems: is, Artifacts: []*runtypes.Inspection{}}}, nil
 	}
 	targets, err := pipeline.ParseTargets(s.Pipeline.Targets)
 	if err != nil {
@@ -117,7 +118,7 @@ func (b *Build) Execute(ctx context.Context, s *step.Context) (*step.Outcome, er
 	if err != nil {
 		return nil, err
 	}
-	det := &BuildDetails{Targets: smNames(targets), Output: st.Output, PTX: st.PTX == nil || *st.PTX, Artifacts: []*Inspection{}}
+	det := &BuildDetails{Targets: smNames(targets), Output: st.Output, PTX: st.PTX == nil || *st.PTX, Artifacts: []*runtypes.Inspection{}}
 	if det.Output == "" {
 		det.Output = pipeline.OutputFatbin
 	}

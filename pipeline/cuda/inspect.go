@@ -15,53 +15,8 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/image"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
-
-// Inspection is what a built file holds, as cuobjdump sees it.
-type Inspection struct {
-	// Path is the file inspected, as given.
-	Path string `json:"path"`
-	// SHA256 is the hex sha256 of the file's bytes.
-	SHA256 string `json:"sha256"`
-	// Size is the file's size in bytes.
-	Size int64 `json:"size"`
-	// SASS lists the architectures of the embedded cubins (sm_80, ...),
-	// unique and sorted by compute capability (sm_90 before sm_100).
-	SASS []string `json:"sass"`
-	// PTX lists the virtual architectures of embedded PTX (compute_90,
-	// ...), unique and sorted like SASS.
-	PTX []string `json:"ptx"`
-	// Cubins are the embedded cubins, in cuobjdump's order.
-	Cubins []Cubin `json:"cubins"`
-}
-
-// Cubin is one embedded device ELF.
-type Cubin struct {
-	// Name is the name cuobjdump gave it (e.g. vector_add.1.sm_80.cubin).
-	Name string `json:"name"`
-	// Arch is the SASS architecture read from the ELF header (sm_80; see
-	// namedCubinArch for the a and f suffixes).
-	Arch string `json:"arch"`
-	// SHA256 is the hex sha256 of the cubin's bytes.
-	SHA256 string `json:"sha256"`
-	// Size is the cubin's size in bytes.
-	Size int64 `json:"size"`
-}
-
-// CubinDigests returns arch -> sha256 of each embedded cubin; archs with
-// more than one cubin (executables of several translation units) get
-// their digests joined with commas, in cuobjdump's order.
-func (in *Inspection) CubinDigests() map[string]string {
-	m := map[string]string{}
-	for _, c := range in.Cubins {
-		if m[c.Arch] != "" {
-			m[c.Arch] += "," + c.SHA256
-		} else {
-			m[c.Arch] = c.SHA256
-		}
-	}
-	return m
-}
 
 var (
 	listELFRE = lazyregexp.New(`(?m)^ELF file\s+[0-9]+:\s+(\S+)\s*$`)
@@ -78,7 +33,7 @@ var (
 // runners; nil runs it on the host): --list-elf and --list-ptx, then --extract-elf all into a
 // temporary directory that is removed afterwards. A PTX text file is read
 // directly. A file without device code yields empty lists.
-func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) (*Inspection, error) {
+func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) (*runtypes.Inspection, error) {
 	if r == nil {
 		r = &runner.Host{}
 	}
@@ -94,7 +49,7 @@ func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) 
 	if err != nil {
 		return nil, fmt.Errorf("inspecting %s: %w", path, err)
 	}
-	in := &Inspection{Path: path, SHA256: sum(data), Size: int64(len(data)), SASS: []string{}, PTX: []string{}, Cubins: []Cubin{}}
+	in := &runtypes.Inspection{Path: path, SHA256: sum(data), Size: int64(len(data)), SASS: []string{}, PTX: []string{}, Cubins: []runtypes.Cubin{}}
 	switch {
 	case isPTXText(data):
 		for _, m := range ptxTarget.FindAllStringSubmatch(string(data), -1) {
@@ -109,7 +64,7 @@ func Inspect(ctx context.Context, r runner.Runner, path string, opts ...Option) 
 			return nil, fmt.Errorf("inspecting %s: %w", path, err)
 		}
 		in.SASS = []string{arch}
-		in.Cubins = []Cubin{{Name: filepath.Base(path), Arch: arch, SHA256: in.SHA256, Size: in.Size}}
+		in.Cubins = []runtypes.Cubin{{Name: filepath.Base(path), Arch: arch, SHA256: in.SHA256, Size: in.Size}}
 		return in, nil
 	}
 	if o.tmpDir != "" {
@@ -158,7 +113,7 @@ func (c *cuobjdump) run(ctx context.Context, args ...string) (stdout string, noC
 
 // inspect lists the file's PTX and cubins into in, then extracts the
 // cubins and reads each one's architecture from its ELF header.
-func (c *cuobjdump) inspect(ctx context.Context, in *Inspection) error {
+func (c *cuobjdump) inspect(ctx context.Context, in *runtypes.Inspection) error {
 	out, noCode, err := c.run(ctx, "--list-elf", "--list-ptx")
 	if err != nil || noCode {
 		return err
@@ -197,19 +152,19 @@ func (c *cuobjdump) inspect(ctx context.Context, in *Inspection) error {
 }
 
 // cubin reads the cubin cuobjdump extracted as name.
-func (c *cuobjdump) cubin(name string) (Cubin, error) {
+func (c *cuobjdump) cubin(name string) (runtypes.Cubin, error) {
 	if strings.ContainsAny(name, `/\`) || name == ".." {
-		return Cubin{}, fmt.Errorf("cuobjdump extracted %q from %s: not a plain file name", name, c.path)
+		return runtypes.Cubin{}, fmt.Errorf("cuobjdump extracted %q from %s: not a plain file name", name, c.path)
 	}
 	b, err := os.ReadFile(filepath.Join(c.tmp, name))
 	if err != nil {
-		return Cubin{}, fmt.Errorf("reading cubin %s extracted from %s: %w", name, c.path, err)
+		return runtypes.Cubin{}, fmt.Errorf("reading cubin %s extracted from %s: %w", name, c.path, err)
 	}
 	arch, err := namedCubinArch(b, name)
 	if err != nil {
-		return Cubin{}, fmt.Errorf("cubin %s extracted from %s: %w", name, c.path, err)
+		return runtypes.Cubin{}, fmt.Errorf("cubin %s extracted from %s: %w", name, c.path, err)
 	}
-	return Cubin{Name: name, Arch: arch, SHA256: sum(b), Size: int64(len(b))}, nil
+	return runtypes.Cubin{Name: name, Arch: arch, SHA256: sum(b), Size: int64(len(b))}, nil
 }
 
 // Option configures [Inspect] and [Fingerprint].

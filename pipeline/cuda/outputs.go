@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/pipeline"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
 
@@ -54,9 +55,9 @@ type OutputFile struct {
 	DeviceCode bool `json:"device_code"`
 	// SASS, PTX and Cubins are what cuobjdump found in it (see
 	// Inspection); empty without device code.
-	SASS   []string `json:"sass,omitempty"`
-	PTX    []string `json:"ptx,omitempty"`
-	Cubins []Cubin  `json:"cubins,omitempty"`
+	SASS   []string         `json:"sass,omitempty"`
+	PTX    []string         `json:"ptx,omitempty"`
+	Cubins []runtypes.Cubin `json:"cubins,omitempty"`
 	// Missing are the pinned targets it has no SASS for.
 	Missing []string `json:"missing,omitempty"`
 }

@@ -29,26 +29,29 @@ type Scheduler interface {
 	Describe(ctx context.Context) (Cluster, error)
 }
 
-// Selectors pick the nodes a class runs on.
+// Selectors pick the nodes a class runs on: what every engine selects
+// by, and the engine's own selection (Placement).
 type Selectors struct {
 	// GPUType is the GPU model the scheduler knows (Slurm's gres type:
 	// a100, h100).
 	GPUType string `json:"gpuType"`
 	// GPUs is how many GPUs of GPUType each job takes.
 	GPUs int `json:"gpus"`
-	// Constraint is a node feature expression (Slurm's --constraint:
-	// sm_90); empty for none.
-	Constraint string `json:"constraint,omitempty"`
 	// Distinct asks that no two jobs of the class share a node.
 	Distinct bool `json:"distinct,omitempty"`
-	// Product is the value of the nodes' ProductLabel (Kubernetes).
-	Product string `json:"product,omitempty"`
-	// Labels are further labels the nodes must carry (Kubernetes).
-	Labels map[string]string `json:"labels,omitempty"`
+	// Arch is the nodes' architecture as Go spells it (amd64, arm64)
+	// when the class names one; empty: wherever the scheduler places
+	// the jobs.
+	Arch string `json:"arch,omitempty"`
+	// Placement is the engine's own node selection for the class, from
+	// the class's fields that engine reads (Slurm: the feature
+	// constraint; Kubernetes: the product and node labels): its
+	// EngineConfig.Validate sets it, and only its Scheduler reads it.
+	Placement any `json:"-"`
 }
 
-// Request is the jobs of one class: the same command on Count nodes,
-// each told its index.
+// Request is the jobs of one class: the same Job on Count nodes, each
+// told its index.
 type Request struct {
 	// Name names the jobs in the scheduler (Slurm's --job-name).
 	Name string
@@ -58,11 +61,11 @@ type Request struct {
 	Selectors Selectors
 	// Count is how many jobs (nodes): at least 1.
 	Count int
-	// Script is the job script's path on the shared directory; it runs
-	// with Args and finds its index in $GPUATTEST_FLEET_INDEX.
-	Script string
-	// Args are the script's arguments.
-	Args []string
+	// Job is what each job runs, as the dispatch's staging describes
+	// it: a ScriptJob on a shared directory (SharedStaging), an
+	// ImageJob through a registry (RegistryStaging). An engine takes
+	// the kind its settings stage and refuses others.
+	Job Job
 	// Env is added to each job's environment.
 	Env map[string]string
 	// TimeLimit bounds each job's run time (Slurm's --time).
@@ -70,9 +73,6 @@ type Request struct {
 	// Requeue lets the scheduler run a job again after preemption or a
 	// node failure.
 	Requeue bool
-	// LogDir is a shared directory for the jobs' stdout and stderr; they
-	// are discarded when it is empty.
-	LogDir string
 	// Array submits the Count jobs as one array job where the engine has
 	// them (Slurm's --array; a Kubernetes Indexed Job is this shape), one
 	// job per node otherwise. Each job still has its own Handle and
@@ -82,22 +82,47 @@ type Request struct {
 	// Dispatch is the dispatch's ID: engines label or name the jobs with
 	// it.
 	Dispatch string
-	// Command is what each job runs in the fleet's image, for engines
-	// without a shared directory (Kubernetes), instead of Script: the
-	// node side that pulls the staged dispatch, checks it and runs the
-	// GPU steps. It is never given the job keys.
+}
+
+// Job is what each job of a Request runs: ScriptJob or ImageJob, as the
+// dispatch's staging made it.
+type Job interface{ stagedJob() }
+
+// ScriptJob is a job staged in a directory the nodes and the coordinator
+// share (SharedStaging): a script the scheduler runs on the node.
+type ScriptJob struct {
+	// Script is the job script's path on the shared directory; it runs
+	// with Args and finds its index in $GPUATTEST_FLEET_INDEX.
+	Script string
+	// Args are the script's arguments.
+	Args []string
+	// LogDir is a shared directory for the jobs' stdout and stderr; they
+	// are discarded when it is empty.
+	LogDir string
+}
+
+// ImageJob is a job staged through a registry (RegistryStaging): two
+// commands in the fleet's image, the node pulling the staged dispatch,
+// and keys the engine delivers itself.
+type ImageJob struct {
+	// Command is what each job runs in the fleet's image: the node side
+	// that pulls the staged dispatch, checks it and runs the GPU steps.
+	// It is never given the job keys.
 	Command []string
 	// SignCommand runs beside Command, in a process of its own (a second
 	// container of the pod): the only one given the job's key, at
 	// KeyMount/<index>.key. It signs and publishes what Command reported
 	// in ReportMount.
 	SignCommand []string
-	// Keys are the jobs' private keys (PEM), by index, for engines that
-	// deliver the keys themselves (Kubernetes: one Secret per class).
+	// Keys are the jobs' private keys (PEM), by index, which the engine
+	// delivers (Kubernetes: one Secret per class).
 	Keys [][]byte
 }
 
-// Paths in a job's container on engines that run images (Kubernetes).
+func (ScriptJob) stagedJob() {}
+func (ImageJob) stagedJob()  {}
+
+// Paths in a job's container on engines that run an ImageJob.
 const (
 	// KeyMount is the directory of the job keys, <index>.key, mounted
 	// read-only into the SignCommand's container alone.

@@ -1,10 +1,12 @@
 package fleet
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,9 +74,11 @@ type Class struct {
 	Product    string            `yaml:"product,omitempty" json:"product,omitempty" jsonschema:"description=Kubernetes: the nodes' nvidia.com/gpu.product label such as NVIDIA-H100-80GB-HBM3 (GPU Feature Discovery)"`
 	GPUs       int               `yaml:"gpus,omitempty" json:"gpus,omitempty" jsonschema:"minimum=1,description=GPUs per node (the COUNT of gres when omitted; when both are given they must agree)"`
 	NodeLabels map[string]string `yaml:"nodeLabels,omitempty" json:"nodeLabels,omitempty" jsonschema:"description=Kubernetes: further labels the nodes must carry (nodeSelector)"`
+	Arch       string            `yaml:"arch,omitempty" json:"arch,omitempty" jsonschema:"enum=amd64,enum=arm64,description=the nodes' architecture: the engine selects nodes of it (Slurm: the node feature of that name; Kubernetes: kubernetes.io/arch) and the dispatch stages the gpuattest built for it (amd64 when omitted; the nodes then run where the scheduler places them)"`
 
-	// Selectors are parsed from Gres, GPUs, Constraint, Product,
-	// NodeLabels and Nodes by Load.
+	// Selectors are parsed from Gres, GPUs, Nodes and Arch by Load; the
+	// engine's own part (Placement) from the fields it reads by its
+	// EngineConfig.Validate.
 	Selectors Selectors `yaml:"-" json:"-"`
 }
 
@@ -258,7 +262,6 @@ func (cl *Class) validate(c *Checker, p string) int {
 	if cl.Constraint != "" && !constraintRE.MatchString(cl.Constraint) {
 		add(p+".constraint", "a Slurm feature expression: sm_90, or sm_90&nvlink", "constraint %q: unexpected characters", cl.Constraint)
 	}
-	cl.Selectors.Constraint = cl.Constraint
 	cl.validateNodes(c, p)
 	jobs := 0
 	switch {
@@ -271,6 +274,10 @@ func (cl *Class) validate(c *Checker, p string) int {
 		jobs = max(cl.Nodes, 1)
 	}
 	cl.Selectors.Distinct = cl.Nodes > 1
+	if cl.Arch != "" && !slices.Contains(Arches, cl.Arch) {
+		add(p+".arch", "the architecture as Go spells it: "+strings.Join(Arches, " or "), "arch %q: expected one of %s", cl.Arch, strings.Join(Arches, ", "))
+	}
+	cl.Selectors.Arch = cl.Arch
 	if len(cl.Targets) == 0 && !doc.Malformed(p+".targets") {
 		add(p+".targets", "name the pinned targets this class runs, e.g. [sm_90]", "class %s covers no targets", cl.Name)
 	}
@@ -291,7 +298,6 @@ func (cl *Class) validateNodes(c *Checker, p string) {
 	if cl.Product != "" && !labelValueRE.MatchString(cl.Product) {
 		c.Add(p+".product", "the value of the nodes' nvidia.com/gpu.product label, such as NVIDIA-H100-80GB-HBM3 (kubectl get nodes -L nvidia.com/gpu.product)", "product %q: expected a label value", cl.Product)
 	}
-	cl.Selectors.Product = cl.Product
 	if len(cl.NodeLabels) > MaxNodeLabels {
 		c.Add(p+".nodeLabels", "", "%d labels: at most %d", len(cl.NodeLabels), MaxNodeLabels)
 		return
@@ -312,8 +318,21 @@ func (cl *Class) validateNodes(c *Checker, p string) {
 			c.Add(p+".nodeLabels."+k, "", "label value %q: expected a Kubernetes label value", v)
 		}
 	}
-	cl.Selectors.Labels = cl.NodeLabels
 }
+
+// Arches are the node architectures a class may name, as Go spells
+// them; DefaultArch is a class's when it names none.
+var Arches = []string{"amd64", "arm64"}
+
+// DefaultArch is the architecture of a class that names none.
+const DefaultArch = "amd64"
+
+// Architecture is the class's node architecture: Arch, or DefaultArch.
+func (c *Class) Architecture() string { return cmp.Or(c.Arch, DefaultArch) }
+
+// Platform is the GOOS/GOARCH of the gpuattest the class's nodes run
+// (linux/amd64).
+func (c *Class) Platform() string { return "linux/" + c.Architecture() }
 
 // ProductLabel is the node label GPU Feature Discovery sets to the GPU's
 // product name.

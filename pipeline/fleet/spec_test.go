@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	_ "github.com/gpuattest/gpuattest/pipeline/fleet/engines"
@@ -31,8 +32,8 @@ func TestLoad(t *testing.T) {
 		t.Errorf("digest %q, jobs %d; want a sha256 digest and 3 jobs", s.Digest, s.Jobs())
 	}
 	want := []fleet.Selectors{
-		{GPUType: "a100", GPUs: 8, Constraint: "sm_80", Distinct: true},
-		{GPUType: "h100", GPUs: 8, Constraint: "sm_90"},
+		{GPUType: "a100", GPUs: 8, Distinct: true, Placement: slurm.Placement{Constraint: "sm_80"}},
+		{GPUType: "h100", GPUs: 8, Placement: slurm.Placement{Constraint: "sm_90"}},
 	}
 	var got []fleet.Selectors
 	for _, c := range s.Classes {
@@ -72,10 +73,13 @@ func TestSameFileBothEngines(t *testing.T) {
 			t.Errorf("engine %s: models %q, %q", engine, s.Classes[0].Model(), s.Classes[1].Model())
 		}
 	}
-	if diff := cmp.Diff(got[0], got[1]); diff != "" {
+	if diff := cmp.Diff(got[0], got[1], cmpopts.IgnoreFields(fleet.Selectors{}, "Placement")); diff != "" {
 		t.Errorf("selectors differ between engines (-slurm +kubernetes):\n%s", diff)
 	}
-	want := fleet.Selectors{GPUType: "a100", GPUs: 8, Distinct: true, Product: "NVIDIA-A100-SXM4-80GB"}
+	if diff := cmp.Diff(slurm.Placement{}, got[0][0].Placement); diff != "" {
+		t.Errorf("slurm's a100 placement (-want +got):\n%s", diff)
+	}
+	want := fleet.Selectors{GPUType: "a100", GPUs: 8, Distinct: true, Placement: kube.Placement{Product: "NVIDIA-A100-SXM4-80GB"}}
 	if diff := cmp.Diff(want, got[1][0]); diff != "" {
 		t.Errorf("a100 selectors (-want +got):\n%s", diff)
 	}

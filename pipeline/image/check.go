@@ -5,39 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
-// Problem is one reason CheckLock refuses to run a release.
-type Problem struct {
-	// Image is the image's name in the pipeline (or in the lock, for a stale
-	// entry).
-	Image string `json:"image"`
-	// Reference is the source the pipeline writes for it, if any.
-	Reference string `json:"reference,omitempty"`
-	// Message says what is wrong.
-	Message string `json:"message"`
-	// Hint says how to fix it.
-	Hint string `json:"hint"`
-}
-
-// String renders the problem as an error message with its hint line.
-func (p Problem) String() string {
-	s := "image " + p.Image
-	if p.Reference != "" {
-		s += " (" + p.Reference + ")"
-	}
-	s += ": " + p.Message
-	if p.Hint != "" {
-		s += "\nhint: " + p.Hint
-	}
-	return s
-}
-
-// Error makes a Problem usable as an error.
-func (p Problem) Error() string { return p.String() }
-
 // ProblemsError joins problems into one error (nil when there are none).
-func ProblemsError(ps []Problem) error {
+func ProblemsError(ps []runtypes.LockProblem) error {
 	if len(ps) == 0 {
 		return nil
 	}
@@ -83,10 +56,10 @@ func WithoutSourceCheckUnsafe() Option {
 // lock is nil when the pipeline has no lock file. opts take Resolve's
 // options (keychain, transport, platform, base directory) and
 // WithPipelineFile.
-func CheckLock(ctx context.Context, images map[string]string, lock *Lock, opts ...Option) []Problem {
+func CheckLock(ctx context.Context, images map[string]string, lock *Lock, opts ...Option) []runtypes.LockProblem {
 	o, err := applyOptions(opts)
 	if err != nil {
-		return []Problem{{Image: "*", Message: err.Error()}}
+		return []runtypes.LockProblem{{Image: "*", Message: err.Error()}}
 	}
 	c := struct {
 		pipelineFile string
@@ -97,9 +70,9 @@ func CheckLock(ctx context.Context, images map[string]string, lock *Lock, opts .
 	}
 	lockCmd := "run `gpuattest lock " + c.pipelineFile + "` and commit " + LockFileName
 	updateCmd := "if the change is intended, run `gpuattest lock --update " + c.pipelineFile + "`, review the new digests and commit " + LockFileName
-	var ps []Problem
+	var ps []runtypes.LockProblem
 	add := func(name, ref, hint, format string, args ...any) {
-		ps = append(ps, Problem{Image: name, Reference: ref, Message: fmt.Sprintf(format, args...), Hint: hint})
+		ps = append(ps, runtypes.LockProblem{Image: name, Reference: ref, Message: fmt.Sprintf(format, args...), Hint: hint})
 	}
 	for _, name := range sortedKeys(images) {
 		ref := images[name]
@@ -155,8 +128,8 @@ func CheckLock(ctx context.Context, images map[string]string, lock *Lock, opts .
 
 // checkServed asks the source for the locked digest and, for a floating
 // reference, where it points now.
-func checkServed(ctx context.Context, name string, src Source, e LockEntry, opts []Option, updateCmd string) []Problem {
-	var ps []Problem
+func checkServed(ctx context.Context, name string, src Source, e LockEntry, opts []Option, updateCmd string) []runtypes.LockProblem {
+	var ps []runtypes.LockProblem
 	top := e.ManifestDigest
 	if e.IndexDigest != "" {
 		top = e.IndexDigest
@@ -168,12 +141,12 @@ func checkServed(ctx context.Context, name string, src Source, e LockEntry, opts
 	got, err := Resolve(ctx, byDigest, opts...)
 	switch {
 	case err != nil:
-		ps = append(ps, Problem{Image: name, Reference: src.Raw,
+		ps = append(ps, runtypes.LockProblem{Image: name, Reference: src.Raw,
 			Message: fmt.Sprintf("the locked digest %s is no longer served: %v", top, err),
 			Hint:    servedHint(err, updateCmd)})
 		return ps
 	case got.ManifestDigest != e.ManifestDigest:
-		ps = append(ps, Problem{Image: name, Reference: src.Raw,
+		ps = append(ps, runtypes.LockProblem{Image: name, Reference: src.Raw,
 			Message: fmt.Sprintf("the locked index %s now resolves to manifest %s, not the locked %s", shortDigest(top), got.ManifestDigest, e.ManifestDigest),
 			Hint:    updateCmd})
 		return ps
@@ -188,7 +161,7 @@ func checkServed(ctx context.Context, name string, src Source, e LockEntry, opts
 			// digest, so this is no reason to refuse.
 			return ps
 		}
-		ps = append(ps, Problem{Image: name, Reference: src.Raw,
+		ps = append(ps, runtypes.LockProblem{Image: name, Reference: src.Raw,
 			Message: fmt.Sprintf("cannot check where %s points now: %v", floatingWhat(src), err),
 			Hint:    "check the network and registry credentials (docker login), then retry"})
 		return ps
@@ -198,7 +171,7 @@ func checkServed(ctx context.Context, name string, src Source, e LockEntry, opts
 		nowTop, lockedTop = now.IndexDigest, e.IndexDigest
 	}
 	if nowTop != lockedTop || now.ManifestDigest != e.ManifestDigest {
-		ps = append(ps, Problem{Image: name, Reference: src.Raw,
+		ps = append(ps, runtypes.LockProblem{Image: name, Reference: src.Raw,
 			Message: fmt.Sprintf("%s moved after locking: it now points to %s, the lock says %s (locked %s)", floatingWhat(src), orManifest(now.IndexDigest, now.ManifestDigest), lockedWhat(e), e.ResolvedAt.Format("2006-01-02T15:04:05Z07:00")),
 			Hint:    updateCmd})
 	}

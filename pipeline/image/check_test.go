@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/gpuattest/gpuattest/internal/registrytest"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 )
 
 func deleteManifest(t *testing.T, ref string) {
@@ -119,7 +120,7 @@ func mustEntry(t *testing.T, l *Lock, name string) LockEntry {
 // wantMsgs checks that the problems, rendered, contain each wanted text in
 // one problem per line of want that starts with "image " (one problem when
 // none does).
-func wantMsgs(t *testing.T, ps []Problem, want []string) {
+func wantMsgs(t *testing.T, ps []runtypes.LockProblem, want []string) {
 	t.Helper()
 	all := ProblemsError(ps)
 	if all == nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
-	"github.com/gpuattest/gpuattest/pipeline/cuda"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/stats"
 )
 
@@ -110,9 +110,9 @@ func fillFromPredicate(out *Report, p *attest.ValidationPredicate) {
 				byStep[a.Step] = bd
 				order = append(order, a.Step)
 			}
-			in := &cuda.Inspection{Path: a.Path, SHA256: a.SHA256, SASS: a.SASSArchs, PTX: a.PTXArchs}
+			in := &runtypes.Inspection{Path: a.Path, SHA256: a.SHA256, SASS: a.SASSArchs, PTX: a.PTXArchs}
 			for _, c := range a.Cubins {
-				in.Cubins = append(in.Cubins, cuda.Cubin{Arch: c.Arch, SHA256: c.SHA256})
+				in.Cubins = append(in.Cubins, runtypes.Cubin{Arch: c.Arch, SHA256: c.SHA256})
 			}
 			bd.Artifacts = append(bd.Artifacts, in)
 		}

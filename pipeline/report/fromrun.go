@@ -12,7 +12,6 @@ import (
 	"github.com/gpuattest/gpuattest/attest/sign"
 	"github.com/gpuattest/gpuattest/attest/verify"
 	"github.com/gpuattest/gpuattest/pipeline"
-	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/rundir"
 	"github.com/gpuattest/gpuattest/pipeline/runtypes"
@@ -311,7 +310,7 @@ func execBuild(st *rundir.Step) Build {
 	o := st.Outputs
 	b := Build{Step: st.ID, Targets: o.Targets, Output: "exec outputs", ArchProblems: o.Problems, Repro: o.Reproducibility, Cached: st.Cache == "hit"}
 	for _, f := range o.Files {
-		b.Artifacts = append(b.Artifacts, &cuda.Inspection{Path: f.Path, SHA256: f.SHA256, Size: f.Size, SASS: nonNilStrings(f.SASS), PTX: nonNilStrings(f.PTX), Cubins: f.Cubins})
+		b.Artifacts = append(b.Artifacts, &runtypes.Inspection{Path: f.Path, SHA256: f.SHA256, Size: f.Size, SASS: nonNilStrings(f.SASS), PTX: nonNilStrings(f.PTX), Cubins: f.Cubins})
 	}
 	if o.Reproducibility != nil {
 		ok := o.Reproducibility.Reproducible

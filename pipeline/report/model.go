@@ -139,7 +139,7 @@ type Build struct {
 	Targets []string
 	Output  string
 	// Artifacts are what cuobjdump found in each output.
-	Artifacts []*cuda.Inspection
+	Artifacts []*runtypes.Inspection
 	// ArchProblems are SASS/PTX sets that differ from the pinned ones.
 	ArchProblems []string
 	// Reproducible is nil when the check did not run.

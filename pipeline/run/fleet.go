@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/gpuevidence"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -43,7 +45,7 @@ type fleetOptions struct {
 	dir      string
 	build    func(build *pipeline.Pipeline) ([]Option, error)
 	signer   func() (*sign.Signer, error)
-	binary   string
+	binaries map[string]string
 	access   fleet.Access
 	poll     time.Duration
 	registry []oci.Option
@@ -83,9 +85,27 @@ func WithFleetSigner(f func() (*sign.Signer, error)) FleetOption {
 	return func(o *fleetOptions) { o.signer = f }
 }
 
-// WithNodeBinary is the gpuattest executable the nodes run (default:
-// this process's executable).
-func WithNodeBinary(path string) FleetOption { return func(o *fleetOptions) { o.binary = path } }
+// WithNodeBinary is the gpuattest executable the nodes of this
+// machine's own platform (linux/GOARCH) run; the default, on Linux, is
+// this process's executable. WithPlatformNodeBinary names those of other
+// platforms.
+func WithNodeBinary(path string) FleetOption {
+	return WithPlatformNodeBinary("linux/"+runtime.GOARCH, path)
+}
+
+// WithPlatformNodeBinary is the gpuattest executable the nodes of
+// platform (GOOS/GOARCH, such as linux/arm64) run: a class's arch picks
+// its platform (linux/amd64 when it names none). The dispatch checks each
+// is an ELF executable for its machine and pins its digest; a class
+// whose platform has none is refused before the build.
+func WithPlatformNodeBinary(platform, path string) FleetOption {
+	return func(o *fleetOptions) {
+		if o.binaries == nil {
+			o.binaries = map[string]string{}
+		}
+		o.binaries[platform] = path
+	}
+}
 
 // WithFleetAccess is how the engine reaches its cluster (a Kubernetes
 // kubeconfig and context), beside its settings in the fleet file.
@@ -169,6 +189,13 @@ func Fleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, opts ...
 	if err := coordinate.CheckStaging(spec); err != nil {
 		return nil, fmt.Errorf("staging the dispatch: %w", err)
 	}
+	binaries, err := nodeBinaries(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := coordinate.CheckBinaries(spec, binaries); err != nil {
+		return nil, inputError{fmt.Errorf("staging the dispatch: %w", err)}
+	}
 	build, nodes := coordinate.Split(p)
 	if len(nodes.Steps) == 0 {
 		return nil, badFleet("%s has no gpu: true step: there is nothing to run on the fleet", p.Path)
@@ -206,13 +233,9 @@ func Fleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, opts ...
 // submitFleet stages and signs the dispatch, submits it, and waits and
 // collects unless detached.
 func submitFleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, signer *sign.Signer, res *FleetResult, o *fleetOptions) error {
-	binary := o.binary
-	if binary == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		binary = self
+	binaries, err := nodeBinaries(o)
+	if err != nil {
+		return err
 	}
 	e, err := openEngine(spec.Engine, spec.Config, spec.PollInterval.D, o)
 	if err != nil {
@@ -221,7 +244,7 @@ func submitFleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, si
 	// The dispatch names the cluster (its server and namespace, where
 	// the engine has them); an engine that stages through a registry
 	// stages in the run directory first.
-	stage := coordinate.Stage{Pipeline: p, BuildDir: res.Build.Dir, Fleet: spec, Binary: binary, Signer: signer,
+	stage := coordinate.Stage{Pipeline: p, BuildDir: res.Build.Dir, Fleet: spec, Binaries: binaries, Signer: signer,
 		ReleaseDir: filepath.Join(res.Dir, coordinate.ReleaseDir), StageDir: filepath.Join(res.Dir, "stage"),
 		Registry: o.registry}
 	if stage.Cluster, err = e.Describe(ctx); err != nil {
@@ -241,6 +264,21 @@ func submitFleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, si
 	}
 	res.Collected, err = waitAndCollect(ctx, e, res.State, res.Dir, o.simulate, o)
 	return err
+}
+
+// nodeBinaries are the node binaries by platform: WithNodeBinary's, and
+// on Linux this process's executable for its own platform unless given.
+func nodeBinaries(o *fleetOptions) (map[string]string, error) {
+	binaries := map[string]string{}
+	maps.Copy(binaries, o.binaries)
+	if self := "linux/" + runtime.GOARCH; runtime.GOOS == "linux" && binaries[self] == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		binaries[self] = exe
+	}
+	return binaries, nil
 }
 
 // CollectFleet waits for the detached dispatch in the run directory dir

@@ -8,6 +8,7 @@ import (
 	"github.com/gpuattest/gpuattest/pipeline/cuda"
 	"github.com/gpuattest/gpuattest/pipeline/gpu"
 	"github.com/gpuattest/gpuattest/pipeline/image"
+	"github.com/gpuattest/gpuattest/pipeline/runtypes"
 	"github.com/gpuattest/gpuattest/pipeline/suite"
 )
 
@@ -45,22 +46,24 @@ func Hardware(ctx context.Context, src GPUSource) (*hardware.Record, error) {
 	return gpu.Collect(ctx, gpu.WithSource(src))
 }
 
-// Inspection is what Inspect found in a CUDA binary.
-type Inspection = cuda.Inspection
-
 // Inspect lists the SASS and PTX targets of the CUDA binary at path
 // (cuobjdump on this host, run with env).
-func Inspect(ctx context.Context, path string, env []string) (*Inspection, error) {
+func Inspect(ctx context.Context, path string, env []string) (*runtypes.Inspection, error) {
 	return cuda.Inspect(ctx, nil, path, cuda.WithEnv(env))
 }
 
+// CheckSASS compares the SASS architectures in in with targets, or
+// returns nil when they are the same set.
+func CheckSASS(in *runtypes.Inspection, targets []pipeline.Target) *cuda.ArchDiff {
+	return cuda.CheckSASS(in, targets)
+}
+
 // Lock is a pipeline's gpuattest.lock; LockChange is one entry a lock
-// run added, changed or removed; LockProblem is one reason CheckLock
-// refuses a release.
+// run added, changed or removed (runtypes.LockProblem is one reason
+// CheckLock refuses a release).
 type (
-	Lock        = image.Lock
-	LockChange  = image.Change
-	LockProblem = image.Problem
+	Lock       = image.Lock
+	LockChange = image.Change
 )
 
 // DefaultPlatform is the platform images are locked for by default.
@@ -81,7 +84,7 @@ func lockOptions(p *pipeline.Pipeline, pipelineFile, platform string) []image.Op
 // CheckLock is the release gate on p's images against lock (nil: none)
 // for platform: every reason it refuses, none when it passes.
 // pipelineFile names the pipeline in the hints.
-func CheckLock(ctx context.Context, p *pipeline.Pipeline, lock *Lock, pipelineFile, platform string) []LockProblem {
+func CheckLock(ctx context.Context, p *pipeline.Pipeline, lock *Lock, pipelineFile, platform string) []runtypes.LockProblem {
 	return image.CheckLock(ctx, p.Images, lock, lockOptions(p, pipelineFile, platform)...)
 }
 
@@ -98,12 +101,6 @@ type (
 	Baseline      = suite.Baseline
 	SampleSet     = suite.SampleSet
 	CompareReport = suite.Report
-)
-
-// The verdicts of a case that is in only one of the compared sets.
-const (
-	Missing = suite.Missing
-	New     = suite.New
 )
 
 // SaveBaseline reads the samples of benchmark step stepID (empty: the

@@ -8,7 +8,7 @@ import (
 // Verdict is the gate's judgement of one case.
 type Verdict string
 
-// The verdicts. Only Slower fails a gate.
+// The verdicts. Only Slower (and Missing) fails a gate.
 const (
 	// Same: no change beyond the threshold.
 	Same Verdict = "SAME"
@@ -19,6 +19,11 @@ const (
 	// Ambiguous: the data cannot tell (too few samples, or too noisy for
 	// the threshold); never read as Same.
 	Ambiguous Verdict = "AMBIGUOUS"
+	// Missing: the case is in the baseline (or the reference) but not in
+	// the candidate; it fails the gate (a case that vanished cannot pass).
+	Missing Verdict = "MISSING"
+	// New: the case is only in the candidate; informational.
+	New Verdict = "NEW"
 )
 
 // MinSamples is the fewest samples a side for any verdict but Ambiguous.

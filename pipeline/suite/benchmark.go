@@ -714,7 +714,7 @@ func (br *benchRun) comparePaired() (*Report, error) {
 		if !refCases[c.Name] {
 			rep.Cases = append(rep.Cases, CaseComparison{Name: c.Name, Comparison: stats.Comparison{Method: stats.MethodPaired,
 				CandidateN: len(c.SamplesNS), CandidateMedian: stats.Median(c.SamplesNS),
-				Verdict: Missing, Reason: "measured in the candidate but not in the reference"}})
+				Verdict: stats.Missing, Reason: "measured in the candidate but not in the reference"}})
 			continue
 		}
 		ref, cand := invocationSamples(br.ref, c.Name), invocationSamples(br.cand, c.Name)
@@ -734,7 +734,7 @@ func (br *benchRun) comparePaired() (*Report, error) {
 		if len(c.SamplesNS) > 0 && !candCases[c.Name] {
 			rep.Cases = append(rep.Cases, CaseComparison{Name: c.Name, Comparison: stats.Comparison{Method: stats.MethodPaired,
 				BaselineN: len(c.SamplesNS), BaselineMedian: stats.Median(c.SamplesNS),
-				Verdict: Missing, Reason: "measured in the reference but not in the candidate"}})
+				Verdict: stats.Missing, Reason: "measured in the reference but not in the candidate"}})
 		}
 	}
 	rep.OnAmbiguous = pipeline.OnAmbiguousFail
@@ -940,7 +940,7 @@ func benchmarkJUnit(s *step.Context, d *BenchmarkDetails) []JUnitCase {
 	}
 	for _, r := range reps {
 		for _, v := range r.rep.Cases {
-			if v.Verdict != Missing || slices.ContainsFunc(d.Cases, func(c BenchmarkCase) bool { return c.Name == v.Name }) {
+			if v.Verdict != stats.Missing || slices.ContainsFunc(d.Cases, func(c BenchmarkCase) bool { return c.Name == v.Name }) {
 				continue
 			}
 			st := StatusPassed

@@ -231,15 +231,6 @@ func refuseHardware(rep *Report, baseline, candidate *SampleSet) *Report {
 	return rep
 }
 
-// Verdicts beyond stats.Verdict for cases present on one side only.
-const (
-	// Missing: the case is in the baseline but not in the candidate; it
-	// fails the gate (a case that vanished cannot pass).
-	Missing stats.Verdict = "MISSING"
-	// New: the case is only in the candidate; informational.
-	New stats.Verdict = "NEW"
-)
-
 // CaseComparison is one case of a comparison report.
 type CaseComparison struct {
 	// Name is the case key.
@@ -278,7 +269,7 @@ type Report struct {
 // fails reports whether verdict v fails the report's gate: SLOWER and
 // MISSING always, AMBIGUOUS when OnAmbiguous is fail.
 func (r *Report) fails(v stats.Verdict) bool {
-	return v == stats.Slower || v == Missing || v == stats.Ambiguous && r.OnAmbiguous == pipeline.OnAmbiguousFail
+	return v == stats.Slower || v == stats.Missing || v == stats.Ambiguous && r.OnAmbiguous == pipeline.OnAmbiguousFail
 }
 
 // Endpoint names one side of a comparison.
@@ -366,7 +357,7 @@ func Compare(baseline, candidate *SampleSet, opts ...CompareOption) (*Report, er
 		if !ok {
 			rep.Cases = append(rep.Cases, CaseComparison{Name: b.Name, Comparison: stats.Comparison{
 				BaselineN: len(b.SamplesNS), BaselineMedian: stats.Median(b.SamplesNS),
-				Verdict: Missing, Reason: "in the baseline but not in the candidate",
+				Verdict: stats.Missing, Reason: "in the baseline but not in the candidate",
 			}})
 			continue
 		}
@@ -380,13 +371,13 @@ func Compare(baseline, candidate *SampleSet, opts ...CompareOption) (*Report, er
 		if !seen[c.Name] {
 			rep.Cases = append(rep.Cases, CaseComparison{Name: c.Name, Comparison: stats.Comparison{
 				CandidateN: len(c.SamplesNS), CandidateMedian: stats.Median(c.SamplesNS),
-				Verdict: New, Reason: "not in the baseline: nothing to compare with",
+				Verdict: stats.New, Reason: "not in the baseline: nothing to compare with",
 			}})
 		}
 	}
 	for _, c := range rep.Cases {
 		rep.Counts[c.Verdict]++
-		if c.Verdict == stats.Slower || c.Verdict == Missing {
+		if c.Verdict == stats.Slower || c.Verdict == stats.Missing {
 			rep.Failed = true
 		}
 	}

@@ -50,7 +50,7 @@ func TestBenchmarkReference(t *testing.T) {
 			edit: func(st *pipeline.Step) {
 				st.Reference.Run = sh(`"$HARNESS" ref.json 1 && sed 's/"name":"copy/"name":"gone/' ref.json > ref.tmp && mv ref.tmp ref.json`)
 			},
-			wantStatus: step.Failed, wantVerdict: map[string]stats.Verdict{"copy/n=1024": Missing, "gone/n=1024": Missing}, wantReason: "MISSING (measured in the candidate but not in the reference)"},
+			wantStatus: step.Failed, wantVerdict: map[string]stats.Verdict{"copy/n=1024": stats.Missing, "gone/n=1024": stats.Missing}, wantReason: "MISSING (measured in the candidate but not in the reference)"},
 		{name: "reference case fails", scale: "1", edit: func(st *pipeline.Step) { st.Reference.Run = sh(`"$HARNESS" ref.json 1 failed`) },
 			wantStatus: step.Failed, wantReason: "reference case scale/n=1024 failed"},
 	}
@@ -73,7 +73,7 @@ func TestBenchmarkReference(t *testing.T) {
 			got := map[string]stats.Verdict{}
 			for _, c := range ref.Report.Cases {
 				got[c.Name] = c.Verdict
-				if c.Verdict != Missing && (c.Method != stats.MethodPaired || c.Pairs != 10 || c.SignedRank == nil) {
+				if c.Verdict != stats.Missing && (c.Method != stats.MethodPaired || c.Pairs != 10 || c.SignedRank == nil) {
 					t.Errorf("%s: method %q pairs %d", c.Name, c.Method, c.Pairs)
 				}
 			}

@@ -88,7 +88,7 @@ func TestCompareSets(t *testing.T) {
 	for _, c := range rep.Cases {
 		got[c.Name] = c.Verdict
 	}
-	if got["a"] != stats.Same || got["gone"] != Missing || got["fresh"] != New || !rep.Failed {
+	if got["a"] != stats.Same || got["gone"] != stats.Missing || got["fresh"] != stats.New || !rep.Failed {
 		t.Errorf("verdicts %v failed=%v", got, rep.Failed)
 	}
 	// Different hardware: not compared, every case AMBIGUOUS, and the

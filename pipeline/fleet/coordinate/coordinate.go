@@ -352,7 +352,10 @@ func Collect(ctx context.Context, s *State, outDir string, o dispatch.Options, o
 		return nil, err
 	}
 	out := &Collected{}
-	t := recordTransport(s)
+	t, err := recordTransport(s)
+	if err != nil {
+		return nil, err
+	}
 	read, done := t.bundles(ctx, s, opts)
 	defer done()
 	for _, j := range s.Jobs {
@@ -385,7 +388,11 @@ func Collect(ctx context.Context, s *State, outDir string, o dispatch.Options, o
 // removeKeys deletes the key of every job of the dispatch that is left
 // where the transport staged it: their jobs have ended (or were
 // cancelled), and a node deletes its own only when it signed.
-func (s *State) removeKeys() { recordTransport(s).removeKeys(s) }
+func (s *State) removeKeys() {
+	if t, err := recordTransport(s); err == nil {
+		t.removeKeys(s)
+	}
+}
 
 // VerifyDir verifies the dispatch in a collected run directory and every
 // bundle in its nodes/ directory. owner are the options that verify the

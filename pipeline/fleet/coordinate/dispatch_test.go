@@ -2,8 +2,11 @@ package coordinate_test
 
 import (
 	"crypto/ecdsa"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/internal/testenv"
 	"github.com/gpuattest/gpuattest/pipeline"
 	"github.com/gpuattest/gpuattest/pipeline/engine"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
@@ -49,11 +53,12 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-// TestPrepare stages a work tree and a build's outputs and checks the
-// signed dispatch: subjects, staged digests, one 0600 key per job whose
-// public half the dispatch names, nonces all different.
-func TestPrepare(t *testing.T) {
-	dir := t.TempDir()
+// stageFixture is a work tree, a passed build of it and the owner's
+// signer: prepare stages them for a Slurm fleet of classes (YAML list
+// items) in DIR/shared, with the node binaries by platform.
+func stageFixture(t *testing.T) (dir string, prepare func(classes string, binaries map[string]string) (*coordinate.Prepared, error)) {
+	t.Helper()
+	dir = t.TempDir()
 	root := filepath.Join(dir, "proj")
 	buildDir := filepath.Join(dir, "build")
 	for _, d := range []string{filepath.Join(root, "scripts"), filepath.Join(root, ".git"), filepath.Join(buildDir, "steps", "build", "outputs", "out")} {
@@ -81,19 +86,28 @@ func TestPrepare(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(buildDir, "run.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := fleet.Parse("fleet.yaml", []byte("apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: slurm\nsharedDir: "+filepath.Join(dir, "shared")+
-		"\nclasses:\n  - name: h100\n    gres: gpu:h100:8\n    constraint: sm_90\n    nodes: 2\n    targets: [sm_90]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	signer := fleettest.OwnerSigner(t)
 	p := &pipeline.Pipeline{Name: "p", Targets: []string{"sm_80", "sm_90"}, Path: filepath.Join(root, "p.yaml"), Dir: root, Root: root, Digest: "sha256:" + strings.Repeat("0", 64),
 		Steps: []pipeline.Step{{ID: "build"}, {ID: "check", GPU: true, Needs: []string{"build"}}}}
+	return dir, func(classes string, binaries map[string]string) (*coordinate.Prepared, error) {
+		spec, err := fleet.Parse("fleet.yaml", []byte("apiVersion: gpuattest.dev/v1\nkind: Fleet\nengine: slurm\nsharedDir: "+filepath.Join(dir, "shared")+"\nclasses:\n"+classes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return coordinate.Prepare(t.Context(), coordinate.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binaries: binaries, Signer: signer, ReleaseDir: filepath.Join(dir, "release")})
+	}
+}
+
+// TestPrepare stages a work tree and a build's outputs and checks the
+// signed dispatch: subjects, staged digests, one 0600 key per job whose
+// public half the dispatch names, nonces all different.
+func TestPrepare(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	prep, err := coordinate.Prepare(t.Context(), coordinate.Stage{Pipeline: p, BuildDir: buildDir, Fleet: spec, Binary: self, Signer: signer, ReleaseDir: filepath.Join(dir, "release")})
+	dir, prepare := stageFixture(t)
+	prep, err := prepare("  - name: h100\n    gres: gpu:h100:8\n    constraint: sm_90\n    nodes: 2\n    targets: [sm_90]\n", map[string]string{"linux/amd64": self})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +131,7 @@ func TestPrepare(t *testing.T) {
 		t.Errorf(".git was staged")
 	}
 	if len(d.Jobs) != 2 || d.Jobs[0].Name != "h100-0" || d.Jobs[1].Name != "h100-1" || d.Jobs[0].Nonce == d.Jobs[1].Nonce || !d.Jobs[0].Distinct ||
-		d.Jobs[0].ComputeCapability != "9.0" || d.Jobs[0].GPUModel != "h100" || d.Jobs[0].GPUs != 8 {
+		d.Jobs[0].ComputeCapability != "9.0" || d.Jobs[0].GPUModel != "h100" || d.Jobs[0].GPUs != 8 || d.Jobs[0].Arch != "amd64" {
 		t.Errorf("jobs %+v", d.Jobs)
 	}
 	for _, j := range d.Jobs {
@@ -148,5 +162,71 @@ func TestPrepare(t *testing.T) {
 	}
 	if digest, _ := dispatch.Digest(st); digest != prep.Digest || st.PredicateType != dispatch.PredicateType {
 		t.Errorf("the staged dispatch is %s of type %s, want %s", digest, st.PredicateType, prep.Digest)
+	}
+}
+
+// buildFor builds an executable for linux/arch (CGO_ENABLED=0; the Go
+// build cache keeps the compiled package between runs) and returns its
+// path.
+func buildFor(t *testing.T, arch string) string {
+	t.Helper()
+	goTool := testenv.RequireTool(t, "go")
+	out := filepath.Join(t.TempDir(), "gpuattest-linux-"+arch)
+	cmd := exec.CommandContext(t.Context(), goTool, "build", "-o", out, "./testdata/nodestub")
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building for linux/%s: %v\n%s", arch, err, b)
+	}
+	return out
+}
+
+// TestPrepareArm64Class: a fleet with an arm64 class stages the arm64
+// gpuattest for it beside the amd64 one, pins both digests in the
+// dispatch, records each job's arch, and the job script runs the arm64
+// one for that class alone. Without an arm64 binary, or with one of the
+// other machine, staging fails naming the class and the flag.
+func TestPrepareArm64Class(t *testing.T) {
+	amd, arm := buildFor(t, "amd64"), buildFor(t, "arm64")
+	_, prepare := stageFixture(t)
+	const classes = "  - {name: h100, gres: gpu:h100:8, targets: [sm_90]}\n" +
+		"  - {name: gh200, gres: gpu:gh200:1, arch: arm64, constraint: sm_90, targets: [sm_90]}\n"
+	prep, err := prepare(classes, map[string]string{"linux/amd64": amd, "linux/arm64": arm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged := map[string]string{}
+	for _, f := range prep.Dispatch.Staged {
+		staged[f.Path] = f.SHA256
+	}
+	for path, src := range map[string]string{"bin/gpuattest": amd, "bin/gpuattest-linux-arm64": arm} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(b); staged[path] != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s staged as sha256 %q, want the digest of %s", path, staged[path], src)
+		}
+	}
+	for _, j := range prep.Dispatch.Jobs {
+		if want := map[string]string{"h100": "amd64", "gh200": "arm64"}[j.Class]; j.Arch != want {
+			t.Errorf("job %s: arch %q, want %q", j.Name, j.Arch, want)
+		}
+	}
+	script, err := os.ReadFile(filepath.Join(prep.Dir, coordinate.JobScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCase := "\tgh200) bin=bin/gpuattest-linux-arm64 bin_sha256=" + staged["bin/gpuattest-linux-arm64"] + " ;;\n"
+	if !strings.Contains(string(script), "\nbin=bin/gpuattest\nbin_sha256="+staged["bin/gpuattest"]+"\n") || !strings.Contains(string(script), wantCase) {
+		t.Errorf("job script does not pick the amd64 binary by default and the arm64 one for gh200:\n%s", script)
+	}
+	for name, bins := range map[string]map[string]string{
+		"missing":       {"linux/amd64": amd},
+		"wrong machine": {"linux/amd64": amd, "linux/arm64": amd},
+	} {
+		_, err := prepare(classes, bins)
+		if err == nil || !strings.Contains(err.Error(), "class gh200") || !strings.Contains(err.Error(), "--node-binary linux/arm64=") {
+			t.Errorf("%s arm64 binary: %v, want an error naming class gh200 and --node-binary", name, err)
+		}
 	}
 }

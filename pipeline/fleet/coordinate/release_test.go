@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,7 +92,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 			t.Errorf("the binary was staged for Kubernetes; the pod image holds it")
 		}
 	}
-	st := &coordinate.State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Release: prep.Release, Simulated: true}
+	st := &coordinate.State{Dispatch: prep.Dir, DispatchDigest: prep.Digest, Release: prep.Release, Simulated: true, Cluster: fleet.Cluster{Engine: "kubernetes"}}
 	keys := map[string][]byte{}
 	for _, j := range prep.Dispatch.Jobs {
 		st.Jobs = append(st.Jobs, coordinate.JobState{Name: j.Name, Class: j.Class, Index: j.Index, ID: "job/" + strconv.Itoa(j.Index)})
@@ -115,7 +116,7 @@ func TestStagedThroughRegistry(t *testing.T) {
 		t.Fatalf("collect: verified %v, missing %v, problems %v", col.Report.Verified, col.Missing, col.Report.Problems)
 	}
 	for _, row := range col.Report.Jobs {
-		if row.Node != "node-"+row.Job || !row.Simulated || row.JobID != "gpuattest-x/"+strings.TrimPrefix(row.Job, row.Class+"-") {
+		if row.Node != "node-"+row.Job || !row.Simulated || row.JobID != "gpuattest-x/"+strings.TrimPrefix(row.Job, row.Class+"-") || row.Arch != runtime.GOARCH {
 			t.Errorf("row %+v", row)
 		}
 		// The host-runner step ran in the node container, which holds no

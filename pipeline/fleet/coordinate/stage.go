@@ -46,9 +46,13 @@ type Stage struct {
 	BuildDir string
 	// Fleet is the fleet file.
 	Fleet *fleet.Spec
-	// Binary is the gpuattest executable the nodes run (copied to the
-	// shared directory).
-	Binary string
+	// Binaries are the gpuattest executables the nodes run, by platform
+	// (linux/amd64, linux/arm64): each class's nodes run the one of its
+	// Class.Platform, which Prepare checks is an ELF executable for that
+	// machine and stages, its digest pinned in the dispatch. A fleet
+	// whose nodes run their image's gpuattest (staged through a
+	// registry) needs none.
+	Binaries map[string]string
 	// Signer is the release owner's signer.
 	Signer *sign.Signer
 	// ReleaseDir, when set, receives a copy of every released file
@@ -164,7 +168,7 @@ func prepare(ctx context.Context, s Stage, t transport, id, dir string) (*Prepar
 	}
 	subjects = append(subjects, attest.Subject{Name: oci.ManifestSubjectName, Digest: map[string]string{"sha256": strings.TrimPrefix(release.Digest(), "sha256:")}})
 	if t.stagesBinary() {
-		if err := st.file(s.Binary, stagefs.BinaryPath, 0o755); err != nil {
+		if err := st.binaries(s.Fleet, s.Binaries); err != nil {
 			return nil, err
 		}
 	}
@@ -248,11 +252,13 @@ func signDispatch(ctx context.Context, signer *sign.Signer, dir string, d *dispa
 // slurmScript is the job script of a dispatch on a shared directory.
 // sbatch keeps its own copy of it, which no one on the shared directory
 // can change, and it pins what the node runs: it copies the staged
-// gpuattest into a new private directory on the node (mktemp -d under
-// /tmp: 0700, the job's user's), checks the copy's sha256 against
-// binSHA256 (hex) and only then runs the copy, which refuses a dispatch
-// file whose digest is not dispatchDigest.
-func slurmScript(id, dir, binSHA256, dispatchDigest string) string {
+// gpuattest of the job's class (bin, relative to dir, with the sha256
+// binSHA256 in hex; cases, a case on the class ($1), picks another for
+// the classes of another platform) into a new private directory on the
+// node (mktemp -d under /tmp: 0700, the job's user's), checks the copy's
+// sha256 and only then runs the copy, which refuses a dispatch file
+// whose digest is not dispatchDigest.
+func slurmScript(id, dir, bin, binSHA256, cases, dispatchDigest string) string {
 	return fmt.Sprintf(`#!/bin/sh
 # gpuattest fleet job of dispatch %[1]s. sbatch keeps this copy of the
 # script. It copies gpuattest from the shared directory into a private
@@ -260,21 +266,22 @@ func slurmScript(id, dir, binSHA256, dispatchDigest string) string {
 # it; the node refuses a dispatch file whose sha256 is not the one below,
 # runs the GPU steps and signs the node's bundle with the job's key.
 dir=%[2]s
+bin=%[5]s
 bin_sha256=%[3]s
 dispatch_digest=%[4]s
-umask 077
+%[6]sumask 077
 priv=$(mktemp -d /tmp/gpuattest-node.XXXXXXXXXX) || exit 1
 trap 'rm -rf "$priv"' EXIT
 trap 'exit 143' HUP INT TERM
-cp "$dir/%[5]s" "$priv/gpuattest" || exit 1
+cp "$dir/$bin" "$priv/gpuattest" || exit 1
 chmod 0500 "$priv/gpuattest" || exit 1
 sum=$(sha256sum "$priv/gpuattest") || exit 1
 if [ "${sum%%%% *}" != "$bin_sha256" ]; then
-	echo "gpuattest fleet job: refusing to run $dir/%[5]s: it is sha256:${sum%%%% *}, the dispatch names sha256:$bin_sha256" >&2
+	echo "gpuattest fleet job: refusing to run $dir/$bin: it is sha256:${sum%%%% *}, the dispatch names sha256:$bin_sha256" >&2
 	exit 1
 fi
 "$priv/gpuattest" fleet node --dispatch-digest "$dispatch_digest" "$dir" "$1"
-`, id, shellQuote(dir), binSHA256, dispatchDigest, stagefs.BinaryPath)
+`, id, shellQuote(dir), binSHA256, dispatchDigest, bin, cases)
 }
 
 // releaseOf is the OCI release of the staged outputs; with copyTo set it
@@ -349,7 +356,7 @@ func jobKeys(dir string, spec *fleet.Spec) ([]dispatch.Job, map[string][]byte, e
 				Name: name, Class: c.Name, Index: i,
 				Gres: c.Gres, Constraint: c.Constraint, Product: c.Product, Distinct: c.Selectors.Distinct,
 				Targets: c.Targets, GPUModel: c.Model(), ComputeCapability: c.ComputeCapability(), GPUs: c.Selectors.GPUs,
-				Nonce: randomHex(32), PublicKey: string(pub),
+				Arch: c.Architecture(), Nonce: randomHex(32), PublicKey: string(pub),
 			})
 		}
 	}

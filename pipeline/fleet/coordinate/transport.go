@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gpuattest/gpuattest/attest/dispatch"
 	"github.com/gpuattest/gpuattest/attest/oci"
@@ -70,12 +71,22 @@ func transportFor(spec *fleet.Spec) (transport, error) {
 }
 
 // recordTransport is the transport of a dispatch the coordinator
-// recorded: a staged release names the registry one.
-func recordTransport(s *State) transport {
-	if s.Release != "" {
-		return registryTransport{repo: stagefs.Repository(s.Release)}
+// recorded: the staging of the engine it went to (the settings its
+// factory recovers from the record's cluster), at the place the record
+// names (the dispatch directory's parent; the staged release's
+// repository).
+func recordTransport(s *State) (transport, error) {
+	f, ok := fleet.Lookup(s.Cluster.Engine)
+	if !ok {
+		return nil, fmt.Errorf("%s names engine %q, which this gpuattest does not have (it has: %s)", StateFile, s.Cluster.Engine, strings.Join(fleet.EngineNames(), ", "))
 	}
-	return sharedTransport{root: filepath.Dir(s.Dispatch)}
+	switch f.Recorded(s.Cluster).(type) {
+	case fleet.SharedStaging:
+		return sharedTransport{root: filepath.Dir(s.Dispatch)}, nil
+	case fleet.RegistryStaging:
+		return registryTransport{repo: stagefs.Repository(s.Release)}, nil
+	}
+	return nil, fmt.Errorf("collecting the dispatch: engine %s stages neither in a shared directory nor through a registry", s.Cluster.Engine)
 }
 
 // sharedTransport stages in a directory every node and the coordinator
@@ -122,7 +133,8 @@ func (sharedTransport) beforeSigning(dir string, d *dispatch.Dispatch, keys map[
 // afterSigning writes the job script, which pins the staged binary and
 // the signed dispatch file.
 func (sharedTransport) afterSigning(_ context.Context, st *stager, prep *Prepared) error {
-	script := slurmScript(prep.Dispatch.ID, prep.Dir, st.files[st.index(stagefs.BinaryPath)].SHA256, stagefs.DigestOf(prep.File))
+	bin, sum, cases := binarySelection(prep.Dispatch.Jobs, st.files)
+	script := slurmScript(prep.Dispatch.ID, prep.Dir, bin, sum, cases, stagefs.DigestOf(prep.File))
 	if err := os.WriteFile(filepath.Join(prep.Dir, stagefs.JobScript), []byte(script), 0o755); err != nil {
 		return err
 	}
@@ -131,7 +143,7 @@ func (sharedTransport) afterSigning(_ context.Context, st *stager, prep *Prepare
 }
 
 func (sharedTransport) request(prep *Prepared, c *fleet.Class, req *fleet.Request) error {
-	req.Script, req.Args, req.LogDir = filepath.Join(prep.Dir, stagefs.JobScript), []string{c.Name}, filepath.Join(prep.Dir, "logs")
+	req.Job = fleet.ScriptJob{Script: filepath.Join(prep.Dir, stagefs.JobScript), Args: []string{c.Name}, LogDir: filepath.Join(prep.Dir, "logs")}
 	return nil
 }
 
@@ -216,14 +228,16 @@ func (registryTransport) request(prep *Prepared, c *fleet.Class, req *fleet.Requ
 		return err
 	}
 	req.Env[stagefs.ReleaseEnv] = prep.Release
-	req.Command, req.SignCommand = kubeCommands(string(script), c.Name)
+	var job fleet.ImageJob
+	job.Command, job.SignCommand = kubeCommands(string(script), c.Name)
 	for i := range c.Nodes {
 		key := prep.Key(fmt.Sprintf("%s-%d", c.Name, i))
 		if key == nil {
 			return fmt.Errorf("no key for job %s-%d", c.Name, i)
 		}
-		req.Keys = append(req.Keys, key)
+		job.Keys = append(job.Keys, key)
 	}
+	req.Job = job
 	return nil
 }
 

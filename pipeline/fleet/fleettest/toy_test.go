@@ -4,7 +4,6 @@ package fleettest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,6 +37,7 @@ type toy struct {
 
 type toyJob struct {
 	req    fleet.Request
+	job    fleet.ScriptJob
 	index  int
 	status fleet.Status
 	cmd    *exec.Cmd
@@ -47,8 +47,9 @@ type toyJob struct {
 func (*toy) Name() string { return "toy" }
 
 func (e *toy) Submit(_ context.Context, req fleet.Request) ([]fleet.Handle, error) {
-	if req.Script == "" {
-		return nil, errors.New("the toy engine runs job scripts: the request has none")
+	job, ok := req.Job.(fleet.ScriptJob)
+	if !ok || job.Script == "" {
+		return nil, fmt.Errorf("the toy engine runs job scripts on a shared directory: the request's job is %T", req.Job)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -56,7 +57,7 @@ func (e *toy) Submit(_ context.Context, req fleet.Request) ([]fleet.Handle, erro
 	for i := range hs {
 		e.next++
 		id := strconv.Itoa(e.next)
-		j := &toyJob{req: req, index: i, status: fleet.Status{ID: id, Node: fmt.Sprintf("toy%d", i)}}
+		j := &toyJob{req: req, job: job, index: i, status: fleet.Status{ID: id, Node: fmt.Sprintf("toy%d", i)}}
 		if err := e.start(j); err != nil {
 			return nil, err
 		}
@@ -68,17 +69,17 @@ func (e *toy) Submit(_ context.Context, req fleet.Request) ([]fleet.Handle, erro
 
 // start starts j's script in a process group of its own; e.mu is held.
 func (e *toy) start(j *toyJob) error {
-	cmd := exec.Command(j.req.Script, j.req.Args...)
+	cmd := exec.Command(j.job.Script, j.job.Args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", fleet.IndexEnv, j.index))
 	for k, v := range j.req.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	if j.req.LogDir != "" {
-		if err := os.MkdirAll(j.req.LogDir, 0o700); err != nil {
+	if j.job.LogDir != "" {
+		if err := os.MkdirAll(j.job.LogDir, 0o700); err != nil {
 			return err
 		}
-		f, err := os.Create(filepath.Join(j.req.LogDir, j.status.ID+".log"))
+		f, err := os.Create(filepath.Join(j.job.LogDir, j.status.ID+".log"))
 		if err != nil {
 			return err
 		}
@@ -191,7 +192,7 @@ var toyEngine atomic.Pointer[toy]
 func init() { fleet.Register(toyFactory{}) }
 
 func toyRequest(t *testing.T, class string, count, exit int, d time.Duration) fleet.Request {
-	return fleet.Request{Name: "toy-" + class, Class: class, Count: count, Script: fleettest.SleepScript(t, t.TempDir(), class, exit, d)}
+	return fleet.Request{Name: "toy-" + class, Class: class, Count: count, Job: fleet.ScriptJob{Script: fleettest.SleepScript(t, t.TempDir(), class, exit, d)}}
 }
 
 // toyJobs kills and preempts the toy's jobs for the suite.

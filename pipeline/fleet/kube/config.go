@@ -57,10 +57,15 @@ var (
 )
 
 // Validate checks the kubernetes: block, and that every class names its
-// product and a GPU count.
+// product and a GPU count, and sets each class's Placement (its product
+// and node labels).
 func (c *FleetConfig) Validate(ch *fleet.Checker, s *fleet.Spec) {
 	for i, cl := range s.Classes {
 		p := fmt.Sprintf("classes[%d]", i)
+		s.Classes[i].Selectors.Placement = Placement{Product: cl.Product, Labels: cl.NodeLabels}
+		if _, ok := cl.NodeLabels[ArchLabel]; ok {
+			ch.Add(p+".nodeLabels."+ArchLabel, "give it as arch:", "label %s is the class's arch", ArchLabel)
+		}
 		if cl.Gres == "" && cl.GPUs == 0 && !ch.Has(p+".gpus") && !ch.Malformed(p+".gpus") {
 			ch.Add(p+".gpus", "add gpus: N, the nvidia.com/gpu count each pod asks for (or gres: gpu:TYPE:N)", "class %s gives no GPU count", cl.Name)
 		}

@@ -66,9 +66,10 @@ func TestConformance(t *testing.T) {
 		for i := range keys {
 			keys[i] = []byte("unused")
 		}
-		return fleet.Request{Name: "gpuattest-" + class, Class: class, Count: count, Dispatch: "suite", Keys: keys, Env: map[string]string{},
-			Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1, Product: h100Product}, TimeLimit: 15 * time.Minute,
-			Command: []string{"/bin/sh", "-c", fmt.Sprintf("sleep %d", int(d.Seconds()))}, SignCommand: []string{"/bin/sh", "-c", fmt.Sprintf("exit %d", exit)}}
+		return fleet.Request{Name: "gpuattest-" + class, Class: class, Count: count, Dispatch: "suite", Env: map[string]string{},
+			Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1, Placement: kube.Placement{Product: h100Product}}, TimeLimit: 15 * time.Minute,
+			Job: fleet.ImageJob{Command: []string{"/bin/sh", "-c", fmt.Sprintf("sleep %d", int(d.Seconds()))},
+				SignCommand: []string{"/bin/sh", "-c", fmt.Sprintf("exit %d", exit)}, Keys: keys}}
 	}
 	fleettest.Run(t, fleettest.Harness{Scheduler: e, Request: request, Unknown: "gpuattest-none-unknown/0", Timeout: 90 * time.Second,
 		Jobs:    k,

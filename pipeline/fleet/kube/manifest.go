@@ -86,9 +86,24 @@ func JobName(req fleet.Request) string {
 	return base + "-" + strings.Trim(id, "-")
 }
 
-// Build returns the Job and Secret of req.
+// Placement is the Kubernetes engine's own node selection of a class
+// (fleet.Selectors.Placement): the nodes' labels.
+type Placement struct {
+	// Product is the value of the nodes' fleet.ProductLabel.
+	Product string
+	// Labels are further labels the nodes must carry.
+	Labels map[string]string
+}
+
+// ArchLabel is the node label the kubelet sets to the node's
+// architecture as Go spells it: a class's arch selects by it.
+const ArchLabel = "kubernetes.io/arch"
+
+// Build returns the Job and Secret of req, whose Job is a
+// fleet.ImageJob.
 func Build(req fleet.Request, cfg Config) (*Manifests, error) {
-	if err := check(req, cfg); err != nil {
+	ij, err := check(req, cfg)
+	if err != nil {
 		return nil, err
 	}
 	name := JobName(req)
@@ -99,7 +114,7 @@ func Build(req fleet.Request, cfg Config) (*Manifests, error) {
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{},
 	}
-	for i, k := range req.Keys {
+	for i, k := range ij.Keys {
 		secret.Data[strconv.Itoa(i)+".key"] = k
 	}
 	count := int32(req.Count)
@@ -119,7 +134,7 @@ func Build(req fleet.Request, cfg Config) (*Manifests, error) {
 			PodFailurePolicy:        failurePolicy(),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       podSpec(req, cfg, name),
+				Spec:       podSpec(req, ij, cfg, name),
 			},
 		},
 	}
@@ -134,23 +149,28 @@ func Build(req fleet.Request, cfg Config) (*Manifests, error) {
 	return &Manifests{Job: job, Secret: secret, JobJSON: b, Digest: "sha256:" + hex.EncodeToString(sum[:])}, nil
 }
 
-// check refuses a request the engine cannot submit.
-func check(req fleet.Request, cfg Config) error {
+// check refuses a request the engine cannot submit, and returns its job.
+func check(req fleet.Request, cfg Config) (fleet.ImageJob, error) {
+	ij, isImage := req.Job.(fleet.ImageJob)
+	p, _ := req.Selectors.Placement.(Placement)
+	var err error
 	switch {
 	case req.Count < 1:
-		return fmt.Errorf("submitting class %s: count %d, expected at least 1", req.Class, req.Count)
-	case req.Selectors.Product == "" || req.Selectors.GPUs < 1:
-		return fmt.Errorf("submitting class %s: no GPU product or count\nhint: a class names its product (nvidia.com/gpu.product) and gpus", req.Class)
-	case len(req.Command) == 0 || len(req.SignCommand) == 0:
-		return fmt.Errorf("submitting class %s: no node or sign command", req.Class)
-	case len(req.Keys) != req.Count:
-		return fmt.Errorf("submitting class %s: %d job keys for %d jobs", req.Class, len(req.Keys), req.Count)
+		err = fmt.Errorf("submitting class %s: count %d, expected at least 1", req.Class, req.Count)
+	case p.Product == "" || req.Selectors.GPUs < 1:
+		err = fmt.Errorf("submitting class %s: no GPU product or count\nhint: a class names its product (nvidia.com/gpu.product) and gpus", req.Class)
+	case !isImage:
+		err = fmt.Errorf("submitting class %s: a job of type %T, expected a fleet.ImageJob\nhint: Kubernetes runs the fleet's image, the dispatch staged through a registry", req.Class, req.Job)
+	case len(ij.Command) == 0 || len(ij.SignCommand) == 0:
+		err = fmt.Errorf("submitting class %s: no node or sign command", req.Class)
+	case len(ij.Keys) != req.Count:
+		err = fmt.Errorf("submitting class %s: %d job keys for %d jobs", req.Class, len(ij.Keys), req.Count)
 	case req.Dispatch == "":
-		return fmt.Errorf("submitting class %s: no dispatch ID", req.Class)
+		err = fmt.Errorf("submitting class %s: no dispatch ID", req.Class)
 	case cfg.Image == "":
-		return fmt.Errorf("submitting class %s: no image\nhint: the fleet file's kubernetes.image names the pod image", req.Class)
+		err = fmt.Errorf("submitting class %s: no image\nhint: the fleet file's kubernetes.image names the pod image", req.Class)
 	}
-	return nil
+	return ij, err
 }
 
 // failurePolicy fails an index at once when its sign container exits 1
@@ -171,10 +191,14 @@ func failurePolicy() *batchv1.PodFailurePolicy {
 // podSpec is the pods' spec: the node container with the GPUs and the
 // report volume, the sign container with the keys and the report read
 // only; no service-account token, no service links.
-func podSpec(req fleet.Request, cfg Config, name string) corev1.PodSpec {
-	selector := map[string]string{fleet.ProductLabel: req.Selectors.Product}
-	for k, v := range req.Selectors.Labels {
+func podSpec(req fleet.Request, ij fleet.ImageJob, cfg Config, name string) corev1.PodSpec {
+	p, _ := req.Selectors.Placement.(Placement)
+	selector := map[string]string{fleet.ProductLabel: p.Product}
+	for k, v := range p.Labels {
 		selector[k] = v
+	}
+	if req.Selectors.Arch != "" {
+		selector[ArchLabel] = req.Selectors.Arch
 	}
 	env := jobEnv(req, name)
 	gpus := resource.MustParse(strconv.Itoa(req.Selectors.GPUs))
@@ -187,12 +211,12 @@ func podSpec(req fleet.Request, cfg Config, name string) corev1.PodSpec {
 		Tolerations:                  []corev1.Toleration{{Key: GPUResource, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 		Containers: []corev1.Container{
 			{
-				Name: NodeContainer, Image: cfg.Image, Command: req.Command, Env: env,
+				Name: NodeContainer, Image: cfg.Image, Command: ij.Command, Env: env,
 				Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: gpus}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "report", MountPath: fleet.ReportMount}},
 			},
 			{
-				Name: SignContainer, Image: cfg.Image, Command: req.SignCommand, Env: env,
+				Name: SignContainer, Image: cfg.Image, Command: ij.SignCommand, Env: env,
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "keys", MountPath: fleet.KeyMount, ReadOnly: true},
 					{Name: "report", MountPath: fleet.ReportMount, ReadOnly: true},

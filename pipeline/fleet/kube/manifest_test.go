@@ -18,12 +18,14 @@ import (
 func request() fleet.Request {
 	return fleet.Request{
 		Name: "gpuattest-a100", Class: "a100", Count: 2, Dispatch: "20261127-015443-0a1b2c3d",
-		Selectors: fleet.Selectors{GPUType: "a100", GPUs: 8, Distinct: true, Product: "NVIDIA-A100-SXM4-80GB", Labels: map[string]string{"pool": "gpu"}},
+		Selectors: fleet.Selectors{GPUType: "a100", GPUs: 8, Distinct: true, Placement: Placement{Product: "NVIDIA-A100-SXM4-80GB", Labels: map[string]string{"pool": "gpu"}}},
 		Env:       map[string]string{"GPUATTEST_FLEET_SIMULATE": "1"},
 		TimeLimit: 90*time.Minute + 1, Requeue: true,
-		Command:     []string{"gpuattest", "fleet", "node", "--release", "reg/x@sha256:00", "a100"},
-		SignCommand: []string{"gpuattest", "fleet", "sign", "a100"},
-		Keys:        [][]byte{[]byte("key0"), []byte("key1")},
+		Job: fleet.ImageJob{
+			Command:     []string{"gpuattest", "fleet", "node", "--release", "reg/x@sha256:00", "a100"},
+			SignCommand: []string{"gpuattest", "fleet", "sign", "a100"},
+			Keys:        [][]byte{[]byte("key0"), []byte("key1")},
+		},
 	}
 }
 
@@ -104,9 +106,10 @@ func TestBuild(t *testing.T) {
 
 func TestBuildRefuses(t *testing.T) {
 	for name, mod := range map[string]func(*fleet.Request){
-		"no product":   func(r *fleet.Request) { r.Selectors.Product = "" },
-		"keys missing": func(r *fleet.Request) { r.Keys = r.Keys[:1] },
-		"no command":   func(r *fleet.Request) { r.Command = nil },
+		"no product":   func(r *fleet.Request) { r.Selectors.Placement = Placement{} },
+		"keys missing": func(r *fleet.Request) { j := r.Job.(fleet.ImageJob); j.Keys = j.Keys[:1]; r.Job = j },
+		"no command":   func(r *fleet.Request) { j := r.Job.(fleet.ImageJob); j.Command = nil; r.Job = j },
+		"script job":   func(r *fleet.Request) { r.Job = fleet.ScriptJob{Script: "/s/job.sh"} },
 		"count 0":      func(r *fleet.Request) { r.Count = 0 },
 	} {
 		r := request()

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,7 +221,7 @@ func (n *Config) execute(ctx context.Context, l *loaded, keyPath string) (*dispa
 	if n.Engine == "" {
 		n.Engine = l.d.Fleet.Engine
 	}
-	pred := &dispatch.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName,
+	pred := &dispatch.Node{Dispatch: l.digest, Job: l.job.Name, Nonce: l.job.Nonce, Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Arch: runtime.GOARCH,
 		StartedAt: time.Now().UTC(), Steps: []dispatch.Step{}}
 	runErr := n.run(ctx, l.d, l.job, filepath.Join(n.Dir, "jobs", l.job.Name), keyPath, pred)
 	pred.FinishedAt = time.Now().UTC()
@@ -281,6 +282,9 @@ func jobSigner(pemKey []byte, path string, job *dispatch.Job) (*sign.Signer, err
 // run copies and checks the staged files, then runs the GPU steps; an
 // error says why the node failed.
 func (n *Config) run(ctx context.Context, d *dispatch.Dispatch, job *dispatch.Job, jdir, keyPath string, pred *dispatch.Node) error {
+	if job.Arch != "" && job.Arch != runtime.GOARCH {
+		return fmt.Errorf("refusing to run: this gpuattest is built for %s, class %s's arch is %s\nhint: the class's nodes run a gpuattest for linux/%s (its --node-binary, or its image's platform)", runtime.GOARCH, job.Class, job.Arch, job.Arch)
+	}
 	// On Kubernetes the dispatch names the job script (the node
 	// container's command, staged with it); on a shared directory
 	// sbatch's own copy ran, which pinned this dispatch.

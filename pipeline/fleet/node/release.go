@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -53,7 +54,7 @@ func Report(ctx context.Context, n Config, r Release) (*dispatch.Node, error) {
 		// The node could not start (the registry, a dispatch without the
 		// job): it still reports why, and the sign container signs that.
 		now := time.Now().UTC()
-		pred = &dispatch.Node{Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Result: dispatch.ResultFailed, Reason: err.Error(),
+		pred = &dispatch.Node{Engine: n.Engine, JobID: n.JobID, NodeName: n.NodeName, Arch: runtime.GOARCH, Result: dispatch.ResultFailed, Reason: err.Error(),
 			Steps: []dispatch.Step{}, StartedAt: now, FinishedAt: now}
 		runErr = err
 	}

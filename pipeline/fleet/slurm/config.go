@@ -45,7 +45,8 @@ var (
 // partitionRE is a partition name, compared lowercase.
 var partitionRE = lazyregexp.New(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// Validate checks the settings and that every class names its gres.
+// Validate checks the settings and that every class names its gres,
+// and sets each class's Placement (its constraint).
 func (c *Config) Validate(ch *fleet.Checker, s *fleet.Spec) {
 	if c.Partition != "" && !partitionRE.MatchString(strings.ToLower(c.Partition)) {
 		ch.Add("partition", "", "partition %q: expected a Slurm partition name (letters, digits, -)", c.Partition)
@@ -62,6 +63,7 @@ func (c *Config) Validate(ch *fleet.Checker, s *fleet.Spec) {
 		if cl.Gres == "" {
 			ch.Required(fmt.Sprintf("classes[%d].gres", i), cl.Gres, "add gres: gpu:TYPE:COUNT, e.g. gpu:h100:8")
 		}
+		s.Classes[i].Selectors.Placement = Placement{Constraint: cl.Constraint}
 	}
 }
 

@@ -36,8 +36,8 @@ func TestConformance(t *testing.T) {
 	// the cluster through the environment, as on a login node.
 	t.Setenv("SLURM_CONF", c.Conf)
 	request := func(t *testing.T, class string, count, exit int, d time.Duration) fleet.Request {
-		return fleet.Request{Name: "gpuattest-" + class, Class: class, Count: count, Script: fleettest.SleepScript(t, shared, class, exit, d),
-			Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1}, TimeLimit: 15 * time.Minute, LogDir: shared}
+		return fleet.Request{Name: "gpuattest-" + class, Class: class, Count: count, Job: fleet.ScriptJob{Script: fleettest.SleepScript(t, shared, class, exit, d), LogDir: shared},
+			Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1}, TimeLimit: 15 * time.Minute}
 	}
 	fleettest.Run(t, fleettest.Harness{Scheduler: e, Request: request, Unknown: "999999", Timeout: 90 * time.Second, NodesResume: true,
 		Jobs: slurmJobs{c},

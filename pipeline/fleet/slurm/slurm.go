@@ -84,17 +84,43 @@ func New(partition string, opts ...Option) (*Engine, error) {
 // Name returns "slurm".
 func (e *Engine) Name() string { return "slurm" }
 
+// Placement is the Slurm engine's own node selection of a class
+// (fleet.Selectors.Placement): its constraint.
+type Placement struct {
+	// Constraint is a node feature expression (--constraint: sm_90);
+	// empty for none.
+	Constraint string
+}
+
+// constraint is the --constraint of sel: the class's feature expression
+// and, when the class names its architecture, the node feature of that
+// name (arm64), both required.
+func constraint(sel fleet.Selectors) string {
+	p, _ := sel.Placement.(Placement)
+	switch {
+	case sel.Arch == "":
+		return p.Constraint
+	case p.Constraint == "":
+		return sel.Arch
+	case strings.ContainsAny(p.Constraint, "|[*"):
+		return "(" + p.Constraint + ")&" + sel.Arch
+	}
+	return p.Constraint + "&" + sel.Arch
+}
+
 // SbatchArgs returns the sbatch arguments of job index of req, without
-// the environment (see Submit): it is what the dispatch records.
+// the environment (see Submit): it is what the dispatch records. req's
+// Job is a fleet.ScriptJob (Submit refuses others).
 func (e *Engine) SbatchArgs(req fleet.Request, index int) []string {
+	job, _ := req.Job.(fleet.ScriptJob)
 	args := []string{"--parsable", "--job-name=" + req.Name}
 	if e.partition != "" {
 		args = append(args, "--partition="+e.partition)
 	}
 	sel := req.Selectors
 	args = append(args, fmt.Sprintf("--gres=gpu:%s:%d", sel.GPUType, sel.GPUs), "--nodes=1", "--ntasks=1")
-	if sel.Constraint != "" {
-		args = append(args, "--constraint="+sel.Constraint)
+	if c := constraint(sel); c != "" {
+		args = append(args, "--constraint="+c)
 	}
 	if sel.Distinct {
 		// Whole nodes: two jobs of the class cannot run on one node at
@@ -109,15 +135,15 @@ func (e *Engine) SbatchArgs(req fleet.Request, index int) []string {
 	if req.TimeLimit > 0 {
 		args = append(args, "--time="+FormatTime(req.TimeLimit))
 	}
-	if req.LogDir != "" {
-		log := filepath.Join(req.LogDir, fmt.Sprintf("%s-%d-%%j.log", req.Class, index))
+	if job.LogDir != "" {
+		log := filepath.Join(job.LogDir, fmt.Sprintf("%s-%d-%%j.log", req.Class, index))
 		args = append(args, "--output="+log, "--error="+log, "--open-mode=append")
 	} else {
 		// Not slurm-%j.out in whatever directory sbatch ran in.
 		args = append(args, "--output=/dev/null", "--error=/dev/null")
 	}
-	args = append(args, req.Script)
-	return append(args, req.Args...)
+	args = append(args, job.Script)
+	return append(args, job.Args...)
 }
 
 // FormatTime renders d as sbatch's --time, rounded up to a whole minute:
@@ -137,13 +163,17 @@ func (e *Engine) Submit(ctx context.Context, req fleet.Request) ([]fleet.Handle,
 	if req.Selectors.GPUType == "" || req.Selectors.GPUs < 1 {
 		return nil, fmt.Errorf("submitting class %s: no GPU type or count\nhint: a class names its gres, such as gpu:h100:8", req.Class)
 	}
+	job, ok := req.Job.(fleet.ScriptJob)
+	if !ok || job.Script == "" {
+		return nil, fmt.Errorf("submitting class %s: a job of type %T, expected a fleet.ScriptJob with its script\nhint: Slurm runs a job script on the shared directory (sharedDir)", req.Class, req.Job)
+	}
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	if req.Array && req.Count > 1 {
-		return e.submitArray(ctx, req, keys)
+		return e.submitArray(ctx, req, job, keys)
 	}
 	var handles []fleet.Handle
 	for i := range req.Count {
@@ -177,23 +207,23 @@ func (e *Engine) Submit(ctx context.Context, req fleet.Request) ([]fleet.Handle,
 // submitArray submits req as one array job (--array=0-N): a wrapper sets
 // each task's index from SLURM_ARRAY_TASK_ID before it runs the script.
 // The handles are Slurm's task IDs, JOB_TASK.
-func (e *Engine) submitArray(ctx context.Context, req fleet.Request, keys []string) ([]fleet.Handle, error) {
+func (e *Engine) submitArray(ctx context.Context, req fleet.Request, job fleet.ScriptJob, keys []string) ([]fleet.Handle, error) {
 	env := make([]string, 0, len(keys))
 	for _, k := range keys {
 		env = append(env, k+"="+req.Env[k])
 	}
 	args := e.SbatchArgs(req, 0)
-	args = args[:len(args)-1-len(req.Args)] // the script and its arguments go into --wrap
-	if req.LogDir != "" {
+	args = args[:len(args)-1-len(job.Args)] // the script and its arguments go into --wrap
+	if job.LogDir != "" {
 		for i, a := range args {
 			if strings.HasPrefix(a, "--output=") || strings.HasPrefix(a, "--error=") {
 				flag, _, _ := strings.Cut(a, "=")
-				args[i] = flag + "=" + filepath.Join(req.LogDir, req.Class+"-%a-%A_%a.log")
+				args[i] = flag + "=" + filepath.Join(job.LogDir, req.Class+"-%a-%A_%a.log")
 			}
 		}
 	}
-	wrap := fleet.IndexEnv + "=$SLURM_ARRAY_TASK_ID exec " + shellQuote(req.Script)
-	for _, a := range req.Args {
+	wrap := fleet.IndexEnv + "=$SLURM_ARRAY_TASK_ID exec " + shellQuote(job.Script)
+	for _, a := range job.Args {
 		wrap += " " + shellQuote(a)
 	}
 	args = append(args, fmt.Sprintf("--array=0-%d", req.Count-1), "--wrap="+wrap)

@@ -89,15 +89,13 @@ func TestSubmitRunsOneJobPerNodeWithItsIndexAndDevice(t *testing.T) {
 	}
 	req := fleet.Request{
 		Name: "gpuattest-test", Class: "h100", Count: 2,
-		Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1, Constraint: "sm_90"},
+		Selectors: fleet.Selectors{GPUType: "h100", GPUs: 1, Placement: slurm.Placement{Constraint: "sm_90"}},
 		// Long enough for a poll to see one job run while the other
 		// waits for the device.
-		Script:    script(t, shared, "sleep 3"),
-		Args:      []string{out},
+		Job:       fleet.ScriptJob{Script: script(t, shared, "sleep 3"), Args: []string{out}, LogDir: shared},
 		Env:       map[string]string{"FOO": "bar"},
 		TimeLimit: 90 * time.Second,
 		Requeue:   true,
-		LogDir:    shared,
 	}
 	hs, err := e.Submit(t.Context(), req)
 	if err != nil {
@@ -161,8 +159,8 @@ func TestStatusReportsFailureAndExitCode(t *testing.T) {
 	c, e, shared := start(t)
 	hs, err := e.Submit(t.Context(), fleet.Request{
 		Name: "gpuattest-test", Class: "a100", Count: 1,
-		Selectors: fleet.Selectors{GPUType: "a100", GPUs: 1, Constraint: "sm_80"},
-		Script:    script(t, shared, "exit 3"), Args: []string{shared}, TimeLimit: time.Minute,
+		Selectors: fleet.Selectors{GPUType: "a100", GPUs: 1, Placement: slurm.Placement{Constraint: "sm_80"}},
+		Job:       fleet.ScriptJob{Script: script(t, shared, "exit 3"), Args: []string{shared}}, TimeLimit: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -185,8 +183,8 @@ func TestSubmitRefusesAnUnsatisfiableClass(t *testing.T) {
 	c, e, shared := start(t)
 	_, err := e.Submit(t.Context(), fleet.Request{
 		Name: "gpuattest-test", Class: "b200", Count: 2,
-		Selectors: fleet.Selectors{GPUType: "b200", GPUs: 8, Constraint: "sm_100"},
-		Script:    script(t, shared, "true"), Args: []string{shared}, TimeLimit: time.Minute,
+		Selectors: fleet.Selectors{GPUType: "b200", GPUs: 8, Placement: slurm.Placement{Constraint: "sm_100"}},
+		Job:       fleet.ScriptJob{Script: script(t, shared, "true"), Args: []string{shared}}, TimeLimit: time.Minute,
 	})
 	if err == nil || !strings.Contains(err.Error(), "class b200") {
 		t.Fatalf("err = %v, want sbatch's refusal naming the class", err)
@@ -208,9 +206,9 @@ func TestSubmitArray(t *testing.T) {
 	}
 	hs, err := e.Submit(t.Context(), fleet.Request{
 		Name: "gpuattest-test", Class: "a100", Count: 2, Array: true,
-		Selectors: fleet.Selectors{GPUType: "a100", GPUs: 1, Constraint: "sm_80"},
-		Script:    script(t, shared, "sleep 1"), Args: []string{out}, Env: map[string]string{"FOO": "arr"},
-		TimeLimit: time.Minute, LogDir: shared,
+		Selectors: fleet.Selectors{GPUType: "a100", GPUs: 1, Placement: slurm.Placement{Constraint: "sm_80"}},
+		Job:       fleet.ScriptJob{Script: script(t, shared, "sleep 1"), Args: []string{out}, LogDir: shared}, Env: map[string]string{"FOO": "arr"},
+		TimeLimit: time.Minute,
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, c.Logs())

@@ -22,9 +22,19 @@ const (
 	StepFile = "step"
 )
 
-// BinaryPath is where the gpuattest the nodes run is staged, relative
-// to the dispatch directory.
+// BinaryPath is where the gpuattest the linux/amd64 nodes run is
+// staged, relative to the dispatch directory (BinaryPathFor).
 const BinaryPath = "bin/gpuattest"
+
+// BinaryPathFor is where the gpuattest of platform (linux/arm64) is
+// staged: BinaryPath for linux/amd64, bin/gpuattest-linux-arm64 for
+// linux/arm64.
+func BinaryPathFor(platform string) string {
+	if platform == "linux/amd64" {
+		return BinaryPath
+	}
+	return BinaryPath + "-" + strings.ReplaceAll(platform, "/", "-")
+}
 
 // KeyPath is where job's private key is staged in the dispatch
 // directory dir: KEYS/<job>.key, beside the jobs' directories rather than
