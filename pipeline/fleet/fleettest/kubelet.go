@@ -3,6 +3,7 @@ package fleettest
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,6 +191,11 @@ func (k *Kubelet) runPod(ctx context.Context, p k8stest.Pod) {
 	}
 	job := p.Labels["gpuattest.dev/class"] + "-" + p.Env[fleet.IndexEnv]
 	keys, report, err := k.mount(ctx, p)
+	if k8stest.IsStatus(err, http.StatusNotFound) {
+		// The Job is being deleted (a cancel): its Secret went first.
+		k.t.Logf("pod %s: %v", p.Name, err)
+		return
+	}
 	if err != nil {
 		k.t.Errorf("pod %s: %v", p.Name, err)
 		return
