@@ -3,14 +3,11 @@ package cuda
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/gpuattest/gpuattest/internal/atomicfile"
-	"github.com/gpuattest/gpuattest/pipeline/runlayout"
 	"github.com/gpuattest/gpuattest/pipeline/runner"
 	"github.com/gpuattest/gpuattest/pipeline/step"
 )
@@ -58,18 +55,9 @@ func reproduceExec(ctx context.Context, s *step.Context, outputs []step.File) (*
 			return nil, fmt.Errorf("the second build wrote no %s", o)
 		}
 	}
-	rep, err := CompareBuilds(s.WorkDir, second, rels)
+	rep, err := compareRecorded(s, second, rels)
 	if err != nil {
 		return nil, err
-	}
-	if s.StepDir != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		if err := atomicfile.Write(filepath.Join(s.StepDir, runlayout.ReproFile), append(data, '\n'), 0o644); err != nil {
-			return nil, err
-		}
 	}
 	if s.Stdout != nil {
 		fmt.Fprintf(s.Stdout, "%s\n", rep.Summary())

@@ -52,6 +52,27 @@ func reproDir(s *step.Context) (string, error) {
 	return os.MkdirTemp(base, "repro-")
 }
 
+// compareRecorded compares the outputs of the step's build with those of
+// the second build in second (CompareBuilds) and writes the report to the
+// step's directory (runlayout.ReproFile), for both reproducibility checks.
+func compareRecorded(s *step.Context, second string, outputs []string) (*ReproReport, error) {
+	rep, err := CompareBuilds(s.WorkDir, second, outputs)
+	if err != nil {
+		return nil, err
+	}
+	if s.StepDir == "" {
+		return rep, nil
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(filepath.Join(s.StepDir, runlayout.ReproFile), append(data, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
 // checkReproducible copies the work dir's sources into a fresh directory
 // under the step dir, runs the same jobs there and compares every output.
 func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []string, jobs []Job) (*ReproReport, error) {
@@ -76,18 +97,9 @@ func (b *Build) checkReproducible(ctx context.Context, s *step.Context, env []st
 	if failed >= 0 {
 		return nil, fmt.Errorf("second build: nvcc exited %d compiling %s:\n%s", recs[failed].ExitCode, recs[failed].Source, log.String())
 	}
-	rep, err := CompareBuilds(s.WorkDir, second, outputs)
+	rep, err := compareRecorded(s, second, outputs)
 	if err != nil {
 		return nil, err
-	}
-	if s.StepDir != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		if err := atomicfile.Write(filepath.Join(s.StepDir, runlayout.ReproFile), append(data, '\n'), 0o644); err != nil {
-			return nil, err
-		}
 	}
 	if s.Stdout != nil {
 		fmt.Fprintf(s.Stdout, "# reproducibility check (second build in %s)\n%s\n", second, rep.Summary())
