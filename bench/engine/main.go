@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/bench/internal/benchbin"
 )
 
 func main() {
@@ -33,11 +35,9 @@ func run(reps, steps int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "gpuattest")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/gpuattest")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building gpuattest (run from the repository root): %w", err)
+	bin, err := benchbin.Gpuattest(dir)
+	if err != nil {
+		return err
 	}
 
 	shell, gpa, perStep, err := trivialSteps(dir, bin, reps, steps)

@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuattest/gpuattest/bench/internal/benchbin"
 	"github.com/gpuattest/gpuattest/internal/slurmtest"
 )
 
@@ -61,9 +62,9 @@ func run(jobs, step, runs int, outFile string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "gpuattest")
-	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/gpuattest").CombinedOutput(); err != nil {
-		return fmt.Errorf("building gpuattest: %v: %s", err, b)
+	bin, err := benchbin.Gpuattest(dir)
+	if err != nil {
+		return err
 	}
 	if err := setup(dir, jobs, step); err != nil {
 		return err

@@ -30,6 +30,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuattest/gpuattest/bench/internal/benchbin"
 )
 
 func main() {
@@ -73,11 +75,9 @@ func run(slowerRuns, sameRuns, hogsSlower, hogsSame int, factor float64) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "gpuattest")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/gpuattest")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building gpuattest (run from the repository root): %w", err)
+	bin, err := benchbin.Gpuattest(dir)
+	if err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {

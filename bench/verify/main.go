@@ -53,6 +53,7 @@ import (
 	"github.com/gpuattest/gpuattest/attest"
 	"github.com/gpuattest/gpuattest/attest/hardware"
 	"github.com/gpuattest/gpuattest/attest/sign"
+	"github.com/gpuattest/gpuattest/bench/internal/benchbin"
 )
 
 func main() {
@@ -245,7 +246,7 @@ func run(runs, n int, gpuattestBin, cosignBin string) error {
 	}
 	defer os.RemoveAll(dir)
 	if gpuattestBin == "" {
-		if gpuattestBin, err = buildGpuattest(dir); err != nil {
+		if gpuattestBin, err = benchbin.Gpuattest(dir); err != nil {
 			return err
 		}
 	}
@@ -520,21 +521,12 @@ func hostileMain(bin string) error {
 	}
 	defer os.RemoveAll(dir)
 	if bin == "" {
-		if bin, err = buildGpuattest(dir); err != nil {
+		if bin, err = benchbin.Gpuattest(dir); err != nil {
 			return err
 		}
 	}
 	env := []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
 	return runHostile(context.Background(), bin, dir, env)
-}
-
-// buildGpuattest builds ./cmd/gpuattest into dir.
-func buildGpuattest(dir string) (string, error) {
-	bin := filepath.Join(dir, "gpuattest")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/gpuattest").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building gpuattest: %v\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // benchKey makes a key pair and writes its public key to dir/key.pub.
