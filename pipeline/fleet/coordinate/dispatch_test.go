@@ -230,3 +230,48 @@ func TestPrepareArm64Class(t *testing.T) {
 		}
 	}
 }
+
+// TestJobScriptRefusesSwappedArm64Binary: a writer of the shared
+// directory who swaps the staged arm64 gpuattest after the dispatch was
+// signed (here for the amd64 one, which would run on this machine) gets
+// nothing run: the job script of the arm64 class checks its private
+// copy against the digest the dispatch pinned for that class and
+// refuses, naming both digests, while the amd64 class's untouched binary
+// still runs.
+func TestJobScriptRefusesSwappedArm64Binary(t *testing.T) {
+	sh := testenv.RequireTool(t, "sh")
+	amd, arm := buildFor(t, "amd64"), buildFor(t, "arm64")
+	_, prepare := stageFixture(t)
+	const classes = "  - {name: h100, gres: gpu:h100:8, targets: [sm_90]}\n" +
+		"  - {name: gh200, gres: gpu:gh200:1, arch: arm64, constraint: sm_90, targets: [sm_90]}\n"
+	prep, err := prepare(classes, map[string]string{"linux/amd64": amd, "linux/arm64": arm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := map[string]string{}
+	for _, f := range prep.Dispatch.Staged {
+		pinned[f.Path] = f.SHA256
+	}
+	script := filepath.Join(prep.Dir, coordinate.JobScript)
+	if out, err := exec.CommandContext(t.Context(), sh, script, "h100").CombinedOutput(); err != nil {
+		t.Fatalf("the job script of class h100, nothing swapped: %v\n%s", err, out)
+	}
+	swapped := filepath.Join(prep.Dir, "bin", "gpuattest-linux-arm64")
+	b, err := os.ReadFile(amd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(swapped, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(swapped, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	out, err := exec.CommandContext(t.Context(), sh, script, "gh200").CombinedOutput()
+	want := "refusing to run " + prep.Dir + "/bin/gpuattest-linux-arm64: it is sha256:" + hex.EncodeToString(sum[:]) +
+		", the dispatch names sha256:" + pinned["bin/gpuattest-linux-arm64"]
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("the job script of class gh200 with its binary swapped: %v, want a refusal saying %q\n%s", err, want, out)
+	}
+}
