@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpuattest/gpuattest/attest/dispatch"
+	"github.com/gpuattest/gpuattest/internal/limits"
 	"github.com/gpuattest/gpuattest/pipeline/fleet"
 	"github.com/gpuattest/gpuattest/pipeline/fleet/internal/stagefs"
 )
@@ -92,13 +93,19 @@ func (st *stager) binaries(spec *fleet.Spec, binaries map[string]string) error {
 }
 
 // checkELF checks the file at path is a 64-bit ELF executable for arch's
-// machine.
+// machine. It opens the file through limits.Open: a FIFO or device left
+// on the shared directory in place of the staged copy is refused, never
+// waited on.
 func checkELF(path, arch string) error {
-	f, err := elf.Open(path)
+	r, err := limits.Open(path, "gpuattest binary")
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := elf.NewFile(r)
 	if err != nil {
 		return fmt.Errorf("not an ELF executable: %w", err)
 	}
-	defer f.Close()
 	want, ok := elfMachines[arch]
 	switch {
 	case !ok:

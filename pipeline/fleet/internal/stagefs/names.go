@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gpuattest/gpuattest/internal/limits"
 )
 
 // File names in a dispatch directory.
@@ -103,14 +105,12 @@ func FirstLine(s string) string {
 // reading at most limit bytes, and returns the hex sha256 and size of
 // what it copied.
 func CopyFile(src, dst string, mode fs.FileMode, limit int64) (string, int64, error) {
-	in, err := os.Open(src)
+	// limits.Open: a FIFO in src's place is refused, never waited on.
+	in, err := limits.Open(src, "the file to stage")
 	if err != nil {
 		return "", 0, err
 	}
 	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return "", 0, fmt.Errorf("%s is not a regular file", src)
-	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", 0, err
 	}
