@@ -191,8 +191,10 @@ func (k *Kubelet) runPod(ctx context.Context, p k8stest.Pod) {
 	}
 	job := p.Labels["gpuattest.dev/class"] + "-" + p.Env[fleet.IndexEnv]
 	keys, report, err := k.mount(ctx, p)
-	if k8stest.IsStatus(err, http.StatusNotFound) {
-		// The Job is being deleted (a cancel): its Secret went first.
+	if k8stest.IsStatus(err, http.StatusNotFound) || (err != nil && ctx.Err() != nil) {
+		// The Job is being deleted (a cancel): its Secret went first, or
+		// the pod was deleted (its context cancelled) while its Secret
+		// was read.
 		k.t.Logf("pod %s: %v", p.Name, err)
 		return
 	}
@@ -232,7 +234,12 @@ func (k *Kubelet) runPod(ctx context.Context, p k8stest.Pod) {
 		}
 		err = k.c.FinishPod(end, p.Namespace, p.Name, code)
 	}
-	if err != nil {
+	switch {
+	case k8stest.IsStatus(err, http.StatusNotFound):
+		// Deleted (its Job cancelled) after its commands ended and
+		// before the kubelet saw it go: nothing is left to end.
+		k.t.Logf("ending pod %s: %v", p.Name, err)
+	case err != nil:
 		k.t.Errorf("ending pod %s: %v", p.Name, err)
 	}
 }
