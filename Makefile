@@ -137,9 +137,9 @@ gpu-check-bundle-arm64:
 
 # The arm64 bundle's simulated self-check on this x86_64 machine, in the
 # bullseye root under qemu-aarch64 (binfmt_misc, .ci/qemu-binfmt; the
-# root's libc6-arm64-cross is the arm64 glibc). SELFCHECK_ARGS="--part 3"
-# runs that part only (CI does: parts 1 and 2 are too slow under emulation,
-# docs/gpu-check.md).
+# root's libc6-arm64-cross is the arm64 glibc), on a simulated node of 2
+# GPUs (docs/gpu-check.md: 8 are too many for the emulated CPU).
+# SELFCHECK_ARGS="--part 3" runs that part only.
 gpu-selfcheck-arm64: gpu-check-bundle-arm64
 	root=$${GPU_CHECK_ROOT:-$$(.ci/gpu-check/bullseye-root)} && \
 		GPU_CHECK_QEMU=1 QEMU_LD_PREFIX=/usr/aarch64-linux-gnu .ci/gpu-check/in-bullseye "$$root" $(CURDIR)/$(GPU_CHECK_ARM64) -- \

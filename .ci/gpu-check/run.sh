@@ -40,6 +40,7 @@ cd "$(dirname "$0")"
 # gpu-selfcheck-arm64).
 machine=$(uname -m)
 arch=$(cat arch 2>/dev/null || true)
+emulated=0
 if [ "$arch" != "$machine" ]; then
 	if [ -z "$arch" ]; then
 		echo "run.sh: this bundle records no architecture (no arch file beside run.sh), this machine is $machine" >&2
@@ -52,7 +53,10 @@ if [ "$arch" != "$machine" ]; then
 		echo "hint: carry the bundle built for $machine (make gpu-check-bundle for x86_64, make gpu-check-bundle-arm64 for aarch64); GPU_CHECK_QEMU=1 runs it --simulated under qemu-$arch where binfmt_misc has it" >&2
 		exit 3
 	fi
-	echo "=== EMULATED: this bundle is for $arch, this machine is $machine: its binaries run under qemu-$arch (GPU_CHECK_QEMU=1), SIMULATED only ==="
+	echo "=== EMULATED: this bundle is for $arch, this machine is $machine: its binaries run under qemu-$arch (GPU_CHECK_QEMU=1), SIMULATED only, on a smaller simulated node (2 GPUs of 32 MiB: the fake driver's kernels run on the emulated CPU) ==="
+	# selfcheck.sh sizes its parts for emulation too.
+	emulated=1
+	export GPU_CHECK_EMULATED=1
 fi
 if [ "${1:-}" = --selfcheck ]; then
 	shift
@@ -94,13 +98,20 @@ rm -rf "$out" && cp -r run "$out" # the bundle's run stays as built, for another
 export GPU_CHECK_BACKEND=cuda
 unset GPU_CHECK_SIZES
 if [ $simulated = 1 ]; then
-	echo "=== SIMULATED GPU CHECK: the simulated 8-GPU node (GPUATTEST_FAKE_GPU=h100:8) and the fake CUDA driver (kernels run on the host); nothing runs on a GPU ==="
+	# The simulated node: 8 H100s whose fake driver gives each 160 MiB;
+	# under emulation (above) 2 of 32 MiB, so that the whole check, its
+	# 2-minute burn-in included, keeps up on the emulated CPU (the
+	# fake's kernels and memory sweep run there, 8 devices' worth did 0
+	# burn-in rounds in 2 minutes).
+	simgpus=8 simmem=$((160 << 20))
+	if [ $emulated = 1 ]; then simgpus=2 simmem=$((32 << 20)); fi
+	echo "=== SIMULATED GPU CHECK: the simulated $simgpus-GPU node (GPUATTEST_FAKE_GPU=h100:$simgpus) and the fake CUDA driver (kernels run on the host); nothing runs on a GPU ==="
 	[ -f simulated/libcuda.so.1 ] || { echo "run.sh: no simulated/libcuda.so.1 in this bundle: rebuild it with make gpu-check-bundle" >&2; exit 2; }
-	export GPUATTEST_FAKE_GPU=h100:8 GPU_CHECK_BACKEND=cuda
+	export GPUATTEST_FAKE_GPU=h100:$simgpus GPU_CHECK_BACKEND=cuda
 	export GPU_CHECK_SIZES="--n 262144 --gemm 128 --rows 256 --cols 512 --membw-bytes 4194304"
 	uuids=$(./gpuattest device -o json 2>/dev/null | grep -o '"uuid": *"GPU-[0-9a-f-]*"' | grep -o 'GPU-[0-9a-f-]*' | paste -sd, -)
-	export LD_LIBRARY_PATH="$PWD/simulated${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKE_CUDA_DEVICES=8 FAKE_CUDA_UUIDS="$uuids"
-	export FAKE_CUDA_NAME="NVIDIA H100 80GB HBM3 (SIMULATED: fake driver)" FAKE_CUDA_MEMORY=$((160 << 20))
+	export LD_LIBRARY_PATH="$PWD/simulated${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKE_CUDA_DEVICES=$simgpus FAKE_CUDA_UUIDS="$uuids"
+	export FAKE_CUDA_NAME="NVIDIA H100 80GB HBM3 (SIMULATED: fake driver)" FAKE_CUDA_MEMORY=$simmem
 	# As on a box without libnvidia-ptxjitcompiler: the simulated H100s
 	# (9.0) must run on the harness's sm_90 cubins.
 	export FAKE_CUDA_NO_JIT=1

@@ -28,7 +28,9 @@
 # the cuda backend on the bundle's fake driver, simulated/libcuda.so.1,
 # built from kernels/testdata/fakecuda), and so are parts 2 and 3;
 # --gpus N simulates a node of N GPUs for parts 2 and 3 (1: the one-GPU
-# machine a first self-check meets). --part P runs part P alone (given
+# machine a first self-check meets). Under emulation (run.sh's
+# GPU_CHECK_QEMU=1: an arm64 bundle's binaries under qemu on x86_64) the
+# simulated node has 2 GPUs, in all three parts, and says EMULATED. --part P runs part P alone (given
 # twice, both).
 # Everything it prints says SIMULATED; it proves the plumbing, never a GPU.
 # --smi-fields prints the nvidia-smi fields part 1 queries on this
@@ -46,7 +48,10 @@ smi_fields() {
 	echo "timestamp,index,uuid,utilization.gpu,power.draw,power.limit,clocks.sm,clocks.mem,temperature.gpu,temperature.memory,$reasons"
 }
 usage() { echo "usage: run.sh --selfcheck [--simulated [--gpus N]] [--part 1|2|3] [--out DIR] | --smi-fields" >&2; exit 2; }
+# Under emulation (run.sh sets GPU_CHECK_EMULATED=1 when the bundle's
+# binaries run under qemu) the simulated node has 2 GPUs, as run.sh's.
 simulated=0 out=selfcheck simgpus=8 only=
+[ "${GPU_CHECK_EMULATED:-}" = 1 ] && simgpus=2
 while [ $# -gt 0 ]; do
 	case $1 in
 	--simulated) simulated=1 ;;
@@ -72,6 +77,7 @@ harness=work/build/gpuattest-harness
 
 echo "=== ${label}gpu-check self-check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 [ $simulated = 1 ] && echo "=== SIMULATED: nothing here runs on or says anything about a GPU"
+[ "${GPU_CHECK_EMULATED:-}" = 1 ] && echo "=== EMULATED: the bundle's binaries run under qemu-$(cat arch) on $(uname -m), on a simulated node of $simgpus GPUs"
 echo "glibc: $(ldd --version 2>/dev/null | head -n1)"
 if command -v nvidia-smi >/dev/null; then
 	nvidia-smi -L
