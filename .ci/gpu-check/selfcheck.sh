@@ -51,7 +51,7 @@ usage() { echo "usage: run.sh --selfcheck [--simulated [--gpus N]] [--part 1|2|3
 # Under emulation (run.sh sets GPU_CHECK_EMULATED=1 when the bundle's
 # binaries run under qemu) the simulated node has 2 GPUs, as run.sh's.
 simulated=0 out=selfcheck simgpus=8 only=
-[ "${GPU_CHECK_EMULATED:-}" = 1 ] && simgpus=2
+[ "${GPU_CHECK_EMULATED:-}" = 1 ] && simgpus=2 # --simulated only
 while [ $# -gt 0 ]; do
 	case $1 in
 	--simulated) simulated=1 ;;
@@ -77,7 +77,7 @@ harness=work/build/gpuattest-harness
 
 echo "=== ${label}gpu-check self-check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 [ $simulated = 1 ] && echo "=== SIMULATED: nothing here runs on or says anything about a GPU"
-[ "${GPU_CHECK_EMULATED:-}" = 1 ] && echo "=== EMULATED: the bundle's binaries run under qemu-$(cat arch) on $(uname -m), on a simulated node of $simgpus GPUs"
+[ $simulated = 1 ] && [ "${GPU_CHECK_EMULATED:-}" = 1 ] && echo "=== EMULATED: the bundle's binaries run under qemu-$(cat arch) on $(uname -m), on a simulated node of $simgpus GPUs"
 echo "glibc: $(ldd --version 2>/dev/null | head -n1)"
 if command -v nvidia-smi >/dev/null; then
 	nvidia-smi -L
