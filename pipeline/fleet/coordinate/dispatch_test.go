@@ -180,24 +180,44 @@ func buildFor(t *testing.T, arch string) string {
 	return out
 }
 
+// arm64Classes are two classes, h100 (amd64, the default) and gh200
+// (arm64).
+const arm64Classes = "  - {name: h100, gres: gpu:h100:8, targets: [sm_90]}\n" +
+	"  - {name: gh200, gres: gpu:gh200:1, arch: arm64, constraint: sm_90, targets: [sm_90]}\n"
+
+// arm64Fixture is a dispatch of arm64Classes prepared with a node binary
+// for each machine (amd, arm), its prepare function, and the digests it
+// pinned by staged path.
+type arm64Fixture struct {
+	amd, arm string
+	prepare  func(classes string, binaries map[string]string) (*coordinate.Prepared, error)
+	prep     *coordinate.Prepared
+	staged   map[string]string
+}
+
+func prepareArm64(t *testing.T) arm64Fixture {
+	t.Helper()
+	f := arm64Fixture{amd: buildFor(t, "amd64"), arm: buildFor(t, "arm64"), staged: map[string]string{}}
+	_, f.prepare = stageFixture(t)
+	var err error
+	f.prep, err = f.prepare(arm64Classes, map[string]string{"linux/amd64": f.amd, "linux/arm64": f.arm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range f.prep.Dispatch.Staged {
+		f.staged[s.Path] = s.SHA256
+	}
+	return f
+}
+
 // TestPrepareArm64Class: a fleet with an arm64 class stages the arm64
 // gpuattest for it beside the amd64 one, pins both digests in the
 // dispatch, records each job's arch, and the job script runs the arm64
 // one for that class alone. Without an arm64 binary, or with one of the
 // other machine, staging fails naming the class and the flag.
 func TestPrepareArm64Class(t *testing.T) {
-	amd, arm := buildFor(t, "amd64"), buildFor(t, "arm64")
-	_, prepare := stageFixture(t)
-	const classes = "  - {name: h100, gres: gpu:h100:8, targets: [sm_90]}\n" +
-		"  - {name: gh200, gres: gpu:gh200:1, arch: arm64, constraint: sm_90, targets: [sm_90]}\n"
-	prep, err := prepare(classes, map[string]string{"linux/amd64": amd, "linux/arm64": arm})
-	if err != nil {
-		t.Fatal(err)
-	}
-	staged := map[string]string{}
-	for _, f := range prep.Dispatch.Staged {
-		staged[f.Path] = f.SHA256
-	}
+	f := prepareArm64(t)
+	amd, arm, prep, staged := f.amd, f.arm, f.prep, f.staged
 	for path, src := range map[string]string{"bin/gpuattest": amd, "bin/gpuattest-linux-arm64": arm} {
 		b, err := os.ReadFile(src)
 		if err != nil {
@@ -224,7 +244,7 @@ func TestPrepareArm64Class(t *testing.T) {
 		"missing":       {"linux/amd64": amd},
 		"wrong machine": {"linux/amd64": amd, "linux/arm64": amd},
 	} {
-		_, err := prepare(classes, bins)
+		_, err := f.prepare(arm64Classes, bins)
 		if err == nil || !strings.Contains(err.Error(), "class gh200") || !strings.Contains(err.Error(), "--node-binary linux/arm64=") {
 			t.Errorf("%s arm64 binary: %v, want an error naming class gh200 and --node-binary", name, err)
 		}
@@ -240,18 +260,8 @@ func TestPrepareArm64Class(t *testing.T) {
 // still runs.
 func TestJobScriptRefusesSwappedArm64Binary(t *testing.T) {
 	sh := testenv.RequireTool(t, "sh")
-	amd, arm := buildFor(t, "amd64"), buildFor(t, "arm64")
-	_, prepare := stageFixture(t)
-	const classes = "  - {name: h100, gres: gpu:h100:8, targets: [sm_90]}\n" +
-		"  - {name: gh200, gres: gpu:gh200:1, arch: arm64, constraint: sm_90, targets: [sm_90]}\n"
-	prep, err := prepare(classes, map[string]string{"linux/amd64": amd, "linux/arm64": arm})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned := map[string]string{}
-	for _, f := range prep.Dispatch.Staged {
-		pinned[f.Path] = f.SHA256
-	}
+	f := prepareArm64(t)
+	amd, prep, pinned := f.amd, f.prep, f.staged
 	script := filepath.Join(prep.Dir, coordinate.JobScript)
 	if out, err := exec.CommandContext(t.Context(), sh, script, "h100").CombinedOutput(); err != nil {
 		t.Fatalf("the job script of class h100, nothing swapped: %v\n%s", err, out)
