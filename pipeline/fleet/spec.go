@@ -332,7 +332,11 @@ func (c *Class) Architecture() string { return cmp.Or(c.Arch, DefaultArch) }
 
 // Platform is the GOOS/GOARCH of the gpuattest the class's nodes run
 // (linux/amd64).
-func (c *Class) Platform() string { return "linux/" + c.Architecture() }
+func (c *Class) Platform() string { return Platform(c.Arch) }
+
+// Platform is the GOOS/GOARCH of the gpuattest that nodes of
+// architecture arch run: linux/ARCH, DefaultArch when arch is empty.
+func Platform(arch string) string { return "linux/" + cmp.Or(arch, DefaultArch) }
 
 // ProductLabel is the node label GPU Feature Discovery sets to the GPU's
 // product name.

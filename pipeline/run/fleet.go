@@ -271,7 +271,7 @@ func submitFleet(ctx context.Context, p *pipeline.Pipeline, spec *fleet.Spec, si
 func nodeBinaries(o *fleetOptions) (map[string]string, error) {
 	binaries := map[string]string{}
 	maps.Copy(binaries, o.binaries)
-	if self := "linux/" + runtime.GOARCH; runtime.GOOS == "linux" && binaries[self] == "" {
+	if self := fleet.Platform(runtime.GOARCH); runtime.GOOS == "linux" && binaries[self] == "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, err

@@ -1,7 +1,6 @@
 package coordinate
 
 import (
-	"cmp"
 	"debug/elf"
 	"fmt"
 	"path/filepath"
@@ -134,7 +133,7 @@ func binarySelection(jobs []dispatch.Job, files []dispatch.File) (bin, sum, case
 	byPlatform := map[string][]string{}
 	var order []string
 	for _, j := range jobs {
-		p := "linux/" + cmp.Or(j.Arch, fleet.DefaultArch)
+		p := fleet.Platform(j.Arch)
 		if !slices.Contains(byPlatform[p], j.Class) {
 			if byPlatform[p] == nil {
 				order = append(order, p)
